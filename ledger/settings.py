@@ -1,0 +1,131 @@
+"""Ledger configuration, read from ``WAGGLE_*`` environment variables (and ``.env``).
+
+Rules:
+* An empty value means absent (``WAGGLE_X=`` is the same as not setting it).
+* Every missing required setting is reported together, in one message that says where
+  to set each one (:class:`MissingSettings`), never one at a time.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+CAPTURE_FORMAT_NAMES = ("png", "webp", "html", "links", "mhtml", "wacz")
+
+
+class MissingSettings(RuntimeError):
+    """Raised at start-up when required settings are absent; ``str()`` lists them all."""
+
+    def __init__(self, missing: dict[str, str]):
+        self.missing = missing
+        lines = ["waggle cannot start: these settings are missing"]
+        for name, where in missing.items():
+            lines.append(f"  {name} — {where}")
+        lines.append("Set them in the environment or in .env (an empty value counts as missing).")
+        super().__init__("\n".join(lines))
+
+
+def default_state_dir() -> Path:
+    """State directory of the embedded stack: ``$WAGGLE_STATE_DIR`` or ``./.waggle``."""
+    return Path(os.environ.get("WAGGLE_STATE_DIR") or ".waggle").resolve()
+
+
+class Settings(BaseSettings):
+    """All ledger settings. Times are named with their unit (``_s``, ``_ms``)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="WAGGLE_",
+        env_file=".env",
+        env_ignore_empty=True,  # empty value == absent
+        extra="ignore",
+    )
+
+    # -- process / storage -------------------------------------------------
+    state_dir: Path = Field(default_factory=default_state_dir)
+    database_url: str | None = None  # None → embedded Postgres (pgserver) under state_dir/pg
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(7070, ge=1, le=65535)
+    public_url: str | None = None  # how the flow reaches the ledger; default http://api_host:api_port
+
+    # -- identity ----------------------------------------------------------
+    oidc_issuer: str | None = None  # set → JWT mode (wins over dev identity)
+    oidc_audience: str = "waggle"
+    dev_identity: bool = False  # WAGGLE_DEV_IDENTITY=1 → trust X-Waggle-Subject/-Organizations
+    dev_issuer_port: int = 9099
+
+    # -- OpenFGA -------------------------------------------------------------
+    fga_api_url: str = "http://127.0.0.1:8090"
+    fga_api_token: str | None = None
+    fga_store_id: str | None = None
+    fga_model_id: str | None = None
+
+    # -- S3 ------------------------------------------------------------------
+    s3_endpoint: str | None = None
+    s3_bucket: str | None = None
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: str | None = None
+
+    # -- crawling --------------------------------------------------------------
+    crawl_webhook_url: str | None = None  # …/api/w/{ws}/jobs/run/f/f/waggle/crawl_level
+    crawl_webhook_token: str | None = None
+    crawl_webhook_timeout_s: float = 10.0
+    capture_formats: Annotated[tuple[str, ...], NoDecode] = ("wacz",)
+    capture_signing: bool = False
+    max_pages: int = Field(1000, ge=1)  # upper bound a caller may ask for
+    max_pages_per_host: int | None = None  # trap defence; None = no per-host cap
+    allow_private_hosts: bool = False  # WAGGLE_ALLOW_PRIVATE_HOSTS=1 opts out of the guard
+    crawl_stall_s: float = 900.0  # watchdog: no progress for this long → crawl failed
+    watchdog_interval_s: float = 15.0
+    search_url: str | None = None  # no search backend → /index answers 404
+
+    # -- background work -------------------------------------------------------
+    drain_interval_s: float = 5.0  # outbox worker period
+    reconcile_interval_s: float = 300.0  # reconciler period
+    reconcile_since_days: int = 7
+
+    @field_validator("capture_formats", mode="before")
+    @classmethod
+    def _parse_formats(cls, value: object) -> tuple[str, ...]:
+        if isinstance(value, str):
+            items = [v.strip() for v in value.split(",") if v.strip()]
+        else:
+            items = list(value)  # type: ignore[arg-type]
+        unknown = [v for v in items if v not in CAPTURE_FORMAT_NAMES]
+        if unknown or not items:
+            raise ValueError(
+                f"WAGGLE_CAPTURE_FORMATS must be a comma list of {','.join(CAPTURE_FORMAT_NAMES)};"
+                f" unknown: {','.join(unknown) or '(empty)'}"
+            )
+        return tuple(dict.fromkeys(items))
+
+    # -- derived ---------------------------------------------------------------
+    @property
+    def crawls_enabled(self) -> bool:
+        return bool(self.crawl_webhook_url and self.crawl_webhook_token)
+
+    def require(self, *names: str) -> None:
+        """Raise :class:`MissingSettings` naming every absent setting among ``names``."""
+        where = {
+            "fga_store_id": "run `waggle fga deploy` and copy the printed store id",
+            "fga_model_id": "run `waggle fga deploy` and copy the printed model id",
+        }
+        missing = {
+            f"WAGGLE_{n.upper()}": where.get(n, "environment or .env")
+            for n in names
+            if getattr(self, n) in (None, "")
+        }
+        if missing:
+            raise MissingSettings(missing)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (cached; tests build their own ``Settings(...)``)."""
+    return Settings()

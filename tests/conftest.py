@@ -1,0 +1,68 @@
+"""Fixtures shared by every test area: a real Postgres and fresh databases in it.
+
+Postgres is embedded (pgserver) unless ``WAGGLE_TEST_DATABASE_URL`` names a server whose
+user may create databases. Area fixtures live in ``tests/<area>/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+
+pytest_plugins = [
+    "tests.fixtures.s3",
+    "tests.fixtures.fga",
+    "tests.fixtures.ledger",
+    "tests.fixtures.stack",
+]
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Connection URL of a Postgres server for the test session (admin database)."""
+    given = os.environ.get("WAGGLE_TEST_DATABASE_URL")
+    if given:
+        yield given
+        return
+    import pgserver
+
+    server = pgserver.get_server(str(tmp_path_factory.mktemp("pg")), cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+_counter = itertools.count()
+
+
+def _with_database(url: str, name: str) -> str:
+    """``url`` pointing at database ``name`` (works for socket-style pgserver URIs too)."""
+    base, _, query = url.partition("?")
+    head, _, _ = base.rpartition("/")
+    return f"{head}/{name}" + (f"?{query}" if query else "")
+
+
+@pytest.fixture(scope="session")
+def create_database(pg_admin_url: str) -> Callable[..., str]:
+    """Factory: ``create_database(template=None)`` → URL of a new, empty (or cloned) database."""
+
+    def make(template: str | None = None) -> str:
+        name = f"t_{next(_counter)}_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            tmpl = f" TEMPLATE {template}" if template else ""
+            conn.execute(f"CREATE DATABASE {name}{tmpl}")
+        return _with_database(pg_admin_url, name)
+
+    return make
+
+
+@pytest.fixture
+def empty_db_url(create_database: Callable[..., str]) -> str:
+    """A fresh, empty database for one test."""
+    return create_database()
