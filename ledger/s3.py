@@ -1,0 +1,168 @@
+"""The ledger's S3 access: bounded reads of manifests/links and presigned GET URLs.
+
+boto3 is synchronous, so reads run in a worker thread (``anyio.to_thread``); presigning is a
+local computation (no request is sent). Addressing is path-style and checksums are computed /
+validated only when an operation requires them, so SeaweedFS, s3rver and other non-AWS servers
+accept our requests.
+
+Keys are always used verbatim (spaces, ``+``, ``/``, non-ASCII): never URL-decoded and never
+rebuilt from task ids (reference/contracts.md §B.1).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+    ConnectTimeoutError,
+)
+
+__all__ = ["S3Store", "S3Unavailable", "ObjectTooLarge", "parse_location"]
+
+_NOT_FOUND_CODES = {"NoSuchKey", "404", "NotFound", "NoSuchBucket"}
+
+
+class S3Unavailable(RuntimeError):
+    """The object store did not answer (connection refused/reset, timeout, 5xx)."""
+
+
+class ObjectTooLarge(ValueError):
+    """The object is larger than the caller's byte cap; ``.size`` is its size when known."""
+
+    def __init__(self, key: str, max_bytes: int, size: int | None = None):
+        self.key, self.max_bytes, self.size = key, max_bytes, size
+        super().__init__(f"s3 object {key!r} is larger than {max_bytes} bytes" + (f" ({size})" if size else ""))
+
+
+def parse_location(location: str) -> tuple[str, str]:
+    """Split ``s3://bucket/key`` into ``(bucket, key)``; the key is taken verbatim.
+
+    Raises ``ValueError`` when the string does not start with ``s3://`` or the bucket or key
+    is empty (reference/ledger.md §9.1 ``parseS3Uri``).
+    """
+    if not isinstance(location, str) or not location.startswith("s3://"):
+        raise ValueError(f"not an s3:// location: {location!r}")
+    bucket, sep, key = location[len("s3://") :].partition("/")
+    if not bucket or not sep or not key:
+        raise ValueError(f"s3 location needs a bucket and a key: {location!r}")
+    return bucket, key
+
+
+class S3Store:
+    """One bucket on one S3-compatible endpoint.
+
+    ``endpoint`` e.g. ``http://127.0.0.1:8333``; ``bucket`` is the configured bucket that
+    manifests and links are read from. Methods that take ``bucket=`` can address another
+    bucket on the same endpoint (archives record the bucket of their WACZ location).
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        bucket: str,
+        region: str = "us-east-1",
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        *,
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float = 30.0,
+    ):
+        self.endpoint = endpoint
+        self.bucket = bucket
+        self.region = region
+        config = Config(
+            s3={"addressing_style": "path"},
+            signature_version="s3v4",
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            connect_timeout=connect_timeout_s,
+            read_timeout=read_timeout_s,
+            retries={"max_attempts": 2, "mode": "standard"},
+        )
+        self.client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name=region,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            config=config,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "S3Store":
+        """Build from :class:`ledger.settings.Settings` (raises ``MissingSettings``)."""
+        settings.require("s3_endpoint", "s3_bucket", "s3_access_key_id", "s3_secret_access_key")
+        return cls(
+            settings.s3_endpoint,
+            settings.s3_bucket,
+            settings.s3_region,
+            settings.s3_access_key_id,
+            settings.s3_secret_access_key,
+        )
+
+    # -- reads ---------------------------------------------------------------------------
+    def _get_bytes_sync(self, key: str, max_bytes: int, bucket: str | None) -> bytes | None:
+        try:
+            resp = self.client.get_object(Bucket=bucket or self.bucket, Key=key)
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if str(err.get("Code")) in _NOT_FOUND_CODES or status == 404:
+                return None
+            if status and status >= 500:
+                raise S3Unavailable(f"s3 answered {status} for {key!r}: {err.get('Message') or err.get('Code')}") from exc
+            raise
+        except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError) as exc:
+            raise S3Unavailable(f"s3 at {self.endpoint} did not answer: {exc}") from exc
+        body = resp["Body"]
+        try:
+            size = resp.get("ContentLength")
+            if size is not None and size > max_bytes:
+                raise ObjectTooLarge(key, max_bytes, size)
+            data = body.read(max_bytes + 1)  # one byte more tells "too large" without a length
+            if len(data) > max_bytes:
+                raise ObjectTooLarge(key, max_bytes, size)
+            return data
+        except (ReadTimeoutError, ConnectionClosedError, BotoCoreError) as exc:
+            raise S3Unavailable(f"s3 read of {key!r} broke off: {exc}") from exc
+        finally:
+            body.close()
+
+    async def get_bytes(self, key: str, max_bytes: int, *, bucket: str | None = None) -> bytes | None:
+        """The object's bytes, or ``None`` when there is no such key.
+
+        Raises :class:`ObjectTooLarge` above ``max_bytes`` (bytes), :class:`S3Unavailable` when
+        the store does not answer; other S3 errors (e.g. AccessDenied) propagate as botocore
+        ``ClientError``.
+        """
+        return await anyio.to_thread.run_sync(self._get_bytes_sync, key, max_bytes, bucket)
+
+    async def get_json(self, key: str, max_bytes: int, *, bucket: str | None = None) -> Any | None:
+        """The object parsed as JSON (UTF-8), or ``None`` when there is no such key.
+
+        Raises ``ValueError`` (``json.JSONDecodeError``/``UnicodeDecodeError``) for bytes that
+        are not JSON, plus everything :meth:`get_bytes` raises.
+        """
+        data = await self.get_bytes(key, max_bytes, bucket=bucket)
+        if data is None:
+            return None
+        return json.loads(data.decode("utf-8"))
+
+    # -- URLs ----------------------------------------------------------------------------
+    def presign_get(self, key: str, expires_s: int = 300, *, bucket: str | None = None) -> str:
+        """A presigned ``GetObject`` URL valid ``expires_s`` seconds (SigV4, local computation;
+        existence of the object is not verified)."""
+        return self.client.generate_presigned_url(
+            "get_object",
+            Params={"Bucket": bucket or self.bucket, "Key": key},
+            ExpiresIn=int(expires_s),
+        )
