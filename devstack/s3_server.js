@@ -1,0 +1,42 @@
+// S3 stand-in for the local stack: s3rver (pinned in package.json) on loopback, path-style,
+// objects kept on disk under --data, one bucket created at start, one extra key pair.
+// Prints one JSON line {"host","port"} on stdout once listening; launched by devstack/s3.py.
+'use strict';
+const S3rver = require('s3rver');
+const Account = require('s3rver/lib/models/account');
+
+function arg(name, dflt) {
+  const i = process.argv.indexOf('--' + name);
+  return i >= 0 ? process.argv[i + 1] : dflt;
+}
+
+const host = arg('host', '127.0.0.1');
+const port = Number(arg('port', '0'));
+const data = arg('data');
+const bucket = arg('bucket', 'browserhive');
+const accessKey = arg('access-key', 'browserhive');
+const secretKey = arg('secret-key', 'browserhive');
+if (!data) {
+  process.stderr.write('--data DIR is required\n');
+  process.exit(2);
+}
+Account.DUMMY_ACCOUNT.createKeyPair(accessKey, secretKey);
+
+const server = new S3rver({
+  address: host,
+  port,
+  directory: data,
+  silent: process.env.S3_VERBOSE !== '1',
+  vhostBuckets: false,
+  configureBuckets: [{ name: bucket, configs: [] }],
+});
+server.run().then(
+  (addr) => process.stdout.write(JSON.stringify({ host: addr.address, port: addr.port }) + '\n'),
+  (err) => {
+    process.stderr.write(`s3 stand-in failed to start: ${err && err.message}\n`);
+    process.exit(1);
+  },
+);
+const stop = () => server.close().finally(() => process.exit(0));
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
