@@ -1,9 +1,242 @@
-"""Commands of this area, mounted on the root ``waggle`` app by :mod:`ledger.cli`."""
+"""``waggle crawl / crawls / archives / url``: the ledger API from the command line.
+
+Mounted on the root app by :mod:`ledger.cli`. API URL and token: see :mod:`ledger.client.config`.
+Exit codes: 0 done (crawl succeeded), 1 crawl failed or an error, 130 interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
+from rich.console import Console
+
+from ledger.client import render
+from ledger.client.api import ApiError, CrawlInProgress, LedgerClient
+from ledger.client.config import ClientConfigError, resolve_config
+from ledger.client.follow import (
+    POLL_INTERVAL_S,
+    crawl_archives,
+    download_archives,
+    follow,
+    on_interrupt,
+)
+
+EXIT_INTERRUPTED = 130
+
+
+class Scope(str, Enum):
+    same_origin = "same-origin"
+    same_host = "same-host"
+
+
+def _console() -> Console:
+    return Console(highlight=False)
+
+
+def _client() -> LedgerClient:
+    return LedgerClient(resolve_config())
+
+
+def _fail(console: Console, message: str, code: int = 1) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}", soft_wrap=True)
+    return typer.Exit(code)
+
+
+def parse_script(value: str) -> str | dict:
+    """``--script`` value → a crawl ``scripts`` item.
+
+    ``autoscroll`` / ``autoscroll@2`` → a registered id (string). An existing ``*.ts`` file,
+    optionally prefixed ``preload:`` or ``behavior:`` (default behavior), → an inline script
+    ``{"name": <file stem>, "phase", "source"}``. Raises typer.BadParameter for a missing file.
+    """
+    phase, _, rest = value.partition(":")
+    if phase in ("preload", "behavior") and rest:
+        path = Path(rest)
+    else:
+        phase, path = "behavior", Path(value)
+    if path.suffix == ".ts" or path.exists():
+        if not path.is_file():
+            raise typer.BadParameter(f"no such script file: {path}")
+        return {"name": path.stem, "phase": phase, "source": path.read_text(encoding="utf-8")}
+    return value
+
+
+def build_crawl_body(
+    seeds: list[str],
+    depth: int | None,
+    max_pages: int | None,
+    delay_ms: int | None,
+    parallelism: int | None,
+    scope: str | None,
+    scripts: list[str] | None,
+    no_scripts: bool,
+) -> dict:
+    """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent."""
+    body: dict = {"seeds": list(seeds)}
+    for key, value in (
+        ("scope", scope),
+        ("maxDepth", depth),
+        ("maxPages", max_pages),
+        ("perHostDelayMs", delay_ms),
+        ("hostParallelism", parallelism),
+    ):
+        if value is not None:
+            body[key] = value
+    if no_scripts:
+        body["scripts"] = []
+    elif scripts:
+        body["scripts"] = [parse_script(s) for s in scripts]
+    return body
+
+
+def show_archives_with_urls(client: LedgerClient, archives: list[dict], console: Console) -> None:
+    """The archives table, then one signed URL per archive (printed unwrapped, for copying)."""
+    console.print(render.archives_table(archives, title=f"archives ({len(archives)})"))
+    if not archives:
+        return
+    console.print("signed download URLs:")
+    for archive in archives:
+        signed = client.sign_url(str(archive["id"]))
+        console.print(f"  {archive.get('sourceUrl')} (valid {signed.get('expiresIn')} s)", soft_wrap=True)
+        console.print(f"    {signed['url']}", soft_wrap=True, markup=False)
+
+
+def finish(client: LedgerClient, crawl: dict, console: Console, download: Path | None, archive_wait_s: float) -> int:
+    """Summary, archives (+ signed URLs, + downloads); returns the exit code (0 iff succeeded)."""
+    console.print(render.summary_view(crawl))
+    archives = crawl_archives(client, crawl, wait_s=archive_wait_s) if (render.captured_count(crawl) or 0) > 0 else []
+    show_archives_with_urls(client, archives, console)
+    if download is not None and archives:
+        download_archives(client, archives, download, console)
+    return 0 if crawl.get("state") == "succeeded" else 1
+
+
+def follow_to_end(
+    client: LedgerClient,
+    crawl_id: str,
+    console: Console,
+    download: Path | None,
+    archive_wait_s: float,
+    poll_s: float,
+) -> int:
+    """Follow a crawl live until it ends, with the Ctrl-C decision; then :func:`finish`."""
+    try:
+        crawl = follow(client, crawl_id, console, poll_s=poll_s)
+    except KeyboardInterrupt:
+        outcome = on_interrupt(client, crawl_id, console)
+        if outcome == "left":
+            return EXIT_INTERRUPTED
+        crawl = client.get_crawl(crawl_id)
+        console.print(render.summary_view(crawl))
+        return EXIT_INTERRUPTED
+    return finish(client, crawl, console, download, archive_wait_s)
+
+
+def crawl_command(
+    urls: Annotated[list[str], typer.Argument(help="Seed URLs (http or https).", show_default=False)],
+    depth: Annotated[Optional[int], typer.Option("--depth", min=0, max=10, help="Levels after the seeds (maxDepth; ledger default 2).")] = None,
+    max_pages: Annotated[Optional[int], typer.Option("--max-pages", min=1, help="Page budget of the whole crawl (ledger default max(30, #seeds)).")] = None,
+    delay_ms: Annotated[Optional[int], typer.Option("--delay-ms", min=0, max=600000, help="Per-host politeness delay in ms (ledger default 2000; robots Crawl-delay wins when longer).")] = None,
+    parallelism: Annotated[Optional[int], typer.Option("--parallelism", min=1, max=32, help="Hosts crawled at once (ledger default 4; capped by the browsers).")] = None,
+    scope: Annotated[Optional[Scope], typer.Option("--scope", help="Which links are followed (ledger default same-origin).")] = None,
+    script: Annotated[Optional[list[str]], typer.Option("--script", help="Page script: a catalogue id (autoscroll, autoscroll@2) or a .ts file (\\[preload:|behavior:]path.ts). Repeatable; default = the catalogue's default set.")] = None,
+    no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
+    download: Annotated[Optional[Path], typer.Option("--download", help="Save the crawl's WACZ files into this directory.", file_okay=False)] = None,
+    detach: Annotated[bool, typer.Option("--detach", help="Submit, print the crawl id and return.")] = False,
+    archive_wait_s: Annotated[float, typer.Option("--archive-wait", help="Seconds to wait for the archives to be listed after the crawl.")] = 30.0,
+    poll_s: Annotated[float, typer.Option("--poll-interval", hidden=True)] = POLL_INTERVAL_S,
+) -> None:
+    """Crawl URLs into WACZ archives and follow the crawl live until it ends."""
+    console = _console()
+    if no_scripts and script:
+        raise _fail(console, "--script and --no-scripts exclude each other")
+    body = build_crawl_body(urls, depth, max_pages, delay_ms, parallelism, scope.value if scope else None, script, no_scripts)
+    try:
+        with _client() as client:
+            crawl_id = client.submit_crawl(body)
+            console.print(f"crawl {crawl_id} started ({', '.join(urls)})", soft_wrap=True)
+            if detach:
+                return
+            code = follow_to_end(client, crawl_id, console, download, archive_wait_s, poll_s)
+    except CrawlInProgress as exc:
+        raise _fail(console, str(exc)) from None
+    except (ApiError, ClientConfigError) as exc:
+        raise _fail(console, str(exc)) from None
+    raise typer.Exit(code)
+
+
+def crawls_command(
+    crawl_id: Annotated[Optional[str], typer.Argument(help="A crawl id: show it (default: list recent crawls).")] = None,
+    follow_it: Annotated[bool, typer.Option("--follow", help="Follow the crawl live until it ends.")] = False,
+    fail_it: Annotated[bool, typer.Option("--fail", help="Fail (close) the crawl if it is running.")] = False,
+    reason: Annotated[str, typer.Option("--reason", help="Reason recorded with --fail (≤ 2,000 chars).")] = "failed by the operator (`waggle crawls --fail`)",
+    download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save its WACZ files here.", file_okay=False)] = None,
+    archive_wait_s: Annotated[float, typer.Option("--archive-wait", help="Seconds to wait for the archives to be listed.")] = 5.0,
+    poll_s: Annotated[float, typer.Option("--poll-interval", hidden=True)] = POLL_INTERVAL_S,
+) -> None:
+    """List recent crawls, or show / follow / fail one."""
+    console = _console()
+    if (follow_it or fail_it or download) and not crawl_id:
+        raise _fail(console, "--follow, --fail and --download need a crawl id")
+    try:
+        with _client() as client:
+            if crawl_id is None:
+                console.print(render.crawls_table(client.list_crawls()))
+                return
+            if fail_it:
+                closed = client.fail_crawl(crawl_id, reason)
+                console.print(f"crawl {crawl_id} " + ("failed." if closed else "was not running; nothing to fail."))
+                return
+            if follow_it:
+                code = follow_to_end(client, crawl_id, console, download, archive_wait_s, poll_s)
+            else:
+                code = finish(client, client.get_crawl(crawl_id), console, download, archive_wait_s)
+    except (ApiError, ClientConfigError) as exc:
+        raise _fail(console, str(exc)) from None
+    raise typer.Exit(code)
+
+
+def archives_command(
+    before: Annotated[Optional[str], typer.Option("--before", help="Only archives captured before this ISO 8601 time.")] = None,
+) -> None:
+    """List the archives you may view, newest first (one page of up to 50)."""
+    console = _console()
+    try:
+        with _client() as client:
+            rows = client.archives_page(before).get("archives", [])
+    except (ApiError, ClientConfigError) as exc:
+        raise _fail(console, str(exc)) from None
+    console.print(render.archives_table(rows, title=f"archives ({len(rows)})"))
+
+
+def url_command(
+    archive_id: Annotated[str, typer.Argument(help="The archive id (from `waggle archives`).")],
+    download: Annotated[Optional[Path], typer.Option("--download", help="Also save the WACZ into this directory.", file_okay=False)] = None,
+) -> None:
+    """Print a signed download URL for one archive (valid 300 s) on stdout."""
+    console = _console()
+    err = Console(stderr=True, highlight=False)
+    try:
+        with _client() as client:
+            signed = client.sign_url(archive_id)
+            print(signed["url"])
+            err.print(f"valid for {signed.get('expiresIn')} s")
+            if download is not None:
+                from ledger.client.api import download as fetch
+
+                path = download / f"{archive_id}.wacz"
+                size = fetch(signed["url"], path)
+                err.print(f"saved {path} ({size} bytes)")
+    except (ApiError, ClientConfigError) as exc:
+        raise _fail(console, str(exc)) from None
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands (or sub-apps) to ``app``."""
+    """Add ``crawl``, ``crawls``, ``archives`` and ``url`` to the root ``waggle`` app."""
+    app.command("crawl")(crawl_command)
+    app.command("crawls")(crawls_command)
+    app.command("archives")(archives_command)
+    app.command("url")(url_command)

@@ -1,0 +1,181 @@
+"""A small synchronous client of the ledger's HTTP API (reference/ledger.md §6, issue 2/3 routes).
+
+Every non-success answer becomes :class:`ApiError` whose ``str()`` says what happened and what
+to do; a 409 on submit becomes :class:`CrawlInProgress` carrying the running crawl's id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ledger.client.config import ClientConfig
+
+DEFAULT_TIMEOUT_S = 15.0
+
+
+class ApiError(RuntimeError):
+    """The API answered with an error (``status``; 0 = no answer at all); ``str()`` is for people."""
+
+    def __init__(self, status: int, message: str, body: object = None):
+        self.status = status
+        self.body = body  # the parsed JSON error body, when there was one
+        super().__init__(message)
+
+
+class CrawlInProgress(ApiError):
+    """``POST /api/crawls`` → 409: another crawl is running (``crawl_id``, ``started_at`` when given)."""
+
+    def __init__(self, crawl_id: str | None, started_at: str | None):
+        self.crawl_id = crawl_id
+        self.started_at = started_at
+        which = f"crawl {crawl_id}" if crawl_id else "another crawl"
+        since = f" (started {started_at})" if started_at else ""
+        ref = crawl_id or "ID"
+        super().__init__(
+            409,
+            f"{which} is already running{since}; only one crawl runs at a time. "
+            f"Follow it with `waggle crawls {ref} --follow`, or fail it with `waggle crawls {ref} --fail`.",
+        )
+
+
+def _json_or_none(resp: httpx.Response) -> object:
+    try:
+        return resp.json()
+    except ValueError:
+        return None
+
+
+def _error_text(resp: httpx.Response, body: object) -> str:
+    if isinstance(body, dict):
+        for key in ("error", "message", "detail"):
+            if body.get(key):
+                return str(body[key])
+    if body is not None:
+        return str(body)[:300]
+    return resp.text[:300] or resp.reason_phrase
+
+
+class LedgerClient:
+    """The ledger API at ``config.api_url`` with ``config.token`` as Bearer (context manager)."""
+
+    def __init__(self, config: ClientConfig, timeout_s: float = DEFAULT_TIMEOUT_S):
+        headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
+        self.config = config
+        self._http = httpx.Client(base_url=config.api_url, headers=headers, timeout=timeout_s)
+
+    def __enter__(self) -> LedgerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- plumbing -------------------------------------------------------------
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            resp = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ApiError(
+                0,
+                f"the ledger API at {self.config.api_url} does not answer ({exc.__class__.__name__}: {exc}); "
+                "is it running? (`waggle dev status`, or check WAGGLE_API_URL)",
+            ) from exc
+        if resp.status_code // 100 == 2:
+            return resp
+        body = _json_or_none(resp)
+        text = _error_text(resp, body)
+        status = resp.status_code
+        if status == 401:
+            message = (
+                f"the ledger refused the token ({method} {path} → 401). Get a fresh one: unset WAGGLE_TOKEN "
+                "to mint one from the local stack, or set a valid WAGGLE_TOKEN."
+            )
+        elif status == 404 and (text in ("Not Found", "Not found") or "route" in text.lower()):
+            # FastAPI's own 404 for an unmounted route, not the ledger's {"error":"not found"}
+            message = f"the ledger does not serve {method} {path} (crawl routes need WAGGLE_CRAWL_WEBHOOK_URL and _TOKEN)"
+        elif status == 404:
+            message = f"not found: {method} {path} — no such item, or this identity may not see it"
+        elif status >= 500:
+            message = f"the ledger failed: {method} {path} → {status} {text}"
+        else:
+            message = f"{method} {path} → {status}: {text}"
+        raise ApiError(status, message, body)
+
+    # -- routes -----------------------------------------------------------------
+    def me(self) -> dict:
+        """``GET /api/me`` → ``{subject, organizations, canSubmit}``."""
+        return self._call("GET", "/api/me").json()
+
+    def submit_crawl(self, body: dict) -> str:
+        """``POST /api/crawls`` (body: ledger.md §6.7) → the new crawl id; raises CrawlInProgress on 409."""
+        try:
+            resp = self._call("POST", "/api/crawls", json=body)
+        except ApiError as exc:
+            if exc.status == 409:
+                data = exc.body if isinstance(exc.body, dict) else {}
+                raise CrawlInProgress(data.get("crawlId"), data.get("startedAt")) from None
+            raise
+        return resp.json()["crawlId"]
+
+    def get_crawl(self, crawl_id: str) -> dict:
+        """``GET /api/crawls/{id}`` → the crawl status (ledger.md §6.8 plus issue 2's counters)."""
+        return self._call("GET", f"/api/crawls/{crawl_id}").json()
+
+    def list_crawls(self) -> list[dict]:
+        """``GET /api/crawls`` → recent crawls, newest first."""
+        body = self._call("GET", "/api/crawls").json()
+        return body.get("crawls", []) if isinstance(body, dict) else body
+
+    def fail_crawl(self, crawl_id: str, reason: str) -> bool:
+        """``POST /api/crawls/{id}/failed {reason}`` (≤ 2,000 chars) → True when this call closed it."""
+        return bool(self._call("POST", f"/api/crawls/{crawl_id}/failed", json={"reason": reason[:2000]}).json().get("closed"))
+
+    def archives_page(self, before: str | None = None) -> dict:
+        """``GET /api/archives[?before=]`` → the raw page body ``{"archives": [...], ...}``."""
+        params = {"before": before} if before else None
+        return self._call("GET", "/api/archives", params=params).json()
+
+    def iter_archives(self, since: str | None = None, max_pages: int = 20) -> Iterator[dict]:
+        """Archives newest first, following the ``before`` cursor; stops at rows captured before ``since``."""
+        before = None
+        for _ in range(max_pages):
+            page = self.archives_page(before)
+            rows = page.get("archives", [])
+            for row in rows:
+                if since and row.get("capturedAt", "") < since:
+                    return
+                yield row
+            cursor = page.get("nextBefore") or page.get("next") or (rows[-1]["capturedAt"] if len(rows) >= 50 else None)
+            if not cursor or cursor == before:
+                return
+            before = cursor
+
+    def sign_url(self, archive_id: str) -> dict:
+        """``POST /api/archives/{id}/url`` → ``{"url", "expiresIn"}`` (seconds)."""
+        return self._call("POST", f"/api/archives/{archive_id}/url").json()
+
+
+def download(url: str, dest: Path, timeout_s: float = 120.0) -> int:
+    """Stream ``url`` (a signed S3 URL) to ``dest``; returns the byte count; raises ApiError on non-200."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    try:
+        with httpx.stream("GET", url, timeout=timeout_s) as resp:
+            if resp.status_code != 200:
+                raise ApiError(resp.status_code, f"download failed: GET {url.split('?')[0]} → {resp.status_code}")
+            size = 0
+            with part.open("wb") as fh:
+                for chunk in resp.iter_bytes():
+                    fh.write(chunk)
+                    size += len(chunk)
+    except httpx.HTTPError as exc:
+        part.unlink(missing_ok=True)
+        raise ApiError(0, f"download failed: {url.split('?')[0]}: {exc}") from exc
+    part.replace(dest)  # never leave a half file under the final name
+    return size

@@ -1,0 +1,202 @@
+"""Rich renderables for crawl status, summaries and archive lists (pure: dict in, renderable out).
+
+Reads the crawl status body of ``GET /api/crawls/{id}`` (ledger.md §6.8 and issue 2): ``state``,
+``stopReason``, ``pagesDiscovered``, ``pagesCaptured``, ``pagesFailed``, ``pagesSkipped``,
+``lastJob{id, depth}``, ``hostsInFlight``, ``failures[{url, depth, reason}]``, ``error``,
+``startedAt``/``finishedAt``. Counters the ledger does not send are shown as "–".
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+
+def parse_time(value: object) -> datetime | None:
+    """An ISO 8601 timestamp (``Z`` or offset) as an aware datetime, or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def elapsed_s(crawl: dict, now: datetime | None = None) -> float | None:
+    """Seconds from ``startedAt`` to ``finishedAt`` (or to now while running)."""
+    start = parse_time(crawl.get("startedAt"))
+    if start is None:
+        return None
+    end = parse_time(crawl.get("finishedAt")) or now or datetime.now(timezone.utc)
+    return max(0.0, (end - start).total_seconds())
+
+
+def format_duration(seconds: float | None) -> str:
+    """``73.4`` → ``1m13s``; None → ``–``."""
+    if seconds is None:
+        return "–"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{seconds:.1f}s"
+    minutes, sec = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{sec:02d}s"
+
+
+def level_of(crawl: dict) -> int | None:
+    """The level in flight (or last run): ``level``/``depth`` if sent, else ``lastJob.depth``."""
+    for key in ("level", "depth", "currentDepth"):
+        if isinstance(crawl.get(key), int):
+            return crawl[key]
+    job = crawl.get("lastJob")
+    if isinstance(job, dict) and isinstance(job.get("depth"), int):
+        return job["depth"]
+    return None
+
+
+def count(crawl: dict, *keys: str) -> int | None:
+    """The first integer among ``keys`` (camelCase counters), or None when the ledger sends none."""
+    for key in keys:
+        value = crawl.get(key)
+        if isinstance(value, int):
+            return value
+    counters = crawl.get("counters")
+    if isinstance(counters, dict):
+        return count(counters, *keys)
+    return None
+
+
+def failed_count(crawl: dict) -> int | None:
+    return count(crawl, "pagesFailed", "failed")
+
+
+def skipped_count(crawl: dict) -> int | None:
+    return count(crawl, "pagesSkipped", "skipped")
+
+
+def captured_count(crawl: dict) -> int | None:
+    return count(crawl, "pagesCaptured", "captured")
+
+
+def hosts_in_flight(crawl: dict) -> list[str] | int | None:
+    value = crawl.get("hostsInFlight")
+    if isinstance(value, (list, int)):
+        return value
+    return None
+
+
+def _n(value: int | None) -> str:
+    return "–" if value is None else str(value)
+
+
+def status_line(crawl: dict) -> str:
+    """One plain line for logs and non-terminal output."""
+    hosts = hosts_in_flight(crawl)
+    hosts_txt = _n(len(hosts) if isinstance(hosts, list) else hosts)
+    return (
+        f"crawl {crawl.get('crawlId', '?')} {crawl.get('state', '?')}: level {_n(level_of(crawl))}"
+        f" · captured {_n(captured_count(crawl))} · failed {_n(failed_count(crawl))}"
+        f" · skipped {_n(skipped_count(crawl))} · discovered {_n(count(crawl, 'pagesDiscovered'))}"
+        f" · hosts in flight {hosts_txt} · elapsed {format_duration(elapsed_s(crawl))}"
+    )
+
+
+def progress_view(crawl: dict, note: str | None = None) -> Table:
+    """The live progress panel: level, captured/failed/skipped, hosts in flight, elapsed."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("crawl", f"{crawl.get('crawlId', '?')}  [{crawl.get('state', '?')}]")
+    max_depth = crawl.get("maxDepth")
+    level = _n(level_of(crawl)) + (f" of {max_depth}" if isinstance(max_depth, int) else "")
+    grid.add_row("level", level)
+    max_pages = crawl.get("maxPages")
+    captured = _n(captured_count(crawl)) + (f" / budget {max_pages}" if isinstance(max_pages, int) else "")
+    grid.add_row("captured", captured)
+    grid.add_row("failed", _n(failed_count(crawl)))
+    grid.add_row("skipped", _n(skipped_count(crawl)))
+    grid.add_row("discovered", _n(count(crawl, "pagesDiscovered")))
+    hosts = hosts_in_flight(crawl)
+    if isinstance(hosts, list):
+        hosts_txt = f"{len(hosts)}  " + ", ".join(hosts[:6]) + (" …" if len(hosts) > 6 else "")
+    else:
+        hosts_txt = _n(hosts)
+    grid.add_row("hosts in flight", hosts_txt)
+    grid.add_row("elapsed", format_duration(elapsed_s(crawl)))
+    if note:
+        grid.add_row("", Text(note, style="yellow"))
+    return grid
+
+
+def summary_view(crawl: dict) -> Group:
+    """The end-of-crawl summary: pages, stop reason, error, failures with reasons."""
+    table = Table(title=f"crawl {crawl.get('crawlId', '?')}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    state = crawl.get("state", "?")
+    style = {"succeeded": "green", "failed": "red"}.get(state, "yellow")
+    table.add_row("state", Text(state, style=style))
+    table.add_row("stop reason", str(crawl.get("stopReason") or "–"))
+    table.add_row("seeds", "\n".join(crawl.get("seeds") or []) or "–")
+    table.add_row("levels", _n(level_of(crawl)) + (f" (max depth {crawl['maxDepth']})" if "maxDepth" in crawl else ""))
+    table.add_row("pages captured", _n(captured_count(crawl)))
+    table.add_row("pages failed", _n(failed_count(crawl)))
+    table.add_row("pages skipped", _n(skipped_count(crawl)))
+    table.add_row("pages discovered", _n(count(crawl, "pagesDiscovered")))
+    table.add_row("elapsed", format_duration(elapsed_s(crawl)))
+    if crawl.get("error"):
+        table.add_row("error", Text(str(crawl["error"]), style="red"))
+    parts: list = [table]
+    failures = crawl.get("failures") or []
+    if failures:
+        ft = Table(title="failures (newest first)", title_justify="left")
+        ft.add_column("url", overflow="fold")
+        ft.add_column("level", justify="right")
+        ft.add_column("reason", overflow="fold")
+        for f in failures:
+            ft.add_row(str(f.get("url", "")), _n(f.get("depth")), str(f.get("reason") or "–"))
+        parts.append(ft)
+    return Group(*parts)
+
+
+def crawls_table(crawls: list[dict]) -> Table:
+    """``waggle crawls``: one row per crawl, newest first."""
+    table = Table(title="crawls", title_justify="left")
+    for col in ("id", "state", "stop reason", "seeds", "captured", "started", "elapsed"):
+        table.add_column(col, overflow="fold")
+    for c in crawls:
+        seeds = c.get("seeds") or []
+        seeds_txt = seeds[0] + (f" (+{len(seeds) - 1})" if len(seeds) > 1 else "") if seeds else "–"
+        table.add_row(
+            str(c.get("crawlId") or c.get("id")),
+            str(c.get("state")),
+            str(c.get("stopReason") or "–"),
+            seeds_txt,
+            _n(captured_count(c)),
+            str(c.get("startedAt") or "–"),
+            format_duration(elapsed_s(c)),
+        )
+    return table
+
+
+def archives_table(archives: list[dict], title: str = "archives") -> Table:
+    """``waggle archives`` and the end of ``waggle crawl``: one row per archive."""
+    table = Table(title=title, title_justify="left")
+    for col in ("id", "source url", "captured", "complete", "object key"):
+        table.add_column(col, overflow="fold")
+    for a in archives:
+        complete = a.get("waczComplete")
+        table.add_row(
+            str(a.get("id")),
+            str(a.get("sourceUrl")),
+            str(a.get("capturedAt")),
+            "–" if complete is None else ("yes" if complete else Text("incomplete", style="yellow")),
+            str(a.get("objectKey")),
+        )
+    return table
