@@ -1,7 +1,78 @@
-"""``waggle dev …``: the embedded local stack."""
+"""``waggle dev …``: the embedded local stack (every service on 127.0.0.1, state in one directory)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
 app = typer.Typer(no_args_is_help=True)
+
+StateDir = typer.Option(
+    None, "--state-dir", help="state directory (default: $WAGGLE_STATE_DIR or ./.waggle)",
+)
+
+
+def _state_dir(given: Path | None) -> Path:
+    from ledger.settings import default_state_dir
+
+    return (given or default_state_dir()).resolve()
+
+
+@app.command("up")
+def up_cmd(
+    captures: int = typer.Option(None, "--captures", min=0, max=16, help="capture servers (default 2, or as last time)"),
+    state_dir: Path = StateDir,
+) -> None:
+    """Start the whole stack (idempotent: running services are reused) and write stack.json."""
+    from devstack.stack import StackError, config_from_state, up
+
+    sd = _state_dir(state_dir)
+    try:
+        info = up(config_from_state(sd, captures), echo=typer.echo)
+    except StackError as exc:
+        typer.secho(f"waggle dev up: {exc}", fg="red", err=True)
+        typer.echo(f"logs: {sd / 'logs'}; stop what started with `waggle dev down`.", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"\nledger API: {info['services']['ledger']}  (you are '{info['subject']}' in '{info['organization']}')")
+    typer.echo("next: waggle crawl https://example.org/ --depth 1 --max-pages 5")
+
+
+@app.command("down")
+def down_cmd(state_dir: Path = StateDir) -> None:
+    """Stop every service of the stack; its data stays in the state directory."""
+    from devstack.stack import down
+
+    stopped = down(_state_dir(state_dir), echo=typer.echo)
+    if not stopped:
+        typer.echo("nothing was running")
+
+
+@app.command("status")
+def status_cmd(state_dir: Path = StateDir) -> None:
+    """List each service with its URL, pid and health; exit 1 when any is down."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from devstack.stack import status
+
+    rows = status(_state_dir(state_dir))
+    table = Table("service", "url", "pid", "health")
+    for r in rows:
+        health = "[green]ok[/]" if r["healthy"] else ("[yellow]not answering[/]" if r["running"] else "[red]stopped[/]")
+        table.add_row(r["name"], r["url"], str(r["pid"] or ""), health)
+    Console().print(table)
+    if not all(r["healthy"] for r in rows) or len(rows) <= 1:
+        raise typer.Exit(1)
+
+
+@app.command("issuer")
+def issuer_cmd(
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(None, "--port", help="default: WAGGLE_DEV_ISSUER_PORT (9099)"),
+) -> None:
+    """Run the dev OIDC issuer in the foreground (development only: it signs any subject)."""
+    from devstack import issuer
+    from ledger.settings import get_settings
+
+    issuer.run(host=host, port=port or get_settings().dev_issuer_port)

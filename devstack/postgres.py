@@ -1,0 +1,50 @@
+"""Embedded Postgres of the local stack (pgserver), kept running between commands.
+
+The data directory is ``state_dir/pg``; the server listens on a Unix socket only (pgserver's
+choice), so it never takes a TCP port. ``start`` reuses a running server; ``stop`` runs
+``pg_ctl stop`` so the data survives ``waggle dev down``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+logging.getLogger("pgserver").setLevel(logging.WARNING)
+
+
+def start(pgdata: Path) -> str:
+    """Start (or reuse) the server for ``pgdata``; returns its connection URI (database ``postgres``)."""
+    import pgserver
+
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(pgdata, cleanup_mode=None)  # None: keep running after we exit
+    return server.get_uri()
+
+
+def running_uri(pgdata: Path) -> str | None:
+    """The URI of the server running on ``pgdata``, or None when none runs."""
+    from pgserver.utils import PostmasterInfo
+
+    if not (pgdata / "PG_VERSION").exists():
+        return None
+    info = PostmasterInfo.read_from_pgdata(pgdata)
+    if info is None or not info.is_running():
+        return None
+    return info.get_uri()
+
+
+def stop(pgdata: Path) -> bool:
+    """Stop the server on ``pgdata`` (fast shutdown, data kept). True when one was running."""
+    from pgserver._commands import pg_ctl
+
+    if running_uri(pgdata) is None:
+        return False
+    user = "pgserver" if os.geteuid() == 0 else None  # pgserver runs Postgres as this user under root
+    try:
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=30)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        return running_uri(pgdata) is None
+    return True

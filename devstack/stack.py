@@ -1,0 +1,403 @@
+"""``waggle dev up/down/status``: the whole waggle stack on loopback, state under one directory.
+
+Start order (each step waits for health with a deadline; a step whose piece is not installed
+stops ``up`` with a message naming it):
+
+1. Postgres (pgserver, ``state_dir/pg``) → ``waggle db migrate`` → ``waggle scripts load-defaults``
+2. S3 stand-in (bucket ``browserhive``, ``state_dir/data/s3``), OpenFGA stand-in
+   (``--data state_dir/data/openfga.json``), dev OIDC issuer, ts-compile stand-in,
+   N capture servers (``--allow-private``: local sites are the point of the local stack)
+3. ``waggle fga deploy`` (once; store/model ids kept in stack.json) and ``waggle grant`` of
+   ``submitter`` on the default organization to the local user and to the flow's subject
+4. Windmill runner (``--state state_dir/data/windmill``), then the ledger (``waggle serve``)
+   with the webhook URL/token and ``WAGGLE_ALLOW_PRIVATE_HOSTS=1``
+5. the flow's JWT minted from the issuer and the five ``u/admin/*`` Windmill variables set
+6. ``state_dir/stack.json`` written (``{"services": {name: url}, "subject", "organization",
+   "bucket", ...}``), read by the client CLI and by ``status``/``down``.
+
+Running ``up`` again reuses every service that still runs with the same command line; data
+survives ``down``/``up`` (Postgres data dir, S3 data dir, OpenFGA data file, runner state dir).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from devstack import postgres
+from devstack.supervisor import Service, StackError, Supervisor, healthy
+
+REPO = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+WORKSPACE = "waggle"
+FLOW_PATH = "f/waggle/crawl_level"
+FLOW_SUBJECT = "waggle-flow"
+FLOW_TOKEN_LIFETIME = "30d"  # re-minted on every `up`: the issuer's key changes at each start
+DEFAULT_PORTS = {
+    "s3": 8333,
+    "openfga": 8090,
+    "issuer": 9099,
+    "tscompile": 8085,
+    "windmill": 8000,
+    "ledger": 7070,
+}
+CAPTURE_BASE_PORT = 8201
+S3_ACCESS_KEY = "browserhive"
+S3_SECRET_KEY = "browserhive"
+S3_REGION = "us-east-1"
+STOP_ORDER = ["ledger", "windmill", "tscompile", "issuer", "openfga", "s3"]  # captures first, pg last
+
+# Python module of each service, and the issue that delivers it (for "missing piece" errors).
+MODULES = {
+    "s3": ("devstack.s3", "issue 5 (S3 stand-in)"),
+    "openfga": ("devstack.openfga", "issue 3 (OpenFGA stand-in)"),
+    "issuer": ("devstack.issuer", "issue 2 (dev OIDC issuer)"),
+    "tscompile": ("devstack.tscompile", "issue 5 (ts-compile stand-in)"),
+    "capture": ("devstack.capture", "issue 5 (BrowserHive capture stand-in)"),
+    "windmill": ("devstack.windmill", "issue 4 (local Windmill runner)"),
+    "ledger": ("ledger.api.app", "issue 2 (ledger API, `waggle serve`)"),
+}
+
+
+@dataclass
+class StackConfig:
+    """What ``up`` starts. ``ports`` maps service name → port (captures: ``capture-1``…)."""
+
+    state_dir: Path
+    captures: int = 2
+    ports: dict[str, int] = field(default_factory=dict)
+    subject: str = "local"
+    organization: str = "default"
+    bucket: str = "browserhive"
+
+    def port(self, name: str) -> int:
+        if name in self.ports:
+            return self.ports[name]
+        if name.startswith("capture-"):
+            return CAPTURE_BASE_PORT + int(name.split("-", 1)[1]) - 1
+        return DEFAULT_PORTS[name]
+
+
+def stack_file(state_dir: Path) -> Path:
+    return state_dir / "stack.json"
+
+
+def read_stack(state_dir: Path) -> dict:
+    """The stack.json of ``state_dir`` ({} when ``up`` never ran there)."""
+    try:
+        return json.loads(stack_file(state_dir).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _py(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]
+
+
+def _waggle_argv(*args: str) -> list[str]:
+    """Command line of the ``waggle`` CLI in this interpreter (works without the console script)."""
+    return [sys.executable, "-c", "import sys; sys.argv[0] = 'waggle'; from ledger.cli import main; main()", *args]
+
+
+def missing_pieces(captures: int) -> list[str]:
+    """Human-readable list of stack pieces that are not installed yet (empty when complete)."""
+    missing = []
+    for key, (module, issue) in MODULES.items():
+        if key == "capture" and captures == 0:
+            continue
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            missing.append(f"{module} — {issue}")
+    if not (REPO / "f" / "waggle" / "crawl_level.flow").is_dir():
+        missing.append(f"{REPO / 'f/waggle/crawl_level.flow'} — issue 4 (the crawl flow)")
+    return missing
+
+
+class Stack:
+    """One local stack, identified by its state directory."""
+
+    def __init__(self, config: StackConfig, echo=lambda msg: None):
+        self.config = config
+        self.state_dir = config.state_dir.resolve()
+        self.sup = Supervisor(self.state_dir)
+        self.echo = echo
+        self.data = self.state_dir / "data"
+        self.saved = read_stack(self.state_dir)
+
+    # -- helpers ---------------------------------------------------------------
+    def url(self, name: str) -> str:
+        return f"http://{HOST}:{self.config.port(name)}"
+
+    def capture_names(self) -> list[str]:
+        return [f"capture-{i}" for i in range(1, self.config.captures + 1)]
+
+    def run_waggle(self, *args: str, env: dict[str, str], timeout_s: float = 120.0) -> str:
+        """Run ``waggle ARGS`` with ``env``; returns stdout. Raises StackError with its output on failure."""
+        try:
+            done = subprocess.run(
+                _waggle_argv(*args), env={**os.environ, **env}, capture_output=True, text=True,
+                timeout=timeout_s, cwd=REPO,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise StackError(f"`waggle {' '.join(args)}` did not finish within {timeout_s:.0f} s") from exc
+        if done.returncode != 0:
+            raise StackError(
+                f"`waggle {' '.join(args)}` failed (exit {done.returncode}):\n"
+                f"{(done.stderr or done.stdout)[-3000:]}"
+            )
+        return done.stdout
+
+    def secret(self, key: str) -> str:
+        """A random secret kept in stack.json across ups (e.g. the Windmill webhook token)."""
+        value = self.saved.get("secrets", {}).get(key)
+        if not value:
+            value = secrets.token_urlsafe(24)
+            self.saved.setdefault("secrets", {})[key] = value
+        return value
+
+    def ledger_env(self, database_url: str) -> dict[str, str]:
+        """``WAGGLE_*`` settings of the ledger (and its CLIs) in this stack."""
+        fga = self.saved.get("fga", {})
+        env = {
+            "WAGGLE_STATE_DIR": str(self.state_dir),
+            "WAGGLE_DATABASE_URL": database_url,
+            "WAGGLE_API_HOST": HOST,
+            "WAGGLE_API_PORT": str(self.config.port("ledger")),
+            "WAGGLE_PUBLIC_URL": self.url("ledger"),
+            "WAGGLE_OIDC_ISSUER": self.url("issuer"),
+            "WAGGLE_DEV_ISSUER_PORT": str(self.config.port("issuer")),
+            "WAGGLE_FGA_API_URL": self.url("openfga"),
+            "WAGGLE_S3_ENDPOINT": self.url("s3"),
+            "WAGGLE_S3_BUCKET": self.config.bucket,
+            "WAGGLE_S3_REGION": S3_REGION,
+            "WAGGLE_S3_ACCESS_KEY_ID": S3_ACCESS_KEY,
+            "WAGGLE_S3_SECRET_ACCESS_KEY": S3_SECRET_KEY,
+            "WAGGLE_CRAWL_WEBHOOK_URL": f"{self.url('windmill')}/api/w/{WORKSPACE}/jobs/run/f/{FLOW_PATH}",
+            "WAGGLE_CRAWL_WEBHOOK_TOKEN": self.secret("windmill_token"),
+            "WAGGLE_ALLOW_PRIVATE_HOSTS": "1",  # the local stack crawls local sites
+            "WAGGLE_DRAIN_INTERVAL_S": "1",  # archives become visible within a second
+        }
+        if fga.get("store_id"):
+            env["WAGGLE_FGA_STORE_ID"] = fga["store_id"]
+        if fga.get("model_id"):
+            env["WAGGLE_FGA_MODEL_ID"] = fga["model_id"]
+        return env
+
+    # -- services ----------------------------------------------------------------
+    def services(self) -> list[Service]:
+        """The stand-ins that do not depend on the FGA ids (started before the deploy)."""
+        d = self.data
+        svcs = [
+            Service("s3", _py("devstack.s3", "--host", HOST, "--port", str(self.config.port("s3")),
+                              "--data", str(d / "s3"), "--bucket", self.config.bucket,
+                              "--access-key", S3_ACCESS_KEY, "--secret-key", S3_SECRET_KEY),
+                    self.config.port("s3"), "/" + self.config.bucket, ok_any_status=True),
+            Service("openfga", _py("devstack.openfga", "--host", HOST, "--port", str(self.config.port("openfga")),
+                                   "--data", str(d / "openfga.json")),
+                    self.config.port("openfga"), "/healthz"),
+            Service("issuer", _py("devstack.issuer", "--host", HOST, "--port", str(self.config.port("issuer"))),
+                    self.config.port("issuer"), "/.well-known/openid-configuration"),
+            Service("tscompile", _py("devstack.tscompile", "--host", HOST, "--port", str(self.config.port("tscompile"))),
+                    self.config.port("tscompile"), "/healthz"),
+        ]
+        for name in self.capture_names():
+            port = self.config.port(name)
+            svcs.append(Service(
+                name,
+                _py("devstack.capture", "--host", HOST, "--port", str(port), "--allow-private",
+                    "--s3-endpoint", self.url("s3"), "--s3-bucket", self.config.bucket,
+                    "--s3-access-key", S3_ACCESS_KEY, "--s3-secret-key", S3_SECRET_KEY),
+                port, "/status", ready_timeout_s=90.0,
+            ))
+        return svcs
+
+    def windmill_service(self) -> Service:
+        port = self.config.port("windmill")
+        return Service(
+            "windmill",
+            _py("devstack.windmill", "--host", HOST, "--port", str(port), "--state", str(self.data / "windmill"),
+                "--workspace", WORKSPACE, "--repo", str(REPO), "--token", self.secret("windmill_token")),
+            port, "/api/version",
+        )
+
+    def ledger_service(self, database_url: str) -> Service:
+        port = self.config.port("ledger")
+        return Service("ledger", _waggle_argv("serve"), port, "/api/health", env=self.ledger_env(database_url))
+
+    # -- wiring steps ------------------------------------------------------------
+    def deploy_fga(self, env: dict[str, str]) -> None:
+        """Deploy the store and model once; later ups reuse the ids if the store still exists."""
+        fga = self.saved.get("fga", {})
+        if fga.get("store_id") and healthy(f"{self.url('openfga')}/stores/{fga['store_id']}"):
+            return
+        out = self.run_waggle("fga", "deploy", "--json", env=env)
+        try:
+            ids = json.loads(out.strip().splitlines()[-1])
+            self.saved["fga"] = {"store_id": ids["store_id"], "model_id": ids["model_id"]}
+        except (ValueError, KeyError, IndexError) as exc:
+            raise StackError(f"`waggle fga deploy --json` printed no store/model ids: {out[-500:]!r}") from exc
+
+    def grant(self, env: dict[str, str], subject: str) -> None:
+        self.run_waggle("grant", subject, "submitter", self.config.organization, env=env)
+
+    def mint(self, subject: str, organizations: list[str], expires_in: str) -> str:
+        resp = httpx.post(
+            f"{self.url('issuer')}/token",
+            json={"subject": subject, "organizations": organizations, "expiresIn": expires_in},
+            timeout=10.0,
+        )
+        if not resp.is_success:
+            raise StackError(f"the dev issuer refused a token: {resp.status_code} {resp.text[:200]}")
+        return resp.json()["access_token"]
+
+    def set_variables(self, flow_token: str) -> None:
+        """Upsert the five ``u/admin/*`` variables in the runner (scheduler.md §3, §8.1)."""
+        values = {
+            "u/admin/waggle_token": (flow_token, True),
+            "u/admin/waggle_api_url": (self.url("ledger"), False),
+            "u/admin/browserhive_endpoints": (json.dumps([self.url(n) for n in self.capture_names()]), False),
+            "u/admin/browserhive_tls_ca": ("", False),  # empty = no TLS, written on purpose
+            "u/admin/ts_compile_url": (self.url("tscompile"), False),
+        }
+        base = f"{self.url('windmill')}/api/w/{WORKSPACE}/variables"
+        headers = {"Authorization": f"Bearer {self.secret('windmill_token')}"}
+        with httpx.Client(timeout=10.0, headers=headers) as http:
+            for path, (value, is_secret) in values.items():
+                body = {"path": path, "value": value, "is_secret": is_secret, "description": "set by waggle dev up"}
+                resp = http.post(f"{base}/create", json=body)
+                if not resp.is_success:
+                    resp = http.post(f"{base}/update/{path}", json=body)
+                if not resp.is_success:
+                    raise StackError(f"Windmill runner refused variable {path}: {resp.status_code} {resp.text[:200]}")
+
+    # -- up / down / status --------------------------------------------------------
+    def up(self) -> dict:
+        """Start everything (idempotent) and write stack.json; returns its content."""
+        missing = missing_pieces(self.config.captures)
+        if missing:
+            raise StackError("the local stack cannot start, these pieces are missing:\n  " + "\n  ".join(missing))
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.data.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+
+        self.echo("postgres: starting (state_dir/pg)")
+        database_url = postgres.start(self.state_dir / "pg")
+        env = self.ledger_env(database_url)
+        self.run_waggle("db", "migrate", env=env)
+        self.run_waggle("scripts", "load-defaults", env=env)
+
+        # captures left over from an earlier `up --captures` with a larger N
+        for name in self.sup.names():
+            if name.startswith("capture-") and name not in self.capture_names():
+                self.sup.stop(name)
+        for svc in self.services():
+            started = self.sup.start(svc)
+            self.echo(f"{svc.name}: {'started' if started else 'running'} {svc.url}")
+
+        self.deploy_fga(env)
+        env = self.ledger_env(database_url)
+        for subject in dict.fromkeys([self.config.subject, FLOW_SUBJECT]):
+            self.grant(env, subject)
+
+        for svc in (self.windmill_service(), self.ledger_service(database_url)):
+            started = self.sup.start(svc)
+            self.echo(f"{svc.name}: {'started' if started else 'running'} {svc.url}")
+
+        flow_token = self.mint(FLOW_SUBJECT, [self.config.organization], FLOW_TOKEN_LIFETIME)
+        self.set_variables(flow_token)
+
+        info = {
+            **self.saved,
+            "services": {
+                "ledger": self.url("ledger"),
+                "issuer": self.url("issuer"),
+                "openfga": self.url("openfga"),
+                "s3": self.url("s3"),
+                "tscompile": self.url("tscompile"),
+                "windmill": self.url("windmill"),
+                **{n: self.url(n) for n in self.capture_names()},
+            },
+            "captures": self.config.captures,
+            "ports": {**DEFAULT_PORTS, **{n: self.config.port(n) for n in [*DEFAULT_PORTS, *self.capture_names()]}},
+            "subject": self.config.subject,
+            "organization": self.config.organization,
+            "bucket": self.config.bucket,
+            "workspace": WORKSPACE,
+            "flow_subject": FLOW_SUBJECT,
+            "database_url": database_url,
+            "state_dir": str(self.state_dir),
+            "s3": {"endpoint": self.url("s3"), "region": S3_REGION,
+                   "access_key_id": S3_ACCESS_KEY, "secret_access_key": S3_SECRET_KEY},
+        }
+        stack_file(self.state_dir).write_text(json.dumps(info, indent=2) + "\n")
+        self.saved = info
+        self.echo(f"stack ready in {time.monotonic() - t0:.1f} s; state in {self.state_dir}")
+        return info
+
+
+def config_from_state(state_dir: Path, captures: int | None = None) -> StackConfig:
+    """The config of an existing stack (ports and sizes from its stack.json), else defaults."""
+    saved = read_stack(state_dir)
+    return StackConfig(
+        state_dir=state_dir,
+        captures=captures if captures is not None else int(saved.get("captures", 2)),
+        ports=dict(saved.get("ports", {})),
+        subject=saved.get("subject", "local"),
+        organization=saved.get("organization", "default"),
+        bucket=saved.get("bucket", "browserhive"),
+    )
+
+
+def up(config: StackConfig, echo=lambda msg: None) -> dict:
+    """Start the stack described by ``config``; see :meth:`Stack.up`."""
+    return Stack(config, echo).up()
+
+
+def down(state_dir: Path, echo=lambda msg: None) -> list[str]:
+    """Stop every service of ``state_dir`` (data kept); returns the names that were running."""
+    state_dir = state_dir.resolve()
+    sup = Supervisor(state_dir)
+    names = sup.names()
+    order = [n for n in names if n.startswith("capture-")] + [n for n in STOP_ORDER if n in names]
+    order += [n for n in names if n not in order]
+    stopped = []
+    for name in order:
+        if sup.stop(name):
+            stopped.append(name)
+            echo(f"{name}: stopped")
+    if postgres.stop(state_dir / "pg"):
+        stopped.append("postgres")
+        echo("postgres: stopped")
+    return stopped
+
+
+def status(state_dir: Path) -> list[dict]:
+    """One row per service: ``{"name", "url", "pid", "running", "healthy"}``."""
+    state_dir = state_dir.resolve()
+    sup = Supervisor(state_dir)
+    rows = []
+    uri = postgres.running_uri(state_dir / "pg")
+    rows.append({"name": "postgres", "url": uri or "", "pid": None, "running": uri is not None, "healthy": uri is not None})
+    saved = read_stack(state_dir)
+    names = list(dict.fromkeys([*saved.get("services", {}), *sup.names()]))
+    for name in names:
+        rec = sup.record(name)
+        url = (rec or {}).get("url") or saved.get("services", {}).get(name, "")
+        ok = False
+        if rec is not None:
+            ok = healthy(url + rec.get("health", "/"), any_status=rec.get("ok_any_status", False))
+        rows.append({"name": name, "url": url, "pid": (rec or {}).get("pid"), "running": rec is not None, "healthy": ok})
+    return rows
+

@@ -1,0 +1,96 @@
+"""The stack supervisor with real processes: pid files, health waits, idempotent start, stop."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from devstack.supervisor import Service, StackError, Supervisor, free_port, port_in_use
+
+# A service that forks a child into its own process group, then serves HTTP: stopping must end both.
+SERVER = """
+import http.server, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+open(sys.argv[2], "w").write(str(child.pid))
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return bool(Path(f"/proc/{pid}/cmdline").read_bytes())
+    except OSError:
+        return False
+
+
+def _service(tmp_path: Path, port: int, **kw) -> Service:
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    return Service("web", [sys.executable, str(script), str(port), str(tmp_path / "child.pid")], port, "/", **kw)
+
+
+def test_start_is_idempotent_and_stop_ends_the_process_group(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path / "state")
+    svc = _service(tmp_path, free_port())
+    assert sup.start(svc) is True
+    rec = sup.record("web")
+    assert rec is not None and rec["url"] == svc.url
+    assert httpx.get(svc.url + "/").status_code == 200
+    assert sup.start(svc) is False  # second start reuses the running process
+    assert sup.record("web")["pid"] == rec["pid"]
+    child = int((tmp_path / "child.pid").read_text())
+    assert _alive(child)
+
+    assert sup.stop("web") is True
+    deadline = time.monotonic() + 5
+    while (_alive(rec["pid"]) or _alive(child)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(rec["pid"]) and not _alive(child)
+    assert not port_in_use("127.0.0.1", svc.port)
+    assert sup.record("web") is None
+    assert sup.stop("web") is False
+
+
+def test_port_owned_by_another_process_is_refused(tmp_path: Path) -> None:
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        sup = Supervisor(tmp_path / "state")
+        with pytest.raises(StackError, match=rf"port 127.0.0.1:{port} is already in use"):
+            sup.start(_service(tmp_path, port))
+        assert sup.record("web") is None
+
+
+def test_early_exit_reports_the_log_tail(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path / "state")
+    svc = Service("broken", [sys.executable, "-c", "import sys; print('bad flag --nope'); sys.exit(3)"], free_port(), "/")
+    with pytest.raises(StackError) as err:
+        sup.start(svc)
+    assert "exited with code 3" in str(err.value) and "bad flag --nope" in str(err.value)
+    assert sup.record("broken") is None
+
+
+def test_health_deadline(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path / "state")
+    svc = Service("silent", [sys.executable, "-c", "import time; time.sleep(60)"], free_port(), "/", ready_timeout_s=1.0)
+    t0 = time.monotonic()
+    with pytest.raises(StackError, match="did not answer"):
+        sup.start(svc)
+    assert 1.0 <= time.monotonic() - t0 < 15
+    assert sup.record("silent") is None  # the process that never got healthy was stopped
+
+
+def test_stale_pid_file_is_not_trusted(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path / "state")
+    sup.run_dir.mkdir(parents=True)
+    # pid 1 exists but runs another command line: never ours, never signalled
+    (sup.run_dir / "web.json").write_text(json.dumps({"pid": 1, "argv": ["not", "this"], "url": "", "health": "/"}))
+    assert sup.record("web") is None
+    assert sup.stop("web") is False
