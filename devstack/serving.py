@@ -1,0 +1,76 @@
+"""Serve an ASGI app with uvicorn on a socket bound here, so ``--port 0`` works.
+
+:func:`serve` binds ``host:port`` (0 = OS-chosen), writes ``{"url": "http://host:port"}`` to
+``ready_file`` (if given) once the socket listens, then runs uvicorn on that socket until
+SIGTERM/SIGINT. :func:`wait_ready` is the parent side: poll the file for the URL.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import uvicorn
+
+
+def serve(app, host: str, port: int, ready_file: str | None = None, log_level: str = "warning") -> None:
+    """Run ``app`` on ``host:port`` (blocking); ``ready_file`` receives the bound URL as JSON."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    if ready_file:
+        original_startup = server.startup
+
+        async def startup(sockets=None):
+            await original_startup(sockets=sockets)
+            tmp = Path(ready_file + ".tmp")
+            tmp.write_text(json.dumps({"url": f"http://{shown}:{bound}"}))
+            tmp.replace(ready_file)
+
+        server.startup = startup  # type: ignore[method-assign]
+    server.run(sockets=[sock])
+
+
+def wait_ready(ready_file: str | Path, proc=None, timeout_s: float = 60.0) -> str:
+    """URL written by :func:`serve` into ``ready_file``; raises RuntimeError on timeout/exit."""
+    path = Path(ready_file)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists():
+            return json.loads(path.read_text())["url"]
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode} before it was ready")
+        time.sleep(0.05)
+    raise RuntimeError(f"server not ready after {timeout_s} s")
+
+
+def start_module(module: str, *args: str, tmp_dir: str | Path, timeout_s: float = 90.0, env=None):
+    """Start ``python -m module --host 127.0.0.1 --port 0 --ready-file … *args``.
+
+    Returns ``(proc, url)``; the caller stops it with ``proc.terminate(); proc.wait()``.
+    Raises RuntimeError when it exits or is not ready within ``timeout_s`` seconds.
+    """
+    import subprocess
+    import sys
+    import uuid
+
+    ready = Path(tmp_dir) / f"{module}.{uuid.uuid4().hex}.ready"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", "0",
+         "--ready-file", str(ready), *args],
+        env=env,
+    )
+    try:
+        return proc, wait_ready(ready, proc, timeout_s)
+    except BaseException:
+        proc.kill()
+        proc.wait(10)
+        raise
