@@ -1,0 +1,400 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["httpx==0.28.1", "wmill==1.850.0"]
+# ///
+"""crawl_host: capture one host's URLs one at a time, with the gap after each completion.
+
+reference/scheduler.md §4.3 (the politeness core) on BrowserHive v12 (contracts.md §A):
+
+* the first page waits ``initial_delay_ms`` (the remainder of the cross-level gap); every
+  later page waits the host's gap **after** the previous one finished (retry included);
+* page ``i`` starts at endpoint ``i mod n``; 429 → next endpoint; all busy → uniform
+  0.5–1.5 s and another round; unreachable endpoints are skipped for that page; all
+  unreachable → :class:`ServerUnavailable` (fails the level, never a page failure);
+* a 145 s deadline per call; a deadline is a page failure and never moves to another
+  endpoint (the submission may have gone through);
+* at most 2 attempts, retrying only ``connection|timeout|internal``, after the same gap;
+* beyond upstream: a main document answering 429 or 503 doubles that host's gap for the
+  rest of the level (capped at :data:`BACKOFF_CAP_MS`, logged) — cases/README C3.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import ssl
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
+
+import httpx
+
+from f.waggle.common import VAR_ENDPOINTS, VAR_TLS_CA, iso_now, read_variable
+
+CAPTURE_DEADLINE_S = 145.0  # 130 s task budget + 10 s manifest write + 5 s slack
+MAX_ATTEMPTS = 2
+RETRYABLE = frozenset({"connection", "timeout", "internal"})
+BUSY_JITTER_MS = (500.0, 1500.0)
+BACKOFF_STATUSES = frozenset({429, 503})
+BACKOFF_MIN_MS = 1000  # a zero gap doubled would stay zero
+BACKOFF_CAP_MS = 120_000
+FORMAT_KEYS = ("png", "webp", "html", "links", "mhtml", "wacz")
+NO_MANIFEST = "the capture response carried no manifest outcome"
+
+
+class ServerUnavailable(RuntimeError):
+    """Every BrowserHive endpoint was unreachable for one page: the level fails."""
+
+
+class CaptureDeadline(TimeoutError):
+    """A capture call passed its deadline; the page fails, the endpoint is not marked down."""
+
+
+class EndpointUnreachable(ConnectionError):
+    """An endpoint refused the connection, did not resolve, or failed TLS."""
+
+
+@dataclass
+class Answer:
+    """One HTTP answer of ``POST /captures``: status, ``x-amzn-errortype`` (or None), body (JSON or text)."""
+
+    status: int
+    error_type: str | None
+    body: Any
+
+
+class Endpoint(Protocol):
+    target: str
+
+    def capture(self, request: dict) -> Answer: ...
+
+
+class HttpEndpoint:
+    """A BrowserHive endpoint spoken to over HTTP (``POST {target}/captures``).
+
+    ``capture`` returns an :class:`Answer` for any HTTP status, raises
+    :class:`CaptureDeadline` once ``deadline_s`` has passed after the request was sent,
+    and :class:`EndpointUnreachable` when no connection could be made.
+    """
+
+    def __init__(self, target: str, client: httpx.Client, deadline_s: float = CAPTURE_DEADLINE_S) -> None:
+        self.target = target
+        self._client = client
+        self._deadline_s = deadline_s
+
+    def capture(self, request: dict) -> Answer:
+        started = time.monotonic()
+        timeout = httpx.Timeout(self._deadline_s, connect=min(10.0, self._deadline_s))
+        try:
+            with self._client.stream(
+                "POST",
+                f"{self.target}/captures",
+                content=json.dumps(request).encode(),
+                headers={"content-type": "application/json"},
+                timeout=timeout,
+            ) as response:
+                chunks = []
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() - started > self._deadline_s:
+                        raise CaptureDeadline(f"deadline {int(self._deadline_s * 1000)}ms passed")
+                text = b"".join(chunks).decode("utf-8", "replace")
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol, ssl.SSLError) as exc:
+            raise EndpointUnreachable(f"{self.target}: {type(exc).__name__}: {exc}") from exc
+        except httpx.TimeoutException as exc:
+            raise CaptureDeadline(f"deadline {int(self._deadline_s * 1000)}ms passed") from exc
+        except httpx.TransportError as exc:
+            # The connection broke after the request went out: like a deadline, the
+            # submission may have reached BrowserHive, so do not move to another endpoint.
+            raise CaptureDeadline(f"connection lost before the answer ({type(exc).__name__}: {exc})") from exc
+        try:
+            body: Any = json.loads(text)
+        except ValueError:
+            body = text
+        return Answer(response.status_code, response.headers.get("x-amzn-errortype"), body)
+
+
+def parse_endpoints(raw: str) -> list[str]:
+    """The endpoint variable's JSON array → trimmed ``http(s)://`` URLs without trailing ``/``.
+
+    Raises ValueError naming the variable: not JSON; not a non-empty array of non-blank
+    strings; an element without ``http://``/``https://`` (the old gRPC ``host:port`` form).
+    """
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"{VAR_ENDPOINTS} is not JSON: {raw[:80]}") from exc
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValueError(f"{VAR_ENDPOINTS} must be a non-empty array of strings: {raw[:80]}")
+    targets = [v.strip().rstrip("/") for v in value]
+    bad = [t for t in targets if not (t.startswith("http://") or t.startswith("https://"))]
+    if bad:
+        raise ValueError(
+            f"{VAR_ENDPOINTS}: every endpoint must be an http(s):// URL"
+            f" (the old host:port form is gone), got {bad[0][:80]}"
+        )
+    return targets
+
+
+def build_client(targets: Sequence[str], ca_pem: str) -> httpx.Client:
+    """An httpx client for the endpoints: https verified against ``ca_pem`` only (never system roots).
+
+    Raises ValueError when an ``https://`` endpoint is configured but the CA is empty.
+    """
+    if any(t.startswith("https://") for t in targets):
+        if not ca_pem.strip():
+            raise ValueError(
+                f"{VAR_TLS_CA} is empty but {VAR_ENDPOINTS} has https:// endpoints;"
+                " set the CA PEM (system roots are never used)"
+            )
+        context = ssl.create_default_context(cadata=ca_pem)  # cadata given → no default roots
+        return httpx.Client(verify=context)
+    return httpx.Client()
+
+
+def script_item(script: dict) -> dict:
+    """One BrowserHive ``Script``: only id, source, sha256, and options when a non-empty object."""
+    item = {"id": script["id"], "source": script["source"], "sha256": script["sha256"]}
+    options = script.get("options")
+    if isinstance(options, dict) and options:
+        item["options"] = options
+    return item
+
+
+def capture_request(
+    url: str,
+    crawl_id: str,
+    formats: dict,
+    signing: bool,
+    scripts: Sequence[dict] | None,
+    artifact_sink: dict | None,
+) -> dict:
+    """The ``POST /captures`` body (reference/scheduler.md §4.3): six formats as given, scripts split by phase."""
+    request: dict = {
+        "url": url,
+        "labels": [],
+        "correlationId": crawl_id,
+        "captureFormats": {k: bool((formats or {}).get(k, False)) for k in FORMAT_KEYS},
+        "signing": bool(signing),
+    }
+    behaviors = [script_item(s) for s in scripts or [] if s.get("phase") == "behavior"]
+    preload = [script_item(s) for s in scripts or [] if s.get("phase") == "preload"]
+    if behaviors:
+        request["behaviors"] = behaviors
+    if preload:
+        request["preload"] = preload
+    if artifact_sink:
+        request["artifactSink"] = artifact_sink
+    return request
+
+
+def describe_refusal(answer: Answer) -> str:
+    """``"{status}[ {errorType}][: {message}]"`` for a non-200 answer."""
+    text = f"{answer.status}"
+    if answer.error_type:
+        text += f" {answer.error_type}"
+    message = None
+    if isinstance(answer.body, dict) and isinstance(answer.body.get("message"), str):
+        message = answer.body["message"]
+    elif isinstance(answer.body, str) and answer.body:
+        message = answer.body[:200]
+    if message:
+        text += f": {message}"
+    return text
+
+
+def capture_on_any(
+    endpoints: Sequence[Endpoint],
+    request: dict,
+    index: int,
+    *,
+    sleep: Callable[[float], None],
+    busy_jitter_ms: tuple[float, float],
+    log: Callable[[str], None],
+) -> Answer:
+    """Submit ``request`` to a free endpoint, starting at ``index mod n`` (see module doc)."""
+    n = len(endpoints)
+    start = index % n
+    down: set[int] = set()
+    while True:
+        for k in range(n):
+            j = (start + k) % n
+            if j in down:
+                continue
+            endpoint = endpoints[j]
+            try:
+                answer = endpoint.capture(request)
+            except TimeoutError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any other failure means "not reachable"
+                log(f"{endpoint.target} unreachable, skipping it for this page ({exc})")
+                down.add(j)
+                continue
+            if answer.status == 429:
+                continue
+            return answer
+        if len(down) == n:
+            raise ServerUnavailable("BrowserHive unreachable: " + ", ".join(e.target for e in endpoints))
+        log("all endpoints busy; waiting and going round again")
+        sleep(random.uniform(*busy_jitter_ms) / 1000.0)
+
+
+def _http_status(report: dict) -> int | None:
+    details = report.get("errorDetails") if isinstance(report.get("errorDetails"), dict) else {}
+    for value in (details.get("httpStatusCode"), report.get("httpStatusCode")):
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def capture_one(
+    endpoints: Sequence[Endpoint],
+    request: dict,
+    index: int,
+    *,
+    crawl_id: str,
+    gap_ms: Callable[[], int],
+    sleep: Callable[[float], None],
+    busy_jitter_ms: tuple[float, float],
+    log: Callable[[str], None],
+    now: Callable[[], float] = time.time,
+) -> tuple[dict, int | None]:
+    """Capture one page with at most MAX_ATTEMPTS; returns (PageResult, main-document HTTP status)."""
+    url = request["url"]
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        submitted = iso_now(now())
+        try:
+            answer = capture_on_any(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log)
+        except ServerUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a deadline (or anything else) fails this page only
+            reason = str(exc) or type(exc).__name__
+            if isinstance(exc, TimeoutError) and "deadline" not in reason:
+                reason = f"deadline passed: {reason}"
+            return {"url": url, "status": "failed", "submittedAt": submitted, "finishedAt": iso_now(now()), "skipReason": reason}, None
+        finished = iso_now(now())
+        if answer.status != 200:
+            return {"url": url, "status": "failed", "submittedAt": submitted, "finishedAt": finished, "skipReason": describe_refusal(answer)}, None
+        body = answer.body if isinstance(answer.body, dict) else {}
+        report = body.get("report") if isinstance(body.get("report"), dict) else {}
+        details = report.get("errorDetails") if isinstance(report.get("errorDetails"), dict) else {}
+        ok = report.get("status") == "success"
+        error_type = details.get("type")
+        if not ok and attempt < MAX_ATTEMPTS and error_type in RETRYABLE:
+            wait = gap_ms()
+            log(f"retrying {url} ({error_type}), waiting {wait} ms")
+            if wait > 0:
+                sleep(wait / 1000.0)
+            continue
+        task_id = body.get("taskId") if isinstance(body.get("taskId"), str) and body.get("taskId") else None
+        result: dict = {"url": url, "status": "captured" if ok else "failed"}
+        if task_id:
+            result["taskId"] = task_id
+        result["correlationId"] = crawl_id
+        result["submittedAt"] = submitted
+        result["finishedAt"] = finished
+        if task_id:  # exactly one manifest field iff a taskId (the ledger rejects anything else)
+            manifest = body.get("manifest") if isinstance(body.get("manifest"), dict) else {}
+            if isinstance(manifest.get("location"), str) and manifest["location"]:
+                result["manifestLocation"] = manifest["location"]
+            elif isinstance(manifest.get("error"), str) and manifest["error"]:
+                result["manifestError"] = manifest["error"]
+            else:
+                result["manifestError"] = NO_MANIFEST
+        if not ok:
+            message = details.get("message")
+            reason = str(report.get("status") or "no report")
+            if isinstance(message, str) and message:
+                reason += f": {message}"
+            status_code = _http_status(report)
+            if status_code is not None and str(status_code) not in reason:
+                reason += f" (HTTP {status_code})"
+            result["skipReason"] = reason
+        else:
+            artifacts = report.get("artifacts") if isinstance(report.get("artifacts"), dict) else {}
+            links = artifacts.get("links")
+            if isinstance(links, str) and links:
+                result["linksLocation"] = links
+        return result, (_http_status(report) if not ok else None)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def capture_host(
+    endpoints: Sequence[Endpoint],
+    host: str,
+    urls: Sequence[str],
+    crawl_id: str,
+    *,
+    formats: dict,
+    signing: bool,
+    scripts: Sequence[dict] | None,
+    artifact_sink: dict | None = None,
+    delay_ms: int,
+    initial_delay_ms: int = 0,
+    sleep: Callable[[float], None] = time.sleep,
+    busy_jitter_ms: tuple[float, float] = BUSY_JITTER_MS,
+    log: Callable[[str], None] = print,
+    now: Callable[[], float] = time.time,
+) -> list[dict]:
+    """Capture ``urls`` of ``host`` sequentially; one PageResult per URL, in order.
+
+    Raises :class:`ServerUnavailable` (aborting the host and so the level) when every
+    endpoint is unreachable for a page. ``sleep``/``now`` are injectable for tests (real timers).
+    """
+    if not endpoints:
+        raise ValueError("no BrowserHive endpoints")
+
+    def say(text: str) -> None:
+        log(f"[{host}] {text}")
+
+    gap = max(0, int(delay_ms or 0))
+    results: list[dict] = []
+    if initial_delay_ms and initial_delay_ms > 0:
+        say(f"waiting {int(initial_delay_ms)} ms (rest of the gap since this host's last capture)")
+        sleep(initial_delay_ms / 1000.0)
+    for i, url in enumerate(urls):
+        if i > 0 and gap > 0:
+            sleep(gap / 1000.0)
+        say(f"{i + 1}/{len(urls)} {url}")
+        request = capture_request(url, crawl_id, formats, signing, scripts, artifact_sink)
+        result, doc_status = capture_one(
+            endpoints, request, i, crawl_id=crawl_id, gap_ms=lambda: gap, sleep=sleep,
+            busy_jitter_ms=busy_jitter_ms, log=say, now=now,
+        )
+        results.append(result)
+        if doc_status in BACKOFF_STATUSES:
+            new_gap = max(gap, min(max(gap * 2, BACKOFF_MIN_MS), max(BACKOFF_CAP_MS, gap)))
+            say(f"main document answered {doc_status}: gap for the rest of this level {gap} → {new_gap} ms")
+            gap = new_gap
+    return results
+
+
+def main(
+    crawl_id: str,
+    host: str,
+    urls: list[str],
+    per_host_delay_ms: int,
+    capture_formats: dict,
+    signing: bool,
+    scripts: list[dict],
+    initial_delay_ms: int = 0,
+    artifact_sink: Optional[dict] = None,
+):
+    missing = [n for n, v in (("crawl_id", crawl_id), ("host", host), ("urls", urls),
+                              ("capture_formats", capture_formats), ("signing", signing), ("scripts", scripts)) if v is None]
+    if missing:
+        raise ValueError(f"crawl_host: required input(s) arrived null: {', '.join(missing)} (check the flow's input_transforms)")
+    targets = parse_endpoints(read_variable(VAR_ENDPOINTS))
+    ca_pem = read_variable(VAR_TLS_CA)  # must exist; empty = plaintext only
+    client = build_client(targets, ca_pem)
+    try:
+        endpoints = [HttpEndpoint(t, client) for t in targets]
+        return capture_host(
+            endpoints, host, urls, crawl_id,
+            formats=capture_formats, signing=signing, scripts=scripts,
+            artifact_sink=artifact_sink or None,
+            delay_ms=per_host_delay_ms or 0, initial_delay_ms=initial_delay_ms or 0,
+        )
+    finally:
+        client.close()

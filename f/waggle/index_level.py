@@ -1,0 +1,68 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["httpx==0.28.1", "wmill==1.850.0"]
+# ///
+"""index_level: ask the ledger to index this level's archives (reference/scheduler.md §4.5).
+
+``POST {waggle_api_url}/api/crawls/{crawl_id}/index`` with the Bearer header only — no body
+and no content-type (a bodyless POST declaring JSON is refused by strict servers).
+404 → no search on this deployment (or no permission): skipped, not an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+
+from f.waggle.common import (
+    LEDGER_RETRY_BUDGET_S,
+    VAR_API_URL,
+    VAR_TOKEN,
+    body_text,
+    call_with_retry,
+    excerpt,
+    json_or_text,
+    read_variable,
+)
+
+
+class IndexError_(RuntimeError):
+    """The ledger refused the index request (not 2xx, not 404)."""
+
+
+def index(
+    api_url: str,
+    token: str,
+    crawl_id: str,
+    *,
+    client: httpx.Client | None = None,
+    retry_budget_s: float = LEDGER_RETRY_BUDGET_S,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Returns ``{indexed, pages, skipped}``; raises :class:`IndexError_` on other non-2xx answers."""
+    what = f"POST /api/crawls/{crawl_id}/index"
+    url = f"{api_url.rstrip('/')}/api/crawls/{crawl_id}/index"
+    http = client or httpx.Client(timeout=60.0)
+    try:
+        response = call_with_retry(
+            lambda: http.post(url, headers={"authorization": f"Bearer {token}"}),
+            what=what, budget_s=retry_budget_s, log=log,
+        )
+    finally:
+        if client is None:
+            http.close()
+    if response.status_code == 404:
+        log("no index endpoint (no search on this deployment, or the token lacks permission); skipping")
+        return {"indexed": 0, "pages": 0, "skipped": True}
+    if not 200 <= response.status_code < 300:
+        raise IndexError_(f"{what} → {response.status_code} {excerpt(body_text(response), 300)}")
+    answer = json_or_text(response)
+    answer = answer if isinstance(answer, dict) else {}
+    indexed, pages = answer.get("indexed", 0), answer.get("pages", 0)
+    log(f"indexed {indexed} archive(s), {pages} page(s)")
+    return {"indexed": indexed, "pages": pages, "skipped": False}
+
+
+def main(crawl_id: str):
+    return index(read_variable(VAR_API_URL), read_variable(VAR_TOKEN), crawl_id)

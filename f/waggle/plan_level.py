@@ -1,0 +1,183 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["httpx==0.28.1", "protego==0.7.0", "wmill==1.850.0"]
+# ///
+"""plan_level: group one level's frontier by host, apply robots.txt, compute parallelism.
+
+reference/scheduler.md §4.1, with RFC 9309 fetch statuses (ARCHITECTURE decision 2) and a
+capped Crawl-delay (cases/README C2). Output ``Plan``::
+
+    {"groups": [{"host", "urls", "delayMs", "initialDelayMs"}],
+     "skipped": [{"url", "reason": "robots" | "robots-unreachable"}],
+     "slowed": [{"host", "crawlDelayMs", "delayMs", "capped"}],
+     "parallelism": int}
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import httpx
+
+from f.waggle.common import (
+    VAR_ALLOW_PRIVATE,
+    VAR_ENDPOINTS,
+    parse_iso,
+    read_optional_variable,
+    read_variable,
+)
+from f.waggle.robots import UNREACHABLE, RobotsOutcome, fetch_robots
+
+DEFAULT_DELAY_MS = 2000
+DEFAULT_HOST_PARALLELISM = 4
+# The longest Crawl-delay we honour: a site asking for more gets this, logged and reported
+# in ``slowed`` with ``capped: true`` (cases/README C2) — never a silent 10-minute stall.
+CRAWL_DELAY_CAP_MS = 120_000
+
+Fetcher = Callable[[str], RobotsOutcome]
+
+
+def endpoint_count(raw: str) -> int:
+    """Number of BrowserHive endpoints in the variable's JSON text.
+
+    Raises ValueError naming ``u/admin/browserhive_endpoints`` for non-JSON text or anything
+    but a non-empty array (an empty list must never become "parallelism 0").
+    """
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"{VAR_ENDPOINTS} is not JSON: {raw[:80]}") from exc
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{VAR_ENDPOINTS} must be a non-empty array of strings: {raw[:80]}")
+    return len(value)
+
+
+def parallelism_for(host_parallelism: int | None, endpoints: int) -> int:
+    """``max(1, min(host_parallelism or 4, endpoints))`` (None → 4; 0 → 1)."""
+    wanted = DEFAULT_HOST_PARALLELISM if host_parallelism is None else int(host_parallelism)
+    return max(1, min(wanted, endpoints))
+
+
+def delay_for(per_host_delay_ms: int, crawl_delay_s: float | None) -> tuple[int, int | None, bool]:
+    """(delay ms, Crawl-delay ms asked for or None, capped?): the longer one wins, capped.
+
+    ``delay = max(per_host_delay_ms, min(round(Crawl-delay × 1000), CRAWL_DELAY_CAP_MS))``:
+    the site's request is never shortened below the cap, our own setting never shortened.
+    """
+    if crawl_delay_s is None:
+        return per_host_delay_ms, None, False
+    asked = int(round(crawl_delay_s * 1000))
+    capped = asked > CRAWL_DELAY_CAP_MS
+    return max(per_host_delay_ms, min(asked, CRAWL_DELAY_CAP_MS)), asked, capped
+
+
+def initial_delay_for(delay_ms: int, last_finished: object, now: float) -> int:
+    """Remaining cross-level gap in ms: ``max(0, delay − (now − lastFinishedAt))``; 0 if unknown."""
+    finished = parse_iso(last_finished)
+    if finished is None:
+        return 0
+    since_ms = (now - finished) * 1000.0
+    return max(0, int(round(delay_ms - since_ms)))
+
+
+def plan(
+    candidates: list[dict],
+    per_host_delay_ms: int | None,
+    respect_robots: bool | None,
+    host_parallelism: int | None,
+    *,
+    fetch: Fetcher,
+    read_endpoints: Callable[[], str],
+    now: Callable[[], float] = time.time,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Plan one level (algorithm of reference/scheduler.md §4.1; None means "not given").
+
+    ``fetch(robots_url)`` fetches one robots.txt; ``read_endpoints()`` returns the endpoint
+    variable's text and is called only after every host was planned.
+    """
+    respect = True if respect_robots is None else bool(respect_robots)
+    delay_setting = DEFAULT_DELAY_MS if per_host_delay_ms is None else int(per_host_delay_ms)
+
+    by_host: dict[str, list[dict]] = {}
+    for item in candidates or []:
+        by_host.setdefault(str(item["host"]), []).append(item)
+
+    groups: list[dict] = []
+    skipped: list[dict] = []
+    slowed: list[dict] = []
+    for host, items in by_host.items():
+        urls = [str(item["url"]) for item in items]
+        outcome: RobotsOutcome | None = None
+        if respect:
+            scheme = urlsplit(urls[0]).scheme or "http"
+            robots_url = f"{scheme}://{host}/robots.txt"
+            outcome = fetch(robots_url)
+            if outcome.state == UNREACHABLE:
+                log(f"[{host}] robots.txt unreachable ({outcome.detail}): all {len(urls)} URL(s) skipped this level")
+        allowed: list[str] = []
+        for url in urls:
+            if outcome is None or outcome.allowed(url):
+                allowed.append(url)
+            else:
+                reason = "robots-unreachable" if outcome.state == UNREACHABLE else "robots"
+                skipped.append({"url": url, "reason": reason})
+        if not allowed:
+            continue
+        delay, asked, capped = delay_for(delay_setting, outcome.crawl_delay_s() if outcome else None)
+        if asked is not None and (capped or asked > delay_setting):
+            slowed.append({"host": host, "crawlDelayMs": asked, "delayMs": delay, "capped": capped})
+            if capped:
+                log(f"[{host}] Crawl-delay {asked} ms capped at {CRAWL_DELAY_CAP_MS} ms; host slowed to {delay} ms")
+            else:
+                log(f"[{host}] Crawl-delay {asked} ms is longer than the setting; host slowed to {delay} ms")
+        last = next((i.get("lastFinishedAt") for i in items if i.get("lastFinishedAt") is not None), None)
+        groups.append(
+            {
+                "host": host,
+                "urls": allowed,
+                "delayMs": delay,
+                "initialDelayMs": initial_delay_for(delay, last, now()),
+            }
+        )
+
+    endpoints = endpoint_count(read_endpoints())
+    parallelism = parallelism_for(host_parallelism, endpoints)
+    n_urls = sum(len(g["urls"]) for g in groups)
+    robots_word = "robots read" if respect else "robots IGNORED (respect_robots false)"
+    skip_word = f", {len(skipped)} skipped" if skipped else ""
+    log(
+        f"plan: {len(groups)} host(s), {n_urls} URL(s), {robots_word}{skip_word},"
+        f" parallelism {parallelism} ({endpoints} endpoint(s))"
+    )
+    return {"groups": groups, "skipped": skipped, "slowed": slowed, "parallelism": parallelism}
+
+
+def robots_transport(allow_private: bool) -> httpx.BaseTransport:
+    """The transport robots fetches go through: the private-host guard (issue 7)."""
+    from f.waggle.hostguard import guarded_transport
+
+    return guarded_transport(allow_private=allow_private)
+
+
+def main(
+    candidates: list[dict],
+    per_host_delay_ms: int = 2000,
+    respect_robots: bool = True,
+    host_parallelism: int = 4,
+):
+    # Literal defaults (Windmill's schema inference cannot read constants); they equal
+    # DEFAULT_DELAY_MS and DEFAULT_HOST_PARALLELISM, and None arrives as "absent".
+    allow_private = (read_optional_variable(VAR_ALLOW_PRIVATE) or "").strip().lower() in ("1", "true", "yes")
+    transport = robots_transport(allow_private)
+
+    def fetch(url: str) -> RobotsOutcome:
+        return fetch_robots(url, transport=transport)
+
+    def endpoints() -> str:
+        return read_variable(VAR_ENDPOINTS)
+
+    return plan(candidates, per_host_delay_ms, respect_robots, host_parallelism, fetch=fetch, read_endpoints=endpoints)

@@ -1,0 +1,169 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["httpx==0.28.1", "protego==0.7.0"]
+# ///
+"""robots.txt for plan_level: the RFC 9309 fetch policy and a protego adapter (library script).
+
+Fetch (RFC 9309 §2.3.1): 2xx → parse the first 512 KiB (a cut last line is dropped, a UTF-8
+BOM is stripped); up to 5 redirects are followed and the rules apply to the initial
+authority; 4xx (except 429) → unavailable, no restrictions; 5xx, 429, a timeout, a network
+error, a refused or non-http(s) redirect → unreachable, the host is skipped this level.
+
+Matching: protego 0.7.0 parses; we choose the group ourselves — the group whose user-agent
+(cut at the first space, case-insensitive) equals our product token exactly, else ``*`` —
+because protego's own matching lets a ``Foo`` group apply to ``FooBot`` (cases/README C4).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+from protego import Protego
+
+PRODUCT_TOKEN = "waggle"
+USER_AGENT = "waggle/0.1 (+polite web archiver; robots token: waggle)"
+ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 §2.5: at least 500 KiB must be parsed
+ROBOTS_TIMEOUT_S = 10.0
+ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2: follow at least five
+
+ALLOWED = "allowed"  # parsed rules apply
+UNAVAILABLE = "unavailable"  # 4xx: no restrictions
+UNREACHABLE = "unreachable"  # 5xx/429/timeout/network: everything disallowed this level
+NOT_FETCHED = "not-fetched"  # respect_robots false
+
+
+class RobotsRules:
+    """The rules of one robots.txt for one product token (exact match, else ``*``)."""
+
+    def __init__(self, text: str, token: str = PRODUCT_TOKEN) -> None:
+        """``text``: the decoded body (a leading BOM is stripped here too)."""
+        self._parser = Protego.parse(text.lstrip("\ufeff"))
+        self._group = self._choose_group(token.lower())
+
+    def _choose_group(self, token: str):  # -> protego _RuleSet | None
+        groups = self._parser._user_agents  # pinned protego 0.7.0: {lower-cased agent: rule set}
+        exact = [rs for agent, rs in groups.items() if agent.split(" ")[0].split("/")[0] == token]
+        if exact:
+            return exact[0]
+        return groups.get("*")
+
+    def allowed(self, url: str) -> bool:
+        """True when ``url`` may be fetched; ``/robots.txt`` itself always may (RFC 9309 §2.2.2)."""
+        if urlsplit(url).path == "/robots.txt":
+            return True
+        if self._group is None:
+            return True
+        return bool(self._group.can_fetch(url))
+
+    def crawl_delay_s(self) -> float | None:
+        """Crawl-delay of the chosen group in seconds (decimals allowed), or None."""
+        if self._group is None:
+            return None
+        value = self._group.crawl_delay
+        if value is None:
+            return None
+        try:
+            delay = float(value)
+        except (TypeError, ValueError):
+            return None
+        return delay if delay >= 0 and delay == delay and delay != float("inf") else None
+
+
+@dataclass
+class RobotsOutcome:
+    """What one robots.txt fetch decided: ``state`` is one of ALLOWED/UNAVAILABLE/UNREACHABLE."""
+
+    state: str
+    rules: RobotsRules | None = None
+    detail: str = ""
+
+    def allowed(self, url: str) -> bool:
+        if self.state == UNREACHABLE:
+            return False
+        if self.state == ALLOWED and self.rules is not None:
+            return self.rules.allowed(url)
+        return True
+
+    def crawl_delay_s(self) -> float | None:
+        return self.rules.crawl_delay_s() if self.state == ALLOWED and self.rules else None
+
+
+def decode_robots(data: bytes, truncated: bool) -> str:
+    """UTF-8 text of a robots body: BOM stripped, invalid bytes replaced, a cut last line dropped."""
+    if truncated:
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        data = data[: cut + 1] if cut >= 0 else b""
+    return data.decode("utf-8-sig", "replace")
+
+
+def fetch_robots(
+    robots_url: str,
+    *,
+    transport: httpx.BaseTransport | None = None,
+    timeout_s: float = ROBOTS_TIMEOUT_S,
+    token: str = PRODUCT_TOKEN,
+    user_agent: str = USER_AGENT,
+    log: Callable[[str], None] = print,
+) -> RobotsOutcome:
+    """Fetch ``robots_url`` once and classify it per RFC 9309 §2.3.1 (see module doc).
+
+    ``transport`` is the httpx transport every hop goes through (the private-host guard's
+    ``guarded_transport()`` in production). Never raises for network trouble: that is
+    UNREACHABLE, with ``detail`` saying why.
+    """
+    deadline = time.monotonic() + timeout_s
+    url = robots_url
+    headers = {"user-agent": user_agent, "accept": "text/plain, */*;q=0.1"}
+    try:
+        with httpx.Client(transport=transport, follow_redirects=False, timeout=timeout_s) as client:
+            for hop in range(ROBOTS_MAX_REDIRECTS + 1):
+                with client.stream("GET", url, headers=headers) as response:
+                    status = response.status_code
+                    if status in (301, 302, 303, 307, 308) and "location" in response.headers:
+                        target = urljoin(url, response.headers["location"])
+                        if urlsplit(target).scheme not in ("http", "https"):
+                            log(f"robots {robots_url}: redirect to {target!r} refused (not http/https)")
+                            return RobotsOutcome(UNREACHABLE, detail=f"redirect to non-http(s) {target}")
+                        url = target
+                        continue
+                    if 200 <= status < 300:
+                        data, truncated = _read_capped(response, deadline)
+                        rules = RobotsRules(decode_robots(data, truncated), token)
+                        return RobotsOutcome(ALLOWED, rules, detail=f"{status}")
+                    if status == 429 or status >= 500:
+                        return RobotsOutcome(UNREACHABLE, detail=f"{status}")
+                    if 400 <= status < 500:
+                        return RobotsOutcome(UNAVAILABLE, detail=f"{status}")
+                    # 1xx/3xx without a usable Location: nothing parseable, treat as unavailable
+                    return RobotsOutcome(UNAVAILABLE, detail=f"{status}")
+            log(f"robots {robots_url}: more than {ROBOTS_MAX_REDIRECTS} redirects; treated as unavailable")
+            return RobotsOutcome(UNAVAILABLE, detail="too many redirects")
+    except _Deadline:
+        return RobotsOutcome(UNREACHABLE, detail=f"no complete answer within {timeout_s:g}s")
+    except httpx.TimeoutException as exc:
+        return RobotsOutcome(UNREACHABLE, detail=f"timeout ({type(exc).__name__})")
+    except (httpx.HTTPError, ValueError, OSError) as exc:
+        # ValueError covers the private-host guard's HostRefused (a ValueError subclass).
+        return RobotsOutcome(UNREACHABLE, detail=f"{type(exc).__name__}: {exc}")
+
+
+class _Deadline(Exception):
+    pass
+
+
+def _read_capped(response: httpx.Response, deadline: float) -> tuple[bytes, bool]:
+    """Up to ROBOTS_MAX_BYTES of the body; (bytes, truncated). Raises _Deadline past ``deadline``."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        if time.monotonic() > deadline:
+            raise _Deadline()
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > ROBOTS_MAX_BYTES:
+            return b"".join(chunks)[:ROBOTS_MAX_BYTES], True
+    return b"".join(chunks), False
