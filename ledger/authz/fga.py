@@ -1,0 +1,235 @@
+"""The ledger's OpenFGA client: submit/view Checks and tuple writes (openfga-sdk, async).
+
+Calls (reference/ledger.md §4.2):
+* :meth:`Authz.can_submit` — per organization ``user:<sub> can_submit organization:<org>``,
+  ``HIGHER_CONSISTENCY``, **no** contextual tuples (membership must never satisfy it).
+* :meth:`Authz.can_view` — ``user:<sub> can_view archive:<id>`` with one contextual
+  ``member`` tuple per organization of the caller and context ``current_time``.
+* :meth:`Authz.viewable` — one BatchCheck of the same; results matched by the SDK's
+  correlation ids back to each request's object, never by position.
+* :meth:`Authz.write` — one Write; errors surface as ``openfga_sdk`` ``ApiException`` or an
+  aiohttp connection error, classified by :func:`is_already_in_desired_state` and
+  :func:`is_unreachable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+import aiohttp
+from openfga_sdk import OpenFgaClient
+from openfga_sdk.client.configuration import ClientConfiguration
+from openfga_sdk.client.models import (
+    ClientBatchCheckItem,
+    ClientBatchCheckRequest,
+    ClientCheckRequest,
+    ClientTuple,
+    ClientWriteRequest,
+)
+from openfga_sdk.credentials import CredentialConfiguration, Credentials
+from openfga_sdk.exceptions import ApiException
+from openfga_sdk.models.relationship_condition import RelationshipCondition
+
+log = logging.getLogger("waggle.authz")
+
+HIGHER = {"consistency": "HIGHER_CONSISTENCY"}
+ALREADY_CODE = "write_failed_due_to_invalid_input"
+
+
+class IdentityLike(Protocol):
+    subject: str
+    organizations: Sequence[str]
+
+
+class FgaUnavailable(RuntimeError):
+    """OpenFGA did not answer (connection refused, DNS failure, timeout)."""
+
+
+def now_iso() -> str:
+    """Current time, ISO 8601 UTC with milliseconds and ``Z`` (the condition's ``current_time``)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def is_already_in_desired_state(exc: BaseException | None) -> bool:
+    """True for OpenFGA's "already exists" / "does not exist" write refusals (code
+    ``write_failed_due_to_invalid_input``); a ``validation_error`` is a real failure."""
+    if not isinstance(exc, ApiException):
+        return False
+    msg = exc.error_message or ""
+    return exc.code == ALREADY_CODE and ("already exists" in msg or "does not exist" in msg)
+
+
+def is_unreachable(exc: BaseException | None) -> bool:
+    """True when the error means OpenFGA could not be reached at all (no HTTP answer)."""
+    if isinstance(exc, FgaUnavailable):
+        return True
+    if isinstance(exc, (aiohttp.ClientConnectionError, asyncio.TimeoutError, ConnectionError)):
+        return True
+    if isinstance(exc, ApiException) and exc.status in (0, None):
+        return True
+    return False
+
+
+def explain_unreachable(api_url: str, exc: BaseException) -> str:
+    """One line for operators: where we looked, what to do, and the original error."""
+    return (
+        f"OpenFGA at {api_url} is not reachable — start it (`waggle dev up`) or set"
+        f" WAGGLE_FGA_API_URL ({type(exc).__name__}: {exc})"
+    )
+
+
+def _tuple(t: dict) -> ClientTuple:
+    cond = t.get("condition")
+    return ClientTuple(
+        user=t["user"],
+        relation=t["relation"],
+        object=t["object"],
+        condition=RelationshipCondition(name=cond["name"], context=cond.get("context") or {}) if cond else None,
+    )
+
+
+class Authz:
+    """Pinned store + model on one OpenFGA server. ``api_token`` is sent as Bearer if set."""
+
+    def __init__(self, api_url: str, store_id: str, model_id: str, api_token: str | None = None, *, timeout_s: float = 10.0):
+        self.api_url, self.store_id, self.model_id = api_url.rstrip("/"), store_id, model_id
+        self._token, self._timeout_ms = api_token, int(timeout_s * 1000)
+        self._client: OpenFgaClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "Authz":
+        settings.require("fga_store_id", "fga_model_id")
+        return cls(settings.fga_api_url, settings.fga_store_id, settings.fga_model_id, settings.fga_api_token)
+
+    def _sdk(self) -> OpenFgaClient:
+        # aiohttp sessions belong to one event loop; CLIs and tests may run several loops.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            creds = (
+                Credentials(method="api_token", configuration=CredentialConfiguration(api_token=self._token))
+                if self._token
+                else None
+            )
+            conf = ClientConfiguration(
+                api_url=self.api_url,
+                store_id=self.store_id,
+                authorization_model_id=self.model_id,
+                credentials=creds,
+                timeout_millisec=self._timeout_ms,
+            )
+            self._client, self._loop = OpenFgaClient(conf), loop
+        return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            try:
+                await self._client.close()
+            except RuntimeError:
+                pass  # its loop is gone
+            self._client = None
+
+    async def _call(self, coro_fn, *args, **kwargs):
+        try:
+            return await coro_fn(*args, **kwargs)
+        except (aiohttp.ClientConnectionError, asyncio.TimeoutError, ConnectionError) as exc:
+            raise FgaUnavailable(explain_unreachable(self.api_url, exc)) from exc
+
+    # -- checks ----------------------------------------------------------------------------
+    async def can_submit(self, identity: IdentityLike) -> bool:
+        """May this caller start crawls? Any of its organizations granting ``can_submit``.
+
+        No organizations → False without calling OpenFGA. Raises :class:`FgaUnavailable` or
+        ``ApiException`` when no organization allows and some Check failed.
+        """
+        orgs = list(dict.fromkeys(o for o in identity.organizations if o))
+        if not orgs or not identity.subject:
+            return False
+        sdk = self._sdk()
+
+        async def one(org: str) -> bool:
+            req = ClientCheckRequest(user=f"user:{identity.subject}", relation="can_submit", object=f"organization:{org}")
+            res = await self._call(sdk.check, req, dict(HIGHER))
+            return res.allowed is True
+
+        results = await asyncio.gather(*(one(o) for o in orgs), return_exceptions=True)
+        if any(r is True for r in results):
+            return True
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return False
+
+    def _members(self, identity: IdentityLike) -> list[ClientTuple]:
+        orgs = dict.fromkeys(o for o in identity.organizations if o)
+        return [ClientTuple(user=f"user:{identity.subject}", relation="member", object=f"organization:{o}") for o in orgs]
+
+    async def can_view(self, identity: IdentityLike, archive_id: str) -> bool:
+        """May this caller read ``archive:<archive_id>``? True only on an explicit allow."""
+        if not identity.subject:
+            return False
+        req = ClientCheckRequest(
+            user=f"user:{identity.subject}",
+            relation="can_view",
+            object=f"archive:{archive_id}",
+            contextual_tuples=self._members(identity) or None,
+            context={"current_time": now_iso()},
+        )
+        res = await self._call(self._sdk().check, req, dict(HIGHER))
+        return res.allowed is True
+
+    async def viewable(self, identity: IdentityLike, archive_ids: Iterable[str]) -> set[str]:
+        """The subset of ``archive_ids`` (bare ids) the caller may view; one BatchCheck per 50.
+
+        Empty input → empty set without calling OpenFGA. An item the server answered with an
+        error counts as not viewable (logged).
+        """
+        ids = list(dict.fromkeys(archive_ids))
+        if not ids or not identity.subject:
+            return set()
+        members, now = self._members(identity), now_iso()
+        checks = [
+            ClientBatchCheckItem(
+                user=f"user:{identity.subject}",
+                relation="can_view",
+                object=f"archive:{i}",
+                contextual_tuples=members or None,
+                context={"current_time": now},
+            )
+            for i in ids
+        ]
+        res = await self._call(self._sdk().batch_check, ClientBatchCheckRequest(checks=checks))
+        allowed: set[str] = set()
+        for item in res.result:
+            if item.error:
+                log.warning("BatchCheck item failed", extra={"object": item.request.object, "error": str(item.error)})
+                continue
+            if item.allowed is True:
+                allowed.add(item.request.object.removeprefix("archive:"))
+        return allowed & set(ids)
+
+    async def check(self, user: str, relation: str, obj: str, *, contextual: list[dict] | None = None,
+                    context: dict | None = None) -> bool:
+        """A plain Check (``HIGHER_CONSISTENCY``), for CLIs and tests."""
+        req = ClientCheckRequest(user=user, relation=relation, object=obj,
+                                 contextual_tuples=[_tuple(t) for t in contextual] if contextual else None,
+                                 context=context)
+        res = await self._call(self._sdk().check, req, dict(HIGHER))
+        return res.allowed is True
+
+    # -- writes ----------------------------------------------------------------------------
+    async def write(self, writes: list[dict] | None = None, deletes: list[dict] | None = None) -> None:
+        """One OpenFGA Write (atomic). Tuples are ``{"user","relation","object"[,"condition"]}``.
+
+        Raises ``ApiException`` when refused (see :func:`is_already_in_desired_state`) and
+        :class:`FgaUnavailable` when OpenFGA does not answer.
+        """
+        body = ClientWriteRequest(
+            writes=[_tuple(t) for t in writes] if writes else None,
+            deletes=[_tuple(t) for t in deletes] if deletes else None,
+        )
+        await self._call(self._sdk().write, body)

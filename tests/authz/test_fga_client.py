@@ -1,0 +1,133 @@
+"""``ledger.authz.fga.Authz`` against the OpenFGA stand-in over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+from openfga_sdk.exceptions import ApiException
+
+from ledger.authz.fga import Authz, FgaUnavailable, is_already_in_desired_state, is_unreachable
+
+
+@dataclass
+class Who:
+    subject: str
+    organizations: list[str] = field(default_factory=list)
+
+
+def authz_for(store) -> Authz:
+    return Authz(store.api_url, store.store_id, store.model_id)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_can_submit_needs_a_stored_grant(fga_store) -> None:
+    fga_store.write(["user:bob submitter organization:acme", "user:erin admin organization:acme"])
+    az = authz_for(fga_store)
+
+    async def go():
+        try:
+            return (
+                await az.can_submit(Who("bob", ["acme"])),
+                await az.can_submit(Who("erin", ["beta", "acme"])),
+                await az.can_submit(Who("carol", ["acme"])),  # claims membership only
+                await az.can_submit(Who("bob", ["beta"])),  # grant elsewhere
+                await az.can_submit(Who("bob", [])),
+            )
+        finally:
+            await az.close()
+
+    assert run(go()) == (True, True, False, False, False)
+
+
+def test_no_organizations_means_no_call() -> None:
+    az = Authz("http://127.0.0.1:9", "01HZZZZZZZZZZZZZZZZZZZZZZZ", "01HZZZZZZZZZZZZZZZZZZZZZZZ")
+    assert run(az.can_submit(Who("bob", []))) is False  # port 9 would refuse: no call was made
+    assert run(az.viewable(Who("bob", ["acme"]), [])) == set()
+
+
+def test_view_by_membership_owner_and_share(fga_store) -> None:
+    a1, a2, a3 = (str(uuid.uuid4()) for _ in range(3))
+    fga_store.write([
+        "organization:acme parent capture_job:t1", "user:alice owner capture_job:t1",
+        f"capture_job:t1 parent archive:{a1}", f"capture_job:t1 parent archive:{a2}",
+        "organization:contoso parent capture_job:t2", f"capture_job:t2 parent archive:{a3}",
+    ])
+    az = authz_for(fga_store)
+
+    async def go():
+        try:
+            return (
+                await az.can_view(Who("bob", ["acme"]), a1),
+                await az.can_view(Who("bob", ["contoso"]), a1),
+                await az.can_view(Who("alice", []), a2),
+                await az.can_view(Who("mallory", []), a1),
+                await az.viewable(Who("bob", ["acme"]), [a3, a1, a2]),
+                await az.viewable(Who("carol", ["contoso", "beta"]), [a1, a2, a3]),
+                await az.viewable(Who("mallory", []), [a1, a2, a3]),
+            )
+        finally:
+            await az.close()
+
+    r = run(go())
+    assert r[:4] == (True, False, True, False)
+    assert r[4] == {a1, a2} and r[5] == {a3} and r[6] == set()
+
+
+def test_viewable_matches_results_by_object_for_a_full_page(fga_store) -> None:
+    """50 ids in one BatchCheck, every other one visible: the set is exact (order-independent)."""
+    ids = [str(uuid.uuid4()) for _ in range(50)]
+    fga_store.write(["organization:acme parent capture_job:t"] + [f"capture_job:t parent archive:{i}" for i in ids[::2]])
+    az = authz_for(fga_store)
+
+    async def go():
+        try:
+            return await az.viewable(Who("bob", ["acme"]), ids)
+        finally:
+            await az.close()
+
+    assert run(go()) == set(ids[::2])
+
+
+def test_write_errors_are_classified(fga_store) -> None:
+    az = authz_for(fga_store)
+    t = {"user": "user:bob", "relation": "submitter", "object": "organization:acme"}
+
+    async def go():
+        await az.write([t])
+        errors = []
+        for call in (az.write([t]), az.write(None, [{**t, "user": "user:nobody"}]),
+                     az.write([{**t, "relation": "member_of"}])):
+            try:
+                await call
+                errors.append(None)
+            except ApiException as exc:
+                errors.append(exc)
+        await az.close()
+        return errors
+
+    dup, absent, invalid = run(go())
+    assert is_already_in_desired_state(dup) and "already exists" in dup.error_message
+    assert is_already_in_desired_state(absent) and "does not exist" in absent.error_message
+    assert invalid is not None and not is_already_in_desired_state(invalid)
+    assert not is_unreachable(invalid)
+
+
+def test_unreachable_is_reported_as_such() -> None:
+    az = Authz("http://127.0.0.1:9", "01HZZZZZZZZZZZZZZZZZZZZZZZ", "01HZZZZZZZZZZZZZZZZZZZZZZZ")
+
+    async def go():
+        try:
+            await az.can_view(Who("bob", ["acme"]), str(uuid.uuid4()))
+        finally:
+            await az.close()
+
+    with pytest.raises(FgaUnavailable) as info:
+        run(go())
+    assert is_unreachable(info.value)
+    assert "127.0.0.1:9" in str(info.value) and "waggle dev up" in str(info.value)
