@@ -1,0 +1,135 @@
+"""Crawler-trap defences applied while planning the next level (issue #7, cases C6 and C7).
+
+Pure functions, no I/O. A candidate is dropped, and counted under one reason, when:
+
+* ``url_too_long`` — its URL (as discovered or WHATWG-serialized) is over
+  :data:`MAX_URL_LENGTH` (2,048) characters;
+* ``repeated_segment`` — one non-empty path segment occurs more than
+  :data:`MAX_REPEATS` (2) times (``/a/b/a/b/a/b/`` — case C7's relative-link loop);
+* ``repeated_hostname`` — one host name embedded in the path or query occurs more than
+  :data:`MAX_REPEATS` times (``/a/www.example.net/policies/www.example.net/…``);
+* ``max_pages_per_host`` — its host already holds ``WAGGLE_MAX_PAGES_PER_HOST`` pages
+  (earlier levels plus the candidates kept before it), so one calendar (case C6) cannot eat the
+  budget of other hosts.
+
+The level planner (``ledger.crawl.budget.plan_next_level``) calls :func:`screen` before the page
+budget, so dropped URLs never use budget; the counts are stored with the crawl and shown as
+``drops`` in ``GET /api/crawls/{id}``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
+from urllib.parse import unquote
+
+import ada_url
+
+T = TypeVar("T")
+
+MAX_URL_LENGTH = 2048
+MAX_REPEATS = 2
+
+URL_TOO_LONG = "url_too_long"
+REPEATED_SEGMENT = "repeated_segment"
+REPEATED_HOSTNAME = "repeated_hostname"
+MAX_PAGES_PER_HOST = "max_pages_per_host"
+REASONS = (URL_TOO_LONG, REPEATED_SEGMENT, REPEATED_HOSTNAME, MAX_PAGES_PER_HOST)
+
+# A host name inside a path or query: two or more dot-separated labels ending in an
+# alphabetic label (``www.example.net``, ``example.co.uk``), case-insensitive.
+_HOSTNAME = re.compile(
+    r"(?<![a-z0-9.-])(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,61}[a-z0-9](?![a-z0-9-])",
+    re.IGNORECASE,
+)
+
+
+def _parts(candidate: object) -> tuple[str, str, str]:
+    """(url, key, host) of a ``ParsedUrl``-like object (``.url``, ``.key``, ``.host``) or a string."""
+    if isinstance(candidate, str):
+        try:
+            parsed = ada_url.URL(candidate)
+            return candidate, parsed.href, parsed.host
+        except ValueError:
+            return candidate, candidate, ""
+    url = getattr(candidate, "url")
+    return url, getattr(candidate, "key", url), getattr(candidate, "host", "")
+
+
+def _path_and_query(key: str) -> tuple[str, str]:
+    try:
+        parsed = ada_url.URL(key)
+        return parsed.pathname, parsed.search
+    except ValueError:
+        rest = key.split("://", 1)[-1]
+        path = "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+        path, _, query = path.partition("?")
+        return path, query
+
+
+def trap_reason(url: str, key: str | None = None) -> str | None:
+    """The trap reason for one URL (``url_too_long``, ``repeated_segment``,
+    ``repeated_hostname``) or ``None``. ``key`` is the WHATWG-serialized form (default: parsed
+    from ``url``). The per-host cap needs counts, see :func:`screen`."""
+    if key is None:
+        key = _parts(url)[1]
+    if max(len(url), len(key)) > MAX_URL_LENGTH:
+        return URL_TOO_LONG
+    path, query = _path_and_query(key)
+    segments = [unquote(s).lower() for s in path.split("/") if s]
+    if segments and max(Counter(segments).values()) > MAX_REPEATS:
+        return REPEATED_SEGMENT
+    hostnames = Counter(h.lower().rstrip(".") for h in _HOSTNAME.findall(unquote(path + query)))
+    if hostnames and max(hostnames.values()) > MAX_REPEATS:
+        return REPEATED_HOSTNAME
+    return None
+
+
+def screen(
+    candidates: Sequence[T],
+    *,
+    known_per_host: Mapping[str, int],
+    max_pages_per_host: int | None,
+) -> tuple[list[T], dict[str, int]]:
+    """Split next-level candidates into ``(kept, drops)``.
+
+    ``candidates``: new in-scope URLs in first-seen order (``ParsedUrl``-like or strings);
+    ``known_per_host``: pages the crawl already holds per host (same ``host`` form as the
+    candidates, ``hostname[:port]``); ``max_pages_per_host``: the cap (None or ≤ 0 = no cap).
+    ``kept`` keeps the input order; ``drops`` maps each reason that fired to its count (reasons
+    with no drop are absent).
+    """
+    kept: list[T] = []
+    drops: Counter[str] = Counter()
+    per_host: Counter[str] = Counter()
+    cap = max_pages_per_host if max_pages_per_host and max_pages_per_host > 0 else None
+    for candidate in candidates:
+        url, key, host = _parts(candidate)
+        reason = trap_reason(url, key)
+        if reason is None and cap is not None:
+            if known_per_host.get(host, 0) + per_host[host] >= cap:
+                reason = MAX_PAGES_PER_HOST
+        if reason is not None:
+            drops[reason] += 1
+            continue
+        per_host[host] += 1
+        kept.append(candidate)
+    return kept, dict(drops)
+
+
+def filter_traps(
+    candidates: Sequence[T], per_host_counts: Mapping[str, int], max_per_host: int | None
+) -> tuple[list[T], dict[str, int]]:
+    """Positional alias of :func:`screen`: ``(kept, drops)``."""
+    return screen(candidates, known_per_host=per_host_counts, max_pages_per_host=max_per_host)
+
+
+def merge_drops(*counts: Mapping[str, int] | None) -> dict[str, int]:
+    """Sum drop counters (``{reason: n}``), e.g. the crawl's stored drops plus this level's."""
+    total: Counter[str] = Counter()
+    for c in counts:
+        if c:
+            total.update({k: int(v) for k, v in c.items()})
+    return dict(total)
