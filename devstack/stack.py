@@ -134,7 +134,6 @@ class Stack:
         self.sup = Supervisor(self.state_dir)
         self.echo = echo
         self.data = self.state_dir / "data"
-        self.saved = read_stack(self.state_dir)
 
     # -- helpers ---------------------------------------------------------------
     def url(self, name: str) -> str:
@@ -160,16 +159,22 @@ class Stack:
         return done.stdout
 
     def secret(self, key: str) -> str:
-        """A random secret kept in stack.json across ups (e.g. the Windmill webhook token)."""
-        value = self.saved.get("secrets", {}).get(key)
-        if not value:
-            value = secrets.token_urlsafe(24)
-            self.saved.setdefault("secrets", {})[key] = value
-        return value
+        """A random secret kept in ``state_dir/secrets.json`` (mode 600) across ups, e.g. the webhook token."""
+        path = self.state_dir / "secrets.json"
+        try:
+            kept = json.loads(path.read_text())
+        except (OSError, ValueError):
+            kept = {}
+        if not kept.get(key):
+            kept[key] = secrets.token_urlsafe(24)
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600)
+            path.write_text(json.dumps(kept))
+        return kept[key]
 
     def ledger_env(self, database_url: str) -> dict[str, str]:
         """``WAGGLE_*`` settings of the ledger (and its CLIs) in this stack."""
-        fga = self.saved.get("fga", {})
+        fga = self.fga_ids()
         env = {
             "WAGGLE_STATE_DIR": str(self.state_dir),
             "WAGGLE_DATABASE_URL": database_url,
@@ -179,6 +184,7 @@ class Stack:
             "WAGGLE_OIDC_ISSUER": self.url("issuer"),
             "WAGGLE_DEV_ISSUER_PORT": str(self.config.port("issuer")),
             "WAGGLE_FGA_API_URL": self.url("openfga"),
+            "WAGGLE_FGA_API_TOKEN": self.secret("fga_key"),
             "WAGGLE_S3_ENDPOINT": self.url("s3"),
             "WAGGLE_S3_BUCKET": self.config.bucket,
             "WAGGLE_S3_REGION": S3_REGION,
@@ -205,7 +211,7 @@ class Stack:
                               "--access-key", S3_ACCESS_KEY, "--secret-key", S3_SECRET_KEY),
                     self.config.port("s3"), "/" + self.config.bucket, ok_any_status=True),
             Service("openfga", _py("devstack.openfga", "--host", HOST, "--port", str(self.config.port("openfga")),
-                                   "--data", str(d / "openfga.json")),
+                                   "--data", str(d / "openfga.json"), "--preshared-key", self.secret("fga_key")),
                     self.config.port("openfga"), "/healthz"),
             Service("issuer", _py("devstack.issuer", "--host", HOST, "--port", str(self.config.port("issuer"))),
                     self.config.port("issuer"), "/.well-known/openid-configuration"),
@@ -239,15 +245,26 @@ class Stack:
     # -- wiring steps ------------------------------------------------------------
     def deploy_fga(self, env: dict[str, str]) -> None:
         """Deploy the store and model once; later ups reuse the ids if the store still exists."""
-        fga = self.saved.get("fga", {})
-        if fga.get("store_id") and healthy(f"{self.url('openfga')}/stores/{fga['store_id']}"):
-            return
+        fga = self.fga_ids()
+        if fga.get("store_id"):
+            resp = httpx.get(f"{self.url('openfga')}/stores/{fga['store_id']}", timeout=5.0,
+                             headers={"Authorization": f"Bearer {self.secret('fga_key')}"})
+            if resp.is_success:
+                return
         out = self.run_waggle("fga", "deploy", "--json", env=env)
         try:
             ids = json.loads(out.strip().splitlines()[-1])
-            self.saved["fga"] = {"store_id": ids["store_id"], "model_id": ids["model_id"]}
+            fga = {"store_id": ids["store_id"], "model_id": ids["model_id"]}
         except (ValueError, KeyError, IndexError) as exc:
             raise StackError(f"`waggle fga deploy --json` printed no store/model ids: {out[-500:]!r}") from exc
+        (self.state_dir / "fga.json").write_text(json.dumps(fga))
+
+    def fga_ids(self) -> dict:
+        """``{"store_id", "model_id"}`` deployed by an earlier ``up`` ({} before the first deploy)."""
+        try:
+            return json.loads((self.state_dir / "fga.json").read_text())
+        except (OSError, ValueError):
+            return {}
 
     def grant(self, env: dict[str, str], subject: str) -> None:
         self.run_waggle("grant", subject, "submitter", self.config.organization, env=env)
@@ -319,7 +336,6 @@ class Stack:
         self.set_variables(flow_token)
 
         info = {
-            **self.saved,
             "services": {
                 "ledger": self.url("ledger"),
                 "issuer": self.url("issuer"),
@@ -338,11 +354,11 @@ class Stack:
             "flow_subject": FLOW_SUBJECT,
             "database_url": database_url,
             "state_dir": str(self.state_dir),
+            "fga": self.fga_ids(),
             "s3": {"endpoint": self.url("s3"), "region": S3_REGION,
                    "access_key_id": S3_ACCESS_KEY, "secret_access_key": S3_SECRET_KEY},
         }
         stack_file(self.state_dir).write_text(json.dumps(info, indent=2) + "\n")
-        self.saved = info
         self.echo(f"stack ready in {time.monotonic() - t0:.1f} s; state in {self.state_dir}")
         return info
 
