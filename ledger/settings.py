@@ -84,6 +84,7 @@ class Settings(BaseSettings):
     crawl_stall_s: float = 900.0  # watchdog: no progress for this long → crawl failed
     watchdog_interval_s: float = 15.0
     search_url: str | None = None  # no search backend → /index answers 404
+    links_max_bytes: int = Field(8 * 1024 * 1024, ge=1024)  # larger .links.json files are skipped
 
     # -- background work -------------------------------------------------------
     drain_interval_s: float = 5.0  # outbox worker period

@@ -1,9 +1,53 @@
-"""Commands of this area, mounted on the root ``waggle`` app by :mod:`ledger.cli`."""
+"""``waggle serve``: run the ledger API (uvicorn) with migrations applied."""
 
 from __future__ import annotations
+
+import logging
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands (or sub-apps) to ``app``."""
+    """Add ``waggle serve`` to ``app``."""
+
+    @app.command("serve")
+    def serve(
+        host: str = typer.Option(None, help="bind address (default WAGGLE_API_HOST, 127.0.0.1)"),
+        port: int = typer.Option(None, help="port (default WAGGLE_API_PORT, 7070)"),
+        migrate: bool = typer.Option(True, help="apply pending migrations first"),
+    ) -> None:
+        """Serve the ledger API. Missing required settings are reported together, then exit 1."""
+        import uvicorn
+
+        from ledger.api.app import create_app
+        from ledger.api.identity import choose_resolver, startup_notes
+        from ledger.db.embedded import database_url
+        from ledger.services import check_required
+        from ledger.settings import MissingSettings, Settings
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        settings = Settings()
+        if host:
+            settings.api_host = host
+        if port:
+            settings.api_port = port
+        try:
+            check_required(settings)
+        except MissingSettings as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(1) from None
+        if bool(settings.crawl_webhook_url) != bool(settings.crawl_webhook_token):
+            typer.echo("WAGGLE_CRAWL_WEBHOOK_URL and WAGGLE_CRAWL_WEBHOOK_TOKEN must be set together"
+                       " (one without the other cannot dispatch a crawl)", err=True)
+            raise typer.Exit(1)
+        url = database_url(settings)
+        settings.database_url = url
+        if migrate:
+            from ledger.db.migrate import migrate as apply
+
+            for name in apply(url):
+                logging.getLogger("waggle.db").info("applied migration %s", name)
+        log = logging.getLogger("waggle.api")
+        for level, text in startup_notes(settings, choose_resolver(settings), settings.api_host, settings.api_port):
+            log.log(level, text)
+        uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port, log_level="info")

@@ -1,0 +1,191 @@
+"""Crawl routes (reference/ledger.md §6.7–§6.10, §6.12): JSON camelCase, unknown body keys →
+400, validation before authentication, denial → 404. Registered only when the crawl webhook
+is configured (``WAGGLE_CRAWL_WEBHOOK_URL`` + ``_TOKEN``)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, BackgroundTasks, Request
+from fastapi.responses import JSONResponse
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+from ledger.api.authorize import submitter
+from ledger.crawl import crawls as crawl_store
+from ledger.crawl.dispatch import dispatch_level
+from ledger.crawl.errors import Refused
+from ledger.crawl.levels import record_level
+
+router = APIRouter()
+
+REASON_MAX_CHARS = 2000
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _uuid_text(value: str) -> str:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        raise ValueError("must be a UUID (BrowserHive task id)") from None
+    return value
+
+
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class FromTargets(_Strict):
+    limit: int | None = Field(None, ge=1)
+
+
+class InlineScript(_Strict):
+    name: str = Field(min_length=1, max_length=57)
+    phase: Literal["behavior", "preload"]
+    source: str = Field(min_length=1)
+    options: dict | None = None
+
+
+class CrawlRequest(_Strict):
+    seeds: list[NonEmpty] | None = Field(None, min_length=1)
+    fromTargets: FromTargets | None = None
+    scope: Literal["same-origin", "same-host"] = "same-origin"
+    maxDepth: int | None = Field(None, ge=0, le=10)
+    maxPages: int | None = Field(None, ge=1)
+    perHostDelayMs: int = Field(2000, ge=0, le=600000)
+    hostParallelism: int = Field(4, ge=1, le=32)
+    scripts: list[Annotated[str, Field(min_length=1)] | InlineScript] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "CrawlRequest":
+        if (self.seeds is None) == (self.fromTargets is None):
+            raise ValueError("provide exactly one of seeds or fromTargets")
+        return self
+
+
+class PageResult(_Strict):
+    url: NonEmpty
+    status: Literal["captured", "failed", "skipped"]
+    skipReason: str | None = None
+    taskId: Annotated[str, AfterValidator(_uuid_text)] | None = None
+    correlationId: str | None = None
+    submittedAt: AwareDatetime | None = None
+    finishedAt: AwareDatetime | None = None
+    linksLocation: str | None = None
+    manifestLocation: NonEmpty | None = None
+    manifestError: NonEmpty | None = None
+
+    @model_validator(mode="after")
+    def _manifest_rule(self) -> "PageResult":
+        has_location, has_error = self.manifestLocation is not None, self.manifestError is not None
+        if self.taskId:
+            if has_location == has_error:
+                raise ValueError("a result with taskId needs exactly one of manifestLocation or manifestError")
+        elif has_location or has_error:
+            raise ValueError("manifestLocation and manifestError need a taskId")
+        return self
+
+
+class CompiledScript(_Strict):
+    id: NonEmpty
+    version: int = Field(ge=1)
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-fA-F]{64}$")]
+
+
+class Compiled(_Strict):
+    typescript: NonEmpty
+    hostTypes: NonEmpty
+    scripts: list[CompiledScript]
+
+
+class LevelReport(_Strict):
+    depth: int = Field(ge=0)
+    results: list[PageResult]
+    compiled: Compiled
+
+
+class FailedBody(_Strict):
+    reason: str | None = Field(None, max_length=REASON_MAX_CHARS)
+
+
+def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
+    return crawl_store.CrawlSpec(
+        seeds=body.seeds,
+        from_targets_limit=body.fromTargets.limit if body.fromTargets else None,
+        scope=body.scope,
+        max_depth=body.maxDepth,
+        max_pages=body.maxPages,
+        per_host_delay_ms=body.perHostDelayMs,
+        host_parallelism=body.hostParallelism,
+        scripts=None if body.scripts is None else [
+            s if isinstance(s, str) else s.model_dump() for s in body.scripts
+        ],
+    )
+
+
+@router.post("/api/crawls", status_code=202)
+async def start_crawl(body: CrawlRequest, request: Request, background: BackgroundTasks) -> JSONResponse:
+    """Start a crawl → 202 ``{crawlId}``; 409 ``{error, crawlId, startedAt}`` while one runs."""
+    services = request.app.state.services
+    limit = services.settings.max_pages
+    if body.maxPages is not None and body.maxPages > limit:
+        raise Refused(400, f"maxPages must be between 1 and {limit} (WAGGLE_MAX_PAGES)")
+    identity = await submitter(request)
+    crawl, pages = await crawl_store.start_crawl(
+        services.pool, _spec(body), subject=identity.subject, org_id=identity.organizations[0],
+        max_pages_limit=limit, allow_private=services.settings.allow_private_hosts,
+    )
+    background.add_task(dispatch_level, services, crawl, 0, pages)
+    return JSONResponse({"crawlId": str(crawl["id"])}, status_code=202, background=background)
+
+
+@router.get("/api/crawls")
+async def list_crawls(request: Request, limit: int = 20) -> dict:
+    """The most recent crawls (``limit`` 1–100, default 20), newest first."""
+    if not 1 <= limit <= 100:
+        raise Refused(400, "limit must be between 1 and 100")
+    await submitter(request)
+    return {"crawls": await crawl_store.list_crawls(request.app.state.services.pool, limit)}
+
+
+@router.get("/api/crawls/{crawl_id}")
+async def get_crawl(crawl_id: uuid.UUID, request: Request) -> dict:
+    """State, stop reason, limits, counters, drops, last job, 5 newest failures, pinned scripts."""
+    await submitter(request)
+    view = await crawl_store.get_crawl(request.app.state.services.pool, crawl_id)
+    if view is None:
+        raise Refused(404, "not found")
+    return view
+
+
+@router.post("/api/crawls/{crawl_id}/pages")
+async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
+                       background: BackgroundTasks) -> JSONResponse:
+    """The level report → 200 ``{next: [{url, host, depth}], stopReason}``; see ledger.crawl.levels."""
+    await submitter(request)
+    services = request.app.state.services
+    report = body.model_dump(mode="json", exclude_unset=True)
+    outcome = await record_level(services, crawl_id, report)
+    if outcome.dispatch is not None:
+        crawl, depth, pages = outcome.dispatch
+        background.add_task(dispatch_level, services, crawl, depth, pages)
+    return JSONResponse(outcome.answer, status_code=outcome.status, background=background)
+
+
+@router.post("/api/crawls/{crawl_id}/failed")
+async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request) -> dict:
+    """Close a running crawl as failed → 200 ``{closed: true|false}`` (reason ≤ 2,000 chars)."""
+    await submitter(request)
+    closed = await crawl_store.close_failed(request.app.state.services.pool, crawl_id, body.reason)
+    return {"closed": closed}
+
+
+@router.post("/api/crawls/{crawl_id}/index")
+async def index_level(crawl_id: uuid.UUID, request: Request) -> dict:
+    """Search indexing: 404 while no search backend is configured (``WAGGLE_SEARCH_URL``)."""
+    await submitter(request)
+    if not request.app.state.services.settings.search_url:
+        raise Refused(404, "no search backend is configured (WAGGLE_SEARCH_URL); nothing to index")
+    raise Refused(501, "search indexing is not implemented in this ledger")

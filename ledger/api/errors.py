@@ -1,0 +1,116 @@
+"""The error policy (reference/ledger.md §5): 4xx bodies ``{"error": "..."}`` that say what to
+change; anything unexpected → bare ``500 {"error":"internal error"}`` (detail logged only).
+
+* validation errors → 400 naming each field and the rule (never 422);
+* :class:`Unauthenticated` → 401 ``{"error":"unauthenticated"}`` (no reason given);
+* :class:`NotPermitted` → 404 ``{"error":"not found"}`` (never 403: no existence oracle);
+* an unknown route → 404 ``{"error":"Route <METHOD>:<path> not found"}``, distinguishable from
+  the permission 404 (callers tell "crawl routes not configured" by it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ledger.api.identity import Unauthenticated
+from ledger.crawl.errors import Refused
+
+log = logging.getLogger("waggle.api")
+
+
+class NotPermitted(Exception):
+    """The caller may not do this; answered 404 ``{"error":"not found"}``."""
+
+
+def describe_validation(exc: RequestValidationError) -> str:
+    """One line per problem: ``<field path>: <what is wrong>``."""
+    parts = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "path", "query")]
+        where = ".".join(loc) or "body"
+        kind = err.get("type", "")
+        if kind == "extra_forbidden":
+            parts.append(f"unknown field {where}")
+        elif kind == "missing":
+            parts.append(f"{where} is required")
+        elif kind in ("json_invalid", "json_type"):
+            parts.append("the body must be a JSON object")
+        else:
+            msg = err.get("msg", "is invalid")
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, "):]
+            parts.append(f"{where}: {msg}")
+    return "; ".join(dict.fromkeys(parts)) or "invalid request"
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers and the last-resort 500 middleware on ``app``."""
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": describe_validation(exc)}, status_code=400)
+
+    @app.exception_handler(Unauthenticated)
+    async def _unauth(request: Request, exc: Unauthenticated) -> JSONResponse:
+        return JSONResponse({"error": "unauthenticated"}, status_code=401)
+
+    @app.exception_handler(NotPermitted)
+    async def _denied(request: Request, exc: NotPermitted) -> JSONResponse:
+        log.info("Denied: %s %s", request.method, request.url.path)
+        return JSONResponse({"error": "not found"}, status_code=404)
+
+    @app.exception_handler(Refused)
+    async def _refused(request: Request, exc: Refused) -> JSONResponse:
+        if exc.status >= 500:
+            log.error("Refused with %d: %s %s: %s", exc.status, request.method, request.url.path, exc.error)
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404 and exc.detail == "Not Found":
+            body: dict[str, Any] = {"error": f"Route {request.method}:{request.url.path} not found"}
+        elif exc.status_code == 405:
+            body = {"error": f"method {request.method} is not allowed on {request.url.path}"}
+        else:
+            body = {"error": exc.detail if isinstance(exc.detail, str) else "request refused"}
+        return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    app.add_middleware(InternalErrorMiddleware)
+
+
+class InternalErrorMiddleware:
+    """Turns any unhandled exception into ``500 {"error":"internal error"}`` and logs it."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            log.exception("Unhandled error: %s %s", scope.get("method"), scope.get("path"))
+            if started:
+                return
+            body = json.dumps({"error": "internal error"}).encode()
+            await send({"type": "http.response.start", "status": 500,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,87 @@
+"""Planning the next level: depth limit, trap screening, page budget (reference/ledger.md §7.5).
+
+Pure functions, no I/O. ``plan_next_level`` is the one place the level report asks "what may
+enter the next level?"; trap defences (issue #7, ``ledger.crawl.traps``) plug in here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T")
+
+STOP_REASONS = ("completed", "max_depth", "max_pages", "failed")
+
+
+def plan_budget(
+    candidates: Sequence[T], *, next_depth: int, max_depth: int, max_pages: int, known: int
+) -> tuple[list[T], str | None]:
+    """Cut ``candidates`` (new URLs, first-seen order) to the crawl's limits.
+
+    ``known`` = pages the crawl already holds (seeds count). Returns ``(to_insert, stop_reason)``:
+    1. ``next_depth > max_depth`` → ``([], "max_depth")`` (checked first, wins over pages);
+    2. no room left (``max_pages - known <= 0``) → ``([], "max_pages")``;
+    3. more candidates than room → the first ``room`` of them and ``"max_pages"``;
+    4. otherwise a copy of all candidates and ``None``.
+    """
+    if next_depth > max_depth:
+        return [], "max_depth"
+    room = max_pages - known
+    if room <= 0:
+        return [], "max_pages"
+    if len(candidates) > room:
+        return list(candidates[:room]), "max_pages"
+    return list(candidates), None
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """What enters the next level: ``urls`` (in order), the ``stop_reason`` that applied at this
+    level (None = none), and ``drops`` {reason: count} of candidates screened out as traps."""
+
+    urls: list
+    stop_reason: str | None
+    drops: dict[str, int] = field(default_factory=dict)
+
+
+def plan_next_level(
+    candidates: Sequence[T],
+    *,
+    next_depth: int,
+    max_depth: int,
+    max_pages: int,
+    known: int,
+    known_per_host: Mapping[str, int] | None = None,
+    max_pages_per_host: int | None = None,
+) -> LevelPlan:
+    """Plan the next level from in-scope, not-yet-known candidates (``ParsedUrl``-like: ``.url``,
+    ``.key``, ``.host``).
+
+    Order: the depth limit first (nothing is screened when no level follows), then trap
+    screening (``ledger.crawl.traps.screen`` when that module exists: dropped URLs do not use
+    the page budget), then :func:`plan_budget`. ``known_per_host`` = pages the crawl already
+    holds per host; ``max_pages_per_host`` = ``WAGGLE_MAX_PAGES_PER_HOST`` (None = no cap).
+    """
+    if next_depth > max_depth:
+        return LevelPlan([], "max_depth", {})
+    kept, drops = screen_traps(
+        candidates, known_per_host=known_per_host or {}, max_pages_per_host=max_pages_per_host
+    )
+    urls, reason = plan_budget(kept, next_depth=next_depth, max_depth=max_depth, max_pages=max_pages, known=known)
+    return LevelPlan(urls, reason, drops)
+
+
+def screen_traps(
+    candidates: Sequence[T], *, known_per_host: Mapping[str, int], max_pages_per_host: int | None
+) -> tuple[list[T], dict[str, int]]:
+    """Trap screening hook: ``(kept, drops)``. Delegates to ``ledger.crawl.traps.screen`` (issue
+    #7) with the same arguments; without that module every candidate is kept."""
+    if importlib.util.find_spec("ledger.crawl.traps") is None:
+        return list(candidates), {}
+    from ledger.crawl import traps
+
+    return traps.screen(candidates, known_per_host=known_per_host, max_pages_per_host=max_pages_per_host)

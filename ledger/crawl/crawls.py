@@ -1,0 +1,236 @@
+"""Crawl rows: start, read, list, close (reference/ledger.md §6.7, §6.8, §6.10, §7.1–§7.2).
+
+Starting is one transaction (crawl row + seed pages), unlike upstream, so a failure never
+leaves a ``running`` row without pages. The level-0 dispatch happens after commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection
+
+from ledger.crawl import scripts as catalogue
+from ledger.crawl.dispatch import iso_ms
+from ledger.crawl.errors import Refused
+from ledger.crawl.guard import refusal
+from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
+
+log = logging.getLogger(__name__)
+
+FLOW_FAILED_WITHOUT_REASON = "the flow failed without saying why"
+
+
+@dataclass
+class CrawlSpec:
+    """A validated ``POST /api/crawls`` body (defaults not yet applied where None)."""
+
+    seeds: list[str] | None
+    from_targets_limit: int | None  # used when seeds is None; 0 = no limit
+    scope: str
+    max_depth: int | None
+    max_pages: int | None
+    per_host_delay_ms: int
+    host_parallelism: int
+    scripts: list[Any] | None  # None = default set; items: "id", "id@n", or inline dicts
+
+
+def is_unique_violation(exc: BaseException, constraint: str) -> bool:
+    """SQLSTATE 23505 on a constraint whose name contains ``constraint``."""
+    if not isinstance(exc, psycopg.errors.UniqueViolation):
+        return False
+    name = getattr(exc.diag, "constraint_name", None) or ""
+    return constraint in name
+
+
+async def _target_seeds(conn: AsyncConnection, org_id: str, limit: int | None) -> list[str]:
+    cur = await conn.execute(
+        "SELECT url FROM capture_targets WHERE enabled AND org_id = %s ORDER BY id"
+        + (" LIMIT %s" if limit else ""),
+        (org_id, limit) if limit else (org_id,),
+    )
+    return [r["url"] for r in await cur.fetchall()]
+
+
+def parse_seeds(raw: list[str], allow_private: bool) -> list[ParsedUrl]:
+    """Every seed parsed; raises :class:`Refused` 400 naming the unusable ones (none dropped)."""
+    parsed, bad, refused = [], [], []
+    for item in raw:
+        try:
+            p = parse_http_url(item)
+        except InvalidUrl:
+            bad.append(item)
+            continue
+        why = refusal(p.url, allow_private)
+        if why:
+            refused.append(f"{p.url} ({why})")
+        parsed.append(p)
+    if bad:
+        raise Refused(400, "every seed must be an http(s) URL; unusable: " + ", ".join(repr(b) for b in bad))
+    if refused:
+        raise Refused(400, "seeds on private or local hosts are refused: " + "; ".join(refused)
+                      + " (set WAGGLE_ALLOW_PRIVATE_HOSTS=1 to crawl local sites)")
+    return parsed
+
+
+async def _resolve_scripts(conn: AsyncConnection, requested: list[Any] | None) -> list[dict]:
+    if requested is None:
+        pinned = await catalogue.default_set(conn)
+        if not pinned:
+            raise Refused(400, "no default page scripts are registered: run `waggle scripts load-defaults`,"
+                               " or pass scripts: [] to run none")
+        return pinned
+    refs = [r for r in requested if isinstance(r, str)]
+    try:
+        found, missing = await catalogue.resolve(conn, refs)
+    except ValueError as exc:
+        raise Refused(400, str(exc)) from None
+    if missing:
+        raise Refused(400, "unknown scripts: " + ", ".join(missing) + " (see GET /api/scripts or `waggle scripts list`)")
+    by_ref = iter(found)
+    pinned: list[dict] = []
+    for item in requested:
+        if isinstance(item, str):
+            pinned.append(next(by_ref))
+        else:
+            try:
+                pinned.append(catalogue.inline_script(item["name"], item["phase"], item["source"], item.get("options")))
+            except ValueError as exc:
+                raise Refused(400, str(exc)) from None
+    ids = [f"{s['id']}@{s['version']}" for s in pinned]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise Refused(400, "a script may be pinned once per crawl; repeated: " + ", ".join(dupes))
+    return pinned
+
+
+async def start_crawl(
+    pool: Any, spec: CrawlSpec, *, subject: str, org_id: str, max_pages_limit: int, allow_private: bool
+) -> tuple[dict, list[dict]]:
+    """Create a running crawl and its level-0 pages; returns ``(crawl row, pages [{url, host}])``.
+
+    Raises :class:`Refused`: 400 (no seeds / unusable seeds / unknown scripts / maxPages above
+    ``WAGGLE_MAX_PAGES``), 409 ``{"error","crawlId","startedAt"}`` while another crawl runs.
+    """
+    async with pool.connection() as conn:
+        async with conn.transaction():
+            if spec.seeds is not None:
+                raw = spec.seeds
+                if not raw:
+                    raise Refused(400, "seeds must not be empty")
+            else:
+                raw = await _target_seeds(conn, org_id, spec.from_targets_limit)
+                if not raw:
+                    raise Refused(400, f"no enabled capture targets for this organization ({org_id}):"
+                                       " add some with `waggle targets add --org`")
+            seeds = parse_seeds(raw, allow_private)
+            max_depth = spec.max_depth if spec.max_depth is not None else (2 if spec.seeds is not None else 0)
+            max_pages = spec.max_pages if spec.max_pages is not None else min(max(30, len(seeds)), max_pages_limit)
+            pinned = await _resolve_scripts(conn, spec.scripts)
+            crawl_id = uuid.uuid4()
+            try:
+                async with conn.transaction():  # savepoint: the 409 path needs a usable connection
+                    cur = await conn.execute(
+                        "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms,"
+                        " host_parallelism, org_id, requested_by, scripts)"
+                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb) RETURNING *",
+                        (crawl_id, [s.url for s in seeds], spec.scope, max_depth, max_pages,
+                         spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned)),
+                    )
+                    crawl = await cur.fetchone()
+            except psycopg.errors.UniqueViolation as exc:
+                if not is_unique_violation(exc, "crawls_single_active"):
+                    raise
+                cur = await conn.execute("SELECT id, started_at FROM crawls WHERE state = 'running'")
+                running = await cur.fetchone()
+                log.info("Crawl already in progress")
+                extra = {"crawlId": str(running["id"]), "startedAt": iso_ms(running["started_at"])} if running else {}
+                raise Refused(409, "a crawl is already in progress", **extra) from None
+            pages = []
+            for seed in seeds:
+                cur = await conn.execute(
+                    "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host) VALUES (%s, %s, %s, 0, %s)"
+                    " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url, host",
+                    (crawl_id, seed.url, seed.key, seed.host),
+                )
+                row = await cur.fetchone()
+                if row:
+                    pages.append(dict(row))
+    log.info("Crawl started: %s by %s for %s, %d seed pages", crawl_id, subject, org_id, len(pages))
+    return dict(crawl), pages
+
+
+def crawl_view(crawl: dict, failures: list[dict]) -> dict:
+    """``GET /api/crawls/{id}`` body (camelCase; scripts as identities, never source)."""
+    job = {"id": crawl["last_job_id"], "depth": crawl["last_job_depth"]} if crawl["last_job_id"] else None
+    return {
+        "crawlId": str(crawl["id"]),
+        "seeds": list(crawl["seeds"]),
+        "scope": crawl["scope"],
+        "state": crawl["state"],
+        "stopReason": crawl["stop_reason"],
+        "maxDepth": crawl["max_depth"],
+        "maxPages": crawl["max_pages"],
+        "perHostDelayMs": crawl["per_host_delay_ms"],
+        "hostParallelism": crawl["host_parallelism"],
+        "organization": crawl["org_id"],
+        "requestedBy": crawl["requested_by"],
+        "startedAt": iso_ms(crawl["started_at"]),
+        "finishedAt": iso_ms(crawl["finished_at"]),
+        "pagesDiscovered": crawl["pages_discovered"],
+        "pagesCaptured": crawl["pages_captured"],
+        "currentDepth": crawl["current_depth"],
+        "drops": crawl["drops"],
+        "error": crawl["error"],
+        "lastJob": job,
+        "lastProgressAt": iso_ms(crawl["last_progress_at"]),
+        "failures": failures,
+        "scripts": [catalogue.identity(s) for s in crawl["scripts"]],
+    }
+
+
+async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
+    """The crawl's view with its 5 newest failures (``[{url, depth, reason}]``), or None."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT * FROM crawls WHERE id = %s", (crawl_id,))
+        crawl = await cur.fetchone()
+        if crawl is None:
+            return None
+        cur = await conn.execute(
+            "SELECT url, depth, skip_reason AS reason FROM crawl_pages WHERE crawl_id = %s AND state = 'failed'"
+            " ORDER BY id DESC LIMIT 5",
+            (crawl_id,),
+        )
+        failures = [dict(r) for r in await cur.fetchall()]
+    return crawl_view(crawl, failures)
+
+
+async def list_crawls(pool: Any, limit: int = 20) -> list[dict]:
+    """The ``limit`` most recently started crawls (summaries, newest first)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT * FROM crawls ORDER BY started_at DESC LIMIT %s", (limit,))
+        rows = await cur.fetchall()
+    keys = ("crawlId", "seeds", "state", "stopReason", "startedAt", "finishedAt", "pagesDiscovered",
+            "pagesCaptured", "organization", "requestedBy", "error")
+    return [{k: v for k, v in crawl_view(r, []).items() if k in keys} for r in rows]
+
+
+async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None) -> bool:
+    """Close a *running* crawl as failed (``POST /api/crawls/{id}/failed``); True if it was."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "UPDATE crawls SET state = 'failed', stop_reason = 'failed', finished_at = now(), error = %s"
+            " WHERE id = %s AND state = 'running' RETURNING id",
+            (reason or FLOW_FAILED_WITHOUT_REASON, crawl_id),
+        )
+        closed = await cur.fetchone() is not None
+    if closed:
+        log.warning("Crawl closed by the flow: %s: %s", crawl_id, (reason or FLOW_FAILED_WITHOUT_REASON)[:200])
+    else:
+        log.info("Nothing to close: %s", crawl_id)
+    return closed

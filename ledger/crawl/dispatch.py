@@ -1,0 +1,155 @@
+"""Level dispatch: one webhook POST per level to the Windmill flow (reference/scheduler.md §6).
+
+The body is the flow's arguments in snake_case (Windmill drops camelCase as "not passed").
+A dispatch that fails — non-2xx, timeout, refused connection — closes the crawl as
+``failed`` with the reason: a crawl is never left running after a failed dispatch.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from ledger.crawl.scripts import webhook_item
+from ledger.settings import CAPTURE_FORMAT_NAMES, Settings
+
+log = logging.getLogger(__name__)
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+class DispatchFailed(RuntimeError):
+    """The webhook did not accept the level; ``str()`` is the reason stored on the crawl."""
+
+
+def capture_formats(settings: Settings, *, following: bool) -> dict[str, bool]:
+    """All six format booleans from ``WAGGLE_CAPTURE_FORMATS``; ``links`` forced on when another
+    level may follow (``following``), else left as configured (ledger.md §7.9)."""
+    formats = {name: name in settings.capture_formats for name in CAPTURE_FORMAT_NAMES}
+    if following:
+        formats["links"] = True
+    return formats
+
+
+def iso_ms(value: datetime | None) -> str | None:
+    """ISO 8601 UTC with milliseconds and ``Z`` (``2026-09-19T14:53:36.759Z``); None stays None."""
+    if value is None:
+        return None
+    from datetime import timezone
+
+    value = value.astimezone(timezone.utc)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def webhook_body(
+    crawl: dict, depth: int, frontier: list[dict], settings: Settings
+) -> dict[str, Any]:
+    """The flow arguments for level ``depth`` of ``crawl`` (a ``crawls`` row as a dict).
+
+    ``frontier`` items: ``{url, host, lastFinishedAt}`` (ISO string or None). Keys: ``crawl_id,
+    depth, frontier, per_host_delay_ms, host_parallelism, capture_formats, signing, scripts``.
+    """
+    return {
+        "crawl_id": str(crawl["id"]),
+        "depth": depth,
+        "frontier": [
+            {"url": f["url"], "host": f["host"], "lastFinishedAt": f.get("lastFinishedAt")} for f in frontier
+        ],
+        "per_host_delay_ms": crawl["per_host_delay_ms"],
+        "host_parallelism": crawl["host_parallelism"],
+        "capture_formats": capture_formats(settings, following=crawl["max_depth"] > depth),
+        "signing": bool(settings.capture_signing),
+        "scripts": [webhook_item(s) for s in crawl["scripts"]],
+    }
+
+
+def job_id_from(text: str) -> str | None:
+    """The Windmill job id in a webhook answer (plain or JSON-quoted UUID), else None."""
+    value = text.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1].strip()
+    return value if _UUID.match(value) else None
+
+
+async def post_level(http: httpx.AsyncClient, settings: Settings, body: dict) -> str | None:
+    """POST ``body`` to ``WAGGLE_CRAWL_WEBHOOK_URL`` with the Bearer token; returns the job id.
+
+    Raises :class:`DispatchFailed` on a non-2xx answer (``crawl webhook → <status> <first 200
+    chars>``), a timeout (``WAGGLE_CRAWL_WEBHOOK_TIMEOUT_S``) or a connection error.
+    """
+    url = settings.crawl_webhook_url
+    try:
+        resp = await http.post(
+            url,  # type: ignore[arg-type]
+            json=body,
+            headers={"authorization": f"Bearer {settings.crawl_webhook_token}"},
+            timeout=settings.crawl_webhook_timeout_s,
+        )
+    except httpx.TimeoutException:
+        raise DispatchFailed(
+            f"crawl webhook → no answer within {settings.crawl_webhook_timeout_s:g} s ({url})"
+        ) from None
+    except httpx.HTTPError as exc:
+        raise DispatchFailed(f"crawl webhook → unreachable ({url}): {type(exc).__name__} {exc}") from None
+    if not 200 <= resp.status_code < 300:
+        raise DispatchFailed(f"crawl webhook → {resp.status_code} {resp.text[:200]}")
+    return job_id_from(resp.text)
+
+
+_LAST_FINISHED = """
+SELECT host, max(finished_at) AS last FROM crawl_pages
+WHERE crawl_id = %s AND host = ANY(%s) AND finished_at IS NOT NULL GROUP BY host
+"""
+
+
+async def dispatch_level(services: Any, crawl: dict, depth: int, pages: list[dict]) -> str | None:
+    """Send level ``depth`` (``pages``: ``[{url, host}]``) and record the job; never raises.
+
+    Each frontier item carries ``lastFinishedAt`` = the latest finish on its host in this crawl.
+    Success → ``last_job_id/last_job_depth`` (never moving back). Failure → the crawl is closed
+    ``failed`` with the reason. Returns the job id (None when there is none or dispatch failed).
+    """
+    pool, settings = services.pool, services.settings
+    crawl_id = crawl["id"]
+    try:
+        hosts = sorted({p["host"] for p in pages})
+        async with pool.connection() as conn:
+            cur = await conn.execute(_LAST_FINISHED, (crawl_id, hosts))
+            last = {r["host"]: iso_ms(r["last"]) for r in await cur.fetchall()}
+        frontier = [{"url": p["url"], "host": p["host"], "lastFinishedAt": last.get(p["host"])} for p in pages]
+        job_id = await post_level(services.http, settings, webhook_body(crawl, depth, frontier, settings))
+    except Exception as exc:  # every failure closes the crawl; unexpected ones are logged in full
+        reason = str(exc) if isinstance(exc, DispatchFailed) else f"could not dispatch level {depth}: {type(exc).__name__}"
+        log.error("Could not dispatch a level: crawl %s depth %d: %s", crawl_id, depth, reason,
+                  exc_info=not isinstance(exc, DispatchFailed))
+        await _close_failed(pool, crawl_id, reason)
+        return None
+    log.info("Level dispatched: crawl %s depth %d, %d pages, job %s", crawl_id, depth, len(pages), job_id)
+    try:
+        async with pool.connection() as conn:
+            await conn.execute(
+                "UPDATE crawls SET last_progress_at = now()"
+                + (", last_job_id = %s, last_job_depth = %s" if job_id else "")
+                + " WHERE id = %s"
+                + (" AND (last_job_depth IS NULL OR last_job_depth <= %s)" if job_id else ""),
+                (job_id, depth, crawl_id, depth) if job_id else (crawl_id,),
+            )
+    except Exception:
+        log.exception("Could not record the dispatch: crawl %s depth %d", crawl_id, depth)
+    return job_id
+
+
+async def _close_failed(pool: Any, crawl_id: Any, reason: str) -> None:
+    try:
+        async with pool.connection() as conn:
+            await conn.execute(
+                "UPDATE crawls SET state = 'failed', stop_reason = 'failed', finished_at = now(), error = %s"
+                " WHERE id = %s AND state = 'running'",
+                (reason[:2000], crawl_id),
+            )
+    except Exception:
+        log.exception("Could not record the dispatch failure: crawl %s", crawl_id)

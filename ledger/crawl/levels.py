@@ -1,0 +1,281 @@
+"""The level report (``POST /api/crawls/{id}/pages``): reference/ledger.md §7.3, in one
+transaction, plus waggle's ordering rules:
+
+* an identical re-send of an accepted report returns the stored answer (safe retry);
+* a different report for a recorded depth, a report for a depth other than the level in
+  flight, or a report for a crawl that is not running → 409, nothing changes.
+
+The next level is dispatched by the caller after commit (``LevelOutcome.dispatch``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.crawl.budget import plan_next_level
+from ledger.crawl.errors import Refused
+from ledger.crawl.guard import refusal
+from ledger.crawl.scope import accept_links
+from ledger.crawl.scripts import CompiledMismatch, merge_compiled
+from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
+
+log = logging.getLogger(__name__)
+
+LINKS_MAX_BYTES_DEFAULT = 8 * 1024 * 1024
+
+
+@dataclass
+class LevelOutcome:
+    status: int
+    answer: dict
+    dispatch: tuple[dict, int, list[dict]] | None = None  # (crawl row, depth, pages) to send
+
+
+def report_hash(report: dict) -> str:
+    """SHA-256 hex of the report's canonical JSON (sorted keys, no spaces)."""
+    canonical = json.dumps(report, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def manifest_outcome(result: dict, bucket: str | None) -> tuple[str | None, str | None]:
+    """``(manifest_key, manifest_error)`` for a result with a taskId (ledger.md §9.2)."""
+    from ledger.s3 import parse_location
+
+    if result.get("manifestError"):
+        return None, result["manifestError"]
+    location = result.get("manifestLocation") or ""
+    try:
+        b, key = parse_location(location)
+    except ValueError:
+        return None, f"not an s3:// location the ledger can read: {location}"
+    if b != bucket:
+        return None, f"written to bucket {b}, but the ledger reads {bucket}: {location}"
+    return key, None
+
+
+def links_key(location: str) -> str | None:
+    """The key of a ``linksLocation`` (``s3://<any bucket>/key`` or a bare key); the bucket
+    named in the report is ignored — links are read from the configured bucket."""
+    if location.startswith("s3://"):
+        _, sep, key = location[5:].partition("/")
+        return key if sep and key else None
+    return location or None
+
+
+async def _read_links(s3: Any, key: str, max_bytes: int) -> list | None:
+    """The ``links`` array of one ``.links.json``; None (logged) when missing, huge or malformed.
+
+    Raises :class:`Refused` 503 when the store does not answer (the report changes nothing and
+    may be retried).
+    """
+    from ledger.s3 import ObjectTooLarge, S3Unavailable
+
+    try:
+        doc = await s3.get_json(key, max_bytes)
+    except S3Unavailable as exc:
+        log.error("links unreadable, store unavailable: %s", exc)
+        raise Refused(503, "the artifact store did not answer while reading discovered links;"
+                           " nothing was recorded — retry the report") from None
+    except ObjectTooLarge:
+        log.warning("links file skipped: larger than %d bytes: %s", max_bytes, key)
+        return None
+    except ValueError as exc:
+        log.warning("links file skipped: not JSON: %s (%s)", key, exc.__class__.__name__)
+        return None
+    if doc is None:
+        log.info("links file not found, skipped: %s", key)
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("links"), list):
+        log.warning("links file skipped: not an object with a links array: %s", key)
+        return None
+    return doc["links"]
+
+
+async def _admit(conn: Any, services: Any, crawl: dict, results: list[dict]) -> set[int]:
+    """Archive admission hook (issue #3, ``ledger.archive.admission.admit_level``): indices of
+    results the manifests show as captured although reported otherwise."""
+    if importlib.util.find_spec("ledger.archive.admission") is None or services.s3 is None:
+        return set()
+    from ledger.archive.admission import admit_level
+
+    admission = await admit_level(
+        conn,
+        services.s3,
+        bucket=services.settings.s3_bucket,
+        org_id=crawl["org_id"],
+        submitted_by=crawl["requested_by"],
+        results=results,
+    )
+    return set(getattr(admission, "recovered", set()) or set())
+
+
+async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:
+    """Apply one level report (camelCase dict as validated) to crawl ``crawl_id``.
+
+    Returns the answer ``{"next": [{url, host, depth}], "stopReason"}``. Raises
+    :class:`Refused`: 404 unknown crawl; 409 order/duplicate rules; 400/409 ``compiled``
+    mismatch (``{"error", "scriptId"}``); 503 store unavailable; 500 unusable stored seed.
+    """
+    settings = services.settings
+    digest = report_hash(report)
+    depth: int = report["depth"]
+    results: list[dict] = report["results"]
+    async with services.pool.connection() as conn:
+        async with conn.transaction():
+            cur = await conn.execute("SELECT * FROM crawls WHERE id = %s FOR UPDATE", (crawl_id,))
+            crawl = await cur.fetchone()
+            if crawl is None:
+                raise Refused(404, "not found")
+            cur = await conn.execute(
+                "SELECT report_sha256, answer FROM crawl_level_reports WHERE crawl_id = %s AND depth = %s",
+                (crawl_id, depth),
+            )
+            recorded = await cur.fetchone()
+            if recorded is not None:
+                if recorded["report_sha256"] == digest:
+                    log.info("Level report re-sent; answering as before: crawl %s depth %d", crawl_id, depth)
+                    return LevelOutcome(200, recorded["answer"])
+                raise Refused(409, f"a different report for depth {depth} was already accepted;"
+                                   " nothing was changed", depth=depth)
+            if crawl["state"] != "running":
+                raise Refused(409, f"the crawl is {crawl['state']}; it accepts no level reports",
+                              state=crawl["state"])
+            if depth != crawl["current_depth"]:
+                raise Refused(409, f"the crawl is waiting for the report of depth {crawl['current_depth']},"
+                                   f" not {depth}", expectedDepth=crawl["current_depth"])
+            try:
+                seeds = [parse_http_url(s) for s in crawl["seeds"]]
+            except InvalidUrl:
+                raise Refused(500, "a crawl seed is not a usable url") from None
+            try:
+                merged = merge_compiled(crawl["scripts"], report["compiled"])
+            except CompiledMismatch as exc:
+                raise Refused(exc.status, exc.message, scriptId=exc.script_id) from None
+
+            # 1. close the reported rows of this level (matched by dedup key)
+            for r in results:
+                try:
+                    key = parse_http_url(r["url"]).key
+                except InvalidUrl:
+                    continue
+                await conn.execute(
+                    "UPDATE crawl_pages SET state = %s, skip_reason = %s, task_id = %s, correlation_id = %s,"
+                    " submitted_at = %s, finished_at = %s"
+                    " WHERE crawl_id = %s AND url_hash = waggle_sha256(%s) AND depth = %s",
+                    (r["status"], r.get("skipReason"), r.get("taskId"), r.get("correlationId"),
+                     r.get("submittedAt"), r.get("finishedAt"), crawl_id, key, depth),
+                )
+            # 2. attribution: every result with a taskId, whatever its status
+            for r in results:
+                if not r.get("taskId"):
+                    continue
+                manifest_key, manifest_error = manifest_outcome(r, settings.s3_bucket)
+                await conn.execute(
+                    "INSERT INTO capture_submissions (task_id, correlation_id, org_id, submitted_by,"
+                    " manifest_key, manifest_error) VALUES (%s, %s, %s, %s, %s, %s)"
+                    " ON CONFLICT (task_id) DO NOTHING",
+                    (r["taskId"], r.get("correlationId") or str(crawl_id), crawl["org_id"],
+                     crawl["requested_by"], manifest_key, manifest_error),
+                )
+            # 3. archive admission; recover pages whose manifest shows a capture
+            recovered = 0
+            for i in sorted(await _admit(conn, services, crawl, results)):
+                if 0 <= i < len(results) and results[i]["status"] != "captured":
+                    try:
+                        key = parse_http_url(results[i]["url"]).key
+                    except InvalidUrl:
+                        continue
+                    await conn.execute(
+                        "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL"
+                        " WHERE crawl_id = %s AND url_hash = waggle_sha256(%s) AND depth = %s",
+                        (crawl_id, key, depth),
+                    )
+                    recovered += 1
+            if recovered:
+                log.info("recovered captures the flow could not see: crawl %s depth %d: %d",
+                         crawl_id, depth, recovered)
+            # 4.–5. discovered links → scope, nofollow, in-call dedup
+            links: list = []
+            max_bytes = getattr(settings, "links_max_bytes", LINKS_MAX_BYTES_DEFAULT)
+            for r in results:
+                key = links_key(r.get("linksLocation") or "")
+                if key and services.s3 is not None:
+                    found = await _read_links(services.s3, key, max_bytes)
+                    links.extend(found or [])
+            accepted = accept_links(links, seeds, crawl["scope"])
+            drops: Counter[str] = Counter(accepted.drops)
+            drops.pop("duplicate", None)  # in-call duplicates are the same page, not a drop
+            candidates: list[ParsedUrl] = []
+            for p in accepted.urls:
+                if refusal(p.url, settings.allow_private_hosts):
+                    drops["private_host"] += 1
+                else:
+                    candidates.append(p)
+            # 6. budget over links not yet known to the crawl
+            cur = await conn.execute(
+                "SELECT url_key FROM crawl_pages WHERE crawl_id = %s"
+                " AND url_hash IN (SELECT waggle_sha256(k) FROM unnest(%s::text[]) AS k)",
+                (crawl_id, [c.key for c in candidates]),
+            )
+            known_keys = {r["url_key"] for r in await cur.fetchall()}
+            new = [c for c in candidates if c.key not in known_keys]
+            cur = await conn.execute(
+                "SELECT host, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY host", (crawl_id,)
+            )
+            per_host = {r["host"]: r["n"] for r in await cur.fetchall()}
+            plan = plan_next_level(
+                new,
+                next_depth=depth + 1,
+                max_depth=crawl["max_depth"],
+                max_pages=crawl["max_pages"],
+                known=sum(per_host.values()),
+                known_per_host=per_host,
+                max_pages_per_host=settings.max_pages_per_host,
+            )
+            drops.update(plan.drops)
+            # 7. the next level, through the unique index
+            inserted: list[dict] = []
+            for p in plan.urls:
+                cur = await conn.execute(
+                    "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host) VALUES (%s, %s, %s, %s, %s)"
+                    " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url, host",
+                    (crawl_id, p.url, p.key, depth + 1, p.host),
+                )
+                row = await cur.fetchone()
+                if row:
+                    inserted.append(dict(row))
+            # 8. counters and closing
+            captured = sum(1 for r in results if r["status"] == "captured") + recovered
+            done = not inserted
+            reason = plan.stop_reason or ("completed" if done else None)
+            total_drops = Counter({k: int(v) for k, v in (crawl["drops"] or {}).items()})
+            total_drops.update({k: v for k, v in drops.items() if v})
+            await conn.execute(
+                "UPDATE crawls SET pages_captured = pages_captured + %s, pages_discovered = pages_discovered + %s,"
+                " stop_reason = COALESCE(stop_reason, %s), drops = %s::jsonb, last_progress_at = now(),"
+                " scripts = %s::jsonb, current_depth = %s,"
+                " state = CASE WHEN %s THEN 'succeeded' ELSE state END,"
+                " finished_at = CASE WHEN %s THEN now() ELSE finished_at END"
+                " WHERE id = %s",
+                (captured, len(accepted.urls), reason, json.dumps(dict(total_drops)),
+                 json.dumps(merged.scripts), depth if done else depth + 1, done, done, crawl_id),
+            )
+            answer = {
+                "next": [{"url": p["url"], "host": p["host"], "depth": depth + 1} for p in inserted],
+                "stopReason": reason if done else None,
+            }
+            await conn.execute(
+                "INSERT INTO crawl_level_reports (crawl_id, depth, report_sha256, answer) VALUES (%s, %s, %s, %s::jsonb)",
+                (crawl_id, depth, digest, json.dumps(answer)),
+            )
+    log.info("Crawl level recorded: crawl %s depth %d: %d results, %d captured, next %d%s", crawl_id, depth,
+             len(results), captured, len(inserted), f" (stopped: {reason})" if done else "")
+    crawl = dict(crawl)
+    crawl["scripts"] = merged.scripts
+    return LevelOutcome(200, answer, None if done else (crawl, depth + 1, inserted))

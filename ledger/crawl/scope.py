@@ -1,0 +1,83 @@
+"""Scope and link acceptance (reference/ledger.md §7.4).
+
+Scope is fixed by the seeds: a candidate is in scope when it matches **any** seed —
+``same-origin`` compares origins (scheme, host, port), ``same-host`` compares hosts (with a
+non-default port). Subdomains are never in scope; a page at the edge (e.g. the target of a
+redirect away from the seed's site, field case C5) never becomes a new centre.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
+
+SCOPES = ("same-origin", "same-host")
+_WS = re.compile(r"\s+")
+
+
+def in_scope(candidate: ParsedUrl, seeds: Sequence[ParsedUrl], scope: str) -> bool:
+    """True when ``candidate`` shares the origin (same-origin) or host (same-host) of any seed.
+
+    Raises ``ValueError`` for an unknown ``scope``.
+    """
+    if scope == "same-origin":
+        return any(candidate.origin == s.origin for s in seeds)
+    if scope == "same-host":
+        return any(candidate.host == s.host for s in seeds)
+    raise ValueError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
+
+
+def is_nofollow(rel: object) -> bool:
+    """True when ``rel`` holds the whole word ``nofollow`` (case-insensitive; None → False)."""
+    if not isinstance(rel, str):
+        return False
+    return "nofollow" in (word.lower() for word in _WS.split(rel.strip()) if word)
+
+
+@dataclass
+class AcceptedLinks:
+    """Links that may enter the next level, first-seen order, plus why the others did not.
+
+    ``drops`` counts by reason: ``invalid_url``, ``nofollow``, ``out_of_scope``, ``duplicate``
+    (the same dedup key twice within this call).
+    """
+
+    urls: list[ParsedUrl] = field(default_factory=list)
+    drops: Counter[str] = field(default_factory=Counter)
+
+
+def accept_links(links: Iterable[dict], seeds: Sequence[ParsedUrl], scope: str) -> AcceptedLinks:
+    """Filter ``links`` (``.links.json`` items ``{href, rel?}``, contracts.md §B.4).
+
+    Drops nofollow links, unparseable / non-http(s) hrefs, out-of-scope URLs and in-call
+    duplicates (by dedup key, so fragment variants collapse). Items that are not objects with
+    a string ``href`` count as ``invalid_url``.
+    """
+    out = AcceptedLinks()
+    seen: set[str] = set()
+    for link in links:
+        href = link.get("href") if isinstance(link, dict) else None
+        if not isinstance(href, str):
+            out.drops["invalid_url"] += 1
+            continue
+        if is_nofollow(link.get("rel")):
+            out.drops["nofollow"] += 1
+            continue
+        try:
+            parsed = parse_http_url(href)
+        except InvalidUrl:
+            out.drops["invalid_url"] += 1
+            continue
+        if not in_scope(parsed, seeds, scope):
+            out.drops["out_of_scope"] += 1
+            continue
+        if parsed.key in seen:
+            out.drops["duplicate"] += 1
+            continue
+        seen.add(parsed.key)
+        out.urls.append(parsed)
+    return out
