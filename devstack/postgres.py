@@ -10,9 +10,12 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import warnings
 from pathlib import Path
 
 logging.getLogger("pgserver").setLevel(logging.WARNING)
+# pgserver keeps a lock file under the XDG runtime dir; /tmp/runtime-UID is fine for a dev stack
+warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
 
 def start(pgdata: Path) -> str:
