@@ -115,13 +115,44 @@ def missing_pieces(captures: int) -> list[str]:
         if key == "capture" and captures == 0:
             continue
         try:
-            found = importlib.util.find_spec(module) is not None
+            spec = importlib.util.find_spec(module)
+            if spec is not None and spec.submodule_search_locations is not None and module.startswith("devstack."):
+                spec = importlib.util.find_spec(module + ".__main__")  # a package runs through its __main__
+            found = spec is not None
         except ModuleNotFoundError:
             found = False
         if not found:
             missing.append(f"{module} — {issue}")
+    missing += [f"`waggle {cmd}` — {issue}" for cmd, issue in _missing_commands()]
     if not (REPO / "f" / "waggle" / "crawl_level.flow").is_dir():
         missing.append(f"{REPO / 'f/waggle/crawl_level.flow'} — issue 4 (the crawl flow)")
+    return missing
+
+
+REQUIRED_COMMANDS = {
+    ("db", "migrate"): "issue 2 (ledger database)",
+    ("scripts", "load-defaults"): "issue 2 (script catalogue)",
+    ("serve",): "issue 2 (ledger API)",
+    ("fga", "deploy"): "issue 3 (OpenFGA store and model)",
+    ("grant",): "issue 3 (OpenFGA grants)",
+}
+
+
+def _missing_commands() -> list[tuple[str, str]]:
+    """``waggle`` sub-commands ``up`` needs that the CLI does not offer yet."""
+    import typer
+
+    from ledger.cli import app
+
+    root = typer.main.get_command(app)
+    missing = []
+    for path, issue in REQUIRED_COMMANDS.items():
+        cmd = root
+        for part in path:
+            cmd = (getattr(cmd, "commands", None) or {}).get(part)
+            if cmd is None:
+                missing.append((" ".join(path), issue))
+                break
     return missing
 
 
@@ -213,7 +244,8 @@ class Stack:
             Service("openfga", _py("devstack.openfga", "--host", HOST, "--port", str(self.config.port("openfga")),
                                    "--data", str(d / "openfga.json"), "--preshared-key", self.secret("fga_key")),
                     self.config.port("openfga"), "/healthz"),
-            Service("issuer", _py("devstack.issuer", "--host", HOST, "--port", str(self.config.port("issuer"))),
+            Service("issuer", _py("devstack.issuer", "--host", HOST, "--port", str(self.config.port("issuer")),
+                                  "--issuer", self.url("issuer"), "--audience", "waggle"),
                     self.config.port("issuer"), "/.well-known/openid-configuration"),
             Service("tscompile", _py("devstack.tscompile", "--host", HOST, "--port", str(self.config.port("tscompile"))),
                     self.config.port("tscompile"), "/healthz"),
@@ -240,7 +272,8 @@ class Stack:
 
     def ledger_service(self, database_url: str) -> Service:
         port = self.config.port("ledger")
-        return Service("ledger", _waggle_argv("serve"), port, "/api/health", env=self.ledger_env(database_url))
+        return Service("ledger", _waggle_argv("serve"), port, "/api/health", env=self.ledger_env(database_url),
+                       ready_timeout_s=90.0)
 
     # -- wiring steps ------------------------------------------------------------
     def deploy_fga(self, env: dict[str, str]) -> None:
@@ -280,24 +313,20 @@ class Stack:
         return resp.json()["access_token"]
 
     def set_variables(self, flow_token: str) -> None:
-        """Upsert the five ``u/admin/*`` variables in the runner (scheduler.md §3, §8.1)."""
-        values = {
-            "u/admin/waggle_token": (flow_token, True),
-            "u/admin/waggle_api_url": (self.url("ledger"), False),
-            "u/admin/browserhive_endpoints": (json.dumps([self.url(n) for n in self.capture_names()]), False),
-            "u/admin/browserhive_tls_ca": ("", False),  # empty = no TLS, written on purpose
-            "u/admin/ts_compile_url": (self.url("tscompile"), False),
-        }
-        base = f"{self.url('windmill')}/api/w/{WORKSPACE}/variables"
-        headers = {"Authorization": f"Bearer {self.secret('windmill_token')}"}
-        with httpx.Client(timeout=10.0, headers=headers) as http:
-            for path, (value, is_secret) in values.items():
-                body = {"path": path, "value": value, "is_secret": is_secret, "description": "set by waggle dev up"}
-                resp = http.post(f"{base}/create", json=body)
-                if not resp.is_success:
-                    resp = http.post(f"{base}/update/{path}", json=body)
-                if not resp.is_success:
-                    raise StackError(f"Windmill runner refused variable {path}: {resp.status_code} {resp.text[:200]}")
+        """Upsert the five ``u/admin/*`` variables in the runner (scheduler.md §3), as scripts/windmill-variables does."""
+        from ledger.client import windmill_vars as wv
+
+        try:
+            values = wv.build_values(
+                flow_token=flow_token,
+                api_url=self.url("ledger"),
+                endpoints=[self.url(n) for n in self.capture_names()],
+                tls_ca="",  # plain HTTP on loopback; written on purpose
+                ts_compile_url=self.url("tscompile"),
+            )
+            wv.write_variables(self.url("windmill"), self.secret("windmill_token"), WORKSPACE, values)
+        except (wv.VariableError, wv.WindmillError) as exc:
+            raise StackError(f"setting the Windmill variables failed: {exc}") from exc
 
     # -- up / down / status --------------------------------------------------------
     def up(self) -> dict:
