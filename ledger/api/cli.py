@@ -50,4 +50,8 @@ def register(app: typer.Typer) -> None:
         log = logging.getLogger("waggle.api")
         for level, text in startup_notes(settings, choose_resolver(settings), settings.api_host, settings.api_port):
             log.log(level, text)
+        from ledger.api.health import policy_notes  # host policy and caps (issue #7)
+
+        for text in policy_notes(settings):
+            log.info(text)
         uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port, log_level="info")
