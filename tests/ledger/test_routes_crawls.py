@@ -1,0 +1,301 @@
+"""Crawl routes over the app (real Postgres, OpenFGA stand-in, fake Windmill webhook over
+HTTP): reference/ledger.md §12.1 translated, plus waggle's script and seed rules."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import psycopg
+import pytest
+
+from tests.fixtures.ledger import LedgerHarness, ledger_settings, open_ledger
+
+pytestmark = pytest.mark.anyio
+WHO = LedgerHarness.who()
+NOBODY = LedgerHarness.who("mallory", "acme")
+
+
+@pytest.fixture
+def settings(migrated_db_url, ledger_fga, fake_webhook):
+    return ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url)
+
+
+def rows(db_url, sql, *args):
+    with psycopg.connect(db_url) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+@pytest.mark.parametrize("body,needle", [
+    ({"seeds": []}, "seeds"),
+    ({"seeds": ["https://a.test/"], "signing": True}, "unknown field signing"),
+    ({"seeds": ["https://a.test/"], "scope": "same-site"}, "scope"),
+    ({"seeds": ["https://a.test/"], "maxPages": 0}, "maxPages"),
+    ({"seeds": ["https://a.test/"], "maxDepth": -1}, "maxDepth"),
+    ({"seeds": ["https://a.test/"], "maxDepth": 11}, "maxDepth"),
+    ({"seeds": ["https://a.test/"], "hostParallelism": 0}, "hostParallelism"),
+    ({"seeds": ["https://a.test/"], "perHostDelayMs": 600001}, "perHostDelayMs"),
+    ({"seeds": ["https://a.test/"], "fromTargets": {}}, "exactly one of seeds or fromTargets"),
+    ({}, "exactly one of seeds or fromTargets"),
+    ({"fromTargets": {"limit": 0}}, "limit"),
+    ({"seeds": ["https://a.test/"], "scripts": [{"name": "x", "phase": "behavior"}]}, "source"),
+])
+async def test_validation_400_before_authentication(settings, body, needle):
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json=body)  # anonymous: validation still comes first
+        assert r.status_code == 400, r.text
+        assert needle in r.json()["error"]
+        assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 0
+
+
+async def test_max_pages_above_configured_limit_is_400(migrated_db_url, ledger_fga, fake_webhook):
+    settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, max_pages=50)
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"], "maxPages": 51}, headers=WHO)
+        assert r.status_code == 400 and "WAGGLE_MAX_PAGES" in r.json()["error"]
+
+
+async def test_body_not_json_and_bad_path_id(settings):
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", content=b"{nope", headers={**WHO, "content-type": "application/json"})
+        assert r.status_code == 400 and "JSON" in r.json()["error"]
+        r = await h.client.get("/api/crawls/not-a-uuid", headers=WHO)
+        assert r.status_code == 400
+
+
+async def test_per_host_delay_zero_is_allowed(settings, fake_webhook):
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"], "perHostDelayMs": 0, "scripts": []},
+                                headers=WHO)
+        assert r.status_code == 202
+        assert fake_webhook.bodies()[0]["per_host_delay_ms"] == 0
+
+
+async def test_no_identity_401_and_denied_404(settings, fake_webhook):
+    body = {"seeds": ["https://a.test/"], "scripts": []}
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json=body)
+        assert (r.status_code, r.json()) == (401, {"error": "unauthenticated"})
+        r = await h.client.post("/api/crawls", json=body, headers=NOBODY)
+        assert (r.status_code, r.json()) == (404, {"error": "not found"})
+        r = await h.client.post("/api/crawls", json=body, headers=LedgerHarness.who("alice", ""))
+        assert r.status_code == 404  # no organizations → no Check, no permission
+    assert fake_webhook.calls == []
+    assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 0
+
+
+async def test_seed_rules(settings, fake_webhook):
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"seeds": ["ftp://example.com/x"], "scripts": []}, headers=WHO)
+        assert r.status_code == 400 and "ftp://example.com/x" in r.json()["error"]
+        r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/", "not a url"], "scripts": []},
+                                headers=WHO)
+        assert r.status_code == 400 and "not a url" in r.json()["error"]
+        r = await h.client.post("/api/crawls", json={"seeds": ["http://127.0.0.1:8080/"], "scripts": []},
+                                headers=WHO)
+        assert r.status_code == 400 and "127.0.0.1" in r.json()["error"]
+        assert fake_webhook.calls == []
+        r = await h.client.post("/api/crawls", json={
+            "seeds": ["https://a.example.com/1", "https://b.example.com/2", "https://a.example.com/1#dup",
+                      "https://example.com/start#top"], "scripts": []}, headers=WHO)
+        assert r.status_code == 202
+        crawl_id = r.json()["crawlId"]
+    (body,) = fake_webhook.bodies()
+    assert [f["url"] for f in body["frontier"]] == [
+        "https://a.example.com/1", "https://b.example.com/2", "https://example.com/start"]
+    assert all(f["lastFinishedAt"] is None for f in body["frontier"])
+    (seeds,) = rows(settings.database_url, "SELECT seeds FROM crawls WHERE id = %s", uuid.UUID(crawl_id))[0]
+    assert seeds[-1] == "https://example.com/start"
+
+
+async def test_private_seeds_allowed_when_opted_out(migrated_db_url, ledger_fga, fake_webhook):
+    settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, allow_private_hosts=True)
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"seeds": ["http://127.0.0.1:8080/"], "scripts": []}, headers=WHO)
+        assert r.status_code == 202
+
+
+async def test_defaults_stored_and_webhook_body(settings, fake_webhook):
+    async with open_ledger(settings) as h:
+        async with h.services.pool.connection() as conn:
+            from ledger.crawl.scripts import load_defaults
+            await load_defaults(conn)
+        r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"]}, headers=WHO)
+        assert r.status_code == 202
+        crawl_id = r.json()["crawlId"]
+        view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
+    assert (view["state"], view["scope"], view["maxDepth"], view["maxPages"], view["perHostDelayMs"],
+            view["hostParallelism"]) == ("running", "same-origin", 2, 30, 2000, 4)
+    assert [s["id"] for s in view["scripts"]] == ["autoscroll"]
+    assert "source" not in view["scripts"][0]
+    (call,) = fake_webhook.calls
+    assert call["headers"]["authorization"] == "Bearer wm-token"
+    body = call["body"]
+    assert set(body) == {"crawl_id", "depth", "frontier", "per_host_delay_ms", "host_parallelism",
+                         "capture_formats", "signing", "scripts"}
+    assert body["capture_formats"] == {"png": False, "webp": False, "html": False, "links": True,
+                                       "mhtml": False, "wacz": True}
+    assert body["signing"] is False and body["depth"] == 0 and body["crawl_id"] == crawl_id
+    (script,) = body["scripts"]
+    assert set(script) == {"id", "version", "phase", "source", "sha256", "options"}
+    import hashlib
+    assert script["sha256"] == hashlib.sha256(script["source"].encode("utf-8")).hexdigest()
+    assert view["lastJob"] == {"id": fake_webhook.job_ids[0], "depth": 0}
+
+
+async def test_scripts_explicit_inline_unknown_and_empty_catalogue(settings, fake_webhook):
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"]}, headers=WHO)
+        assert r.status_code == 400 and "load-defaults" in r.json()["error"]  # empty default set
+        async with h.services.pool.connection() as conn:
+            from ledger.crawl.scripts import add_script
+            await add_script(conn, "autoscroll", "1;")
+            await add_script(conn, "autoscroll", "2;")
+        r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"],
+                                                     "scripts": ["autoscroll@1", "nope", "gone@3"]}, headers=WHO)
+        assert r.status_code == 400
+        assert "nope" in r.json()["error"] and "gone@3" in r.json()["error"]
+        assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 0
+        r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"], "scripts": [
+            {"name": "banner", "phase": "preload", "source": "document.title;"}, "autoscroll@1", "autoscroll"]},
+            headers=WHO)
+        assert r.status_code == 202, r.text
+    sent = fake_webhook.bodies()[0]["scripts"]
+    assert [(s["id"], s["version"], s["phase"]) for s in sent] == [
+        ("inline-banner", 1, "preload"), ("autoscroll", 1, "behavior"), ("autoscroll", 2, "behavior")]
+
+
+async def test_empty_scripts_runs_nothing(settings, fake_webhook):
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"], "scripts": [],
+                                                     "maxDepth": 0}, headers=WHO)
+        assert r.status_code == 202
+    body = fake_webhook.bodies()[0]
+    assert body["scripts"] == []
+    assert body["capture_formats"]["links"] is False  # no level can follow a depth-0 crawl
+
+
+async def test_second_crawl_409_with_running_crawl(settings):
+    body = {"seeds": ["https://a.test/"], "scripts": []}
+    async with open_ledger(settings) as h:
+        first = await h.client.post("/api/crawls", json=body, headers=WHO)
+        second = await h.client.post("/api/crawls", json=body, headers=WHO)
+        view = (await h.client.get(f"/api/crawls/{first.json()['crawlId']}", headers=WHO)).json()
+    assert first.status_code == 202 and second.status_code == 409
+    assert second.json() == {"error": "a crawl is already in progress", "crawlId": first.json()["crawlId"],
+                             "startedAt": view["startedAt"]}
+    assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 1
+
+
+async def test_concurrent_posts_exactly_one_202(settings, fake_webhook):
+    body = {"seeds": ["https://a.test/"], "scripts": []}
+    async with open_ledger(settings) as h:
+        answers = await asyncio.gather(*[h.client.post("/api/crawls", json=body, headers=WHO) for _ in range(4)])
+    codes = sorted(a.status_code for a in answers)
+    assert codes == [202, 409, 409, 409]
+    winner = next(a for a in answers if a.status_code == 202).json()["crawlId"]
+    assert all(a.json()["crawlId"] == winner for a in answers if a.status_code == 409)
+    assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 1
+    assert len(fake_webhook.calls) == 1
+
+
+async def test_get_unknown_404_and_failures_listed(settings, fake_webhook):
+    fake_webhook.mode = "noid"
+    async with open_ledger(settings) as h:
+        r = await h.client.get(f"/api/crawls/{uuid.uuid4()}", headers=WHO)
+        assert (r.status_code, r.json()) == (404, {"error": "not found"})
+        crawl_id = (await h.client.post("/api/crawls", json={
+            "seeds": ["https://nonexistent.invalid/", "https://a.test/"], "scripts": [], "maxDepth": 0},
+            headers=WHO)).json()["crawlId"]
+        view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
+        assert view["lastJob"] is None and view["failures"] == []  # no job id in the answer → none stored
+        r = await h.client.post(f"/api/crawls/{crawl_id}/pages", json={"depth": 0, "results": [
+            {"url": "https://nonexistent.invalid/", "status": "failed", "skipReason": "net::ERR_NAME_NOT_RESOLVED"},
+            {"url": "https://a.test/", "status": "captured"}],
+            "compiled": {"typescript": "6.0.3", "hostTypes": "v0.2.0", "scripts": []}}, headers=WHO)
+        assert r.json() == {"next": [], "stopReason": "max_depth"}
+        view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
+        listed = (await h.client.get("/api/crawls", headers=WHO)).json()["crawls"]
+    assert view["failures"] == [{"url": "https://nonexistent.invalid/", "depth": 0,
+                                 "reason": "net::ERR_NAME_NOT_RESOLVED"}]
+    assert (view["state"], view["stopReason"], view["pagesCaptured"]) == ("succeeded", "max_depth", 1)
+    assert view["finishedAt"].endswith("Z") and len(view["finishedAt"]) == 24
+    assert [c["crawlId"] for c in listed] == [crawl_id]
+
+
+TARGETS = [("https://a.test/1", True, "acme"), ("https://b.test/2", True, "acme"),
+           ("https://c.test/3", False, "acme"), ("https://d.test/4", True, "other")]
+
+
+def add_targets(db_url):
+    with psycopg.connect(db_url) as conn:
+        for url, enabled, org in TARGETS:
+            conn.execute("INSERT INTO capture_targets (url, enabled, org_id) VALUES (%s, %s, %s)", (url, enabled, org))
+
+
+async def test_from_targets(settings, fake_webhook):
+    add_targets(settings.database_url)
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"fromTargets": {}, "scripts": []}, headers=WHO)
+        assert r.status_code == 202
+        crawl_id = r.json()["crawlId"]
+        view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
+        assert [f["url"] for f in fake_webhook.bodies()[0]["frontier"]] == ["https://a.test/1", "https://b.test/2"]
+        assert view["maxDepth"] == 0 and view["maxPages"] >= 2
+        await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "test"}, headers=WHO)
+        r = await h.client.post("/api/crawls", json={"fromTargets": {"limit": 1}, "maxDepth": 2, "scripts": []},
+                                headers=WHO)
+        view = (await h.client.get(f"/api/crawls/{r.json()['crawlId']}", headers=WHO)).json()
+        assert view["maxDepth"] == 2
+        assert len(fake_webhook.bodies()[1]["frontier"]) == 1
+
+
+async def test_from_targets_none_enabled(settings):
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"fromTargets": {}, "scripts": []},
+                                headers=LedgerHarness.who("alice", "acme"))
+        assert r.status_code == 400 and "no enabled capture targets" in r.json()["error"]
+
+
+async def test_close_failed(settings):
+    async with open_ledger(settings) as h:
+        crawl_id = (await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"], "scripts": []},
+                                        headers=WHO)).json()["crawlId"]
+        r = await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "x" * 2001}, headers=WHO)
+        assert r.status_code == 400 and "reason" in r.json()["error"]
+        r = await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "r", "extra": 1}, headers=WHO)
+        assert r.status_code == 400
+        r = await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "r"}, headers=NOBODY)
+        assert r.status_code == 404
+        r = await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "[crawl_host] " + "y" * 1987},
+                                headers=WHO)
+        assert r.json() == {"closed": True}
+        view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
+        assert (view["state"], view["stopReason"]) == ("failed", "failed")
+        assert len(view["error"]) == 2000
+        r = await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "again"}, headers=WHO)
+        assert r.json() == {"closed": False}
+        assert (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()["error"] == view["error"]
+        r = await h.client.post(f"/api/crawls/{uuid.uuid4()}/failed", json={}, headers=WHO)
+        assert r.json() == {"closed": False}
+        # a closed crawl no longer blocks the next one
+        r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"], "scripts": []}, headers=WHO)
+        assert r.status_code == 202
+        r = await h.client.post(f"/api/crawls/{r.json()['crawlId']}/failed", json={}, headers=WHO)
+        view = (await h.client.get("/api/crawls", headers=WHO)).json()["crawls"][0]
+        assert view["error"] == "the flow failed without saying why"
+
+
+async def test_index_404_without_search_backend(settings):
+    async with open_ledger(settings) as h:
+        r = await h.client.post(f"/api/crawls/{uuid.uuid4()}/index", headers=WHO)
+        assert r.status_code == 404 and "WAGGLE_SEARCH_URL" in r.json()["error"]
+
+
+async def test_crawl_routes_absent_without_webhook(migrated_db_url, ledger_fga):
+    settings = ledger_settings(migrated_db_url, ledger_fga, None)
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"]}, headers=WHO)
+        assert r.status_code == 404
+        assert r.json() == {"error": "Route POST:/api/crawls not found"}
+        assert (await h.client.get("/healthz")).json() == {"status": "ok"}
