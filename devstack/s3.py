@@ -59,8 +59,9 @@ class S3Process:
                 self.proc.wait(5)
 
 
-def make_client(endpoint: str, access_key_id: str, secret_access_key: str, region: str = REGION):
-    """boto3 S3 client configured for the stand-in (and any path-style S3)."""
+def make_client(endpoint: str, access_key_id: str, secret_access_key: str, region: str = REGION,
+                timeout_s: float = 60.0):
+    """boto3 S3 client configured for the stand-in (and any path-style S3); timeouts in s."""
     import boto3
     from botocore.config import Config
 
@@ -76,6 +77,8 @@ def make_client(endpoint: str, access_key_id: str, secret_access_key: str, regio
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
             retries={"max_attempts": 2, "mode": "standard"},
+            connect_timeout=timeout_s,
+            read_timeout=timeout_s,
         ),
     )
 

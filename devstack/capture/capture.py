@@ -1,0 +1,539 @@
+"""One capture, from address check to the manifest (contracts.md §A.3–§A.9, §B).
+
+:func:`run_capture` takes a validated request and returns the 200 body
+``{taskId, report, manifest: {location} | {error}}``. Every step has a deadline: the whole task
+is bounded by ``task_total_ms`` (``timeout`` with ``step``), a page load by ``page_load_ms``,
+every other browser operation by ``operation_ms``, behaviors by ``behaviors_ms`` and the
+manifest write by ``manifest_ms`` on top — so a capture always ends.
+
+Order of work (§B.1): check address → start recording (fresh context; preload scripts; deny
+gate) → load pages (one load per device pixel ratio; settle wait; behaviors with ``__bh``) →
+write formats png → webp → html → links → mhtml → package WACZ → upload WACZ → manifest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio.to_thread
+from playwright.async_api import BrowserContext, Page
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+from devstack.capture import names
+from devstack.capture.browser import BrowserHolder, BrowserUnavailable
+from devstack.capture.policies import Policies
+from devstack.capture.proxy import GuardedProxy, checked_addresses
+from devstack.capture.recorder import Recorder
+from devstack.capture.settings import BUILD, SOFTWARE, ServerSettings
+from devstack.capture.sink import HttpSink, S3Sink, SinkError
+from devstack.capture.warc import cdxj_index, reason_phrase, write_warc
+from devstack.capture.wacz import Member, build_wacz, pages_jsonl
+from ledger.hostguard import HostRefused
+
+log = logging.getLogger("devstack.capture")
+
+CONFORMS_TO = "https://uraitakahito.github.io/browserhive-specs/wacz-profile/1.12.0/"
+
+# The behavior host object, evaluated before behaviors and archived byte-for-byte as
+# behaviors/runtime.js. Called with [opts, budgetMs].
+RUNTIME_JS = """([opts, budgetMs]) => {
+  const started = Date.now();
+  const reports = [];
+  Object.defineProperty(globalThis, "__bhReports", { value: reports, configurable: true });
+  globalThis.__bh = {
+    opts,
+    get remainingMs() { return Math.max(0, budgetMs - (Date.now() - started)); },
+    report(id, data) { reports.push({ id: String(id), elapsedMs: Date.now() - started, data }); },
+  };
+}
+"""
+
+LINKS_JS = """() => {
+  const seen = new Set(); const out = [];
+  for (const a of document.querySelectorAll("a[href]")) {
+    const href = a.href;
+    if (!/^https?:/i.test(href) || seen.has(href)) continue;
+    seen.add(href);
+    out.push({ href, text: (a.innerText || a.textContent || "").trim().slice(0, 200), rel: a.getAttribute("rel") });
+  }
+  return out;
+}"""
+
+
+class CaptureFailure(Exception):
+    """Ends a capture early with ``status`` and ``errorDetails``."""
+
+    def __init__(self, status: str, kind: str, message: str, **details: Any):
+        super().__init__(message)
+        self.status = status
+        self.details = {"type": kind, "message": message, **{k: v for k, v in details.items() if v is not None}}
+
+
+def _iso(dt: datetime) -> str:
+    return dt.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Ctx:
+    """What the server holds across captures."""
+
+    settings: ServerSettings
+    browser: BrowserHolder
+    proxy: GuardedProxy
+    s3: S3Sink | None
+    shared_context: BrowserContext | None = None
+    captures: int = 0
+
+
+@dataclass
+class Run:
+    """State of one capture."""
+
+    req: dict[str, Any]
+    task_id: str
+    url: str
+    labels: list[str]
+    stem: str
+    sink: S3Sink | HttpSink
+    policies: Policies
+    started: datetime
+    t0: float
+    deadline: float
+    step: str = "check-address"
+    artifacts: dict[str, str] = field(default_factory=dict)
+    formats: dict[str, bool] = field(default_factory=dict)
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def op_timeout(self, ms: int) -> float:
+        return max(0.05, min(ms / 1000, self.remaining_s()))
+
+
+async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
+    """Run one capture; returns the ``CaptureResponse`` body (always, never raises)."""
+    s = ctx.settings
+    task_id = str(uuid.uuid4())
+    labels = names.clean_labels(req.get("labels"))
+    sink: S3Sink | HttpSink
+    if req.get("artifactSink"):
+        sink = HttpSink(req["artifactSink"]["url"], req["artifactSink"]["token"])
+    else:
+        assert ctx.s3 is not None  # the route refuses with 400 otherwise
+        sink = ctx.s3
+    url_policies = req["urlPolicies"] if "urlPolicies" in req else s.default_url_policies
+    ct_policies = req["contentTypePolicies"] if "contentTypePolicies" in req else s.default_content_type_policies
+    run = Run(req=req, task_id=task_id, url=req["url"].strip(), labels=labels,
+              stem=names.stem(task_id, req.get("correlationId"), labels), sink=sink,
+              policies=Policies(url_policies, ct_policies), started=datetime.now(timezone.utc),
+              t0=time.monotonic(), deadline=time.monotonic() + s.task_total_ms / 1000,
+              formats=req["captureFormats"])
+    report: dict[str, Any] = {"taskId": task_id}
+    if req.get("correlationId") is not None:
+        report["correlationId"] = req["correlationId"]
+    report.update({"url": run.url, "labels": labels})
+    processing_ms: int | None = None
+    try:
+        body = await asyncio.wait_for(_capture(ctx, run), timeout=max(0.01, run.remaining_s()))
+        report.update(body)
+        report["artifacts"] = dict(run.artifacts)
+    except asyncio.TimeoutError:
+        report.update(status="timeout", errorDetails={
+            "type": "timeout", "message": f"the task budget of {s.task_total_ms} ms ran out during {run.step}",
+            "timeoutMs": s.task_total_ms, "step": run.step})
+    except CaptureFailure as f:
+        report.update(status=f.status, errorDetails=f.details)
+        if f.status == "http_error":
+            report["httpStatusCode"] = f.details["httpStatusCode"]
+        if f.details["type"] == "connection" and run.step == "check-address":
+            processing_ms = 0
+    except Exception as e:  # noqa: BLE001 — a capture must always end with a report
+        log.exception("capture %s failed", task_id)
+        report.update(status="failed", errorDetails={"type": "internal", "message": f"{type(e).__name__}: {e}"[:500]})
+    if report["status"] != "success":
+        report["artifacts"] = {}
+    report["timestamp"] = _iso(datetime.now(timezone.utc))
+    report["captureProcessingTimeMs"] = (
+        processing_ms if processing_ms is not None else int((time.monotonic() - run.t0) * 1000))
+    report = _ordered(report)
+    manifest = await _write_manifest(ctx, run, report)
+    return {"taskId": task_id, "report": report, "manifest": manifest}
+
+
+_ORDER = ["taskId", "correlationId", "url", "labels", "status", "httpStatusCode", "timestamp",
+          "captureProcessingTimeMs", "artifacts", "waczStats", "completeness", "errorDetails", "settle",
+          "document", "windowsNotOpened"]
+
+
+def _ordered(report: dict[str, Any]) -> dict[str, Any]:
+    return {k: report[k] for k in _ORDER if k in report} | {k: v for k, v in report.items() if k not in _ORDER}
+
+
+async def _write_manifest(ctx: Ctx, run: Run, report: dict[str, Any]) -> dict[str, str]:
+    name = names.file_name(run.stem, "manifest")
+    data = (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    if ctx.settings.faults.manifest_fail:
+        return {"error": f"{run.sink.describe()}/{name}: forced manifest write failure (fault knob)"}
+    try:
+        loc = await asyncio.wait_for(run.sink.put(name, data, names.EXTENSIONS["manifest"][1]),
+                                     ctx.settings.manifest_ms / 1000)
+        return {"location": loc}
+    except asyncio.TimeoutError:
+        return {"error": f"{run.sink.describe()}/{name}: manifest write took longer than {ctx.settings.manifest_ms} ms"}
+    except SinkError as e:
+        return {"error": str(e)}
+
+
+async def _upload(ctx: Ctx, run: Run, fmt: str, data: bytes) -> None:
+    name = names.file_name(run.stem, fmt)
+    try:
+        loc = await run.sink.put(name, data, names.EXTENSIONS[fmt][1])
+    except SinkError as e:
+        raise CaptureFailure("failed", "artifact_sink", str(e)) from e
+    run.artifacts[fmt] = loc
+    if ctx.settings.faults.crash_during_upload:
+        log.error("fault knob crash_during_upload: exiting after uploading %s", name)
+        os._exit(137)
+
+
+async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
+    s = ctx.settings
+    faults = s.faults
+    if faults.slow_ms:
+        await asyncio.sleep(faults.slow_ms / 1000)
+    if faults.error_type:
+        if faults.error_type == "http":
+            raise CaptureFailure("http_error", "http", "HTTP 503 (forced by fault knob)",
+                                 httpStatusCode=503, httpStatusText="Service Unavailable")
+        status = "timeout" if faults.error_type == "timeout" else "failed"
+        raise CaptureFailure(status, faults.error_type, f"forced {faults.error_type} failure (fault knob)")
+
+    # check-address: the target must pass the private-host guard before anything starts.
+    parts = urlsplit(run.url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CaptureFailure("failed", "internal", "url is not allowed")
+    try:
+        await anyio.to_thread.run_sync(checked_addresses, parts.hostname,
+                                       parts.port or (443 if parts.scheme == "https" else 80), s.allow_private)
+    except HostRefused as e:
+        log.info("refused %s: %s", run.url, e.reason)
+        raise CaptureFailure("failed", "internal", "url is not allowed") from e
+    except (OSError, ValueError) as e:
+        raise CaptureFailure("failed", "internal", f"net::ERR_NAME_NOT_RESOLVED ({e})") from e
+    first = run.policies.match_url(run.url)
+    if first is not None and first.action == "deny":
+        return {"status": "success", "document": {"withheld": "deny"}, "windowsNotOpened": 0}
+
+    if faults.crash_browser:
+        faults.crash_browser = False
+        await ctx.browser.kill_for_test()
+        await asyncio.sleep(0.5)
+    try:
+        browser = await ctx.browser.ensure()
+    except BrowserUnavailable as e:
+        raise CaptureFailure("failed", "connection", str(e)) from e
+
+    run.step = "start-recording"
+    req = run.req
+    dprs = req.get("devicePixelRatios") or s.device_pixel_ratios
+    viewport = req.get("viewport") or s.viewport
+    max_resp = min(int(req.get("maxResponseBytes") or s.max_response_bytes), s.max_response_bytes)
+    recorder = Recorder(run.policies, max_resp, s.max_task_bytes)
+    shared = req.get("session") == "shared"
+    headers = {"Accept-Language": req["acceptLanguage"]} if (req.get("acceptLanguage") or "").strip() else None
+    ctx.proxy.begin_capture(
+        deny=lambda u: (m := run.policies.match_url(u)) is not None and m.action == "deny",
+        on_denied=lambda u, method: recorder.record_denied(u, method, run.policies.match_url(u).pattern),
+    )
+    context: BrowserContext | None = None
+    page: Page | None = None
+    try:
+        try:
+            if shared and ctx.shared_context is not None:
+                context = ctx.shared_context
+            else:
+                context = await asyncio.wait_for(browser.new_context(
+                    proxy={"server": ctx.proxy.url}, viewport=viewport, device_scale_factor=dprs[-1],
+                    extra_http_headers=headers, service_workers="block"), run.op_timeout(s.operation_ms))
+                if shared:
+                    ctx.shared_context = context
+            for script in req.get("preload") or []:
+                await context.add_init_script(script=script["source"])
+            if run.policies.has_deny():
+                await context.route("**/*", _deny_gate(run, recorder))
+            recorder.attach(context)
+            page = await asyncio.wait_for(context.new_page(), run.op_timeout(s.operation_ms))
+        except (PlaywrightError, asyncio.TimeoutError) as e:
+            raise CaptureFailure("failed", "connection", f"browser is not usable: {e}"[:500]) from e
+        windows = {"refused": 0}
+
+        def on_popup(p: Page) -> None:
+            windows["refused"] += 1
+            asyncio.ensure_future(p.close())
+
+        page.on("popup", on_popup)
+        return await _load_and_write(ctx, run, context, page, recorder, dprs, viewport, windows)
+    finally:
+        await _teardown(ctx, context, page, shared, recorder)
+
+
+def _deny_gate(run: Run, recorder: Recorder):
+    async def gate(route) -> None:
+        request = route.request
+        m = run.policies.match_url(request.url)
+        if m is not None and m.action == "deny":
+            target = "page"
+            try:
+                target = "page" if request.frame.parent_frame is None else "iframe"
+            except PlaywrightError:
+                target = "worker"
+            recorder.record_denied(request.url, request.method, m.pattern, request.resource_type, target)
+            await route.abort("blockedbyclient")
+        else:
+            await route.fallback()
+    return gate
+
+
+async def _teardown(ctx: Ctx, context, page, shared: bool, recorder: Recorder) -> None:
+    try:
+        await recorder.stop(timeout_s=5)
+        if context is not None and not shared:
+            await asyncio.wait_for(context.close(), 10)
+        elif page is not None:
+            await asyncio.wait_for(page.close(), 10)
+    except Exception:  # noqa: BLE001 — a crashed browser cannot be closed politely
+        pass
+    finally:
+        await ctx.proxy.end_capture()
+        ctx.browser.capture_done()
+
+
+async def _settle(run: Run, recorder: Recorder, limits: dict[str, int], dpr: int) -> dict[str, Any]:
+    """Wait until the network is quiet (≤ networkConcurrency in flight for quietMs), between
+    minMs and maxMs after navigation returned; bounded by the task budget."""
+    begin = time.monotonic()
+    quiet_at: int | None = None
+    ended = "deadline"
+    while True:
+        waited = (time.monotonic() - begin) * 1000
+        idle_ms = (time.monotonic() - recorder.last_activity) * 1000
+        quiet = len(recorder.inflight) <= limits["networkConcurrency"] and idle_ms >= limits["quietMs"]
+        if quiet and quiet_at is None:
+            quiet_at = int(waited)
+        if not quiet:
+            quiet_at = None
+        if quiet and waited >= limits["minMs"]:
+            ended = "quiet"
+            break
+        if waited >= limits["maxMs"] or run.remaining_s() < 0.5:
+            break
+        await asyncio.sleep(0.05)
+    settle: dict[str, Any] = {
+        "strategy": "fully-loaded", "endedBy": ended, "waitedMs": int((time.monotonic() - begin) * 1000),
+        "devicePixelRatio": dpr, "limits": dict(limits), "load": {"atMs": 0}, "network": {}, "cpu": {}, "dom": {},
+    }
+    if quiet_at is not None:
+        settle["network"]["quietAtMs"] = quiet_at
+    return settle
+
+
+async def _run_behaviors(run: Run, page: Page, cdp, behaviors: list[dict], budget_ms: int) -> list[dict]:
+    opts = {b["id"]: b.get("options") for b in behaviors}
+    await asyncio.wait_for(page.evaluate(RUNTIME_JS, [opts, budget_ms]), run.op_timeout(10_000))
+    end = time.monotonic() + budget_ms / 1000
+    errors: list[dict] = []
+    for b in behaviors:
+        left = min(end - time.monotonic(), run.remaining_s() - 1)
+        if left <= 0:
+            errors.append({"id": b["id"], "error": "behavior budget exhausted before it ran"})
+            continue
+        try:
+            res = await asyncio.wait_for(cdp.send("Runtime.evaluate", {
+                "expression": b["source"], "awaitPromise": True, "returnByValue": False}), left)
+            if res.get("exceptionDetails"):
+                desc = res["exceptionDetails"].get("exception", {}).get("description") or res["exceptionDetails"].get("text")
+                errors.append({"id": b["id"], "error": str(desc)[:500]})
+        except asyncio.TimeoutError:
+            errors.append({"id": b["id"], "error": "behavior did not finish within its budget"})
+    reports = await asyncio.wait_for(page.evaluate("() => globalThis.__bhReports || []"), run.op_timeout(5000))
+    return reports + errors
+
+
+async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Page, recorder: Recorder,
+                          dprs: list[int], viewport: dict, windows: dict) -> dict[str, Any]:
+    s = ctx.settings
+    req = run.req
+    delay = (req.get("operationDelayMs") or 0) / 1000
+    limits = {**s.settle, **(req.get("loadWait") or {})}
+    behaviors = req.get("behaviors") or []
+    cdp = await asyncio.wait_for(context.new_cdp_session(page), run.op_timeout(s.operation_ms))
+    run.step = "load-pages"
+    main_status: int | None = None
+    settle: dict[str, Any] = {}
+    behavior_records: list[dict] = []
+    ran_behaviors = False
+    for i, dpr in enumerate(dprs):
+        if i > 0:
+            await cdp.send("Emulation.setDeviceMetricsOverride", {
+                "width": viewport["width"], "height": viewport["height"], "deviceScaleFactor": dpr, "mobile": False})
+        if delay:
+            await asyncio.sleep(delay)
+        try:
+            response = await page.goto(run.url, wait_until="load", timeout=run.op_timeout(s.page_load_ms) * 1000)
+        except PlaywrightTimeout as e:
+            raise CaptureFailure("timeout", "timeout", f"page load exceeded {s.page_load_ms} ms",
+                                 timeoutMs=s.page_load_ms) from e
+        except PlaywrightError as e:
+            msg = str(e).splitlines()[0]
+            kind = "connection" if ("closed" in msg.lower() or "disconnect" in msg.lower()) else "internal"
+            raise CaptureFailure("failed", kind, msg[:500]) from e
+        if i == 0:
+            if response is None:
+                raise CaptureFailure("failed", "internal", "navigation produced no response")
+            main_status = response.status
+            if not 200 <= main_status < 300:
+                raise CaptureFailure("http_error", "http", f"HTTP {main_status}", httpStatusCode=main_status,
+                                     httpStatusText=reason_phrase(main_status, response.status_text))
+        settle = await _settle(run, recorder, limits, dpr)
+        if behaviors:
+            if delay:
+                await asyncio.sleep(delay)
+            ran_behaviors = True
+            behavior_records += await _run_behaviors(run, page, cdp, behaviors,
+                                                     int(min(s.behaviors_ms, run.remaining_s() * 1000)))
+            quiet = {**limits, "minMs": 0}
+            await _settle(run, recorder, quiet, dpr)
+    doc_url = page.url
+    withheld = _document_withheld(run, recorder, doc_url)
+    document: dict[str, Any] = {"url": doc_url}
+    if withheld:
+        document["withheld"] = withheld
+    title = None
+    run.step = "write-formats"
+    fmts = run.formats
+    if not withheld:
+        title = await asyncio.wait_for(page.title(), run.op_timeout(s.operation_ms))
+        full = bool(req.get("fullPage"))
+        if fmts["png"]:
+            png = await page.screenshot(full_page=full, timeout=run.op_timeout(s.operation_ms) * 1000)
+            await _upload(ctx, run, "png", png)
+        if fmts["webp"]:
+            shot = await asyncio.wait_for(cdp.send("Page.captureScreenshot", {
+                "format": "webp", "captureBeyondViewport": full}), run.op_timeout(s.operation_ms))
+            await _upload(ctx, run, "webp", base64.b64decode(shot["data"]))
+        if fmts["html"]:
+            html = await asyncio.wait_for(page.content(), run.op_timeout(s.operation_ms))
+            await _upload(ctx, run, "html", html.encode("utf-8"))
+        if fmts["links"]:
+            links = await asyncio.wait_for(page.evaluate(LINKS_JS), run.op_timeout(s.operation_ms))
+            doc: dict[str, Any] = {"taskId": run.task_id, "url": run.url, "finalUrl": doc_url, "labels": run.labels}
+            if req.get("correlationId") is not None:
+                doc["correlationId"] = req["correlationId"]
+            doc["capturedAt"] = _iso(datetime.now(timezone.utc))
+            doc["links"] = links
+            await _upload(ctx, run, "links", (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        if fmts["mhtml"]:
+            snap = await asyncio.wait_for(cdp.send("Page.captureSnapshot", {"format": "mhtml"}),
+                                          run.op_timeout(s.operation_ms))
+            await _upload(ctx, run, "mhtml", snap["data"].encode("utf-8"))
+    result: dict[str, Any] = {"status": "success", "httpStatusCode": main_status}
+    if fmts["wacz"]:
+        run.step = "package-wacz"
+        await recorder.stop(timeout_s=min(10.0, run.remaining_s()))
+        wacz_bytes = await anyio.to_thread.run_sync(
+            _package, run, recorder, title, document, settle, dprs, viewport, behaviors if ran_behaviors else None,
+            behavior_records, ctx.settings, limits_of(run, recorder))
+        run.step = "upload-wacz"
+        await _upload(ctx, run, "wacz", wacz_bytes)
+        result["waczStats"] = recorder.stats()
+        result["completeness"] = recorder.completeness()
+    result.update(settle=_report_settle(settle), document=document, windowsNotOpened=windows["refused"])
+    return result
+
+
+def limits_of(run: Run, recorder: Recorder) -> dict[str, int]:
+    return {"maxResponseBytes": recorder.max_response_bytes, "maxTaskBytes": recorder.max_task_bytes}
+
+
+def _report_settle(settle: dict[str, Any]) -> dict[str, Any]:
+    """Report form: signals not reached are absent (the archive writes null)."""
+    return settle
+
+
+def _archive_settle(settle: dict[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(settle))
+    for sig in ("network", "cpu", "dom"):
+        out.setdefault(sig, {}).setdefault("quietAtMs", None)
+    return out
+
+
+def _document_withheld(run: Run, recorder: Recorder, doc_url: str) -> str | None:
+    m = run.policies.match_url(doc_url)
+    if m is not None:
+        return {"no-body": "url-policy", "no-archive": "no-archive", "deny": "deny"}[m.action]
+    for ex in reversed(recorder.exchanges):
+        if ex.url == doc_url and ex.resource_type == "document" and ex.withheld == "content-type":
+            return "content-type"
+    return None
+
+
+def _package(run: Run, recorder: Recorder, title: str | None, document: dict, settle: dict, dprs: list[int],
+             viewport: dict, behaviors: list[dict] | None, behavior_records: list[dict], s: ServerSettings,
+             limits: dict[str, int]) -> bytes:
+    req = run.req
+    preload = req.get("preload") or []
+    extra: list[Member] = []
+    if behaviors is not None:
+        extra.append(Member("behaviors/runtime.js", RUNTIME_JS.encode("utf-8")))
+        extra.append(Member("behaviors/custom.jsonl", "".join(json.dumps(
+            {"profile": "browserhive:behaviors/1", "id": b["id"], "source": b["source"]}, ensure_ascii=False) + "\n"
+            for b in behaviors).encode("utf-8")))
+        extra.append(Member("behaviors/reports.jsonl", "".join(json.dumps(
+            {"profile": "browserhive:behavior-reports/1", **r}, ensure_ascii=False, default=str) + "\n"
+            for r in behavior_records).encode("utf-8")))
+    if preload:
+        extra.append(Member("preload/scripts.jsonl", "".join(json.dumps(
+            {"profile": "browserhive:preload/1", "id": p["id"], "source": p["source"]}, ensure_ascii=False) + "\n"
+            for p in preload).encode("utf-8")))
+    settings: dict[str, Any] = {
+        "signature": "none", "viewport": viewport, "devicePixelRatios": dprs,
+        "session": req.get("session") or "isolated",
+        "behaviors": [{"id": b["id"], "origin": "custom"} for b in (req.get("behaviors") or [])],
+        "preload": [{"id": p["id"]} for p in preload],
+        "limits": limits,
+        "urlPolicies": run.policies.url_policies, "contentTypePolicies": run.policies.content_type_policies,
+    }
+    if (req.get("acceptLanguage") or "").strip():
+        settings["acceptLanguage"] = req["acceptLanguage"]
+    start_iso = _iso(run.started)
+    package = {
+        "name": f"browserhive-{run.task_id}", "software": SOFTWARE, "created": _iso(datetime.now(timezone.utc)),
+        "mainPageURL": run.url, "mainPageDate": start_iso, "title": title or run.url,
+        "browserhive:capture": {
+            "conformsTo": CONFORMS_TO, "build": BUILD, "browser": {"product": "Chromium (Debian /usr/bin/chromium)"},
+            "settings": settings, "completeness": recorder.completeness(), "settle": _archive_settle(settle),
+            "document": document,
+        },
+    }
+    with tempfile.TemporaryDirectory(prefix="capture-") as tmp:
+        warc = Path(tmp) / "data.warc.gz"
+        write_warc(warc, task_id=run.task_id, url=run.url, software=SOFTWARE, exchanges=recorder.exchanges,
+                   denied=recorder.denied, created=run.started)
+        cdxj = cdxj_index(warc)
+        out = Path(tmp) / "out.wacz"
+        build_wacz(out, warc=warc, cdxj=cdxj, pages=pages_jsonl(run.task_id, run.url, start_iso, title),
+                   extra=extra, datapackage=package)
+        return out.read_bytes()

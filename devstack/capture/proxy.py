@@ -1,0 +1,219 @@
+"""The guarded forward proxy: the single place where browser traffic leaves the capture server.
+
+Every browser context is created with ``proxy=http://127.0.0.1:<port>`` of this proxy (Playwright
+makes Chromium send loopback traffic through it as well). For each connection the proxy reads the
+target (``CONNECT host:port`` for TLS and WebSockets, an absolute-form ``http://`` request line
+otherwise), resolves the host ONCE with ``ledger.hostguard.resolve_checked`` (every address must
+pass the private-host guard) and connects to the checked address, so DNS rebinding between check
+and connect is impossible. Refusals answer ``403`` and are counted in :attr:`refused`.
+
+``allow_private=True`` (the ``--allow-private`` development flag) lets loopback and RFC 1918
+targets through (local test sites, the local stack) but still refuses link-local addresses
+(169.254.0.0/16 incl. cloud metadata, fe80::/10).
+
+Plain-HTTP requests are forwarded one per connection (``Connection: close`` both ways), so a
+kept-alive browser connection can never carry a request to a host that was not checked.
+:meth:`end_capture` closes every open connection so nothing outlives a capture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import anyio.to_thread
+
+from ledger.hostguard import HostRefused, resolve_checked
+
+log = logging.getLogger("devstack.capture.proxy")
+
+HEAD_LIMIT = 64 * 1024
+CONNECT_TIMEOUT_S = 10.0
+IDLE_TIMEOUT_S = 60.0
+HOP_BY_HOP = {"proxy-connection", "proxy-authorization", "connection", "keep-alive"}
+
+
+def checked_addresses(host: str, port: int, allow_private: bool) -> list[str]:
+    """Addresses of ``host`` that the guard accepts (one resolution); raises HostRefused."""
+    addresses = resolve_checked(host, port, allow_private=allow_private)
+    if allow_private:
+        for a in addresses:
+            ip = ipaddress.ip_address(a.split("%", 1)[0])
+            inner = getattr(ip, "ipv4_mapped", None) or ip
+            if inner.is_link_local:
+                raise HostRefused(f"{host}:{port}", f"link-local address {a} (metadata) is never allowed")
+    return addresses
+
+
+class GuardedProxy:
+    """Forward proxy on 127.0.0.1 (OS-chosen port) enforcing the private-host guard.
+
+    ``deny(url) -> bool`` (set per capture by :meth:`begin_capture`) refuses plain-HTTP requests
+    that a ``deny`` URL policy matches (backstop for redirects; the browser-side gate handles
+    the rest); ``on_denied(url, method)`` is told about each.
+    """
+
+    def __init__(self, allow_private: bool = False, checker: Callable[[str, int, bool], list[str]] = checked_addresses):
+        self.allow_private = allow_private
+        self._checker = checker
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: set[asyncio.Task] = set()
+        self.port = 0
+        self.refused: list[tuple[str, str]] = []
+        self.connections = 0
+        self._deny: Callable[[str], bool] = lambda url: False
+        self._on_denied: Callable[[str, str], None] = lambda url, method: None
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=HEAD_LIMIT)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def begin_capture(self, deny: Callable[[str], bool] | None = None,
+                      on_denied: Callable[[str, str], None] | None = None) -> None:
+        self.refused = []
+        self.connections = 0
+        self._deny = deny or (lambda url: False)
+        self._on_denied = on_denied or (lambda url, method: None)
+
+    async def end_capture(self) -> None:
+        """Close every connection still open (the capture is over)."""
+        for t in list(self._conns):
+            t.cancel()
+        if self._conns:
+            await asyncio.wait(list(self._conns), timeout=5)
+        self._deny = lambda url: False
+
+    async def close(self) -> None:
+        await self.end_capture()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+
+    # -- connection handling -------------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        upstream: asyncio.StreamWriter | None = None
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, _version = lines[0].split(" ", 2)
+            self.connections += 1
+            if method.upper() == "CONNECT":
+                host, _, port_s = target.rpartition(":")
+                host = host.strip("[]")
+                up_r, upstream = await self._open(host, int(port_s), writer)
+                if upstream is None:
+                    return
+                writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                await writer.drain()
+                await self._pipe_both(reader, writer, up_r, upstream)
+                return
+            parts = urlsplit(target)
+            if parts.scheme != "http" or not parts.hostname:
+                await self._refuse(writer, target, "only absolute http:// requests or CONNECT")
+                return
+            if self._deny(target):
+                self._on_denied(target, method)
+                await self._refuse(writer, target, "denied by URL policy", record=False)
+                return
+            up_r, upstream = await self._open(parts.hostname, parts.port or 80, writer)
+            if upstream is None:
+                return
+            path = parts.path or "/"
+            if parts.query:
+                path += "?" + parts.query
+            out = [f"{method} {path} HTTP/1.1"]
+            out += [h for h in lines[1:] if h and h.split(":", 1)[0].strip().lower() not in HOP_BY_HOP]
+            out.append("Connection: close")
+            upstream.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1"))
+            await upstream.drain()
+            await self._forward_response(reader, writer, up_r, upstream)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
+                ConnectionError, ValueError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            for w in (writer, upstream):
+                if w is not None:
+                    w.close()
+            self._conns.discard(task)
+
+    async def _open(self, host: str, port: int, writer: asyncio.StreamWriter):
+        label = f"{host}:{port}"
+        try:
+            addresses = await anyio.to_thread.run_sync(self._checker, host, port, self.allow_private)
+        except HostRefused as e:
+            await self._refuse(writer, label, e.reason)
+            return None, None
+        except OSError as e:
+            await self._refuse(writer, label, f"cannot resolve: {e}", status="502 Bad Gateway")
+            return None, None
+        last: Exception | None = None
+        for address in addresses:
+            try:
+                return await asyncio.wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT_S)
+            except (OSError, asyncio.TimeoutError) as e:
+                last = e
+        await self._refuse(writer, label, f"cannot connect: {last}", status="502 Bad Gateway", record=False)
+        return None, None
+
+    async def _refuse(self, writer, label: str, reason: str, status: str = "403 Forbidden", record: bool = True) -> None:
+        if record:
+            self.refused.append((label, reason))
+        log.info("proxy refused %s: %s", label, reason)
+        body = f"{reason}\n".encode()
+        writer.write(f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+                     f"Connection: close\r\n\r\n".encode() + body)
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+
+    async def _forward_response(self, c_r, c_w, u_r, u_w) -> None:
+        # Request body (if any) flows up while the response head is read and rewritten.
+        up = asyncio.create_task(self._pipe(c_r, u_w))
+        try:
+            head = await asyncio.wait_for(u_r.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
+            lines = head.decode("latin-1").split("\r\n")
+            kept = [lines[0]] + [h for h in lines[1:] if h and h.split(":", 1)[0].strip().lower() not in ("connection", "keep-alive")]
+            c_w.write(("\r\n".join(kept) + "\r\nConnection: close\r\n\r\n").encode("latin-1"))
+            await self._pipe(u_r, c_w)
+        finally:
+            up.cancel()
+
+    async def _pipe_both(self, c_r, c_w, u_r, u_w) -> None:
+        a = asyncio.create_task(self._pipe(c_r, u_w))
+        b = asyncio.create_task(self._pipe(u_r, c_w))
+        try:
+            await asyncio.wait([a, b], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            a.cancel()
+            b.cancel()
+
+    @staticmethod
+    async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                chunk = await asyncio.wait_for(src.read(65536), IDLE_TIMEOUT_S)
+                if not chunk:
+                    break
+                dst.write(chunk)
+                await dst.drain()
+        except (ConnectionError, asyncio.TimeoutError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                if dst.can_write_eof():
+                    dst.write_eof()

@@ -1,0 +1,231 @@
+"""Records the browser's own network traffic of one capture for the WACZ.
+
+Why browser-level (Playwright context events) and not the proxy: the proxy only sees ``CONNECT``
+tunnels for HTTPS, whereas Playwright reports every request of every frame (iframes incl.
+out-of-process ones, workers) with the raw request/response headers Chromium used and the body
+*decoded* (``Response.body()`` = CDP ``Network.getResponseBody``), for http and https alike.
+Redirect hops arrive as their own finished requests (3xx, no body). The proxy stays the single
+egress point and enforces the private-host guard; the recorder only observes.
+
+Per exchange the recorder applies, in order: URL policies (``no-archive`` → metadata only,
+``no-body`` → no body), content-type policies (no body), the per-response cap
+``max_response_bytes`` (``truncated: too-large``) and the task cap ``max_task_bytes``
+(``truncated: task-cap``), contracts.md §A.5, §B.6.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from playwright.async_api import BrowserContext, Request
+
+from devstack.capture.policies import Policies
+
+
+@dataclass
+class Exchange:
+    """One request and what became of it. Times are UTC datetimes; sizes in bytes."""
+
+    url: str
+    method: str
+    started: datetime
+    resource_type: str = ""
+    target: str = "page"
+    req_headers: list[tuple[str, str]] = field(default_factory=list)
+    req_body: bytes | None = None
+    status: int | None = None
+    status_text: str = ""
+    resp_headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes | None = None
+    encoded_length: int | None = None
+    truncated: str | None = None  # "too-large" | "task-cap"
+    withheld: str | None = None  # "no-body" | "content-type" | "no-archive" | "deny"
+    pattern: str | None = None
+    incomplete: str | None = None  # loadingFailed | stop-while-pending | loadingFinished-without-response
+    failure: str | None = None
+
+    @property
+    def mime(self) -> str:
+        for k, v in self.resp_headers:
+            if k.lower() == "content-type":
+                return v.split(";")[0].strip().lower()
+        return ""
+
+
+def _target(request: Request) -> str:
+    with contextlib.suppress(Exception):
+        if request.service_worker is not None:
+            return "service_worker"
+        frame = request.frame
+        return "page" if frame.parent_frame is None else "iframe"
+    return "worker"
+
+
+class Recorder:
+    """Attach with :meth:`attach` before the first navigation; :meth:`stop` before closing.
+
+    ``exchanges`` (completion order), ``denied`` (requests never sent) and the counters feed
+    the WARC, ``waczStats`` and ``completeness``. ``inflight`` and ``last_activity`` (monotonic
+    seconds) drive the settle wait.
+    """
+
+    def __init__(self, policies: Policies, max_response_bytes: int, max_task_bytes: int,
+                 body_timeout_s: float = 10.0):
+        self.policies = policies
+        self.max_response_bytes = max_response_bytes
+        self.max_task_bytes = max_task_bytes
+        self.body_timeout_s = body_timeout_s
+        self.exchanges: list[Exchange] = []
+        self.denied: list[Exchange] = []
+        self.body_bytes = 0
+        self.inflight: dict[Request, datetime] = {}
+        self.last_activity = time.monotonic()
+        self._tasks: set[asyncio.Task] = set()
+        self._stopped = False
+
+    # -- wiring ---------------------------------------------------------------------------------
+
+    def attach(self, context: BrowserContext) -> None:
+        context.on("request", self._on_request)
+        context.on("requestfinished", lambda r: self._spawn(self._on_finished(r)))
+        context.on("requestfailed", lambda r: self._spawn(self._on_failed(r)))
+
+    def _spawn(self, coro) -> None:
+        if self._stopped:
+            coro.close()
+            return
+        t = asyncio.ensure_future(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    def _on_request(self, request: Request) -> None:
+        if not request.url.startswith(("http:", "https:")):
+            return
+        self.inflight[request] = datetime.now(timezone.utc)
+        self.last_activity = time.monotonic()
+
+    def record_denied(self, url: str, method: str, pattern: str, resource_type: str = "", target: str = "page") -> None:
+        """A request the deny gate held back (never sent): a metadata record only."""
+        if any(d.url == url and d.method == method for d in self.denied):
+            return
+        self.denied.append(Exchange(url=url, method=method, started=datetime.now(timezone.utc),
+                                    resource_type=resource_type, target=target, withheld="deny", pattern=pattern))
+
+    # -- events ---------------------------------------------------------------------------------
+
+    async def _base(self, request: Request) -> Exchange:
+        started = self.inflight.pop(request, None) or datetime.now(timezone.utc)
+        self.last_activity = time.monotonic()
+        ex = Exchange(url=request.url, method=request.method, started=started,
+                      resource_type=request.resource_type, target=_target(request))
+        with contextlib.suppress(Exception):
+            ex.req_headers = [(h["name"], h["value"]) for h in await request.headers_array()]
+        with contextlib.suppress(Exception):
+            ex.req_body = request.post_data_buffer
+        return ex
+
+    async def _on_finished(self, request: Request) -> None:
+        if not request.url.startswith(("http:", "https:")):
+            return
+        ex = await self._base(request)
+        match = self.policies.match_url(request.url)
+        response = await request.response()
+        if response is None:
+            ex.incomplete = "loadingFinished-without-response"
+            self.exchanges.append(ex)
+            return
+        ex.status = response.status
+        ex.status_text = response.status_text
+        with contextlib.suppress(Exception):
+            ex.resp_headers = [(h["name"], h["value"]) for h in await response.headers_array()]
+        if match is not None and match.action in ("no-archive", "deny"):
+            ex.withheld, ex.pattern = match.action, match.pattern
+            self.exchanges.append(ex)
+            return
+        if match is not None and match.action == "no-body":
+            ex.withheld, ex.pattern = "no-body", match.pattern
+        elif self.policies.body_withheld_by_type(ex.mime) is not None:
+            ex.withheld = "content-type"
+        is_redirect = 300 <= ex.status < 400 and any(k.lower() == "location" for k, _ in ex.resp_headers)
+        if ex.withheld is None and not is_redirect and ex.status not in (204, 304) and request.method != "HEAD":
+            await self._fetch_body(ex, response)
+        self.exchanges.append(ex)
+
+    async def _fetch_body(self, ex: Exchange, response) -> None:
+        declared = None
+        for k, v in ex.resp_headers:
+            if k.lower() == "content-length" and v.strip().isdigit():
+                declared = int(v)
+        if declared is not None and declared > self.max_response_bytes:
+            ex.truncated, ex.encoded_length = "too-large", declared
+            return
+        try:
+            body = await asyncio.wait_for(response.body(), self.body_timeout_s)
+        except Exception as e:  # body evicted / target closed: keep the record, say so
+            ex.incomplete, ex.failure = "loadingFailed", f"body unavailable: {e}"[:300]
+            return
+        if len(body) > self.max_response_bytes:
+            ex.truncated, ex.encoded_length = "too-large", len(body)
+        elif self.body_bytes + len(body) > self.max_task_bytes:
+            ex.truncated, ex.encoded_length = "task-cap", len(body)
+        else:
+            ex.body = body
+            self.body_bytes += len(body)
+
+    async def _on_failed(self, request: Request) -> None:
+        if not request.url.startswith(("http:", "https:")):
+            return
+        ex = await self._base(request)
+        ex.incomplete = "loadingFailed"
+        ex.failure = request.failure
+        if any(d.url == ex.url for d in self.denied) and ex.failure and "BLOCKED" in ex.failure.upper():
+            return  # the denied request itself; already a metadata record
+        self.exchanges.append(ex)
+
+    # -- end ------------------------------------------------------------------------------------
+
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """Wait (bounded) for body fetches, then mark everything still in flight as incomplete."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        for t in list(self._tasks):
+            t.cancel()
+        self._stopped = True
+        for request, started in list(self.inflight.items()):
+            self.exchanges.append(Exchange(url=request.url, method=request.method, started=started,
+                                           resource_type=request.resource_type, incomplete="stop-while-pending"))
+        self.inflight.clear()
+
+    # -- results --------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """``waczStats`` (contracts.md §B.3)."""
+        ex = self.exchanges
+        recorded = [e for e in ex if e.status is not None and e.withheld not in ("no-archive", "deny")
+                    and e.truncated is None and e.withheld not in ("no-body", "content-type")]
+        return {
+            "totalRecorded": len(recorded),
+            "totalBlocked": sum(1 for e in ex if e.withheld in ("no-archive", "deny")) + len(self.denied),
+            "totalDenied": len(self.denied),
+            "totalSkippedContentType": sum(1 for e in ex if e.withheld == "content-type"),
+            "totalSkippedUrlPolicy": sum(1 for e in ex if e.withheld == "no-body"),
+            "totalTruncatedTooLarge": sum(1 for e in ex if e.truncated == "too-large"),
+            "totalTruncatedTaskCap": sum(1 for e in ex if e.truncated == "task-cap"),
+            "totalFailed": sum(1 for e in ex if e.incomplete in ("loadingFailed", "loadingFinished-without-response")),
+            "totalIncomplete": sum(1 for e in ex if e.incomplete == "stop-while-pending"),
+            "totalBodyBytes": self.body_bytes,
+        }
+
+    def completeness(self) -> dict:
+        """``{bodylessUrls, truncatedUrls, complete}`` — a pure function of the responses (§B.6)."""
+        statuses: dict[str, set[int]] = {}
+        for e in self.exchanges:
+            if e.status is not None and e.withheld is None:
+                statuses.setdefault(e.url, set()).add(e.status)
+        bodyless = sorted(u for u, s in statuses.items() if 304 in s and 200 not in s)
+        truncated = sorted({e.url for e in self.exchanges if e.truncated})
+        return {"bodylessUrls": bodyless, "truncatedUrls": truncated, "complete": not bodyless and not truncated}

@@ -1,0 +1,168 @@
+"""WARC 1.1 writing and CDXJ indexing for the capture's WACZ (contracts.md §B.5, cases C8/C9).
+
+Records: ``warcinfo`` first; per recorded exchange a ``response`` then a ``request`` record
+linked by ``WARC-Concurrent-To``; ``metadata`` records for withheld requests (deny/no-archive),
+dropped bodies (``truncated``) and failures (``incomplete``). One gzip member per record (warcio).
+
+Payloads are rewritten to HTTP/1.1 form: status line ``HTTP/1.1 <code> <reason>``, HTTP/2
+pseudo-headers dropped, ``Host`` synthesised, ``Content-Encoding``/``Transfer-Encoding`` dropped
+(the body is stored decoded) and ``Content-Length`` set to the stored body length, so replay never
+double-decodes. Digests are ``sha256:`` + RFC 4648 base32 (block and payload; an empty payload
+is digested too). Deliberate difference from BrowserHive (which drops the ``=`` padding,
+contracts.md §B.5): we keep the padding because ``warcio check`` (warcio 1.8.1,
+``digestverifyingreader._to_b32``) misreads an unpadded 52-character SHA-256 value as base64 and
+reports every record as failed; case C9 requires digests that ``warcio check`` accepts. The CDXJ index is produced by ``cdxj-indexer`` from the
+written file (pywb's own SURT keys and offsets), one line per response record, sorted.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+from datetime import datetime
+from http import HTTPStatus
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from cdxj_indexer.main import CDXJIndexer
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.timeutils import datetime_to_iso_date
+from warcio.warcwriter import WARCWriter
+
+from devstack.capture.recorder import Exchange
+
+EMPTY_SHA256_B32 = "sha256:" + base64.b32encode(hashlib.sha256(b"").digest()).decode()
+DROP_RESPONSE = {"content-encoding", "transfer-encoding", "content-length", "connection", "keep-alive"}
+DROP_REQUEST = {"connection", "keep-alive", "proxy-connection"}
+
+
+class _Sha256Digester:
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+
+    def update(self, buf: bytes) -> None:
+        self._h.update(buf)
+
+    def __str__(self) -> str:
+        return "sha256:" + base64.b32encode(self._h.digest()).decode()
+
+
+class Sha256WARCWriter(WARCWriter):
+    """warcio WARCWriter (WARC/1.1, gzip per record) with base32 SHA-256 digests."""
+
+    @staticmethod
+    def _create_digester():  # type: ignore[override]
+        return _Sha256Digester()
+
+
+def reason_phrase(status: int, given: str = "") -> str:
+    """The reason phrase (HTTP/2 gives none: fill it from the standard table)."""
+    if given:
+        return given
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+def _date(dt: datetime) -> str:
+    return datetime_to_iso_date(dt.replace(tzinfo=None), use_micros=True)
+
+
+def response_headers(ex: Exchange, body_len: int) -> StatusAndHeaders:
+    """HTTP/1.1 form of the response head with ``Content-Length`` = ``body_len``."""
+    headers = [(k, v) for k, v in ex.resp_headers if not k.startswith(":") and k.lower() not in DROP_RESPONSE]
+    # Several values of one header arrive newline-joined (Set-Cookie): one line each.
+    flat = [(k, part) for k, v in headers for part in v.split("\n")]
+    flat.append(("Content-Length", str(body_len)))
+    status = ex.status or 0
+    return StatusAndHeaders(f"{status} {reason_phrase(status, ex.status_text)}", flat, protocol="HTTP/1.1")
+
+
+def request_headers(ex: Exchange) -> StatusAndHeaders:
+    """HTTP/1.1 form of the request head (``Host`` synthesised when missing)."""
+    parts = urlsplit(ex.url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    headers = [(k, v) for k, v in ex.req_headers if not k.startswith(":") and k.lower() not in DROP_REQUEST]
+    if not any(k.lower() == "host" for k, _ in headers):
+        headers.insert(0, ("Host", parts.netloc))
+    if ex.req_body:
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        headers.append(("Content-Length", str(len(ex.req_body))))
+    return StatusAndHeaders(f"{ex.method} {target} HTTP/1.1", headers, is_http_request=True)
+
+
+def _fields(pairs: list[tuple[str, str]]) -> bytes:
+    return "".join(f"{k}: {v}\r\n" for k, v in pairs).encode("utf-8")
+
+
+def write_warc(path: Path, *, task_id: str, url: str, software: str, exchanges: list[Exchange],
+               denied: list[Exchange], created: datetime) -> None:
+    """Write the capture's WARC (gzip members) to ``path``."""
+    with open(path, "wb") as fh:
+        w = Sha256WARCWriter(fh, gzip=True, warc_version="1.1")
+        info = _fields([
+            ("software", software), ("format", "WARC File Format 1.1"),
+            ("conformsTo", "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"),
+            ("robots-policy", "ignore"), ("description", f"Capture of {url}"),
+        ])
+        w.write_record(w.create_warc_record(
+            "", "warcinfo", payload=io.BytesIO(info), length=len(info),
+            warc_content_type="application/warc-fields",
+            warc_headers_dict={"WARC-Filename": f"{task_id}.warc.gz", "WARC-Date": _date(created)}))
+        for ex in exchanges:
+            _write_exchange(w, ex)
+        for ex in denied:
+            _write_metadata(w, ex, [("action", "deny"), ("pattern", ex.pattern or ""), ("method", ex.method),
+                                    ("resourceType", ex.resource_type), ("target", ex.target)])
+
+
+def _write_metadata(w: WARCWriter, ex: Exchange, pairs: list[tuple[str, str]], refers_to: str | None = None) -> None:
+    body = _fields([(k, v) for k, v in pairs if v not in (None, "")])
+    hdrs = {"WARC-Date": _date(ex.started)}
+    if refers_to:
+        hdrs["WARC-Refers-To"] = refers_to
+    w.write_record(w.create_warc_record(ex.url, "metadata", payload=io.BytesIO(body), length=len(body),
+                                        warc_content_type="application/warc-fields", warc_headers_dict=hdrs))
+
+
+def _write_exchange(w: WARCWriter, ex: Exchange) -> None:
+    if ex.status is None:
+        _write_metadata(w, ex, [("incomplete", "true"), ("reason", ex.incomplete or "loadingFailed"),
+                                ("blockedReason", ex.failure or "")])
+        return
+    if ex.withheld in ("no-archive", "deny"):
+        _write_metadata(w, ex, [("action", ex.withheld), ("pattern", ex.pattern or ""), ("method", ex.method),
+                                ("resourceType", ex.resource_type), ("target", ex.target)])
+        return
+    body = ex.body or b""
+    date = _date(ex.started)
+    warc_headers = {"WARC-Date": date}
+    if ex.truncated:
+        warc_headers["WARC-Truncated"] = "length"
+    resp = w.create_warc_record(ex.url, "response", payload=io.BytesIO(body), length=len(body),
+                                http_headers=response_headers(ex, len(body)), warc_headers_dict=warc_headers)
+    req_body = ex.req_body or b""
+    req = w.create_warc_record(ex.url, "request", payload=io.BytesIO(req_body), length=len(req_body),
+                               http_headers=request_headers(ex), warc_headers_dict={"WARC-Date": date})
+    resp_id = resp.rec_headers.get_header("WARC-Record-ID")
+    req.rec_headers.add_header("WARC-Concurrent-To", resp_id)
+    resp.rec_headers.add_header("WARC-Concurrent-To", req.rec_headers.get_header("WARC-Record-ID"))
+    w.write_record(resp)
+    w.write_record(req)
+    if ex.truncated:
+        _write_metadata(w, ex, [("truncated", ex.truncated), ("encodedDataLength", str(ex.encoded_length or 0))],
+                        refers_to=resp_id)
+    elif ex.incomplete:
+        _write_metadata(w, ex, [("incomplete", "true"), ("reason", ex.incomplete), ("blockedReason", ex.failure or "")],
+                        refers_to=resp_id)
+
+
+def cdxj_index(warc_path: Path) -> bytes:
+    """Sorted CDXJ of the response records of ``warc_path`` (``filename`` = ``data.warc.gz``)."""
+    out = io.StringIO()
+    indexer = CDXJIndexer(out, [str(warc_path)], post_append=True, sort=True,
+                          records="response,revisit,resource", filename="data.warc.gz")
+    indexer.process_all()
+    return out.getvalue().encode("utf-8")

@@ -1,0 +1,65 @@
+"""Replay URLs from a pywb collection with pywb's own FrontEndApp (run as a subprocess).
+
+``python tests/devstack/pywb_replay.py ROOT COLL URL...`` prints one JSON line per URL:
+``{"url", "status", "body"}`` where body is the replayed (``id_``, unrewritten) content as text
+and ``mp_`` (rewritten page) for URLs prefixed with ``mp:``.
+
+Why a subprocess and a shim: pywb's FrontEndApp monkey-patches the process with gevent, and it
+imports ``wsgiprox`` (HTTPS proxy mode only) whose ``certauth`` needs pyOpenSSL — pywb 2.10 caps
+pyOpenSSL below 26.2, and those versions cannot load against the project's pinned cryptography
+50. Proxy mode is not used here, so ``wsgiprox.wsgiprox`` is replaced by a module whose
+middleware refuses to be constructed; everything that replays (WarcServer, index lookup, WARC
+loading, RewriterApp) is pywb's real code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import types
+
+
+def _shim_wsgiprox() -> None:
+    mod = types.ModuleType("wsgiprox.wsgiprox")
+
+    class WSGIProxMiddleware:  # noqa: D401 — only proxy mode would construct it
+        def __init__(self, *a, **k):
+            raise RuntimeError("pywb proxy mode is not available in this environment")
+
+    mod.WSGIProxMiddleware = WSGIProxMiddleware
+    pkg = types.ModuleType("wsgiprox")
+    pkg.wsgiprox = mod
+    sys.modules["wsgiprox"] = pkg
+    sys.modules["wsgiprox.wsgiprox"] = mod
+
+
+def main() -> None:
+    root, coll, *urls = sys.argv[1:]
+    os.chdir(root)
+    _shim_wsgiprox()
+    from pywb.apps.frontendapp import FrontEndApp
+
+    app = FrontEndApp(custom_config={"framed_replay": False})
+    for url in urls:
+        mode = "id_"
+        if url.startswith("mp:"):
+            mode, url = "mp_", url[3:]
+        path = f"/{coll}/{mode}/{url}"
+        env = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "", "SERVER_NAME": "localhost",
+               "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1", "wsgi.input": io.BytesIO(),
+               "wsgi.url_scheme": "http", "HTTP_HOST": "localhost", "SCRIPT_NAME": "", "wsgi.errors": sys.stderr,
+               "REQUEST_URI": path}
+        got: dict = {}
+
+        def start_response(status, headers, exc_info=None):
+            got["status"] = int(status.split()[0])
+
+        body = b"".join(app(env, start_response))
+        print(json.dumps({"url": url, "mode": mode, "status": got.get("status"),
+                          "body": body.decode("utf-8", "replace")}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

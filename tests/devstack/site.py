@@ -1,0 +1,126 @@
+"""A local test site on 127.0.0.1 for capture tests (never anything off this machine).
+
+Routes: ``/start`` 302 → ``/page``; ``/page`` has a ``fetch()`` of ``/api/data.json``, an iframe
+``/frame.html``, a lazy image ``/img/lazy.png`` 5000 px below the fold and links; ``/gzip``
+answers chunked + gzip'd (case C9); ``/missing`` 404; ``/big`` a 300 kB body; ``/slow`` waits
+``?ms=`` ms; ``/tracker.js`` (policy target). ``hits`` counts requests per path.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import threading
+import time
+import zlib
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+FETCHED_MESSAGE = "fetched-by-script-42"
+GZIP_TEXT = "<html><head><title>gz</title></head><body>" + "compressed and chunked " * 200 + "</body></html>"
+
+
+def tiny_png() -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    raw = b"\x00\xff\x00\x00" * 1  # one red pixel row (filter 0 + RGB)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+PAGE = """<!doctype html><html><head><title>Waggle test page</title>
+<script src="/tracker.js"></script></head><body>
+<h1>Hello capture</h1>
+<a href="/other?x=1">Other page</a> <a href="/other?x=1">dup</a>
+<a href="https://example.com/ext" rel="nofollow">External</a> <a href="mailto:a@example.com">mail</a>
+<p id="out">waiting</p>
+<iframe src="/frame.html" width="200" height="100"></iframe>
+<script>
+fetch('/api/data.json').then(r => r.json()).then(d => { document.getElementById('out').textContent = d.message; });
+</script>
+<div style="height:5000px">tall</div>
+<img id="lazy" loading="lazy" src="/img/lazy.png" width="10" height="10" alt="lazy">
+</body></html>"""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    site: "TestSite"
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def _send(self, status: int, body: bytes, ctype: str, extra: dict | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        parts = urlsplit(self.path)
+        path = parts.path
+        self.site.hits[path] += 1
+        if path == "/start":
+            self.send_response(302)
+            self.send_header("Location", "/page")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif path == "/page":
+            self._send(200, PAGE.encode(), "text/html; charset=utf-8", {"Set-Cookie": "sid=abc; Path=/"})
+        elif path == "/frame.html":
+            self._send(200, b"<html><body><p>inside the frame</p></body></html>", "text/html")
+        elif path == "/api/data.json":
+            self._send(200, ('{"message": "%s"}' % FETCHED_MESSAGE).encode(), "application/json",
+                       {"Cache-Control": "no-store"})
+        elif path == "/img/lazy.png":
+            self._send(200, tiny_png(), "image/png")
+        elif path == "/tracker.js":
+            self._send(200, b"window.tracked = true;", "application/javascript")
+        elif path == "/other":
+            self._send(200, b"<html><head><title>other</title></head><body>other</body></html>", "text/html")
+        elif path == "/gzip":
+            body = gzip.compress(GZIP_TEXT.encode())
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(0, len(body), 100):
+                piece = body[i:i + 100]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
+        elif path == "/big":
+            self._send(200, b"<html><body>" + b"x" * 300_000 + b"</body></html>", "text/html")
+        elif path == "/slow":
+            time.sleep(int(parse_qs(parts.query).get("ms", ["1000"])[0]) / 1000)
+            self._send(200, b"<html><head><title>slow</title></head><body>slow</body></html>", "text/html")
+        else:
+            self._send(404, b"<html><body>not here</body></html>", "text/html")
+
+
+class TestSite:
+    """Threaded HTTP server on 127.0.0.1 (OS-chosen port). ``url(path)`` builds absolute URLs."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[str] = Counter()
+        handler = type("Handler", (_Handler,), {"site": self})
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self) -> "TestSite":
+        self.thread.start()
+        return self
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
