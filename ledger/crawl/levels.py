@@ -158,19 +158,23 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             except CompiledMismatch as exc:
                 raise Refused(exc.status, exc.message, scriptId=exc.script_id) from None
 
-            # 1. close the reported rows of this level (matched by dedup key)
+            # 1. close the reported rows of this level (matched by dedup key); a result that
+            # matches no page of this level is ignored and not counted
+            captured = 0
             for r in results:
                 try:
                     key = parse_http_url(r["url"]).key
                 except InvalidUrl:
                     continue
-                await conn.execute(
+                cur = await conn.execute(
                     "UPDATE crawl_pages SET state = %s, skip_reason = %s, task_id = %s, correlation_id = %s,"
                     " submitted_at = %s, finished_at = %s"
                     " WHERE crawl_id = %s AND url_hash = waggle_sha256(%s) AND depth = %s",
                     (r["status"], r.get("skipReason"), r.get("taskId"), r.get("correlationId"),
                      r.get("submittedAt"), r.get("finishedAt"), crawl_id, key, depth),
                 )
+                if cur.rowcount and r["status"] == "captured":
+                    captured += 1
             # 2. attribution: every result with a taskId, whatever its status
             for r in results:
                 if not r.get("taskId"):
@@ -251,7 +255,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                 if row:
                     inserted.append(dict(row))
             # 8. counters and closing
-            captured = sum(1 for r in results if r["status"] == "captured") + recovered
+            captured += recovered
             done = not inserted
             reason = plan.stop_reason or ("completed" if done else None)
             total_drops = Counter({k: int(v) for k, v in (crawl["drops"] or {}).items()})
