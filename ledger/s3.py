@@ -158,11 +158,13 @@ class S3Store:
         return json.loads(data.decode("utf-8"))
 
     # -- URLs ----------------------------------------------------------------------------
-    def presign_get(self, key: str, expires_s: int = 300, *, bucket: str | None = None) -> str:
+    def presign_get(self, key: str, expires_s: int = 300, *, bucket: str | None = None,
+                    download_name: str | None = None) -> str:
         """A presigned ``GetObject`` URL valid ``expires_s`` seconds (SigV4, local computation;
-        existence of the object is not verified)."""
-        return self.client.generate_presigned_url(
-            "get_object",
-            Params={"Bucket": bucket or self.bucket, "Key": key},
-            ExpiresIn=int(expires_s),
-        )
+        existence of the object is not verified). ``download_name`` asks S3 to answer with
+        ``Content-Disposition: attachment; filename=...`` so browsers save instead of render."""
+        params = {"Bucket": bucket or self.bucket, "Key": key}
+        if download_name:
+            safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in download_name)[:200] or "archive.wacz"
+            params["ResponseContentDisposition"] = f'attachment; filename="{safe}"'
+        return self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=int(expires_s))

@@ -38,3 +38,17 @@ def s3server_put(s3_server):
     from tests.archive.helpers import put_json
 
     return lambda key, data: put_json(s3_server, key, data)
+
+
+@pytest.fixture(scope="session")
+def archive_ledger(create_database, migrated_template, fga_server, s3_server):
+    """A real ledger (uvicorn on loopback, dev-header identity, periodic outbox worker) over a
+    database holding four admitted archives whose tuples the worker delivered to OpenFGA.
+    See :mod:`tests.archive.ledger_stack`."""
+    from tests.archive.ledger_stack import start_archive_ledger
+
+    stack = start_archive_ledger(create_database(template=migrated_template), fga_server.new_store(), s3_server)
+    try:
+        yield stack
+    finally:
+        stack.stop()

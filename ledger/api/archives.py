@@ -1,0 +1,120 @@
+"""Archive routes (reference/ledger.md §6.4–§6.5).
+
+* ``GET /api/archives[?before=<date-time>]`` — newest first by ``captured_at``, 50 rows per
+  page in SQL, then filtered with one BatchCheck ``can_view`` (so a page may hold fewer than
+  50 rows, even none, while older rows exist). ``before`` is a strict cursor (``captured_at <
+  before``, millisecond precision). Rows: ``id, taskId, sourceUrl, labels, waczComplete,
+  capturedAt, objectKey`` (bucket is not returned).
+* ``POST /api/archives/{id}/url`` — the only enforcement point: Check ``can_view`` with the
+  caller's organizations as contextual ``member`` tuples and ``current_time``; denied or not
+  in the ledger → 404 ``{"error":"not found"}``; else a presigned S3 GET valid 300 s:
+  ``{"url", "expiresIn": 300}``. Downloads never pass through the ledger's origin (case C12).
+
+Validation precedes authentication: a malformed ``before`` or id is 400 even anonymously.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from ledger.api.errors import NotPermitted
+from ledger.api.identity import authenticate
+
+log = logging.getLogger("waggle.archives")
+router = APIRouter()
+
+PAGE_SIZE = 50
+URL_EXPIRY_S = 300
+
+
+def iso_ms(value: datetime) -> str:
+    """ISO 8601 UTC with milliseconds and ``Z`` (e.g. ``2026-09-19T14:53:36.759Z``)."""
+    return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _bad(message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=400)
+
+
+def parse_before(values: list[str]) -> datetime | None | JSONResponse:
+    """The ``before`` cursor, or a 400 response saying what to send instead."""
+    if not values:
+        return None
+    if len(values) > 1:
+        return _bad("before may be given once (the capturedAt of the last row you have)")
+    raw = values[0]
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None or "T" not in raw.upper():
+        return _bad("before must be a date-time with a time zone offset, e.g. 2026-09-19T14:53:36.759Z")
+    return when
+
+
+def row_json(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(r["id"]),
+        "taskId": str(r["task_id"]),
+        "sourceUrl": r["source_url"],
+        "labels": list(r["labels"] or []),
+        "waczComplete": r["wacz_complete"],
+        "capturedAt": iso_ms(r["captured_at"]),
+        "objectKey": r["object_key"],
+    }
+
+
+@router.get("/api/archives")
+async def list_archives(request: Request) -> Any:
+    """200 ``{"archives": [...]}`` — the caller's viewable rows of one page; 400 for a bad
+    ``before``; 401 without identity."""
+    before = parse_before(request.query_params.getlist("before"))
+    if isinstance(before, JSONResponse):
+        return before
+    identity = await authenticate(request)
+    services = request.app.state.services
+    async with services.pool.connection() as conn:
+        rows = await (await conn.execute(
+            """
+            SELECT id, task_id, source_url, labels, wacz_complete, captured_at, object_key
+            FROM archives
+            WHERE (%(before)s::timestamptz IS NULL OR captured_at < %(before)s::timestamptz)
+            ORDER BY captured_at DESC, id DESC
+            LIMIT %(limit)s
+            """,
+            {"before": before, "limit": PAGE_SIZE},
+        )).fetchall()
+    if not rows:
+        return {"archives": []}
+    allowed = await services.authz.viewable(identity, [str(r["id"]) for r in rows])
+    return {"archives": [row_json(r) for r in rows if str(r["id"]) in allowed]}
+
+
+@router.post("/api/archives/{archive_id}/url")
+async def sign_url(archive_id: str, request: Request) -> Any:
+    """200 ``{"url": <presigned GET>, "expiresIn": 300}``; 400 for a non-UUID id; 401 without
+    identity; 404 ``{"error":"not found"}`` when denied or unknown."""
+    try:
+        aid = str(uuid.UUID(archive_id))
+    except ValueError:
+        return _bad("the archive id must be a UUID, e.g. 3f2b8c1e-8d0a-4d59-9f5e-0c6a1b2d3e4f")
+    identity = await authenticate(request)
+    services = request.app.state.services
+    if not await services.authz.can_view(identity, aid):
+        raise NotPermitted()
+    async with services.pool.connection() as conn:
+        row = await (await conn.execute(
+            "SELECT bucket, object_key FROM archives WHERE id = %s", (aid,))).fetchone()
+    if row is None:
+        log.warning("Check allowed an archive that is not in the ledger", extra={"archiveId": aid})
+        raise NotPermitted()
+    name = row["object_key"].rsplit("/", 1)[-1]
+    url = services.s3.presign_get(row["object_key"], URL_EXPIRY_S, bucket=row["bucket"], download_name=name)
+    log.info("Signed URL issued", extra={"archiveId": aid})
+    return {"url": url, "expiresIn": URL_EXPIRY_S}
