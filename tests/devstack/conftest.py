@@ -18,3 +18,33 @@ def tscompile_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(15)
+
+
+@pytest.fixture(scope="session")
+def test_site():
+    """The local test site (tests/devstack/site.py) on 127.0.0.1."""
+    from tests.devstack.site import TestSite
+
+    site = TestSite().start()
+    try:
+        yield site
+    finally:
+        site.stop()
+
+
+# Short settle limits keep each capture around a second; behaviour is the same as the defaults.
+FAST_SETTLE = '{"minMs": 100, "maxMs": 2000, "quietMs": 200, "networkConcurrency": 0}'
+
+
+@pytest.fixture(scope="session")
+def capture_server(s3_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One ``python -m devstack.capture --allow-private`` (one Chromium) writing to ``s3_server``;
+    fault knobs settable through ``PUT /faults``; the browser is recycled every 4 captures."""
+    proc, url = start_module(
+        "devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint, "--faults-endpoint",
+        "--settle", FAST_SETTLE, "--recycle-every", "4", tmp_dir=tmp_path_factory.mktemp("capture"))
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -3,7 +3,9 @@
 Routes: ``/start`` 302 → ``/page``; ``/page`` has a ``fetch()`` of ``/api/data.json``, an iframe
 ``/frame.html``, a lazy image ``/img/lazy.png`` 5000 px below the fold and links; ``/gzip``
 answers chunked + gzip'd (case C9); ``/missing`` 404; ``/big`` a 300 kB body; ``/slow`` waits
-``?ms=`` ms; ``/tracker.js`` (policy target). ``hits`` counts requests per path.
+``?ms=`` ms; ``/tracker.js`` (policy target). ``hits`` counts requests per path;
+``connection_headers`` keeps each request's ``Connection`` header (the capture proxy sends
+``close``; Chromium itself would send ``keep-alive``).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         path = parts.path
         self.site.hits[path] += 1
+        self.site.connection_headers.append((path, self.headers.get("Connection", "")))
         if path == "/start":
             self.send_response(302)
             self.send_header("Location", "/page")
@@ -108,6 +111,7 @@ class TestSite:
 
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
+        self.connection_headers: list[tuple[str, str]] = []  # (path, Connection header) per request
         handler = type("Handler", (_Handler,), {"site": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
