@@ -92,7 +92,7 @@ def ask_leave_or_fail(console: Console, crawl_id: str, stdin: TextIO | None = No
     console.print("  [bold]f[/bold] = fail it now (its pages so far stay recorded)")
     try:
         while True:
-            console.print("Leave running or fail? [l/f] (f): ", end="")
+            console.print("Leave running or fail? [l/f] (f): ", end="", markup=False)
             answer = stdin.readline()
             if answer == "":  # EOF
                 console.print("\nno answer (end of input): failing it.")

@@ -1,0 +1,266 @@
+"""``waggle crawl / crawls / archives / url`` against a ledger that speaks the documented API."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ledger.cli import app
+from tests.client.fake_ledger import FakeLedger, wacz_bytes
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_crawl_submits_the_body_follows_progress_and_summarizes(fake_ledger: FakeLedger, client_env, tmp_path):
+    script = tmp_path / "clicker.ts"
+    script.write_text("__bh.report({clicked: 1});\n")
+    result = run(
+        "crawl", "http://a.test/", "http://b.test/", "--depth", "2", "--max-pages", "10", "--delay-ms", "150",
+        "--parallelism", "2", "--scope", "same-host", "--script", "autoscroll@2", "--script", f"preload:{script}",
+        "--poll-interval", "0.05", "--archive-wait", "5",
+    )
+    assert result.exit_code == 0, result.output
+    assert fake_ledger.bodies == [{
+        "seeds": ["http://a.test/", "http://b.test/"], "scope": "same-host", "maxDepth": 2, "maxPages": 10,
+        "perHostDelayMs": 150, "hostParallelism": 2,
+        "scripts": ["autoscroll@2", {"name": "clicker", "phase": "preload", "source": "__bh.report({clicked: 1});\n"}],
+    }]
+    out = result.output
+    # progress: one line per change, levels in order, counters growing
+    lines = [ln for ln in out.splitlines() if ln.startswith("crawl ") and " running: level " in ln]
+    levels = [int(re.search(r"level (\d+)", ln).group(1)) for ln in lines]
+    assert levels == sorted(levels) and levels[0] == 0 and levels[-1] == 2, lines
+    assert "hosts in flight 2" in out  # level 1 runs on a.test and b.test
+    assert re.search(r"succeeded: level 2 · captured 4 · failed 2 · skipped 1", out), out
+    # summary: state, stop reason, failures with their reasons
+    assert "max_depth" in out and "succeeded" in out
+    assert "http://b.test/slow" in out and "timeout: navigation exceeded 30 s" in out
+    assert "http: 500" in out
+    # archives with signed URLs, one per captured page
+    urls = re.findall(r"http://127\.0\.0\.1:\d+/s3/browserhive/\S+", out)
+    assert len(urls) == 4, out
+    assert "archives (4)" in out
+
+
+def test_crawl_defaults_send_only_seeds(fake_ledger: FakeLedger, client_env):
+    result = run("crawl", "http://a.test/", "--poll-interval", "0.05", "--archive-wait", "5")
+    assert result.exit_code == 0, result.output
+    assert fake_ledger.bodies == [{"seeds": ["http://a.test/"]}]
+
+
+def test_no_scripts_sends_an_empty_list(fake_ledger: FakeLedger, client_env):
+    result = run("crawl", "http://a.test/", "--no-scripts", "--detach")
+    assert result.exit_code == 0, result.output
+    assert fake_ledger.bodies == [{"seeds": ["http://a.test/"], "scripts": []}]
+    crawl_id = re.search(r"crawl (\S+) started", result.output).group(1)
+    assert crawl_id in fake_ledger.crawls
+
+
+def test_missing_script_file_is_a_usage_error(fake_ledger: FakeLedger, client_env, tmp_path):
+    result = run("crawl", "http://a.test/", "--script", str(tmp_path / "nope.ts"))
+    assert result.exit_code == 2
+    assert "no such script file" in result.output
+    assert fake_ledger.bodies == []
+
+
+def test_another_running_crawl_is_named(fake_ledger: FakeLedger, client_env):
+    fake_ledger.endless = True
+    other = fake_ledger.start_crawl({"seeds": ["http://x.test/"]})
+    result = run("crawl", "http://a.test/")
+    assert result.exit_code == 1
+    assert f"crawl {other.id} is already running" in result.output
+    assert f"waggle crawls {other.id} --fail" in result.output
+    assert fake_ledger.bodies == []
+
+
+def test_download_saves_each_wacz(fake_ledger: FakeLedger, client_env, tmp_path):
+    dest = tmp_path / "out"
+    fake_ledger.archive_lag_s = 0.4  # the listing lags the crawl (outbox delay): the client waits
+    result = run("crawl", "http://a.test/", "--poll-interval", "0.05", "--archive-wait", "5", "--download", str(dest))
+    assert result.exit_code == 0, result.output
+    files = sorted(dest.glob("*.wacz"))
+    assert len(files) == 4, result.output
+    served = {wacz_bytes(u) for u in ("http://a.test/", "http://a.test/one", "http://b.test/", "http://b.test/two")}
+    assert {f.read_bytes() for f in files} == served
+    assert not list(dest.glob("*.part"))
+
+
+def test_failed_crawl_exits_1_with_its_error(fake_ledger: FakeLedger, client_env):
+    fake_ledger.endless = True
+    crawl = fake_ledger.start_crawl({"seeds": ["http://a.test/"]})
+    result = run("crawls", crawl.id, "--fail", "--reason", "operator says stop")
+    assert result.exit_code == 0 and "failed." in result.output
+    assert crawl.fail_reasons == ["operator says stop"]
+    shown = run("crawls", crawl.id, "--archive-wait", "0")
+    assert shown.exit_code == 1
+    assert "operator says stop" in shown.output and "failed" in shown.output
+    again = run("crawls", crawl.id, "--fail")
+    assert "was not running" in again.output
+
+
+def test_crawls_archives_and_url(fake_ledger: FakeLedger, client_env, tmp_path):
+    first = run("crawl", "http://a.test/", "--poll-interval", "0.05", "--archive-wait", "5")
+    assert first.exit_code == 0, first.output
+    listing = run("crawls")
+    assert listing.exit_code == 0
+    crawl_id = next(iter(fake_ledger.crawls))
+    assert crawl_id in listing.output and "succeeded" in listing.output and "max_depth" in listing.output
+
+    archives = run("archives")
+    assert archives.exit_code == 0 and "archives (4)" in archives.output
+    row = fake_ledger.archives()[0]
+    assert row["id"] in archives.output and row["sourceUrl"] in archives.output
+    assert "incomplete" in archives.output  # waczComplete false is flagged
+
+    signed = run("url", row["id"], "--download", str(tmp_path))
+    assert signed.exit_code == 0
+    assert re.search(rf"^{re.escape(fake_ledger.base_url)}/s3/browserhive/{row['objectKey']}\?", signed.stdout, re.M)
+    assert (tmp_path / f"{row['id']}.wacz").read_bytes() == wacz_bytes(row["sourceUrl"])
+
+    missing = run("url", "00000000-0000-4000-8000-000000000000")
+    assert missing.exit_code == 1 and "not found" in missing.output
+
+
+def test_refused_token_says_how_to_get_one(fake_ledger: FakeLedger, client_env, monkeypatch):
+    monkeypatch.setenv("WAGGLE_TOKEN", "wrong")
+    result = run("archives")
+    assert result.exit_code == 1
+    assert "refused the token" in result.output and "WAGGLE_TOKEN" in result.output
+
+
+def test_no_api_configured(tmp_path, monkeypatch):
+    monkeypatch.delenv("WAGGLE_API_URL", raising=False)
+    monkeypatch.delenv("WAGGLE_TOKEN", raising=False)
+    monkeypatch.setenv("WAGGLE_STATE_DIR", str(tmp_path))
+    result = run("crawls")
+    assert result.exit_code == 1
+    assert "WAGGLE_API_URL" in result.output and "waggle dev up" in result.output
+
+
+def test_ledger_down_is_named(tmp_path, monkeypatch):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    monkeypatch.setenv("WAGGLE_API_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("WAGGLE_TOKEN", "t")
+    result = run("crawls")
+    assert result.exit_code == 1
+    assert f"http://127.0.0.1:{port} does not answer" in result.output
+
+
+def test_stack_json_gives_url_and_a_minted_token(fake_ledger: FakeLedger, tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.delenv("WAGGLE_API_URL", raising=False)
+    monkeypatch.delenv("WAGGLE_TOKEN", raising=False)
+    monkeypatch.setenv("WAGGLE_STATE_DIR", str(tmp_path))
+    (tmp_path / "stack.json").write_text(json.dumps({
+        "services": {"ledger": fake_ledger.base_url, "issuer": fake_ledger.base_url},
+        "subject": "local", "organization": "default",
+    }))
+    result = run("archives")
+    assert result.exit_code == 0, result.output
+    assert fake_ledger.issued == [{"subject": "local", "organizations": ["default"], "expiresIn": "1h"}]
+
+
+# -- Ctrl-C: a real SIGINT to a real process ------------------------------------------------
+class Proc:
+    """The CLI as a child process; a thread collects its output so waits never block on a prompt."""
+
+    def __init__(self, env: dict[str, str], *args: str, stdin):
+        import threading
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from ledger.cli import main; main()", *args],
+            cwd=REPO, env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
+            stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )
+        self.out = b""
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while chunk := self.proc.stdout.read1(4096):
+            self.out += chunk
+
+    @property
+    def text(self) -> str:
+        return self.out.decode(errors="replace")
+
+    def wait_for(self, needle: str, timeout_s: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while needle not in self.text:
+            if time.monotonic() > deadline or (self.proc.poll() is not None and needle not in self.text):
+                raise AssertionError(f"never saw {needle!r} in: {self.text}")
+            time.sleep(0.02)
+
+    def finish(self, timeout_s: float = 20.0) -> int:
+        code = self.proc.wait(timeout=timeout_s)
+        self._reader.join(timeout=5)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def test_ctrl_c_without_a_terminal_fails_the_crawl_and_says_so(fake_ledger: FakeLedger, client_env):
+    fake_ledger.endless = True
+    proc = Proc(client_env, "crawl", "http://a.test/", "--poll-interval", "0.05", stdin=subprocess.DEVNULL)
+    try:
+        proc.wait_for(" running: level ")  # following has begun
+        proc.proc.send_signal(signal.SIGINT)
+        code = proc.finish()
+    finally:
+        proc.kill()
+    out = proc.text
+    assert code == 130, out
+    (crawl,) = fake_ledger.crawls.values()
+    assert "stdin is not a terminal" in out and f"failing crawl {crawl.id}" in out
+    assert crawl.state == "failed"
+    assert crawl.fail_reasons == ["stopped by the user (Ctrl-C in `waggle crawl`)"]
+    assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("answer", ["l", "f"])
+def test_ctrl_c_at_a_terminal_asks_leave_or_fail(fake_ledger: FakeLedger, client_env, answer):
+    fake_ledger.endless = True
+    master, slave = pty.openpty()
+    proc = Proc(client_env, "crawl", "http://a.test/", "--poll-interval", "0.05", stdin=slave)
+    os.close(slave)
+    try:
+        proc.wait_for(" running: level ")
+        proc.proc.send_signal(signal.SIGINT)
+        proc.wait_for("Leave running or fail? [l/f]")
+        os.write(master, f"{answer}\n".encode())
+        code = proc.finish()
+    finally:
+        proc.kill()
+        os.close(master)
+    out = proc.text
+    (crawl,) = fake_ledger.crawls.values()
+    assert code == 130, out
+    if answer == "l":
+        assert crawl.state == "running" and crawl.fail_reasons == []
+        assert f"waggle crawls {crawl.id} --follow" in out
+    else:
+        assert crawl.state == "failed" and len(crawl.fail_reasons) == 1
+        assert f"Crawl {crawl.id} failed" in out
