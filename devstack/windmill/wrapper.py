@@ -1,0 +1,63 @@
+"""Run one step script the way Windmill's Python wrapper does (windmill.md §7.3, §7.6).
+
+``python -m devstack.windmill.wrapper <script path> <args.json> <result.json>``:
+imports ``f.waggle.<name>`` (repository root on PYTHONPATH), calls ``main`` with the
+JSON arguments — a parameter without a default gets ``None`` when missing; one with a
+default gets its default when the value is missing or null — and writes the result as
+JSON. An exception becomes ``{"error": {message, name, stack, extra?, step_id}}`` and exit 1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import sys
+import traceback
+
+
+def build_kwargs(main, args: dict) -> dict:
+    """Keyword arguments for ``main`` from ``args`` under Windmill's null/default rules."""
+    kwargs = {}
+    for name, param in inspect.signature(main).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        value = args.get(name)
+        if param.default is inspect.Parameter.empty:
+            kwargs[name] = value
+        elif value is not None:
+            kwargs[name] = value
+    return kwargs
+
+
+def run(script_path: str, args_file: str, result_file: str) -> int:
+    with open(args_file, encoding="utf-8") as fh:
+        args = json.load(fh)
+    try:
+        module = importlib.import_module(script_path.replace("/", "."))
+        result = module.main(**build_kwargs(module.main, args))
+        text = json.dumps(result, separators=(",", ":"), default=str)
+        code = 0
+    except BaseException as exc:  # noqa: BLE001 - Windmill catches everything, SystemExit included
+        error = {
+            "message": str(exc),
+            "name": type(exc).__name__,
+            "stack": traceback.format_exc(),
+        }
+        extra = {k: v for k, v in getattr(exc, "__dict__", {}).items() if not k.startswith("_")}
+        if extra:
+            error["extra"] = json.loads(json.dumps(extra, default=str))
+        step = os.environ.get("WM_FLOW_STEP_ID")
+        if step:
+            error["step_id"] = step
+        text = json.dumps({"error": error}, default=str)
+        traceback.print_exc()
+        code = 1
+    with open(result_file, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1], sys.argv[2], sys.argv[3]))
