@@ -269,7 +269,7 @@ def check_flow_token(ctx: Context) -> Outcome:
                        f"{rewrite}, minted with the organization the crawls belong to")
     if not body.get("canSubmit"):
         return Outcome(FAIL, f"{subject} may not submit for {', '.join(orgs)}",
-                       f"grant it: `waggle grant {subject} submitter {orgs[0]}`")
+                       f"grant it: `waggle grant submitter {subject} {orgs[0]}`")
     return Outcome(OK, f"{subject} may submit for {', '.join(orgs)}")
 
 

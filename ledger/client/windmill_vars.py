@@ -20,6 +20,11 @@ VARIABLES = (TOKEN, API_URL, ENDPOINTS, TLS_CA, TS_COMPILE_URL)
 SECRET = {TOKEN}
 DESCRIPTION = "set by waggle scripts/windmill-variables"
 
+# Defaults for the compose.yaml stack: service names as the Windmill workers resolve them.
+DEFAULT_API_URL = "http://ledger:7070"
+DEFAULT_ENDPOINTS = ("http://browserhive-1:50051", "http://browserhive-2:50051")
+DEFAULT_TS_COMPILE_URL = "http://ts-compile:8080"
+
 
 class VariableError(ValueError):
     """A value the flow could not use; ``str()`` names the variable and what to change."""

@@ -1,0 +1,218 @@
+"""compose.yaml and the Dockerfile, checked by reading them (Docker does not run here).
+
+What is asserted is what an operator relies on: nothing published beyond loopback, every
+long-running service health-checked, the Windmill deadlock avoided with two workers, two
+BrowserHive each with its own Chromium, the ledger built from this repository and configured
+only with settings it actually has, and the Windmill variables' defaults naming real services.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from ledger.client import windmill_vars as wv
+from ledger.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((REPO / "compose.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose) -> dict:
+    return compose["services"]
+
+
+def _expand(value: str) -> str:
+    """Compose interpolation with defaults only (``${X:-d}`` → d, ``${X}``/``${X:?e}`` → X)."""
+    value = re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", value)
+    return re.sub(r"\$\{(\w+)(:\?[^}]*)?\}", r"<\1>", value)
+
+
+def _env(service: dict) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {k: _expand(str(v)) for k, v in env.items()}
+
+
+def _one_shot(name: str, services: dict) -> bool:
+    """A job that runs once and that others wait on to *complete* (no health to check)."""
+    if services[name].get("restart") != "no":
+        return False
+    return any(
+        isinstance(s.get("depends_on"), dict) and s["depends_on"].get(name, {}).get("condition") == "service_completed_successfully"
+        for s in services.values()
+    )
+
+
+def test_every_published_port_is_loopback_only(services):
+    published = 0
+    for name, svc in services.items():
+        for port in svc.get("ports", []):
+            published += 1
+            if isinstance(port, dict):
+                assert port.get("host_ip") == "127.0.0.1", (name, port)
+            else:
+                assert re.fullmatch(r"127\.0\.0\.1:\d+:\d+(/tcp)?", str(port)), (name, port)
+    assert published >= 6  # windmill, ts-compile, s3, 2× browserhive, openfga, ledger
+    assert all("network_mode" not in s for s in services.values())  # host networking would bypass it
+
+
+def test_every_service_has_a_healthcheck_except_one_shot_jobs(services):
+    one_shots = [n for n in services if _one_shot(n, services)]
+    assert one_shots == ["openfga-migrate"]
+    for name, svc in services.items():
+        if name in one_shots:
+            continue
+        check = svc.get("healthcheck") or {}
+        assert check.get("test") and not check.get("disable"), f"{name} has no health check"
+        test = check["test"]
+        assert test[0] in ("CMD", "CMD-SHELL") and len(test) > 1, (name, test)
+
+
+def test_dependencies_exist_and_wait_for_health(services):
+    for name, svc in services.items():
+        deps = svc.get("depends_on") or {}
+        assert isinstance(deps, dict), f"{name}: depends_on must state conditions"
+        for dep, cond in deps.items():
+            assert dep in services, (name, dep)
+            if cond["condition"] == "service_healthy":
+                assert services[dep].get("healthcheck"), (name, dep)
+            else:
+                assert cond["condition"] == "service_completed_successfully" and _one_shot(dep, services)
+
+
+def test_windmill_server_and_exactly_two_workers(services):
+    windmill = {n: s for n, s in services.items() if "windmill-labs/windmill" in s.get("image", "")}
+    modes = sorted(_env(s)["MODE"] for s in windmill.values())
+    assert modes == ["server", "worker", "worker"]  # not standalone: one worker deadlocks trigger_crawl
+    tags = {_expand(s["image"]).rsplit(":", 1)[1] for s in windmill.values()}
+    assert len(tags) == 1 and re.fullmatch(r"\d+\.\d+\.\d+", tags.pop())  # one pinned version, no `v`
+    for name, svc in windmill.items():
+        assert _env(svc)["DATABASE_URL"].startswith("postgres://"), name
+        assert urlsplit(_env(svc)["DATABASE_URL"]).hostname in services
+    server = next(s for s in windmill.values() if _env(s)["MODE"] == "server")
+    assert server["ports"] == ["127.0.0.1:8000:8000"]
+
+
+def test_two_browserhive_each_with_its_own_chromium(services):
+    hives = {n: s for n, s in services.items() if n.startswith("browserhive")}
+    assert len(hives) == 2
+    browsers = set()
+    for name, svc in hives.items():
+        env = _env(svc)
+        chromium = urlsplit(env["BROWSERHIVE_BROWSER_URL"]).hostname
+        assert chromium in services and "chromium" in chromium
+        assert svc["depends_on"][chromium]["condition"] == "service_healthy"
+        browsers.add(chromium)
+        s3 = urlsplit(env["BROWSERHIVE_S3_ENDPOINT"]).hostname
+        assert s3 == "seaweedfs" and env["BROWSERHIVE_S3_FORCE_PATH_STYLE"] == "true"
+        assert env["BROWSERHIVE_S3_BUCKET"] == "browserhive"
+    assert len(browsers) == 2
+
+
+def test_the_ledger_is_built_from_this_repository(services):
+    ledger = services["ledger"]
+    assert ledger["build"] == {"context": ".", "dockerfile": "Dockerfile"}
+    assert (REPO / "Dockerfile").is_file()
+    assert "waggle serve" in " ".join(ledger["command"]) and "waggle db migrate" in " ".join(ledger["command"])
+
+
+def test_ledger_env_names_are_settings_fields(services):
+    env = _env(services["ledger"])
+    fields = {f"WAGGLE_{name.upper()}" for name in Settings.model_fields}
+    unknown = sorted(set(env) - fields)
+    assert unknown == [], f"compose sets names the ledger does not read: {unknown}"
+    needed = {"WAGGLE_DATABASE_URL", "WAGGLE_S3_ENDPOINT", "WAGGLE_S3_BUCKET", "WAGGLE_S3_ACCESS_KEY_ID",
+              "WAGGLE_S3_SECRET_ACCESS_KEY", "WAGGLE_FGA_API_URL", "WAGGLE_FGA_STORE_ID", "WAGGLE_FGA_MODEL_ID",
+              "WAGGLE_OIDC_ISSUER", "WAGGLE_CRAWL_WEBHOOK_URL", "WAGGLE_CRAWL_WEBHOOK_TOKEN", "WAGGLE_API_HOST"}
+    assert needed <= set(env)
+    assert env["WAGGLE_API_HOST"] == "0.0.0.0"  # level reports come from the workers' containers
+    # Settings accepts every value compose gives (types, ranges, the formats list)
+    values = {k.removeprefix("WAGGLE_").lower(): v for k, v in env.items() if v and not v.startswith("<")}
+    Settings(_env_file=None, **values)
+    # internal URLs name services of this file
+    for key in ("WAGGLE_DATABASE_URL", "WAGGLE_FGA_API_URL", "WAGGLE_S3_ENDPOINT", "WAGGLE_CRAWL_WEBHOOK_URL"):
+        assert urlsplit(env[key]).hostname in services, key
+    assert env["WAGGLE_CRAWL_WEBHOOK_URL"].endswith("/jobs/run/f/f/waggle/crawl_level")
+    assert urlsplit(env["WAGGLE_DATABASE_URL"]).path == "/waggle"
+
+
+def test_windmill_variable_defaults_name_compose_services(services):
+    def container_port(name: str) -> set[int]:
+        ports = {int(str(p).rsplit(":", 1)[1].split("/")[0]) for p in services[name].get("ports", [])}
+        env = _env(services[name])
+        for key in ("PORT", "BROWSERHIVE_PORT", "WAGGLE_API_PORT"):
+            if key in env:
+                ports.add(int(env[key]))
+        return ports
+
+    for url in (wv.DEFAULT_API_URL, *wv.DEFAULT_ENDPOINTS, wv.DEFAULT_TS_COMPILE_URL):
+        parts = urlsplit(url)
+        assert parts.hostname in services, url
+        assert parts.port in container_port(parts.hostname), url
+
+
+def test_openfga_has_its_own_postgres_and_migrates_first(services):
+    env = _env(services["openfga"])
+    assert env["OPENFGA_DATASTORE_ENGINE"] == "postgres"
+    assert urlsplit(env["OPENFGA_DATASTORE_URI"]).hostname == "openfga-db"
+    assert services["openfga-migrate"]["command"] == ["migrate"]
+    assert services["openfga"]["depends_on"]["openfga-migrate"]["condition"] == "service_completed_successfully"
+    assert env["OPENFGA_AUTHN_METHOD"] == "preshared"
+
+
+def test_images_are_pinned(services):
+    for name, svc in services.items():
+        if "image" not in svc or "build" in svc:
+            continue
+        image = _expand(svc["image"])
+        assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), (name, image)
+
+
+def test_dockerfile_and_dockerignore():
+    text = (REPO / "Dockerfile").read_text()
+    froms = re.findall(r"^FROM (\S+)", text, re.M)
+    assert froms and all(f.startswith("docker.io/library/python:3.11-") for f in froms)
+    assert re.search(r'^CMD \["waggle", "serve"\]', text, re.M)
+    assert re.search(r"^EXPOSE 7070$", text, re.M)
+    assert re.search(r"^USER waggle$", text, re.M)  # not root
+    assert "[dev" not in text  # the stand-ins and browsers stay out of the image
+    for src in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
+        for path in src.split():
+            assert (REPO / path).exists() or path == "README.md", f"Dockerfile copies missing {path}"
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert {".git", ".venv", ".env", "**/node_modules"} <= set(ignored)
+
+
+def test_the_image_cli_runs_without_the_dev_extras():
+    # The image installs the project without [dev]: block those modules and start the CLI.
+    blocker = (
+        "import sys, importlib.abc\n"
+        "BLOCK = {'pgserver', 'playwright', 'py_mini_racer', 'wacz', 'pywb', 'cdxj_indexer', 'openfga_cli'}\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] in BLOCK: raise ImportError('dev extra not in the image: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "sys.argv = ['waggle', '--help']\n"
+        "from ledger.cli import main\n"
+        "from ledger.api.app import create_app\n"
+        "main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", blocker], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    for command in ("serve", "db", "crawl", "grant", "fga"):
+        assert re.search(rf"│ {command}\s", out.stdout), command
