@@ -37,7 +37,7 @@ MAX_ATTEMPTS = 2
 RETRYABLE = frozenset({"connection", "timeout", "internal"})
 BUSY_JITTER_MS = (500.0, 1500.0)
 BACKOFF_STATUSES = frozenset({429, 503})
-BACKOFF_MIN_MS = 1000  # a zero gap doubled would stay zero
+BACKOFF_MIN_MS = 1000  # what a zero gap becomes (doubling zero would stay zero)
 BACKOFF_CAP_MS = 120_000
 FORMAT_KEYS = ("png", "webp", "html", "links", "mhtml", "wacz")
 NO_MANIFEST = "the capture response carried no manifest outcome"
@@ -320,6 +320,13 @@ def capture_one(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def backed_off_gap(gap_ms: int) -> int:
+    """The host's gap after a 429/503 main document: doubled (0 → 1 s), capped at BACKOFF_CAP_MS,
+    never shorter than before (a longer Crawl-delay stays)."""
+    doubled = gap_ms * 2 if gap_ms > 0 else BACKOFF_MIN_MS
+    return max(gap_ms, min(doubled, BACKOFF_CAP_MS))
+
+
 def capture_host(
     endpoints: Sequence[Endpoint],
     host: str,
@@ -364,7 +371,7 @@ def capture_host(
         )
         results.append(result)
         if doc_status in BACKOFF_STATUSES:
-            new_gap = max(gap, min(max(gap * 2, BACKOFF_MIN_MS), max(BACKOFF_CAP_MS, gap)))
+            new_gap = backed_off_gap(gap)
             say(f"main document answered {doc_status}: gap for the rest of this level {gap} → {new_gap} ms")
             gap = new_gap
     return results

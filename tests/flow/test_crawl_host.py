@@ -1,0 +1,356 @@
+"""crawl_host (reference/scheduler.md §7.1, every case), with real timers at millisecond scale."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from f.waggle.crawl_host import (
+    Answer,
+    ServerUnavailable,
+    BACKOFF_CAP_MS,
+    backed_off_gap,
+    capture_host,
+    describe_refusal,
+    parse_endpoints,
+)
+from tests.flow.fakes import FakeEndpoint, capture_reply
+
+FORMATS = {"png": False, "webp": False, "html": False, "links": True, "mhtml": False, "wacz": True}
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def run(endpoints, urls, delay=0, initial=0, *, formats=FORMATS, signing=False, scripts=(), sink=None, log=None):
+    return capture_host(endpoints, "m", urls, "c1", formats=formats, signing=signing, scripts=list(scripts),
+                        artifact_sink=sink, delay_ms=delay, initial_delay_ms=initial,
+                        busy_jitter_ms=(1, 2), log=log or (lambda _m: None))
+
+
+def eps(*names, calls=None, **kw):
+    calls = [] if calls is None else calls
+    return [FakeEndpoint(n, calls, **kw) for n in names], calls
+
+
+# -- where the gap goes ---------------------------------------------------------------------
+
+def test_gap_after_completion_not_before_submission():
+    slow = FakeEndpoint("bh-1", [], delay_s=0.03)
+    start = time.monotonic()
+    run([slow], ["a", "b", "c"], delay=60)
+    t = slow.times
+    assert t[0] - start < 0.05
+    # each submission waits the gap after the previous capture *finished* (30 ms capture + 60 ms gap)
+    assert all(b - a >= 0.055 + 0.03 for a, b in zip(t, t[1:]))
+
+
+def test_initial_delay_before_first_page():
+    (e,), _ = eps("bh-1")
+    start = time.monotonic()
+    run([e], ["a"], initial=80)
+    assert e.times[0] - start >= 0.075
+
+
+def test_zero_gap_means_no_waiting():
+    (e,), _ = eps("bh-1")
+    start = time.monotonic()
+    run([e], ["a", "b"], delay=0)
+    assert time.monotonic() - start < 0.2
+
+
+# -- judging the result ---------------------------------------------------------------------
+
+def test_success_is_captured_with_task_and_times():
+    (e,), _ = eps("bh-1")
+    [r] = run([e], ["a"])
+    assert r["status"] == "captured" and r["taskId"] == "task-a@bh-1" and r["correlationId"] == "c1"
+    assert ISO.match(r["submittedAt"]) and ISO.match(r["finishedAt"])
+    assert list(r)[:6] == ["url", "status", "taskId", "correlationId", "submittedAt", "finishedAt"]
+
+
+def test_not_success_is_failed_with_reason_and_task():
+    (e,), _ = eps("bh-1", responses=[lambda u, t: capture_reply(u, t, status="http_error", error_type="http")])
+    [r] = run([e], ["a"])
+    assert r["status"] == "failed" and r["skipReason"] == "http_error: boom" and r["taskId"] == "task-a@bh-1"
+
+
+def test_links_location_on_success_only():
+    (e,), _ = eps("bh-1")
+    assert run([e], ["a"])[0]["linksLocation"] == "s3://b/x.links.json"
+    (e,), _ = eps("bh-1", responses=[lambda u, t: capture_reply(u, t, links="")])
+    assert "linksLocation" not in run([e], ["a"])[0]
+    (e,), _ = eps("bh-1", responses=[lambda u, t: capture_reply(u, t, status="failed", error_type="http")])
+    assert "linksLocation" not in run([e], ["a"])[0]
+
+
+# -- manifest outcome -----------------------------------------------------------------------
+
+def test_manifest_location_carried_verbatim():
+    loc = "s3://b/elsewhere/x y+z.result.json"
+    (e,), _ = eps("bh-1", responses=[lambda u, t: capture_reply(u, t, manifest={"location": loc})])
+    [r] = run([e], ["a"])
+    assert r["manifestLocation"] == loc and "manifestError" not in r
+
+
+def test_manifest_write_error_carried():
+    err = "s3://b/t_.result.json: not written within 10000ms"
+    (e,), _ = eps("bh-1", responses=[lambda u, t: capture_reply(u, t, manifest={"error": err})])
+    [r] = run([e], ["a"])
+    assert r["manifestError"] == err and "manifestLocation" not in r
+
+
+@pytest.mark.parametrize("manifest", [None, {"location": ""}, "absent"])
+def test_no_manifest_outcome(manifest):
+    (e,), _ = eps("bh-1", responses=[lambda u, t: capture_reply(u, t, manifest=manifest)])
+    [r] = run([e], ["a"])
+    assert "no manifest outcome" in r["manifestError"] and "manifestLocation" not in r
+
+
+def test_refused_submission_has_no_task_and_no_manifest_fields():
+    (e,), _ = eps("bh-1", fail_on=("a",))
+    [r] = run([e], ["a"])
+    assert "taskId" not in r and "manifestLocation" not in r and "manifestError" not in r
+
+
+def test_no_task_id_means_no_manifest_fields():
+    # a 200 without taskId must not get manifest fields (the ledger would reject the report)
+    (e,), _ = eps("bh-1", responses=[{"report": {"status": "success"}, "manifest": {"location": "s3://b/x"}}])
+    [r] = run([e], ["a"])
+    assert "taskId" not in r and "manifestLocation" not in r and "manifestError" not in r
+
+
+# -- one failed page ------------------------------------------------------------------------
+
+def test_one_failed_page_does_not_stop_the_rest():
+    (e,), _ = eps("bh-1", fail_on=("b",))
+    results = run([e], ["a", "b", "c"])
+    assert [r["status"] for r in results] == ["captured", "failed", "captured"]
+    assert results[1]["skipReason"] == "400 ValidationException: could not be submitted"
+    assert "taskId" not in results[1]
+
+
+def test_server_500_is_a_page_failure():
+    (e,), calls = eps("bh-1", refuse=Answer(500, "InternalFailure", {}))
+    [r] = run([e], ["a"])
+    assert r["status"] == "failed" and r["skipReason"] == "500 InternalFailure" and "taskId" not in r
+    assert calls == ["bh-1"]  # refusals are never retried
+
+
+def test_deadline_is_a_page_failure():
+    (e,), _ = eps("bh-1", error=TimeoutError("deadline 145000ms passed"))
+    [r] = run([e], ["a"])
+    assert r["status"] == "failed" and "deadline" in r["skipReason"] and "taskId" not in r
+
+
+# -- reading refusals -----------------------------------------------------------------------
+
+def test_describe_refusal_with_message():
+    a = Answer(400, "ValidationException", {"message": "1 validation error detected", "fieldList": [{"path": "/url"}]})
+    assert describe_refusal(a) == "400 ValidationException: 1 validation error detected"
+
+
+def test_describe_refusal_text_body():
+    assert describe_refusal(Answer(502, None, "<html>bad gateway</html>")) == "502: <html>bad gateway</html>"
+
+
+# -- choosing an endpoint -------------------------------------------------------------------
+
+def test_busy_endpoint_is_skipped():
+    calls: list[str] = []
+    e = [FakeEndpoint("bh-1", calls, busy_times=1), FakeEndpoint("bh-2", calls)]
+    [r] = run(e, ["a"])
+    assert calls == ["bh-1", "bh-2"] and r["status"] == "captured" and r["taskId"] == "task-a@bh-2"
+
+
+def test_all_busy_wait_and_go_round():
+    calls: list[str] = []
+    e = [FakeEndpoint("bh-1", calls, busy_times=1), FakeEndpoint("bh-2", calls, busy_times=1)]
+    [r] = run(e, ["a"])
+    assert calls == ["bh-1", "bh-2", "bh-1"] and r["status"] == "captured"
+
+
+def test_all_busy_jitter_is_real_and_bounded():
+    calls: list[str] = []
+    e = [FakeEndpoint("bh-1", calls, busy_times=1)]
+    start = time.monotonic()
+    capture_host(e, "m", ["a"], "c1", formats=FORMATS, signing=False, scripts=[], delay_ms=0,
+                 busy_jitter_ms=(100, 150), log=lambda _m: None)
+    assert 0.095 <= e[0].times[1] - start < 0.4
+
+
+def test_order_rotates_per_page():
+    calls: list[str] = []
+    e = [FakeEndpoint("bh-1", calls), FakeEndpoint("bh-2", calls)]
+    results = run(e, ["a", "b", "c"])
+    assert [r["taskId"].removeprefix("task-") for r in results] == ["a@bh-1", "b@bh-2", "c@bh-1"]
+
+
+def test_down_endpoint_is_skipped():
+    calls: list[str] = []
+    e = [FakeEndpoint("bh-1", calls, down=True), FakeEndpoint("bh-2", calls)]
+    [r] = run(e, ["a"])
+    assert calls == ["bh-1", "bh-2"] and r["status"] == "captured"
+
+
+def test_down_is_forgotten_between_pages():
+    calls: list[str] = []
+    e = [FakeEndpoint("bh-1", calls, down=True), FakeEndpoint("bh-2", calls)]
+    run(e, ["a", "b", "c"])
+    # page c starts at bh-1 again: the "down" mark of page a was not carried over
+    assert calls == ["bh-1", "bh-2", "bh-2", "bh-1", "bh-2"]
+
+
+def test_all_down_fails_the_level_not_the_page():
+    calls: list[str] = []
+    e = [FakeEndpoint("bh-1", calls, down=True), FakeEndpoint("bh-2", calls, down=True)]
+    with pytest.raises(ServerUnavailable) as info:
+        run(e, ["a", "b"])
+    assert "bh-1" in str(info.value) and "bh-2" in str(info.value)
+
+
+def test_deadline_is_no_reason_to_skip_an_endpoint():
+    calls: list[str] = []
+    e = [FakeEndpoint("bh-1", calls, error=TimeoutError("deadline")), FakeEndpoint("bh-2", calls)]
+    [r] = run(e, ["a"])
+    assert calls == ["bh-1"] and r["status"] == "failed"
+
+
+# -- retrying transient failures --------------------------------------------------------------
+
+def test_transient_type_retried_once_after_the_gap():
+    (e,), calls = eps("bh-1", responses=[
+        lambda u, t: capture_reply(u, t, status="failed", error_type="connection"),
+        lambda u, t: capture_reply(u, t),
+    ])
+    [r] = run([e], ["a"], delay=40)
+    assert len(calls) == 2 and e.times[1] - e.times[0] >= 0.035 and r["status"] == "captured"
+
+
+def test_second_failure_is_returned():
+    (e,), calls = eps("bh-1", responses=[lambda u, t: capture_reply(u, t, status="timeout", error_type="timeout")])
+    [r] = run([e], ["a"])
+    assert len(calls) == 2 and r["status"] == "failed" and r["skipReason"] == "timeout: boom" and r["taskId"]
+
+
+@pytest.mark.parametrize("kind", ["http", "policy", "artifact_sink", "signing", "cancelled", None])
+def test_non_transient_types_not_retried(kind):
+    (e,), calls = eps("bh-1", responses=[lambda u, t: capture_reply(u, t, status="failed", error_type=kind)])
+    [r] = run([e], ["a"])
+    assert len(calls) == 1 and r["status"] == "failed"
+
+
+def test_retry_new_submitted_at():
+    (e,), _ = eps("bh-1", responses=[
+        lambda u, t: capture_reply(u, t, status="failed", error_type="internal"),
+        lambda u, t: capture_reply(u, t),
+    ])
+    [r] = run([e], ["a"], delay=30)
+    assert r["submittedAt"] <= r["finishedAt"]
+
+
+# -- reading the endpoint list ----------------------------------------------------------------
+
+def test_parse_endpoints_trims_slashes():
+    assert parse_endpoints('["http://bh-1:50051/", " https://bh-2:50051 "]') == ["http://bh-1:50051", "https://bh-2:50051"]
+
+
+@pytest.mark.parametrize("raw, word", [
+    ("browserhive-1.capture-ledger:50051", "JSON"),
+    ('["bh-1:50051"]', "http(s)://"),
+    ("[]", "non-empty"),
+    ('[{"target": "http://x"}]', "non-empty"),
+    ('["  "]', "non-empty"),
+])
+def test_parse_endpoints_refusals(raw, word):
+    with pytest.raises(ValueError) as info:
+        parse_endpoints(raw)
+    assert word in str(info.value) and "u/admin/browserhive_endpoints" in str(info.value)
+
+
+# -- capture formats, sink, scripts -----------------------------------------------------------
+
+def test_formats_and_signing_sent_as_given():
+    (e,), _ = eps("bh-1")
+    formats = {"png": True, "webp": False, "html": True, "links": False, "mhtml": False, "wacz": True}
+    run([e], ["a"], formats=formats, signing=True)
+    req = e.requests[0]
+    assert req["captureFormats"] == formats and req["signing"] is True
+    assert req["correlationId"] == "c1" and req["labels"] == [] and req["url"] == "a"
+
+
+def test_artifact_sink_sent_verbatim_when_given():
+    (e,), _ = eps("bh-1")
+    sink = {"url": "http://capture-ledger:7070/api/sink/c1", "token": "tok"}
+    run([e], ["a"], sink=sink)
+    assert e.requests[0]["artifactSink"] == sink
+
+
+@pytest.mark.parametrize("sink", [None, {}])
+def test_no_artifact_sink_key_when_absent(sink):
+    (e,), _ = eps("bh-1")
+    run([e], ["a"], sink=sink)
+    assert "artifactSink" not in e.requests[0]
+
+
+def script(sid, phase, options=None):
+    return {"id": sid, "version": 3, "phase": phase, "source": f"/* {sid} */", "sha256": "e" * 64,
+            "options": options if options is not None else {}}
+
+
+def test_scripts_split_by_phase():
+    (e,), _ = eps("bh-1")
+    run([e], ["a"], scripts=[script("autoscroll", "behavior"), script("hide", "preload")])
+    req = e.requests[0]
+    assert [s["id"] for s in req["behaviors"]] == ["autoscroll"] and [s["id"] for s in req["preload"]] == ["hide"]
+
+
+def test_script_order_kept_and_shape_exact():
+    (e,), _ = eps("bh-1")
+    run([e], ["a"], scripts=[script("b", "behavior", {"maxSteps": 60}), script("a", "behavior"), script("c", "behavior")])
+    behaviors = e.requests[0]["behaviors"]
+    assert [s["id"] for s in behaviors] == ["b", "a", "c"]
+    assert behaviors[0] == {"id": "b", "source": "/* b */", "sha256": "e" * 64, "options": {"maxSteps": 60}}
+    assert behaviors[1] == {"id": "a", "source": "/* a */", "sha256": "e" * 64}
+
+
+def test_empty_script_list_sends_neither_key():
+    (e,), _ = eps("bh-1")
+    run([e], ["a"], scripts=[])
+    assert "behaviors" not in e.requests[0] and "preload" not in e.requests[0]
+
+
+def test_only_one_kind_only_that_key():
+    (e,), _ = eps("bh-1")
+    run([e], ["a"], scripts=[script("hide", "preload")])
+    assert len(e.requests[0]["preload"]) == 1 and "behaviors" not in e.requests[0]
+
+
+# -- beyond upstream: 429/503 main document doubles the host's gap (cases/README C3) ----------
+
+def test_rate_limited_main_document_backs_off_for_the_rest_of_the_level():
+    def reply(status_code):
+        return lambda u, t: capture_reply(u, t, status="http_error", error_type="http", http_status=status_code)
+
+    ok = lambda u, t: capture_reply(u, t)  # noqa: E731
+    (e,), _ = eps("bh-1", responses=[ok, ok, reply(429), ok, reply(503), ok])
+    (other,), _ = eps("bh-9")
+    lines: list[str] = []
+    results = run([e], ["p1", "p2", "p3", "p4", "p5", "p6"], delay=150, log=lines.append)
+    other_results = run([other], ["q1", "q2", "q3"], delay=150)
+    assert [r["status"] for r in results] == ["captured", "captured", "failed", "captured", "failed", "captured"]
+    assert "429" in results[2]["skipReason"] and "503" in results[4]["skipReason"]
+    gaps = [b - a for a, b in zip(e.times, e.times[1:])]
+    assert all(0.14 <= g < 0.25 for g in gaps[:2])          # normal pace before the 429
+    assert 0.29 <= gaps[2] < 0.42 and 0.29 <= gaps[3] < 0.42  # doubled after the 429 (page 3)
+    assert gaps[4] >= 0.59                                   # doubled again after the 503
+    other_gaps = [b - a for a, b in zip(other.times, other.times[1:])]
+    assert all(g < 0.25 for g in other_gaps)                 # other hosts keep their pace
+    assert any("429" in line and "gap" in line for line in lines)
+
+
+def test_backed_off_gap_doubles_caps_and_never_shortens():
+    assert backed_off_gap(2000) == 4000
+    assert backed_off_gap(0) == 1000
+    assert backed_off_gap(BACKOFF_CAP_MS - 1) == BACKOFF_CAP_MS
+    assert backed_off_gap(BACKOFF_CAP_MS * 2) == BACKOFF_CAP_MS * 2  # a longer Crawl-delay is kept
