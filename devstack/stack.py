@@ -21,6 +21,7 @@ survives ``down``/``up`` (Postgres data dir, S3 data dir, OpenFGA data file, run
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -28,6 +29,7 @@ import secrets
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -277,19 +279,26 @@ class Stack:
 
     # -- wiring steps ------------------------------------------------------------
     def deploy_fga(self, env: dict[str, str]) -> None:
-        """Deploy the store and model once; later ups reuse the ids if the store still exists."""
+        """Deploy the store and model once; later ups reuse them, and write a new model only when
+        ``model.json`` changed (into the same store, so tuples survive)."""
+        from ledger.authz import cli as authz_cli
+
+        model_sha = hashlib.sha256(authz_cli.MODEL_JSON.read_bytes()).hexdigest()
         fga = self.fga_ids()
+        args = ["fga", "deploy"]
         if fga.get("store_id"):
             resp = httpx.get(f"{self.url('openfga')}/stores/{fga['store_id']}", timeout=5.0,
                              headers={"Authorization": f"Bearer {self.secret('fga_key')}"})
-            if resp.is_success:
+            if resp.is_success and fga.get("model_sha") == model_sha:
                 return
-        out = self.run_waggle("fga", "deploy", "--json", env=env)
-        try:
-            ids = json.loads(out.strip().splitlines()[-1])
-            fga = {"store_id": ids["store_id"], "model_id": ids["model_id"]}
-        except (ValueError, KeyError, IndexError) as exc:
-            raise StackError(f"`waggle fga deploy --json` printed no store/model ids: {out[-500:]!r}") from exc
+            if resp.is_success:
+                args += ["--store-id", fga["store_id"]]
+        out = self.run_waggle(*args, env=env)
+        ids = dict(line.split("=", 1) for line in out.splitlines() if line.startswith("WAGGLE_FGA_"))
+        if not ids.get("WAGGLE_FGA_STORE_ID") or not ids.get("WAGGLE_FGA_MODEL_ID"):
+            raise StackError(f"`waggle fga deploy` printed no store/model ids: {out[-500:]!r}")
+        fga = {"store_id": ids["WAGGLE_FGA_STORE_ID"].strip(), "model_id": ids["WAGGLE_FGA_MODEL_ID"].strip(),
+               "model_sha": model_sha}
         (self.state_dir / "fga.json").write_text(json.dumps(fga))
 
     def fga_ids(self) -> dict:
@@ -300,7 +309,7 @@ class Stack:
             return {}
 
     def grant(self, env: dict[str, str], subject: str) -> None:
-        self.run_waggle("grant", subject, "submitter", self.config.organization, env=env)
+        self.run_waggle("grant", "submitter", subject, self.config.organization, env=env)
 
     def mint(self, subject: str, organizations: list[str], expires_in: str) -> str:
         resp = httpx.post(
@@ -328,6 +337,27 @@ class Stack:
         except (wv.VariableError, wv.WindmillError) as exc:
             raise StackError(f"setting the Windmill variables failed: {exc}") from exc
 
+    def _timed(self, what: str, fn):
+        t0 = time.monotonic()
+        result = fn()
+        self.echo(f"{what}: done ({time.monotonic() - t0:.1f} s)")
+        return result
+
+    def _start(self, svc: Service) -> bool:
+        t0 = time.monotonic()
+        started = self.sup.start(svc)
+        took = f" ({time.monotonic() - t0:.1f} s)" if started else ""
+        self.echo(f"{svc.name}: {'started' if started else 'running'} {svc.url}{took}")
+        return started
+
+    def _database(self) -> str:
+        """Start Postgres, migrate, load the default page scripts; returns the database URL."""
+        database_url = self._timed("postgres", lambda: postgres.start(self.state_dir / "pg"))
+        env = self.ledger_env(database_url)
+        self._timed("migrations", lambda: self.run_waggle("db", "migrate", env=env))
+        self._timed("default page scripts", lambda: self.run_waggle("scripts", "load-defaults", env=env))
+        return database_url
+
     # -- up / down / status --------------------------------------------------------
     def up(self) -> dict:
         """Start everything (idempotent) and write stack.json; returns its content."""
@@ -338,41 +368,41 @@ class Stack:
         self.data.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
 
-        self.echo("postgres: starting (state_dir/pg)")
-        database_url = postgres.start(self.state_dir / "pg")
-        env = self.ledger_env(database_url)
-        self.run_waggle("db", "migrate", env=env)
-        self.run_waggle("scripts", "load-defaults", env=env)
-
-        # captures left over from an earlier `up --captures` with a larger N
-        for name in self.sup.names():
+        # Independent work runs side by side (2 cores, several slow starts): the database chain,
+        # and every stand-in that needs nothing but its port.
+        for name in self.sup.names():  # captures left over from an earlier, larger --captures
             if name.startswith("capture-") and name not in self.capture_names():
                 self.sup.stop(name)
-        for svc in self.services():
-            started = self.sup.start(svc)
-            self.echo(f"{svc.name}: {'started' if started else 'running'} {svc.url}")
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            db = pool.submit(self._database)
+            list(pool.map(self._start, self.services()))
+            database_url = db.result()
 
-        self.deploy_fga(env)
         env = self.ledger_env(database_url)
-        for subject in dict.fromkeys([self.config.subject, FLOW_SUBJECT]):
-            self.grant(env, subject)
-
-        for svc in (self.windmill_service(), self.ledger_service(database_url)):
-            started = self.sup.start(svc)
-            self.echo(f"{svc.name}: {'started' if started else 'running'} {svc.url}")
+        self._timed("openfga store and model", lambda: self.deploy_fga(env))
+        env = self.ledger_env(database_url)
+        fga = self.fga_ids()
+        org = self.config.organization
+        todo = [s for s in dict.fromkeys([self.config.subject, FLOW_SUBJECT]) if f"{s}@{org}" not in fga.get("granted", [])]
+        with ThreadPoolExecutor(max_workers=2) as pool:  # tuples persist in the OpenFGA data file
+            list(pool.map(lambda subject: self._timed(f"grant submitter to {subject}", lambda: self.grant(env, subject)), todo))
+        fga["granted"] = sorted({*fga.get("granted", []), *(f"{s}@{org}" for s in todo)})
+        (self.state_dir / "fga.json").write_text(json.dumps(fga))
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(self._start, [self.windmill_service(), self.ledger_service(database_url)]))
 
         flow_token = self.mint(FLOW_SUBJECT, [self.config.organization], FLOW_TOKEN_LIFETIME)
         self.set_variables(flow_token)
 
         info = {
-            "services": {
-                "ledger": self.url("ledger"),
-                "issuer": self.url("issuer"),
-                "openfga": self.url("openfga"),
+            "services": {  # in start order
                 "s3": self.url("s3"),
+                "openfga": self.url("openfga"),
+                "issuer": self.url("issuer"),
                 "tscompile": self.url("tscompile"),
-                "windmill": self.url("windmill"),
                 **{n: self.url(n) for n in self.capture_names()},
+                "windmill": self.url("windmill"),
+                "ledger": self.url("ledger"),
             },
             "captures": self.config.captures,
             "ports": {**DEFAULT_PORTS, **{n: self.config.port(n) for n in [*DEFAULT_PORTS, *self.capture_names()]}},

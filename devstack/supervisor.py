@@ -8,6 +8,7 @@ pid still runs the recorded command line, so a recycled pid is never signalled.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -131,10 +132,10 @@ class Supervisor:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         rec = self.record(svc.name)
-        if rec is not None and rec.get("argv") == svc.argv:
+        if rec is not None and rec.get("argv") == svc.argv and rec.get("env_sha") == _env_sha(svc):
             self._wait_healthy(svc, proc=None)
             return False
-        if rec is not None:  # same name, different command line (ports or flags changed)
+        if rec is not None:  # same name, different command line or settings: restart it
             self.stop(svc.name)
         if port_in_use(svc.host, svc.port):
             raise StackError(
@@ -154,7 +155,7 @@ class Supervisor:
                 start_new_session=True,  # own process group: down stops its children too
             )
         rec = {"pid": proc.pid, "argv": svc.argv, "url": svc.url, "health": svc.health,
-               "ok_any_status": svc.ok_any_status}
+               "ok_any_status": svc.ok_any_status, "env_sha": _env_sha(svc)}
         self._pidfile(svc.name).write_text(json.dumps(rec))
         try:
             self._wait_healthy(svc, proc)
@@ -206,6 +207,11 @@ class Supervisor:
         _signal_group(pid, signal.SIGKILL)
         path.unlink(missing_ok=True)
         return True
+
+
+def _env_sha(svc: Service) -> str:
+    """Fingerprint of the settings a service was started with (its extra environment)."""
+    return hashlib.sha256(json.dumps(svc.env, sort_keys=True).encode()).hexdigest()
 
 
 def _signal_group(pid: int, sig: int) -> None:
