@@ -1,0 +1,233 @@
+"""plan_level (reference/scheduler.md §7.2 plus the parallelism cap and the Crawl-delay cap, C2).
+
+robots.txt is served by real HTTP fakes on 127.0.0.1; fetches go through the production
+transport (the private-host guard with its loopback opt-out).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from f.waggle.common import iso_now
+from f.waggle.hostguard import guarded_transport
+from f.waggle.plan_level import (
+    CRAWL_DELAY_CAP_MS,
+    delay_for,
+    endpoint_count,
+    parallelism_for,
+    plan,
+)
+from f.waggle.robots import fetch_robots
+from tests.flow.fakes import HttpFake
+
+HIDDEN = "User-agent: *\nDisallow: /links/hidden\n"
+OPEN = guarded_transport(allow_private=True)
+
+
+class Robots:
+    """``robotsServing(body)``: serves ``body`` at /robots.txt (404 when None) on one host."""
+
+    def __init__(self, body: str | None) -> None:
+        self.fake = HttpFake(lambda r: (404, {}, "") if body is None else (200, {}, body))
+
+    @property
+    def fetched(self) -> list[str]:
+        return [r.path for r in self.fake.requests]
+
+
+@pytest.fixture
+def serving():
+    made: list[Robots] = []
+
+    def make(body):
+        r = Robots(body)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.fake.close()
+
+
+def fetch(url):
+    return fetch_robots(url, transport=OPEN, timeout_s=2, log=lambda _m: None)
+
+
+def run(candidates, delay=2000, respect=None, hp=None, endpoints='["http://bh-1","http://bh-2"]', lines=None):
+    return plan(candidates, delay, respect, hp, fetch=fetch, read_endpoints=lambda: endpoints,
+                log=(lines.append if lines is not None else (lambda _m: None)))
+
+
+def cand(site, path, last=None):
+    return {"url": f"{site.fake.url}{path}", "host": site.fake.authority, "lastFinishedAt": last}
+
+
+# -- whether robots is read ----------------------------------------------------------------
+
+def test_null_respect_robots_still_reads_robots(serving):
+    site = serving(HIDDEN)
+    result = run([cand(site, "/links/hidden")], respect=None)
+    assert site.fetched == ["/robots.txt"]
+    assert result["groups"] == [] and result["skipped"] == [{"url": f"{site.fake.url}/links/hidden", "reason": "robots"}]
+
+
+def test_omitted_respect_robots_still_reads_robots(serving):
+    site = serving(HIDDEN)
+    result = plan([cand(site, "/links/hidden")], 2000, None, None, fetch=fetch,
+                  read_endpoints=lambda: '["http://bh-1"]', log=lambda _m: None)
+    assert len(site.fetched) == 1 and len(result["skipped"]) == 1
+
+
+def test_false_means_no_fetch_at_all(serving):
+    site = serving(HIDDEN)
+    lines: list[str] = []
+    result = run([cand(site, "/links/hidden")], respect=False, lines=lines)
+    assert site.fetched == [] and result["skipped"] == [] and result["groups"][0]["urls"] == [f"{site.fake.url}/links/hidden"]
+    assert any("IGNORED" in line for line in lines)
+
+
+def test_no_robots_404_no_restriction(serving):
+    site = serving(None)
+    assert run([cand(site, "/a")])["groups"][0]["urls"] == [f"{site.fake.url}/a"]
+
+
+def test_log_says_robots_was_read(serving):
+    site = serving(None)
+    lines: list[str] = []
+    run([cand(site, "/a")], lines=lines)
+    assert any("robots read" in line and "parallelism" in line for line in lines)
+
+
+# -- Crawl-delay, the two-sided test ----------------------------------------------------------
+
+def test_robots_longer_wins(serving):
+    site = serving("User-agent: *\nCrawl-delay: 3\n")
+    result = run([cand(site, "/a")], delay=500)
+    assert result["groups"][0]["delayMs"] == 3000
+    assert result["slowed"] == [{"host": site.fake.authority, "crawlDelayMs": 3000, "delayMs": 3000, "capped": False}]
+
+
+def test_setting_longer_wins(serving):
+    site = serving("User-agent: *\nCrawl-delay: 1\n")
+    result = run([cand(site, "/a")], delay=5000)
+    assert result["groups"][0]["delayMs"] == 5000 and result["slowed"] == []
+
+
+def test_no_crawl_delay_keeps_setting(serving):
+    site = serving(HIDDEN)
+    assert run([cand(site, "/a")], delay=2000)["groups"][0]["delayMs"] == 2000
+
+
+def test_fractional_crawl_delay_rounds(serving):
+    site = serving("User-agent: *\nCrawl-delay: 2.5004\n")
+    assert run([cand(site, "/a")], delay=100)["groups"][0]["delayMs"] == 2500
+
+
+def test_c2_crawl_delay_10_with_2000_setting(serving):
+    site, other = serving("User-agent: *\nCrawl-delay: 10\n"), serving(None)
+    result = run([cand(site, "/a"), cand(other, "/b")], delay=2000)
+    assert [g["delayMs"] for g in result["groups"]] == [10_000, 2000]  # other hosts unaffected
+
+
+def test_c2_crawl_delay_600_is_capped_logged_and_reported(serving):
+    site = serving("User-agent: *\nCrawl-delay: 600\n")
+    lines: list[str] = []
+    result = run([cand(site, "/a")], delay=2000, lines=lines)
+    assert result["groups"][0]["delayMs"] == CRAWL_DELAY_CAP_MS
+    assert result["slowed"] == [{"host": site.fake.authority, "crawlDelayMs": 600_000,
+                                 "delayMs": CRAWL_DELAY_CAP_MS, "capped": True}]
+    assert any("capped" in line and site.fake.authority in line for line in lines)
+
+
+def test_delay_for_never_shortens_below_the_cap():
+    assert delay_for(2000, 100.0) == (100_000, 100_000, False)
+    assert delay_for(2000, 600.0) == (CRAWL_DELAY_CAP_MS, 600_000, True)
+    assert delay_for(CRAWL_DELAY_CAP_MS + 5, 600.0)[0] == CRAWL_DELAY_CAP_MS + 5  # own setting kept
+
+
+# -- waiting across levels --------------------------------------------------------------------
+
+def test_touched_a_second_ago(serving):
+    site = serving(None)
+    result = run([cand(site, "/a", iso_now(time.time() - 1.0))], delay=3000)
+    assert 1800 < result["groups"][0]["initialDelayMs"] <= 2000
+
+
+def test_finished_long_ago_is_zero(serving):
+    site = serving(None)
+    assert run([cand(site, "/a", iso_now(time.time() - 60))], delay=3000)["groups"][0]["initialDelayMs"] == 0
+
+
+@pytest.mark.parametrize("last", [None, "not a date"])
+def test_first_level_or_unparsable_is_zero(serving, last):
+    site = serving(None)
+    assert run([cand(site, "/a", last)], delay=3000)["groups"][0]["initialDelayMs"] == 0
+
+
+def test_initial_delay_uses_the_robots_delay(serving):
+    site = serving("User-agent: *\nCrawl-delay: 3\n")
+    result = run([cand(site, "/a", iso_now(time.time() - 1.0))], delay=500)
+    assert 1800 < result["groups"][0]["initialDelayMs"] <= 2000
+
+
+# -- grouping by host -------------------------------------------------------------------------
+
+def test_one_group_per_host_in_first_seen_order(serving):
+    a, b = serving(None), serving(None)
+    result = run([cand(a, "/1"), cand(b, "/x"), cand(a, "/2")])
+    assert [g["host"] for g in result["groups"]] == [a.fake.authority, b.fake.authority]
+    assert result["groups"][0]["urls"] == [f"{a.fake.url}/1", f"{a.fake.url}/2"]
+
+
+def test_robots_fetched_once_per_host(serving):
+    a = serving(None)
+    run([cand(a, "/1"), cand(a, "/2"), cand(a, "/3")])
+    assert a.fetched == ["/robots.txt"]
+
+
+def test_host_field_as_given_and_scheme_of_first_url(serving):
+    a = serving(None)
+    run([{"url": f"{a.fake.url}/1", "host": a.fake.authority}])
+    assert a.fake.requests[0].headers["host"] == a.fake.authority
+
+
+def test_all_disallowed_host_disappears(serving):
+    a = serving("User-agent: *\nDisallow: /\n")
+    result = run([cand(a, "/1"), cand(a, "/2")])
+    assert result["groups"] == [] and [s["reason"] for s in result["skipped"]] == ["robots", "robots"]
+
+
+def test_mixed_host_keeps_allowed(serving):
+    a = serving(HIDDEN)
+    result = run([cand(a, "/links/hidden"), cand(a, "/links/leaf/1")])
+    assert result["groups"][0]["urls"] == [f"{a.fake.url}/links/leaf/1"]
+    assert result["skipped"] == [{"url": f"{a.fake.url}/links/hidden", "reason": "robots"}]
+
+
+# -- parallelism ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("hp, n, want", [(None, 2, 2), (None, 9, 4), (1, 3, 1), (0, 3, 1), (8, 3, 3), (4, 1, 1)])
+def test_parallelism_for(hp, n, want):
+    assert parallelism_for(hp, n) == want
+
+
+def test_parallelism_in_plan(serving):
+    a = serving(None)
+    assert run([cand(a, "/1")], hp=None, endpoints='["http://1","http://2","http://3"]')["parallelism"] == 3
+    assert run([cand(a, "/1")], hp=2, endpoints='["http://1","http://2","http://3"]')["parallelism"] == 2
+
+
+@pytest.mark.parametrize("raw, word", [("bh-1:50051", "JSON"), ("[]", "non-empty"), ('{"a":1}', "non-empty")])
+def test_endpoint_count_refusals(raw, word):
+    with pytest.raises(ValueError) as info:
+        endpoint_count(raw)
+    assert word in str(info.value)
+
+
+def test_bad_endpoints_fail_only_after_robots(serving):
+    a = serving(None)
+    with pytest.raises(ValueError):
+        run([cand(a, "/1")], endpoints="[]")
+    assert a.fetched == ["/robots.txt"]
