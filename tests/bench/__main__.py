@@ -1,0 +1,67 @@
+"""``python -m tests.bench [--quick] [--list] [name ...]``: run benchmarks, print tables, write JSON.
+
+No name runs every benchmark in order. ``--quick`` shrinks sizes for a smoke run (numbers
+from a quick run are not the ones the targets speak of). Exit status 1 when a benchmark did
+not finish (an error is printed and recorded in its JSON), else 0 — a missed target is a
+result, not a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+
+from tests.bench.harness import Context, render, write
+
+# name → "module:function" (imported on demand so one benchmark's parts never slow another)
+BENCHMARKS = {
+    "level-report": "tests.bench.ledger_scale:level_report",
+    "signing": "tests.bench.ledger_scale:signing",
+    "outbox": "tests.bench.ledger_scale:outbox",
+    "reconciler": "tests.bench.ledger_scale:reconciler",
+    "capture": "tests.bench.capture:capture",
+    "politeness": "tests.bench.politeness:politeness",
+}
+
+
+def _resolve(spec: str):
+    module, _, func = spec.partition(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="waggle bench", description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help=f"benchmarks to run (default all): {', '.join(BENCHMARKS)}")
+    ap.add_argument("--quick", action="store_true", help="reduced sizes (smoke run)")
+    ap.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    args = ap.parse_args(argv)
+    if args.list:
+        for name, spec in BENCHMARKS.items():
+            doc = (_resolve(spec).__doc__ or "").strip().splitlines()[0]
+            print(f"{name:14} {doc}")
+        return 0
+    unknown = [n for n in args.names if n not in BENCHMARKS]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}", file=sys.stderr)
+        return 2
+    failed = 0
+    for name in args.names or list(BENCHMARKS):
+        ctx = Context(name, quick=args.quick)
+        error = None
+        try:
+            _resolve(BENCHMARKS[name])(ctx)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded and reported, next benchmark runs
+            error = f"{type(exc).__name__}: {exc}"
+            traceback.print_exc()
+            failed += 1
+        render(ctx, error)
+        print(f"results: {write(ctx, error)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

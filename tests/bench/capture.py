@@ -1,0 +1,199 @@
+"""Capture server (issue 8 item 5): overhead over the page's own load, and memory over 500 captures.
+
+Parts: a static loopback page (HTML + CSS + one image), the S3 stand-in, and one
+``python -m devstack.capture`` process (its own Chromium) — the same server the local stack runs.
+
+* **Own load**: the same Chromium (Playwright, same flags) opens a fresh context and
+  ``goto(url, wait_until="load")`` — the time the page itself needs.
+* **Overhead** = median ``POST /captures`` round trip − median own load, for a capture of the
+  formats a crawl asks for (``wacz`` + ``links``) with the settle wait turned off
+  (``loadWait`` min 0 / quiet 0): target ≤ 300 ms. The same with the server's default settle
+  wait (min 1,000 ms, quiet 1,000 ms) is reported too, with and without the settle time the
+  manifest says was waited.
+* **Memory** (case C13): resident memory of the server process and all its descendants
+  (Chromium) after 50 and after 500 captures; target ratio ≤ 1.5.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import tempfile
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+
+from tests.bench import infra
+from tests.bench.harness import Context, summary
+
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--no-first-run", "--disable-quic"]
+
+PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>static bench page</title>
+<link rel="stylesheet" href="/style.css"></head><body><h1>A static page</h1>
+<p>{text}</p><img src="/pixel.svg" alt="">
+{links}
+</body></html>"""
+CSS = "body{font-family:sans-serif;max-width:40em;margin:auto} h1{color:#345}"
+SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40"><rect width="40" height="40" fill="#8a4"/></svg>'
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def static_site() -> "contextlib.AbstractContextManager[str]":
+    """A directory with index.html, style.css and pixel.svg served on 127.0.0.1; yields its URL."""
+    with tempfile.TemporaryDirectory(prefix="waggle-bench-site-") as root:
+        links = "\n".join(f'<a href="/p{i}.html">page {i}</a>' for i in range(20))
+        Path(root, "index.html").write_text(PAGE.format(text="lorem ipsum " * 200, links=links))
+        Path(root, "style.css").write_text(CSS)
+        Path(root, "pixel.svg").write_text(SVG)
+        server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=root))
+        server.daemon_threads = True
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}/index.html"
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+def own_load_times(url: str, n: int) -> list[float]:
+    """Seconds for Chromium to load ``url`` (fresh context each time, ``load`` event)."""
+    from playwright.sync_api import sync_playwright
+
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    out: list[float] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS, headless=True)
+        try:
+            for i in range(n + 2):
+                context = browser.new_context(viewport={"width": 1280, "height": 800})
+                page = context.new_page()
+                t = time.monotonic()
+                page.goto(url, wait_until="load")
+                elapsed = time.monotonic() - t
+                context.close()
+                if i >= 2:  # the first two warm the browser up
+                    out.append(elapsed)
+        finally:
+            browser.close()
+    return out
+
+
+def _tree_rss_mb(pid: int) -> tuple[float, float]:
+    """(RSS of ``pid`` alone, RSS of ``pid`` + every descendant) in MiB."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    own = proc.memory_info().rss
+    total = own
+    for child in proc.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += child.memory_info().rss
+    return own / 2**20, total / 2**20
+
+
+def _request(url: str, settle_off: bool) -> dict:
+    req = {
+        "url": url, "labels": ["bench"], "correlationId": "bench-capture",
+        "captureFormats": {"png": False, "webp": False, "html": False, "links": True, "mhtml": False, "wacz": True},
+        "signing": False,
+    }
+    if settle_off:
+        req["loadWait"] = {"minMs": 0, "maxMs": 3000, "quietMs": 0, "networkConcurrency": 0}
+    return req
+
+
+def _capture(client: httpx.Client, base: str, url: str, settle_off: bool) -> tuple[float, dict]:
+    t = time.monotonic()
+    r = client.post(f"{base}/captures", json=_request(url, settle_off))
+    elapsed = time.monotonic() - t
+    if r.status_code != 200:
+        raise RuntimeError(f"capture answered {r.status_code}: {r.text[:300]}")
+    body = r.json()
+    report = body.get("report") or {}
+    if report.get("status") != "success":
+        raise RuntimeError(f"capture did not succeed: {str(body)[:500]}")
+    return elapsed, report
+
+
+def capture(ctx: Context) -> None:
+    """Capture overhead over the page's own load (≤ 300 ms) and RSS after 500 vs 50 captures (≤ 1.5×)."""
+    n_timed = 10 if ctx.quick else 30
+    total = 120 if ctx.quick else 500
+    first_mark = 50
+    from devstack.serving import start_module
+
+    with static_site() as page_url, infra.s3() as s3_server, tempfile.TemporaryDirectory() as tmp:
+        own = own_load_times(page_url, n_timed)
+        proc, base = start_module(
+            "devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
+            "--s3-access-key", s3_server.access_key_id, "--s3-secret-key", s3_server.secret_access_key,
+            tmp_dir=tmp,
+        )
+        try:
+            with httpx.Client(timeout=180) as client:
+                for _ in range(2):  # warm-up (first navigation, first S3 connection)
+                    _capture(client, base, page_url, True)
+                fast, fast_proc = [], []
+                for _ in range(n_timed):
+                    e, rep = _capture(client, base, page_url, True)
+                    fast.append(e)
+                    fast_proc.append(rep.get("captureProcessingTimeMs", 0) / 1000)
+                dflt, dflt_settle = [], []
+                for _ in range(max(5, n_timed // 3)):
+                    e, rep = _capture(client, base, page_url, False)
+                    dflt.append(e)
+                    dflt_settle.append((rep.get("settle") or {}).get("waitedMs", 0) / 1000)
+                # memory: count captures since the server started (warm-up and timed ones included)
+                done = 2 + len(fast) + len(dflt)
+                rss: dict[int, tuple[float, float]] = {}
+                status_at: dict[int, dict] = {}
+                t_mem = time.monotonic()
+                while done < total:
+                    _capture(client, base, page_url, True)
+                    done += 1
+                    if done in (first_mark, total):
+                        time.sleep(0.5)  # let the just-closed context's memory settle the same way both times
+                        rss[done] = _tree_rss_mb(proc.pid)
+                        status_at[done] = client.get(f"{base}/status").json().get("standin", {})
+                mem_s = time.monotonic() - t_mem
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except Exception:  # noqa: BLE001
+                proc.kill()
+                proc.wait(5)
+    own_med = statistics.median(own)
+    ctx.detail("own_load_s", summary(own))
+    ctx.detail("capture_settle_off_s", summary(fast))
+    ctx.detail("capture_processing_ms_settle_off", summary(fast_proc))
+    ctx.detail("capture_default_settle_s", summary(dflt))
+    ctx.detail("default_settle_waited_s", summary(dflt_settle))
+    ctx.detail("rss_mb", {str(k): {"server": round(v[0], 1), "tree": round(v[1], 1)} for k, v in rss.items()})
+    ctx.detail("standin_status", {str(k): v for k, v in status_at.items()})
+    ctx.detail("memory_phase_s", round(mem_s, 1))
+    ctx.metric("own page load (median)", own_med * 1000, "ms", note="same Chromium, fresh context, load event")
+    ctx.metric("capture overhead, settle off", (statistics.median(fast) - own_med) * 1000, "ms", 300, "<=",
+               "wacz+links, median round trip − own load")
+    ctx.metric("capture overhead, default settle", (statistics.median(dflt) - own_med) * 1000, "ms",
+               note="includes the deliberate settle wait (min 1 s, quiet 1 s)")
+    net = [d - s for d, s in zip(dflt, dflt_settle)]
+    ctx.metric("  … minus settle waited", (statistics.median(net) - own_med) * 1000, "ms", 300, "<=")
+    if first_mark in rss and total in rss:
+        ratio = rss[total][1] / rss[first_mark][1]
+        ctx.metric(f"RSS after {first_mark} captures (server+Chromium)", rss[first_mark][1], "MiB")
+        ctx.metric(f"RSS after {total} captures (server+Chromium)", rss[total][1], "MiB")
+        ctx.metric(f"RSS ratio {total}/{first_mark}", ratio, "×", 1.5, "<=",
+                   f"server alone {rss[total][0] / rss[first_mark][0]:.2f}×")

@@ -1,0 +1,182 @@
+"""Real parts for the benchmarks, each on 127.0.0.1 with an OS-chosen port, each stopped at exit.
+
+* :func:`postgres` — pgserver in a temp dir (or ``WAGGLE_BENCH_DATABASE_URL``), ``new_db()``;
+* :func:`s3` — the S3 stand-in (``devstack.s3``);
+* :func:`fga` — the OpenFGA stand-in (``devstack.openfga``) with a store holding the waggle model;
+* :func:`webhook` — a fake Windmill run endpoint that answers 201 + a job id;
+* :func:`ledger` — ``waggle serve`` in a subprocess, configured by environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def _with_database(url: str, name: str) -> str:
+    base, _, query = url.partition("?")
+    head, _, _ = base.rpartition("/")
+    return f"{head}/{name}" + (f"?{query}" if query else "")
+
+
+@dataclass
+class Postgres:
+    admin_url: str
+
+    def new_db(self, template: str | None = None) -> str:
+        """URL of a new database (cloned from database ``template`` when given)."""
+        name = f"bench_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
+        return _with_database(self.admin_url, name)
+
+    @staticmethod
+    def db_name(url: str) -> str:
+        return url.partition("?")[0].rpartition("/")[2]
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[Postgres]:
+    """A Postgres server: ``WAGGLE_BENCH_DATABASE_URL`` when set, else pgserver in a temp dir."""
+    given = os.environ.get("WAGGLE_BENCH_DATABASE_URL")
+    if given:
+        yield Postgres(given)
+        return
+    import pgserver
+
+    with tempfile.TemporaryDirectory(prefix="waggle-bench-pg-") as tmp:
+        server = pgserver.get_server(tmp, cleanup_mode="stop")
+        try:
+            yield Postgres(server.get_uri())
+        finally:
+            server.cleanup()
+
+
+@contextlib.contextmanager
+def s3() -> Iterator[object]:
+    """The S3 stand-in with bucket ``browserhive`` (``devstack.s3.S3Process``)."""
+    from devstack.s3 import start
+
+    with tempfile.TemporaryDirectory(prefix="waggle-bench-s3-") as tmp:
+        server = start(tmp)
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@contextlib.contextmanager
+def fga() -> Iterator[object]:
+    """The OpenFGA stand-in with one store holding the waggle model (``FgaStore``)."""
+    from tests.fixtures.fga import FgaProcess, create_store
+
+    proc = FgaProcess().start()
+    try:
+        yield create_store(proc.api_url, "waggle-bench")
+    finally:
+        proc.stop()
+
+
+@contextlib.contextmanager
+def webhook() -> Iterator[str]:
+    """A fake Windmill ``jobs/run`` endpoint (201 + uuid); yields its full run URL."""
+    from tests.fixtures.ledger import FakeWebhook, ServerThread, _webhook_app
+
+    state = FakeWebhook()
+    server = ServerThread(_webhook_app(state), lifespan="off").start()
+    try:
+        yield f"{server.url}/api/w/waggle/jobs/run/f/f/waggle/crawl_level"
+    finally:
+        server.stop()
+
+
+def free_port() -> int:
+    from devstack.supervisor import free_port as pick
+
+    return pick()
+
+
+@dataclass
+class Ledger:
+    url: str
+    proc: subprocess.Popen
+    log_path: Path
+
+
+@contextlib.contextmanager
+def ledger(env: dict[str, str], *, log_dir: Path | None = None, timeout_s: float = 60.0) -> Iterator[Ledger]:
+    """``waggle serve`` in a subprocess with ``env`` (``WAGGLE_*``) on a free loopback port."""
+    port = free_port()
+    full = {k: v for k, v in os.environ.items() if not k.startswith("WAGGLE_")}
+    full.update(env)
+    full.update({"WAGGLE_API_HOST": "127.0.0.1", "WAGGLE_API_PORT": str(port), "PYTHONUNBUFFERED": "1"})
+    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="waggle-bench-ledger-"))
+    log_path = log_dir / "ledger.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([str(BIN / "waggle"), "serve"], cwd=ROOT, env=full, stdout=log,
+                                stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"waggle serve exited {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                httpx.get(f"{url}/api/me", timeout=1)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"waggle serve did not listen:\n{log_path.read_text()[-3000:]}") from None
+                time.sleep(0.1)
+        yield Ledger(url, proc, log_path)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def ledger_env(db_url: str, fga_store: object, s3_server: object | None, webhook_url: str | None,
+               **extra: str) -> dict[str, str]:
+    """``WAGGLE_*`` settings for a ledger on these parts with dev-header identity."""
+    env = {
+        "WAGGLE_DATABASE_URL": db_url,
+        "WAGGLE_DEV_IDENTITY": "1",
+        "WAGGLE_FGA_API_URL": fga_store.api_url,  # type: ignore[attr-defined]
+        "WAGGLE_FGA_STORE_ID": fga_store.store_id,  # type: ignore[attr-defined]
+        "WAGGLE_FGA_MODEL_ID": fga_store.model_id,  # type: ignore[attr-defined]
+        "WAGGLE_S3_BUCKET": "browserhive",
+        "WAGGLE_STATE_DIR": tempfile.mkdtemp(prefix="waggle-bench-state-"),
+    }
+    if s3_server is not None:
+        env.update({
+            "WAGGLE_S3_ENDPOINT": s3_server.endpoint,  # type: ignore[attr-defined]
+            "WAGGLE_S3_ACCESS_KEY_ID": s3_server.access_key_id,  # type: ignore[attr-defined]
+            "WAGGLE_S3_SECRET_ACCESS_KEY": s3_server.secret_access_key,  # type: ignore[attr-defined]
+        })
+    if webhook_url:
+        env.update({"WAGGLE_CRAWL_WEBHOOK_URL": webhook_url, "WAGGLE_CRAWL_WEBHOOK_TOKEN": "bench-token"})
+    env.update(extra)
+    return env
+
+
+def who(subject: str = "alice", organization: str = "acme") -> dict[str, str]:
+    """Dev identity headers."""
+    return {"X-Waggle-Subject": subject, "X-Waggle-Organizations": organization}
