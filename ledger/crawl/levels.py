@@ -11,13 +11,13 @@ The next level is dispatched by the caller after commit (``LevelOutcome.dispatch
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import logging
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.archive.admission import admit_level
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
 from ledger.crawl.guard import refusal
@@ -44,19 +44,11 @@ def report_hash(report: dict) -> str:
 
 
 def manifest_outcome(result: dict, bucket: str | None) -> tuple[str | None, str | None]:
-    """``(manifest_key, manifest_error)`` for a result with a taskId (ledger.md §9.2)."""
-    from ledger.s3 import parse_location
+    """``(manifest_key, manifest_error)`` for a result with a taskId (ledger.md §9.2); the rule
+    itself is ``ledger.archive.manifest.manifest_key`` (one place for fast path and ledger)."""
+    from ledger.archive.manifest import manifest_key
 
-    if result.get("manifestError"):
-        return None, result["manifestError"]
-    location = result.get("manifestLocation") or ""
-    try:
-        b, key = parse_location(location)
-    except ValueError:
-        return None, f"not an s3:// location the ledger can read: {location}"
-    if b != bucket:
-        return None, f"written to bucket {b}, but the ledger reads {bucket}: {location}"
-    return key, None
+    return manifest_key(result.get("manifestLocation"), result.get("manifestError"), bucket or "")
 
 
 def links_key(location: str) -> str | None:
@@ -100,10 +92,8 @@ async def _read_links(s3: Any, key: str, max_bytes: int) -> list | None:
 async def _admit(conn: Any, services: Any, crawl: dict, results: list[dict]) -> set[int]:
     """Archive admission hook (issue #3, ``ledger.archive.admission.admit_level``): indices of
     results the manifests show as captured although reported otherwise."""
-    if importlib.util.find_spec("ledger.archive.admission") is None or services.s3 is None:
+    if services.s3 is None:
         return set()
-    from ledger.archive.admission import admit_level
-
     admission = await admit_level(
         conn,
         services.s3,
