@@ -23,7 +23,7 @@ import httpx
 DEFAULT_TIMEOUT_MS = 7_200_000
 DEFAULT_POLL_MS = 15_000
 NO_ROUTE = re.compile(r"Route [A-Z]+:/api/crawls\S* not found")
-NO_ROUTE_FASTAPI = '{"detail":"Not Found"}'
+NO_ROUTE_FASTAPI = {"detail": "Not Found"}  # FastAPI's body for a route that does not exist
 
 
 class TriggerError(RuntimeError):
@@ -37,7 +37,11 @@ def failure(response: httpx.Response, what: str) -> str:
     if response.status_code == 401:
         hint = " — the token may be stale (issuer restarted?)"
     elif response.status_code == 404:
-        if NO_ROUTE.search(text) or text.replace(" ", "") == NO_ROUTE_FASTAPI:
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if NO_ROUTE.search(text) or parsed == NO_ROUTE_FASTAPI:
             hint = (" — the ledger does not expose /api/crawls (set WAGGLE_CRAWL_WEBHOOK_URL and"
                     " WAGGLE_CRAWL_WEBHOOK_TOKEN; upstream: CAPTURE_LEDGER_CRAWL_WEBHOOK_URL and _TOKEN)")
         else:
