@@ -134,12 +134,13 @@ async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
     else:
         assert ctx.s3 is not None  # the route refuses with 400 otherwise
         sink = ctx.s3
+    budget_ms = s.faults.task_total_ms or s.task_total_ms
     url_policies = req["urlPolicies"] if "urlPolicies" in req else s.default_url_policies
     ct_policies = req["contentTypePolicies"] if "contentTypePolicies" in req else s.default_content_type_policies
     run = Run(req=req, task_id=task_id, url=req["url"].strip(), labels=labels,
               stem=names.stem(task_id, req.get("correlationId"), labels), sink=sink,
               policies=Policies(url_policies, ct_policies), started=datetime.now(timezone.utc),
-              t0=time.monotonic(), deadline=time.monotonic() + s.task_total_ms / 1000,
+              t0=time.monotonic(), deadline=time.monotonic() + budget_ms / 1000,
               formats=req["captureFormats"])
     report: dict[str, Any] = {"taskId": task_id}
     if req.get("correlationId") is not None:
@@ -152,8 +153,8 @@ async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
         report["artifacts"] = dict(run.artifacts)
     except asyncio.TimeoutError:
         report.update(status="timeout", errorDetails={
-            "type": "timeout", "message": f"the task budget of {s.task_total_ms} ms ran out during {run.step}",
-            "timeoutMs": s.task_total_ms, "step": run.step})
+            "type": "timeout", "message": f"the task budget of {budget_ms} ms ran out during {run.step}",
+            "timeoutMs": budget_ms, "step": run.step})
     except CaptureFailure as f:
         report.update(status=f.status, errorDetails=f.details)
         if f.status == "http_error":
@@ -241,6 +242,7 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
         faults.crash_browser = False
         await ctx.browser.kill_for_test()
         await asyncio.sleep(0.5)
+    ctx.browser.max_rss_mb = faults.max_rss_mb or s.max_rss_mb
     try:
         browser = await ctx.browser.ensure()
     except BrowserUnavailable as e:

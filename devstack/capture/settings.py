@@ -22,7 +22,9 @@ class Faults:
     ``manifest_fail``: the manifest write fails (``manifest.error``); ``refuse_500``: ``POST
     /captures`` answers 500 ``InternalFailure``; ``crash_during_upload``: the process exits
     (status 137) after the first artifact upload, before the manifest (case C10);
-    ``crash_browser``: the browser is killed when the next capture starts (it must relaunch).
+    ``crash_browser``: the browser is killed when the next capture starts (it must relaunch);
+    ``task_total_ms``: overrides the whole-task budget (deadline tests); ``max_rss_mb``: overrides
+    the browser's RSS bound (recycling tests). 0 = the server setting.
     """
 
     slow_ms: int = 0
@@ -31,6 +33,8 @@ class Faults:
     refuse_500: bool = False
     crash_during_upload: bool = False
     crash_browser: bool = False
+    task_total_ms: int = 0
+    max_rss_mb: float = 0.0
 
     def update(self, values: dict) -> None:
         """Set knobs from a JSON object; raises ValueError for unknown names or bad values."""

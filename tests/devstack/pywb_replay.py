@@ -1,8 +1,10 @@
-"""Replay URLs from a pywb collection with pywb's own FrontEndApp (run as a subprocess).
+"""Import a WACZ into pywb and replay URLs with pywb's own code (run as a subprocess).
 
-``python tests/devstack/pywb_replay.py ROOT COLL URL...`` prints one JSON line per URL:
-``{"url", "status", "body"}`` where body is the replayed (``id_``, unrewritten) content as text
-and ``mp_`` (rewritten page) for URLs prefixed with ``mp:``.
+``python tests/devstack/pywb_replay.py ROOT COLL WACZ URL...`` runs ``wb-manager init COLL`` and
+``wb-manager add --unpack-wacz COLL WACZ`` (pywb's CLI entry point, in-process) under ROOT, then
+prints ``{"warnings": [...], "indexed": [urls in the collection index]}`` and one JSON line per
+URL: ``{"url", "mode", "status", "body"}`` — ``id_`` (unrewritten) replay, or ``mp_`` (rewritten
+page) for URLs prefixed with ``mp:``.
 
 Why a subprocess and a shim: pywb's FrontEndApp monkey-patches the process with gevent, and it
 imports ``wsgiprox`` (HTTPS proxy mode only) whose ``certauth`` needs pyOpenSSL — pywb 2.10 caps
@@ -36,8 +38,27 @@ def _shim_wsgiprox() -> None:
 
 
 def main() -> None:
-    root, coll, *urls = sys.argv[1:]
+    root, coll, wacz, *urls = sys.argv[1:]
     os.chdir(root)
+    import logging
+
+    from pywb.manager.manager import main as wb_manager
+
+    warnings: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                warnings.append(record.getMessage())
+
+    wb_manager(["init", coll])
+    logging.getLogger().addHandler(Keep())
+    wb_manager(["add", "--unpack-wacz", coll, wacz])
+    indexed = []
+    for idx in sorted(os.listdir(f"collections/{coll}/indexes")):
+        with open(f"collections/{coll}/indexes/{idx}", encoding="utf-8") as fh:
+            indexed += [json.loads(line.split(" ", 2)[2])["url"] for line in fh if line.strip()]
+    print(json.dumps({"warnings": warnings, "indexed": indexed}), flush=True)
     _shim_wsgiprox()
     from pywb.apps.frontendapp import FrontEndApp
 

@@ -53,6 +53,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:  # quiet
         pass
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except ConnectionError:  # the browser gave up on a slow answer: not an error here
+            pass
+
     def _send(self, status: int, body: bytes, ctype: str, extra: dict | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)

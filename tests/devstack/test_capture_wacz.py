@@ -179,22 +179,17 @@ def test_pywb_imports_the_wacz_and_replays_fetched_data(site_capture, test_site,
     f.write_bytes(site_capture["wacz"])
     root = tmp_path / "pywb"
     root.mkdir()
-    run = lambda *a: subprocess.run([str(VENV_BIN / "wb-manager"), *a], cwd=root, capture_output=True,  # noqa: E731
-                                    text=True, timeout=120)
-    assert run("init", "coll").returncode == 0
-    added = run("add", "--unpack-wacz", "coll", str(f))
-    assert added.returncode == 0 and "does not contain any indices" not in added.stderr, added.stderr
-    index = b"".join(p.read_bytes() for p in (root / "collections/coll/indexes").glob("*.cdxj"))
-    indexed = {json.loads(line.split(b" ", 2)[2])["url"] for line in index.splitlines()}
-    ours = {e["url"] for _k, _t, e in cdxj_lines(site_capture["members"]["indexes/index.cdx"])}
-    assert indexed == ours
     replay = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("pywb_replay.py")), str(root), "coll",
+        [sys.executable, str(Path(__file__).with_name("pywb_replay.py")), str(root), "coll", str(f),
          test_site.url("/api/data.json"), "mp:" + test_site.url("/page"), test_site.url("/img/lazy.png"),
          test_site.url("/never-captured")],
         capture_output=True, text=True, timeout=120)
     got = [json.loads(line) for line in replay.stdout.splitlines() if line.startswith("{")]
-    assert len(got) == 4, replay.stderr[-2000:]
+    assert len(got) == 5, replay.stderr[-2000:]
+    imported = got.pop(0)
+    assert not any("indices" in w for w in imported["warnings"]), imported["warnings"]
+    ours = {e["url"] for _k, _t, e in cdxj_lines(site_capture["members"]["indexes/index.cdx"])}
+    assert set(imported["indexed"]) == ours and len(imported["indexed"]) == len(ours)
     data, page, img, missing = got
     assert data["status"] == 200 and FETCHED_MESSAGE in data["body"]
     assert page["status"] == 200 and "Hello capture" in page["body"] and "/api/data.json" in page["body"]

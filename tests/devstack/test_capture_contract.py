@@ -1,0 +1,242 @@
+"""Capture stand-in: the wire contract of BrowserHive v12 (contracts.md §A, §B.1, §D.3)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from devstack.serving import start_module
+from tests.devstack.conftest import FAST_SETTLE
+from tests.devstack.helpers import (
+    ALL_FORMATS, ONLY_WACZ, capture, faults, s3_get, script, task_keys, wacz_members,
+)
+
+HTML_ONLY = {**{k: False for k in ALL_FORMATS}, "html": True}
+
+
+def keys_with_prefix(s3_server, prefix: str) -> list[str]:
+    listed = s3_server.client().list_objects_v2(Bucket=s3_server.bucket, Prefix=prefix)
+    return [o["Key"] for o in listed.get("Contents", [])]
+
+
+@pytest.mark.parametrize(
+    ("body", "paths"),
+    [
+        ({"capture_formats": ONLY_WACZ}, {"/capture_formats", "/captureFormats"}),
+        ({"captureFormats": {**ONLY_WACZ, "pdf": True}}, {"/captureFormats/pdf"}),
+        ({"captureFormats": {"png": True}}, {f"/captureFormats/{k}" for k in ("webp", "html", "links", "mhtml", "wacz")}),
+        ({"captureFormats": {k: False for k in ALL_FORMATS}}, {"/captureFormats"}),
+        ({"captureFormats": ONLY_WACZ, "viewport": {"width": 0, "height": 99999}}, {"/viewport/width", "/viewport/height"}),
+        ({"captureFormats": ONLY_WACZ, "urlPolicies": [{"pattern": "", "action": "block"}]},
+         {"/urlPolicies/0/pattern", "/urlPolicies/0/action"}),
+        ({"captureFormats": ONLY_WACZ, "behaviors": [{**script("a", "1;"), "version": 2}]}, {"/behaviors/0/version"}),
+    ],
+)
+def test_validation_exception_with_field_list(capture_server, test_site, body, paths):
+    r = capture(capture_server, url=test_site.url("/page"), **body)
+    assert r.status_code == 400
+    assert r.headers["x-amzn-errortype"] == "ValidationException"
+    got = {f["path"] for f in r.json()["fieldList"]}
+    assert got == paths
+    assert "taskId" not in r.json()
+
+
+def test_unknown_field_names_the_camel_case_spelling(capture_server, test_site):
+    r = capture(capture_server, url=test_site.url("/page"), captureFormats=ONLY_WACZ, correlation_id="x")
+    assert r.status_code == 400
+    (field,) = r.json()["fieldList"]
+    assert field["path"] == "/correlation_id" and "correlationId" in field["message"]
+
+
+def test_script_hash_mismatch_is_rejected_before_anything_runs(capture_server, test_site, s3_server):
+    before = dict(test_site.hits)
+    bad = script("scroll", "window.scrollTo(0, 1);")
+    bad["sha256"] = script("x", "something else")["sha256"]
+    good_upper = script("mark", "window.x = 1;")
+    good_upper["sha256"] = good_upper["sha256"].upper()  # case-insensitive compare
+    r = capture(capture_server, url=test_site.url("/page"), captureFormats=ONLY_WACZ,
+                behaviors=[bad], preload=[good_upper], correlationId="hash-mismatch-case")
+    assert r.status_code == 400 and r.headers["x-amzn-errortype"] == "ValidationException"
+    assert [f["path"] for f in r.json()["fieldList"]] == ["/behaviors/0/sha256"]
+    assert dict(test_site.hits) == before
+    assert not [k for k in keys_with_prefix(s3_server, "") if "hash-mismatch-case" in k]
+
+
+def test_cross_field_rules(capture_server, test_site):
+    r = capture(capture_server, url=test_site.url("/page"), captureFormats=HTML_ONLY, signing=False)
+    assert r.status_code == 400 and "signing" in r.json()["message"]
+    r = capture(capture_server, url=test_site.url("/page"), captureFormats=ONLY_WACZ,
+                loadWait={"minMs": 500, "maxMs": 100})
+    assert r.status_code == 400 and "minMs" in r.json()["message"]
+    r = capture(capture_server, url=test_site.url("/page"), captureFormats=ONLY_WACZ, labels=["é" * 120])
+    assert r.status_code == 400 and "255" in r.json()["message"]
+
+
+def test_busy_under_two_concurrent_requests(capture_server, test_site):
+    results: dict[str, tuple[float, httpx.Response]] = {}
+
+    def go(name: str) -> None:
+        t0 = time.monotonic()
+        r = capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY)
+        results[name] = (time.monotonic() - t0, r)
+
+    with faults(capture_server, slow_ms=2000):
+        first = threading.Thread(target=go, args=("first",))
+        first.start()
+        deadline = time.monotonic() + 10
+        while not httpx.get(f"{capture_server}/status").json()["busy"]:
+            assert time.monotonic() < deadline, "server never became busy"
+            time.sleep(0.05)
+        go("second")
+        first.join(60)
+    busy_s, busy = results["second"]
+    done_s, done = results["first"]
+    assert busy.status_code == 429 and busy.headers["x-amzn-errortype"] == "Busy"
+    assert busy.json() == {"message": "a capture is already running on this browser"}
+    assert busy_s < 0.5 * 2.0  # refused at once, not queued behind the 2 s capture
+    assert done.status_code == 200 and done.json()["report"]["status"] == "success"
+    assert done_s >= 2.0
+    assert httpx.get(f"{capture_server}/status").json()["busy"] is False
+
+
+def test_http_error_has_no_artifacts_and_no_wacz(capture_server, test_site, s3_server):
+    r = capture(capture_server, url=test_site.url("/missing"), captureFormats=ALL_FORMATS)
+    body = r.json()
+    rep = body["report"]
+    assert r.status_code == 200
+    assert rep["status"] == "http_error" and rep["httpStatusCode"] == 404
+    assert rep["errorDetails"]["type"] == "http" and rep["errorDetails"]["httpStatusText"] == "Not Found"
+    assert rep["artifacts"] == {} and "waczStats" not in rep
+    keys = task_keys(s3_server, rep["taskId"])
+    assert keys == [f"{rep['taskId']}_.result.json"]  # the manifest only, no WACZ
+    assert json.loads(s3_get(s3_server, body["manifest"]["location"])) == rep
+
+
+def test_manifest_is_written_before_the_reply(capture_server, test_site, s3_server):
+    r = capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY, labels=["m"])
+    loc = r.json()["manifest"]["location"]
+    # Read at once, before anything else: the object must already be complete.
+    assert json.loads(s3_get(s3_server, loc)) == r.json()["report"]
+    assert loc.endswith("__m.result.json")
+
+
+def test_fault_manifest_write_failure(capture_server, test_site):
+    with faults(capture_server, manifest_fail=True):
+        r = capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY)
+    m = r.json()["manifest"]
+    assert list(m) == ["error"] and m["error"].startswith("s3://browserhive/")
+
+
+@pytest.mark.parametrize(("kind", "status"), [("internal", "failed"), ("timeout", "timeout"), ("http", "http_error")])
+def test_fault_forced_error_type(capture_server, test_site, kind, status):
+    before = test_site.hits["/other"]
+    with faults(capture_server, error_type=kind):
+        rep = capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY).json()["report"]
+    assert rep["status"] == status and rep["errorDetails"]["type"] == kind and rep["artifacts"] == {}
+    assert test_site.hits["/other"] == before
+
+
+def test_fault_refuse_with_500(capture_server, test_site):
+    with faults(capture_server, refuse_500=True):
+        r = capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY)
+    assert r.status_code == 500 and r.headers["x-amzn-errortype"] == "InternalFailure" and r.json() == {}
+
+
+def test_crashed_browser_is_relaunched(capture_server, test_site):
+    launches = httpx.get(f"{capture_server}/status").json()["standin"]["launches"]
+    with faults(capture_server, crash_browser=True):
+        rep = capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY).json()["report"]
+    assert rep["status"] == "success"
+    status = httpx.get(f"{capture_server}/status").json()
+    assert status["standin"]["launches"] == launches + 1
+    assert status["browser"]["connected"] is True and status["browser"]["version"].startswith("Chrome/")
+
+
+def _standin(server: str) -> dict:
+    return httpx.get(f"{server}/status").json()["standin"]
+
+
+def test_browser_is_recycled_every_n_captures(capture_server, test_site):
+    """The session server recycles every 4 captures (``--recycle-every 4``)."""
+    st = _standin(capture_server)
+    for _ in range(max(0, 4 - st["capturesSinceLaunch"])):
+        assert capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY).json()["report"]["status"] == "success"
+    assert _standin(capture_server)["recycles"] == st["recycles"]
+    capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY)
+    after = _standin(capture_server)
+    assert after["recycles"] == st["recycles"] + 1 and after["capturesSinceLaunch"] == 1
+
+
+def test_browser_is_recycled_above_the_rss_bound(capture_server, test_site):
+    st = _standin(capture_server)
+    with faults(capture_server, max_rss_mb=1.0):  # any live Chromium is above 1 MiB
+        rep = capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY).json()["report"]
+    assert rep["status"] == "success"
+    assert _standin(capture_server)["recycles"] == st["recycles"] + 1
+
+
+def test_task_budget_ends_a_hanging_capture(capture_server, test_site, s3_server):
+    t0 = time.monotonic()
+    with faults(capture_server, task_total_ms=2500):
+        r = capture(capture_server, url=test_site.url("/slow?ms=6000"), captureFormats=ONLY_WACZ)
+    elapsed = time.monotonic() - t0
+    rep = r.json()["report"]
+    assert rep["status"] == "timeout"
+    assert rep["errorDetails"] == {"type": "timeout", "message": rep["errorDetails"]["message"],
+                                   "timeoutMs": 2500, "step": "load-pages"}
+    assert 2.5 <= elapsed < 2.5 + 12  # budget, plus bounded teardown and the manifest write
+    assert json.loads(s3_get(s3_server, r.json()["manifest"]["location"]))["status"] == "timeout"
+
+
+def test_a_behavior_that_never_finishes_is_cut_at_the_budget(capture_server, test_site, s3_server):
+    never = script("never", "new Promise(() => {})")
+    t0 = time.monotonic()
+    with faults(capture_server, task_total_ms=4000):
+        r = capture(capture_server, url=test_site.url("/other"), captureFormats=ONLY_WACZ, behaviors=[never])
+    rep = r.json()["report"]
+    assert time.monotonic() - t0 < 4.0 + 12
+    assert rep["status"] == "success"  # behaviors are cooperative; the capture still archives
+    reports = wacz_members(s3_get(s3_server, rep["artifacts"]["wacz"]))["behaviors/reports.jsonl"]
+    (line,) = [json.loads(x) for x in reports.decode().splitlines()]
+    assert line["id"] == "never" and "did not finish" in line["error"]
+
+
+def test_status_shape(capture_server):
+    st = httpx.get(f"{capture_server}/status").json()
+    assert st["busy"] is False and st["browser"]["connected"] is True
+    assert set(st["build"]) == {"version", "revision", "buildTime"}
+    assert st["limits"] == {"maxResponseBytes": 20971520, "maxTaskBytes": 209715200, "maxPendingRequests": 5000}
+    assert st["defaultUrlPolicies"] == [] and st["defaultContentTypePolicies"] == []
+    r = httpx.delete(f"{capture_server}/captures")
+    assert r.status_code == 404 and r.headers["x-amzn-errortype"] == "UnknownOperationException"
+
+
+@pytest.fixture(scope="module")
+def strict_server(s3_server, tmp_path_factory):
+    """A capture server WITHOUT --allow-private (private targets refused)."""
+    proc, url = start_module("devstack.capture", "--s3-endpoint", s3_server.endpoint, "--settle", FAST_SETTLE,
+                             tmp_dir=tmp_path_factory.mktemp("strict"))
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.mark.parametrize("path_or_url", ["/page", "http://localhost:9/", "http://169.254.169.254/latest/meta-data/",
+                                         "http://[::1]/", "http://2130706433/", "file:///etc/hostname"])
+def test_private_targets_are_refused_without_the_flag(strict_server, test_site, s3_server, path_or_url):
+    url = test_site.url(path_or_url) if path_or_url.startswith("/") else path_or_url
+    before = dict(test_site.hits)
+    r = capture(strict_server, url=url, captureFormats=ALL_FORMATS)
+    assert r.status_code == 200
+    rep = r.json()["report"]
+    assert rep["status"] == "failed"
+    assert rep["errorDetails"] == {"type": "internal", "message": "url is not allowed"}
+    assert rep["artifacts"] == {}
+    assert dict(test_site.hits) == before
+    assert json.loads(s3_get(s3_server, r.json()["manifest"]["location"]))["status"] == "failed"
