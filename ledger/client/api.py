@@ -141,17 +141,25 @@ class LedgerClient:
         params = {"before": before} if before else None
         return self._call("GET", "/api/archives", params=params).json()
 
-    def iter_archives(self, since: str | None = None, max_pages: int = 20) -> Iterator[dict]:
-        """Archives newest first, following the ``before`` cursor; stops at rows captured before ``since``."""
+    def iter_archives(self, since: str | None = None, max_pages: int = 200) -> Iterator[dict]:
+        """Archives newest first, following the ``before`` cursor (the last row's ``capturedAt``).
+
+        Stops at the first row captured before ``since`` (ISO 8601), or at an empty page: the
+        ledger pages before filtering by permission, so a short page does not mean the end,
+        but an empty one leaves no cursor (ledger.md §6.5).
+        """
+        from ledger.client.render import parse_time
+
+        floor = parse_time(since)
         before = None
         for _ in range(max_pages):
-            page = self.archives_page(before)
-            rows = page.get("archives", [])
+            rows = self.archives_page(before).get("archives", [])
             for row in rows:
-                if since and row.get("capturedAt", "") < since:
+                captured = parse_time(row.get("capturedAt"))
+                if floor is not None and captured is not None and captured < floor:
                     return
                 yield row
-            cursor = page.get("nextBefore") or page.get("next") or (rows[-1]["capturedAt"] if len(rows) >= 50 else None)
+            cursor = rows[-1].get("capturedAt") if rows else None
             if not cursor or cursor == before:
                 return
             before = cursor
