@@ -253,7 +253,7 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
     dprs = req.get("devicePixelRatios") or s.device_pixel_ratios
     viewport = req.get("viewport") or s.viewport
     max_resp = min(int(req.get("maxResponseBytes") or s.max_response_bytes), s.max_response_bytes)
-    recorder = Recorder(run.policies, max_resp, s.max_task_bytes)
+    recorder = Recorder(run.policies, max_resp, s.max_task_bytes, max_pending=s.max_pending_requests)
     shared = req.get("session") == "shared"
     headers = {"Accept-Language": req["acceptLanguage"]} if (req.get("acceptLanguage") or "").strip() else None
     ctx.proxy.begin_capture(
@@ -262,8 +262,11 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
     )
     context: BrowserContext | None = None
     page: Page | None = None
+    gate = None
     try:
         try:
+            if ctx.shared_context is not None and ctx.shared_context.browser is not browser:
+                ctx.shared_context = None  # its browser was relaunched or recycled
             if shared and ctx.shared_context is not None:
                 context = ctx.shared_context
             else:
@@ -275,7 +278,8 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
             for script in req.get("preload") or []:
                 await context.add_init_script(script=script["source"])
             if run.policies.has_deny():
-                await context.route("**/*", _deny_gate(run, recorder))
+                gate = _deny_gate(run, recorder)
+                await context.route("**/*", gate)
             recorder.attach(context)
             page = await asyncio.wait_for(context.new_page(), run.op_timeout(s.operation_ms))
         except (PlaywrightError, asyncio.TimeoutError) as e:
@@ -289,7 +293,7 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
         page.on("popup", on_popup)
         return await _load_and_write(ctx, run, context, page, recorder, dprs, viewport, windows)
     finally:
-        await _teardown(ctx, context, page, shared, recorder)
+        await _teardown(ctx, context, page, shared, recorder, gate)
 
 
 def _deny_gate(run: Run, recorder: Recorder):
@@ -309,9 +313,11 @@ def _deny_gate(run: Run, recorder: Recorder):
     return gate
 
 
-async def _teardown(ctx: Ctx, context, page, shared: bool, recorder: Recorder) -> None:
+async def _teardown(ctx: Ctx, context, page, shared: bool, recorder: Recorder, gate) -> None:
     try:
         await recorder.stop(timeout_s=5)
+        if shared and context is not None and gate is not None:
+            await asyncio.wait_for(context.unroute("**/*", gate), 5)
         if context is not None and not shared:
             await asyncio.wait_for(context.close(), 10)
         elif page is not None:

@@ -37,8 +37,18 @@ IDLE_TIMEOUT_S = 60.0
 HOP_BY_HOP = {"proxy-connection", "proxy-authorization", "connection", "keep-alive"}
 
 
+METADATA_NAMES = {"metadata", "metadata.google.internal", "metadata.goog"}
+
+
 def checked_addresses(host: str, port: int, allow_private: bool) -> list[str]:
-    """Addresses of ``host`` that the guard accepts (one resolution); raises HostRefused."""
+    """Addresses of ``host`` that the guard accepts (one resolution); raises HostRefused.
+
+    With ``allow_private`` cloud-metadata names and link-local addresses are still refused
+    (names before any DNS lookup).
+    """
+    bare = host.lower().rstrip(".")
+    if allow_private and (bare in METADATA_NAMES or bare.endswith(".metadata.goog")):
+        raise HostRefused(f"{host}:{port}", f"metadata host name {bare!r} is never allowed")
     addresses = resolve_checked(host, port, allow_private=allow_private)
     if allow_private:
         for a in addresses:

@@ -74,7 +74,7 @@ class Recorder:
     """
 
     def __init__(self, policies: Policies, max_response_bytes: int, max_task_bytes: int,
-                 body_timeout_s: float = 10.0):
+                 body_timeout_s: float = 10.0, max_pending: int = 5000):
         self.policies = policies
         self.max_response_bytes = max_response_bytes
         self.max_task_bytes = max_task_bytes
@@ -84,15 +84,31 @@ class Recorder:
         self.body_bytes = 0
         self.inflight: dict[Request, datetime] = {}
         self.last_activity = time.monotonic()
+        self.max_pending = max_pending
         self._tasks: set[asyncio.Task] = set()
         self._stopped = False
+        self._context: BrowserContext | None = None
+        self._handlers: list[tuple[str, object]] = []
 
     # -- wiring ---------------------------------------------------------------------------------
 
     def attach(self, context: BrowserContext) -> None:
-        context.on("request", self._on_request)
-        context.on("requestfinished", lambda r: self._spawn(self._on_finished(r)))
-        context.on("requestfailed", lambda r: self._spawn(self._on_failed(r)))
+        self._context = context
+        self._handlers = [
+            ("request", self._on_request),
+            ("requestfinished", lambda r: self._spawn(self._on_finished(r))),
+            ("requestfailed", lambda r: self._spawn(self._on_failed(r))),
+        ]
+        for event, handler in self._handlers:
+            context.on(event, handler)
+
+    def detach(self) -> None:
+        """Stop listening (a shared context outlives the capture)."""
+        if self._context is not None:
+            for event, handler in self._handlers:
+                with contextlib.suppress(Exception):
+                    self._context.remove_listener(event, handler)
+            self._context = None
 
     def _spawn(self, coro) -> None:
         if self._stopped:
@@ -107,6 +123,12 @@ class Recorder:
             return
         self.inflight[request] = datetime.now(timezone.utc)
         self.last_activity = time.monotonic()
+        if len(self.inflight) > self.max_pending:  # bound the tracking map: forget the oldest
+            oldest = next(iter(self.inflight))
+            started = self.inflight.pop(oldest)
+            self.exchanges.append(Exchange(url=oldest.url, method=oldest.method, started=started,
+                                           resource_type=oldest.resource_type, incomplete="stop-while-pending",
+                                           failure="evicted: more than maxPendingRequests in flight"))
 
     def record_denied(self, url: str, method: str, pattern: str, resource_type: str = "", target: str = "page") -> None:
         """A request the deny gate held back (never sent): a metadata record only."""
@@ -195,6 +217,7 @@ class Recorder:
         for t in list(self._tasks):
             t.cancel()
         self._stopped = True
+        self.detach()
         for request, started in list(self.inflight.items()):
             self.exchanges.append(Exchange(url=request.url, method=request.method, started=started,
                                            resource_type=request.resource_type, incomplete="stop-while-pending"))

@@ -240,3 +240,76 @@ def test_private_targets_are_refused_without_the_flag(strict_server, test_site, 
     assert rep["artifacts"] == {}
     assert dict(test_site.hits) == before
     assert json.loads(s3_get(s3_server, r.json()["manifest"]["location"]))["status"] == "failed"
+
+
+def test_artifact_sink_receives_every_artifact_and_its_locations_are_used(capture_server, test_site):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    received: list[tuple[str, str, str, int]] = []
+
+    class Sink(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_PUT(self):  # noqa: N802
+            data = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers["Authorization"], self.headers["Content-Type"], len(data)))
+            body = json.dumps({"location": f"s3://sink-bucket/org/1{self.path}"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        sink_url = f"http://127.0.0.1:{srv.server_address[1]}/sink/crawl-7"
+        r = capture(capture_server, url=test_site.url("/other"), captureFormats={**HTML_ONLY, "wacz": True},
+                    artifactSink={"url": sink_url, "token": "tok-123"})
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    body = r.json()
+    tid = body["taskId"]
+    assert body["report"]["artifacts"] == {"html": f"s3://sink-bucket/org/1/sink/crawl-7/{tid}_.html",
+                                           "wacz": f"s3://sink-bucket/org/1/sink/crawl-7/{tid}_.wacz"}
+    assert body["manifest"] == {"location": f"s3://sink-bucket/org/1/sink/crawl-7/{tid}_.result.json"}
+    assert [(p.rsplit("/", 1)[1], a, t) for p, a, t, _ in received] == [
+        (f"{tid}_.html", "Bearer tok-123", "text/html"),
+        (f"{tid}_.wacz", "Bearer tok-123", "application/wacz+zip"),
+        (f"{tid}_.result.json", "Bearer tok-123", "application/json"),
+    ]
+
+
+def test_shared_session_keeps_cookies_across_captures(capture_server, test_site, s3_server):
+    from tests.devstack.helpers import warc_records
+
+    first = capture(capture_server, url=test_site.url("/page"), captureFormats=HTML_ONLY, session="shared")
+    assert first.json()["report"]["status"] == "success"
+    rep = capture(capture_server, url=test_site.url("/other"), captureFormats=ONLY_WACZ, session="shared").json()["report"]
+    recs = warc_records(wacz_members(s3_get(s3_server, rep["artifacts"]["wacz"]))["archive/data.warc.gz"])
+    (req,) = [r for r, _ in recs if r.rec_type == "request" and r.rec_headers.get_header("WARC-Target-URI") == test_site.url("/other")]
+    assert "sid=abc" in (req.http_headers.get_header("Cookie") or "")
+    iso = capture(capture_server, url=test_site.url("/other"), captureFormats=ONLY_WACZ).json()["report"]
+    recs = warc_records(wacz_members(s3_get(s3_server, iso["artifacts"]["wacz"]))["archive/data.warc.gz"])
+    (req,) = [r for r, _ in recs if r.rec_type == "request" and r.rec_headers.get_header("WARC-Target-URI") == test_site.url("/other")]
+    assert req.http_headers.get_header("Cookie") is None  # isolated: a fresh context
+
+
+@pytest.mark.fault
+def test_c10_crash_during_upload_leaves_no_manifest(s3_server, test_site, tmp_path):
+    """Knob for case C10: the process dies after the first artifact upload, before the manifest."""
+    proc, url = start_module("devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
+                             "--settle", FAST_SETTLE, "--fault-crash-during-upload", "--s3-key-prefix", "c10",
+                             tmp_dir=tmp_path)
+    try:
+        with pytest.raises(httpx.TransportError):
+            capture(url, url=test_site.url("/other"), captureFormats={**HTML_ONLY, "wacz": True})
+        assert proc.wait(30) == 137
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    keys = keys_with_prefix(s3_server, "c10/")
+    assert len(keys) == 1 and keys[0].endswith(".html")  # the HTML landed; no WACZ, no manifest
