@@ -194,13 +194,88 @@ def level_report(ctx: Context) -> None:
         ctx.metric("level report round trip", elapsed, "s", 2.0, "<=",
                    f"{n_results} results, {n_results * links_per:,} links, {pages:,} pages held")
 
-        # 2. where the time goes: the same report in-process under pyinstrument
+        # 2. where the time goes: a tenth of the report (100 results, 10,000 links) in-process
+        #    under pyinstrument on a fresh copy of the same crawl (the whole one would take as
+        #    long again; per-result costs are the same)
+        tenth = dict(body, results=body["results"][: n_results // 10])
         db_prof = pg.new_db(template=tpl_name)
-        phases, text = asyncio.run(_profile_level(db_prof, env, crawl_id, body))
+        phases, text = asyncio.run(_profile_level(db_prof, env, crawl_id, tenth))
+        ctx.detail("profile_scope", "first 100 results (10,000 links) of the same report, in-process")
         ctx.detail("phases_s", phases)
         ctx.detail("profile", text)
         for name, secs in phases.items():
-            ctx.metric(f"  phase: {name}", secs, "s", note="in-process, same data")
+            ctx.metric(f"  1/10 report, phase: {name}", secs, "s", note="in-process, pyinstrument on")
+
+        # 3. what the two per-row SQL loops of record_level cost against one set-based statement each
+        db_sql = pg.new_db(template=tpl_name)
+        ctx.detail("sql_what_if_s", _sql_what_if(db_sql, crawl_id, depth, body, answer_urls=None))
+        for name, secs in ctx.details["sql_what_if_s"].items():
+            ctx.metric(f"  SQL: {name}", secs, "s", note="fresh copy, psycopg sync")
+
+
+def _sql_what_if(db_url: str, crawl_id: str, depth: int, body: dict, answer_urls: object) -> dict[str, float]:
+    """Time record_level's step 1 (close reported rows) and step 7 (insert the next level) as
+    written — one statement per row — and as one set-based statement each, on the same data.
+
+    The per-row variants run on the first 1,000 new links only and are scaled ×90 to the
+    report's 90,000 new links (stated in the name)."""
+    from ledger.crawl.urls import parse_http_url
+
+    results = body["results"]
+    out: dict[str, float] = {}
+    new_links = [f"{r['url'].rsplit('/d', 1)[0]}/d{depth + 1}/r{j}/l{k}"
+                 for j, r in enumerate(results) for k in range(10, 100)]
+    parsed = [parse_http_url(u) for u in new_links]
+    with psycopg.connect(db_url) as conn:
+        t = time.monotonic()
+        for r in results:
+            conn.execute(
+                "UPDATE crawl_pages SET state = %s, task_id = %s, submitted_at = %s, finished_at = %s"
+                " WHERE crawl_id = %s AND url_hash = waggle_sha256(%s) AND depth = %s",
+                (r["status"], r["taskId"], r["submittedAt"], r["finishedAt"], crawl_id, r["url"], depth))
+        out["step 1 per-row UPDATE × 1,000"] = time.monotonic() - t
+        conn.rollback()
+        t = time.monotonic()
+        conn.execute(
+            "UPDATE crawl_pages p SET state = v.state, task_id = v.task_id,"
+            " submitted_at = v.submitted_at::timestamptz, finished_at = v.finished_at::timestamptz"
+            " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])"
+            "   AS v(url_key, state, task_id, submitted_at, finished_at)"
+            " WHERE p.crawl_id = %s AND p.url_hash = waggle_sha256(v.url_key) AND p.depth = %s",
+            ([r["url"] for r in results], [r["status"] for r in results], [r["taskId"] for r in results],
+             [r["submittedAt"] for r in results], [r["finishedAt"] for r in results], crawl_id, depth))
+        out["step 1 one UPDATE … FROM unnest"] = time.monotonic() - t
+        conn.rollback()
+        sample = parsed[:1000]
+        t = time.monotonic()
+        for p in sample:
+            conn.execute(
+                "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url, host",
+                (crawl_id, p.url, p.key, depth + 1, p.host)).fetchone()
+        per_row = (time.monotonic() - t) * (len(parsed) / len(sample))
+        out[f"step 7 per-row INSERT × {len(parsed):,} (1,000 timed, scaled)"] = per_row
+        conn.rollback()
+        t = time.monotonic()
+        rows = conn.execute(
+            "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host)"
+            " SELECT %s, u, k, %s, h FROM unnest(%s::text[], %s::text[], %s::text[]) AS v(u, k, h)"
+            " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url, host",
+            (crawl_id, depth + 1, [p.url for p in parsed], [p.key for p in parsed], [p.host for p in parsed]),
+        ).fetchall()
+        out[f"step 7 one INSERT … SELECT unnest ({len(rows):,} rows)"] = time.monotonic() - t
+        conn.rollback()
+        t = time.monotonic()
+        conn.execute("SELECT host, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY host",
+                     (crawl_id,)).fetchall()
+        out["step 6 per-host count over the crawl"] = time.monotonic() - t
+        t = time.monotonic()
+        conn.execute(
+            "SELECT url_key FROM crawl_pages WHERE crawl_id = %s"
+            " AND url_hash IN (SELECT waggle_sha256(k) FROM unnest(%s::text[]) AS k)",
+            (crawl_id, [p.key for p in parsed])).fetchall()
+        out["step 6 known-links lookup (90,000 keys)"] = time.monotonic() - t
+    return {k: round(v, 3) for k, v in out.items()}
 
 
 async def _profile_level(db_url: str, env: dict[str, str], crawl_id: str, body: dict) -> tuple[dict, str]:
@@ -246,7 +321,7 @@ async def _profile_level(db_url: str, env: dict[str, str], crawl_id: str, body: 
     levels.plan_next_level = timed("budget (plan_next_level)", levels.plan_next_level)
     report = json.loads(json.dumps(body))
     try:
-        profiler = Profiler(async_mode="enabled", interval=0.001)
+        profiler = Profiler(async_mode="enabled", interval=0.005)
         t0 = time.monotonic()
         with profiler:
             outcome = await levels.record_level(services, uuid.UUID(crawl_id), report)
@@ -447,7 +522,7 @@ async def _reconcile(db: str, s3_server, *, profile_first: int) -> tuple[dict, f
                 "DELETE FROM archives WHERE task_id IN (SELECT task_id FROM capture_submissions"
                 " ORDER BY submitted_at, task_id LIMIT %s)", (profile_first,))
             await conn.commit()
-        profiler = Profiler(async_mode="enabled", interval=0.001)
+        profiler = Profiler(async_mode="enabled", interval=0.005)
         with profiler:
             await reconcile(pool, s3)
         text = _pyinstrument_text(profiler)

@@ -1,0 +1,374 @@
+"""Politeness precision, browser utilization and orchestration overhead (issue 8 items 1–3).
+
+Everything runs through the whole local stack (``devstack.stack.up``, 2 capture servers, the
+Windmill runner executing ``f/waggle/crawl_level``, the ledger dispatching each level). The
+crawled site is :mod:`tests.bench.site`: 4 hosts (distinct loopback ports), 3 levels of a
+binary tree each (7 pages per host); host 3's robots.txt asks ``Crawl-delay: 3``; host 0's
+``/b`` drops its first connection (the flow retries it after the gap).
+
+Four crawls, one after the other: d ∈ {500, 2000} ms, each once as shipped and once as the
+**baseline** with the cross-level remaining-gap rule disabled (Windmill variable
+``u/admin/waggle_bench_no_cross_level_gap = 1``, read by ``f/waggle/plan_level.py`` — a knob
+that exists for this benchmark only).
+
+Measures, per crawl:
+
+* **gaps** (server-felt): per host, last request of one capture → first request of the next,
+  from the site's own log; split into within-level, level-boundary and after-retry gaps;
+  overshoot = gap − effective delay (max(d, Crawl-delay)). Targets: no gap below the
+  effective delay; within-level median overshoot ≤ 50 ms, p99 ≤ 250 ms.
+* **utilization**: ``GET /status`` of each capture server sampled every 100 ms; the fraction
+  of samples ``busy`` inside each level's capture window and over the whole crawl.
+* **makespan vs ideal**: per level, makespan = last finish − first submission (the flow's own
+  ``submittedAt``/``finishedAt`` in ``crawl_pages``); ideal lower bound = max(max over hosts of
+  Σ capture times + (n−1)·delay, Σ capture times / servers); target ideal/makespan ≥ 0.85.
+* **orchestration overhead** per level = level wall time (this level's job created → next
+  level's job created, or → crawl finished) − makespan − the deliberate wait before the first
+  capture (the earliest moment any host's gap allowed it); target ≤ 1 s. Module durations
+  (plan, compile, hosts, report, index) are observed by polling the runner's job record (±0.2 s).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from tests.bench.harness import Context, percentile, summary
+from tests.bench.site import Host
+from tests.e2e.site import captures
+
+HOSTS = 4
+LEVELS = 3
+CRAWL_DELAY_S = 3.0
+ROBOTS_SLOW = f"User-agent: *\nAllow: /\nCrawl-delay: {CRAWL_DELAY_S:g}\n"
+KNOB = "u/admin/waggle_bench_no_cross_level_gap"
+WORKSPACE = "waggle"
+
+
+def _wall_to_mono(iso: str | None, offset: float) -> float | None:
+    """ISO wall-clock time → this process's monotonic clock (same machine)."""
+    if not iso:
+        return None
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() - offset
+
+
+@dataclass
+class Monitor:
+    """Background sampler: capture servers' busy flag, the crawl's last job, job module states."""
+
+    captures: list[str]
+    ledger: str
+    windmill: str
+    wm_token: str
+    api_token: str
+    crawl_id: str | None = None
+    busy: dict[str, list[tuple[float, bool]]] = field(default_factory=dict)
+    jobs: dict[str, dict] = field(default_factory=dict)  # job id → {depth, first_seen, modules: {id: [(t, type)]}}
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> "Monitor":
+        self.busy = {c: [] for c in self.captures}
+        self._threads = [threading.Thread(target=self._captures_loop, daemon=True),
+                         threading.Thread(target=self._jobs_loop, daemon=True)]
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(5)
+
+    def _captures_loop(self) -> None:
+        with httpx.Client(timeout=2) as http:
+            while not self._stop.is_set():
+                t = time.monotonic()
+                for c in self.captures:
+                    try:
+                        b = bool(http.get(f"{c}/status").json().get("busy"))
+                    except (httpx.HTTPError, ValueError):
+                        continue
+                    self.busy[c].append((time.monotonic(), b))
+                self._stop.wait(max(0.0, 0.1 - (time.monotonic() - t)))
+
+    def _jobs_loop(self) -> None:
+        api = httpx.Client(base_url=self.ledger, headers={"Authorization": f"Bearer {self.api_token}"}, timeout=5)
+        wm = httpx.Client(base_url=self.windmill, headers={"Authorization": f"Bearer {self.wm_token}"}, timeout=5)
+        with api, wm:
+            while not self._stop.is_set():
+                if self.crawl_id:
+                    try:
+                        last = api.get(f"/api/crawls/{self.crawl_id}").json().get("lastJob")
+                    except (httpx.HTTPError, ValueError):
+                        last = None
+                    if last and last.get("id") and last["id"] not in self.jobs:
+                        self.jobs[last["id"]] = {"depth": last.get("depth"), "first_seen": time.monotonic(),
+                                                 "modules": {}, "record": None}
+                    for job_id, info in list(self.jobs.items()):
+                        if info["record"] and info["record"].get("type") == "CompletedJob":
+                            continue
+                        try:
+                            rec = wm.get(f"/api/w/{WORKSPACE}/jobs_u/get/{job_id}").json()
+                        except (httpx.HTTPError, ValueError):
+                            continue
+                        info["record"] = rec
+                        now = time.monotonic()
+                        for m in (rec.get("flow_status") or {}).get("modules", []):
+                            seen = info["modules"].setdefault(m["id"], [])
+                            if not seen or seen[-1][1] != m["type"]:
+                                seen.append((now, m["type"]))
+                self._stop.wait(0.2)
+
+
+def _stack(ctx: Context, state: Path):
+    from devstack.stack import StackConfig, up
+    from tests.fixtures.stack import stack_ports
+
+    t0 = time.monotonic()
+    info = up(StackConfig(state_dir=state, captures=2, ports=stack_ports(2)))
+    ctx.detail("stack_up_s", round(time.monotonic() - t0, 1))
+    return info
+
+
+def _set_knob(windmill: str, token: str, on: bool) -> None:
+    from ledger.client.windmill_vars import upsert_variable
+
+    with httpx.Client(base_url=windmill, headers={"Authorization": f"Bearer {token}"}, timeout=10) as http:
+        upsert_variable(http, WORKSPACE, KNOB, "1" if on else "0", False)
+
+
+def _token(info: dict) -> str:
+    r = httpx.post(f"{info['services']['issuer']}/token", json={
+        "subject": info["subject"], "organizations": [info["organization"]], "expiresIn": "1h"}, timeout=10)
+    r.raise_for_status()
+    return r.json()["access_token"]
+
+
+def _depth(path: str) -> int:
+    return len(path.strip("/"))
+
+
+def run_crawl(info: dict, wm_token: str, delay_ms: int, baseline: bool, timeout_s: float = 420) -> dict:
+    """One crawl of a fresh 4-host site; returns raw observations."""
+    hosts = [Host(LEVELS, robots_txt=ROBOTS_SLOW if i == 3 else "User-agent: *\nAllow: /\n",
+                  flaky=("/b",) if i == 0 else ()) for i in range(HOSTS)]
+    offset = time.time() - time.monotonic()
+    token = _token(info)
+    svc = info["services"]
+    caps = [svc[n] for n in sorted(svc) if n.startswith("capture")]
+    _set_knob(svc["windmill"], wm_token, baseline)
+    mon = Monitor(caps, svc["ledger"], svc["windmill"], wm_token, token).start()
+    try:
+        with httpx.Client(base_url=svc["ledger"], headers={"Authorization": f"Bearer {token}"}, timeout=30) as api:
+            t_start = time.monotonic()
+            r = api.post("/api/crawls", json={
+                "seeds": [f"{h.url}/" for h in hosts], "maxDepth": LEVELS - 1, "maxPages": 200,
+                "perHostDelayMs": delay_ms, "hostParallelism": 4, "scope": "same-origin"})
+            if r.status_code != 202:
+                raise RuntimeError(f"POST /api/crawls answered {r.status_code}: {r.text[:300]}")
+            crawl_id = r.json()["crawlId"]
+            mon.crawl_id = crawl_id
+            deadline = time.monotonic() + timeout_s
+            while True:
+                view = api.get(f"/api/crawls/{crawl_id}").json()
+                if view.get("state") != "running":
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"crawl {crawl_id} still running after {timeout_s} s: {json.dumps(view)[:500]}")
+                time.sleep(0.5)
+            t_end = time.monotonic()
+        time.sleep(1.0)  # let the last job's record settle
+    finally:
+        mon.stop()
+        for h in hosts:
+            h.stop()
+    with psycopg.connect(info["database_url"]) as conn:
+        rows = conn.execute(
+            "SELECT url, host, depth, state, submitted_at, finished_at FROM crawl_pages WHERE crawl_id = %s"
+            " ORDER BY submitted_at NULLS LAST", (crawl_id,)).fetchall()
+    pages = [{"url": u, "host": h, "depth": d, "state": s,
+              "submitted": s_at.timestamp() - offset if s_at else None,
+              "finished": f_at.timestamp() - offset if f_at else None} for u, h, d, s, s_at, f_at in rows]
+    return {"crawl_id": crawl_id, "view": view, "hosts": hosts, "pages": pages, "monitor": mon,
+            "t_start": t_start, "t_end": t_end, "offset": offset, "captures": caps}
+
+
+def gap_analysis(run: dict, delay_ms: int) -> dict:
+    """Server-felt gaps per host, classified, with overshoot over the effective delay (s)."""
+    out: dict = {"within": [], "boundary": [], "retry": [], "below": [], "per_host": {}}
+    for i, host in enumerate(run["hosts"]):
+        eff = max(delay_ms / 1000, CRAWL_DELAY_S if i == 3 else 0)
+        caps = captures(host.hits)
+        gaps = []
+        for prev, nxt in zip(caps, caps[1:]):
+            gap = nxt.first - prev.last
+            kind = ("retry" if prev.page == nxt.page else
+                    "boundary" if _depth(nxt.page) != _depth(prev.page) else "within")
+            over = gap - eff
+            out[kind].append(over)
+            gaps.append({"from": prev.page, "to": nxt.page, "gap_ms": round(gap * 1000, 1), "kind": kind,
+                         "delay_ms": eff * 1000})
+            if over < 0:
+                out["below"].append({"host": i, "from": prev.page, "to": nxt.page, "gap_ms": round(gap * 1000, 1),
+                                     "delay_ms": eff * 1000, "kind": kind})
+        out["per_host"][f"host{i}"] = {"effective_delay_ms": eff * 1000, "captures": len(caps), "gaps": gaps}
+    return out
+
+
+def level_analysis(run: dict, delay_ms: int) -> list[dict]:
+    """Per level: makespan, ideal lower bound, utilization per server, orchestration overhead (s)."""
+    pages = [p for p in run["pages"] if p["submitted"] is not None and p["finished"] is not None]
+    mon: Monitor = run["monitor"]
+    jobs = sorted(((info["depth"], jid, info) for jid, info in mon.jobs.items()), key=lambda x: x[0])
+    created = {}
+    for depth, jid, info in jobs:
+        rec = info["record"] or {}
+        created[depth] = _wall_to_mono(rec.get("created_at"), run["offset"]) or info["first_seen"]
+    finished_crawl = _wall_to_mono(run["view"].get("finishedAt"), run["offset"]) or run["t_end"]
+    host_delay = {}
+    for i, h in enumerate(run["hosts"]):
+        host_delay[f"127.0.0.1:{h.port}"] = max(delay_ms / 1000, CRAWL_DELAY_S if i == 3 else 0)
+    levels = []
+    depths = sorted({p["depth"] for p in pages})
+    servers = len(run["captures"])
+    for depth in depths:
+        lv = [p for p in pages if p["depth"] == depth]
+        first = min(p["submitted"] for p in lv)
+        last = max(p["finished"] for p in lv)
+        makespan = last - first
+        per_host: dict[str, list[float]] = {}
+        for p in lv:
+            per_host.setdefault(p["host"], []).append(p["finished"] - p["submitted"])
+        host_bound = max(sum(d) + (len(d) - 1) * host_delay.get(h, delay_ms / 1000) for h, d in per_host.items())
+        server_bound = sum(sum(d) for d in per_host.values()) / servers
+        ideal = max(host_bound, server_bound)
+        util = {}
+        for c, samples in mon.busy.items():
+            inside = [b for t, b in samples if first <= t <= last]
+            util[c] = (sum(inside) / len(inside)) if inside else None
+        row = {"depth": depth, "pages": len(lv), "hosts": len(per_host), "makespan_s": makespan,
+               "ideal_s": ideal, "host_bound_s": host_bound, "server_bound_s": server_bound,
+               "ideal_over_makespan": ideal / makespan if makespan > 0 else None, "utilization": util}
+        # orchestration overhead
+        start = created.get(depth)
+        end = created.get(depth + 1, finished_crawl)
+        if start is not None:
+            prev = [p for p in pages if p["depth"] < depth]
+            earliest = start
+            if prev:
+                allowed = []
+                for h in per_host:
+                    done = [p["finished"] for p in prev if p["host"] == h]
+                    allowed.append(max(done) + host_delay.get(h, delay_ms / 1000) if done else start)
+                earliest = max(start, min(allowed))
+            wait = earliest - start
+            row.update(level_wall_s=end - start, deliberate_wait_s=wait,
+                       overhead_s=(end - start) - makespan - wait,
+                       before_first_capture_s=first - start - wait, after_last_capture_s=end - last)
+        for depth_j, jid, info in jobs:
+            if depth_j == depth:
+                mods = {}
+                for mid, seq in info["modules"].items():
+                    t_in = next((t for t, s in seq if s == "InProgress"), None)
+                    t_out = next((t for t, s in seq if s in ("Success", "Failure")), None)
+                    if t_in is not None and t_out is not None:
+                        mods[mid] = round(t_out - t_in, 2)
+                row["modules_s"] = mods
+                row["job_duration_ms"] = (info["record"] or {}).get("duration_ms")
+        levels.append(row)
+    # whole-crawl utilization
+    return levels
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else v * 1000
+
+
+def politeness(ctx: Context) -> None:
+    """Per-host gaps vs delay (d ∈ {500, 2000} ms, Crawl-delay host, retries, boundaries) with a
+    no-cross-level-gap baseline; capture-server utilization; makespan vs ideal; orchestration overhead."""
+    from devstack.stack import down
+
+    delays = [500] if ctx.quick else [500, 2000]
+    with tempfile.TemporaryDirectory(prefix="waggle-bench-stack-") as tmp:
+        state = Path(tmp)
+        try:
+            info = _stack(ctx, state)
+            wm_token = json.loads((state / "secrets.json").read_text())["windmill_token"]
+            runs = {}
+            for d in delays:
+                for baseline in (False, True):
+                    label = f"d={d}" + (" baseline" if baseline else "")
+                    t0 = time.monotonic()
+                    run = run_crawl(info, wm_token, d, baseline)
+                    gaps = gap_analysis(run, d)
+                    levels = level_analysis(run, d)
+                    whole = {c: (sum(b for _, b in s if run["t_start"] <= _ <= run["t_end"]) /
+                                 max(1, sum(1 for _, b in s if run["t_start"] <= _ <= run["t_end"])))
+                             for c, s in run["monitor"].busy.items()}
+                    runs[label] = {"crawl_id": run["crawl_id"], "state": run["view"].get("state"),
+                                   "stopReason": run["view"].get("stopReason"),
+                                   "pagesCaptured": run["view"].get("pagesCaptured"),
+                                   "wall_s": round(time.monotonic() - t0, 1),
+                                   "gaps_overshoot_ms": {k: summary([_ms(x) for x in gaps[k]])
+                                                         for k in ("within", "boundary", "retry")},
+                                   "below_delay": gaps["below"], "per_host": gaps["per_host"],
+                                   "levels": levels, "utilization_whole_crawl": whole}
+                    _metrics(ctx, label, gaps, levels, whole, baseline)
+            ctx.detail("runs", runs)
+        finally:
+            _set_knob_quiet(state, info if "info" in locals() else None)
+            down(state)
+
+
+def _set_knob_quiet(state: Path, info: dict | None) -> None:
+    if not info:
+        return
+    try:
+        wm_token = json.loads((state / "secrets.json").read_text())["windmill_token"]
+        _set_knob(info["services"]["windmill"], wm_token, False)
+    except Exception:  # noqa: BLE001 - the stack is going down anyway
+        pass
+
+
+def _metrics(ctx: Context, label: str, gaps: dict, levels: list[dict], whole: dict, baseline: bool) -> None:
+    allg = gaps["within"] + gaps["boundary"] + gaps["retry"]
+    n_below = len(gaps["below"])
+    ctx.metric(f"[{label}] gaps below effective delay", n_below, "gaps", 0 if not baseline else None,
+               "<=" if not baseline else None, f"of {len(allg)} gaps")
+    w = [x * 1000 for x in gaps["within"]]
+    b = [x * 1000 for x in gaps["boundary"]]
+    r = [x * 1000 for x in gaps["retry"]]
+    if not baseline:
+        ctx.metric(f"[{label}] within-level min overshoot", min(w) if w else None, "ms", 0, ">=")
+        ctx.metric(f"[{label}] within-level median overshoot", percentile(w, 50), "ms", 50, "<=", f"n={len(w)}")
+        ctx.metric(f"[{label}] within-level p99 overshoot", percentile(w, 99), "ms", 250, "<=")
+        ctx.metric(f"[{label}] after-retry min / median overshoot",
+                   min(r) if r else None, "ms", 0 if r else None, ">=" if r else None,
+                   f"median {percentile(r, 50):.0f} ms, n={len(r)}" if r else "no retry observed")
+    ctx.metric(f"[{label}] level-boundary min overshoot", min(b) if b else None, "ms",
+               None if baseline else 0, None if baseline else ">=",
+               f"median {percentile(b, 50):.0f} ms, n={len(b)}" if b else "no boundary gap")
+    if baseline:
+        return
+    for lv in levels:
+        util = [u for u in lv["utilization"].values() if u is not None]
+        ratio = lv.get("ideal_over_makespan")
+        ctx.metric(f"[{label}] level {lv['depth']} ideal/makespan", ratio, "×", 0.85, ">=",
+                   f"makespan {lv['makespan_s']:.1f} s, ideal {lv['ideal_s']:.1f} s, "
+                   f"util {', '.join(f'{u:.2f}' for u in util)}")
+        if lv.get("overhead_s") is not None:
+            ctx.metric(f"[{label}] level {lv['depth']} orchestration overhead", lv["overhead_s"], "s", 1.0, "<=",
+                       f"before 1st capture {lv['before_first_capture_s']:.2f} s, after last "
+                       f"{lv['after_last_capture_s']:.2f} s; modules {lv.get('modules_s')}")
+    ctx.metric(f"[{label}] utilization over the whole crawl", statistics.mean(whole.values()) if whole else None,
+               "fraction", note=", ".join(f"{u:.2f}" for u in whole.values()))
