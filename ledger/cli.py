@@ -28,5 +28,21 @@ for register in (register_db, register_api, register_crawl, register_archive, re
 app.add_typer(dev_app, name="dev", help="The embedded local stack (all services on loopback).")
 
 
+@app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def bench(ctx: typer.Context) -> None:
+    """Run the benchmarks (tests/bench, a checkout only): ``waggle bench [--quick] [--list] [name ...]``."""
+    import os
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "tests" / "bench" / "__main__.py").is_file():
+        typer.echo(f"waggle bench runs from a source checkout (tests/bench is not installed): none at {root};"
+                   " clone the repository and run scripts/bench there", err=True)
+        raise typer.Exit(2)
+    os.chdir(root)
+    os.execv(sys.executable, [sys.executable, "-m", "tests.bench", *ctx.args])
+
+
 def main() -> None:
     app()
