@@ -1,7 +1,7 @@
 """The ledger's FastAPI app: ``create_app(settings, services=None) -> FastAPI``.
 
 Mounts every router (crawl routes only when the webhook is configured; the archive, picker
-and health routers of other parts when their modules exist), installs the error policy, picks
+and health routers of the other parts), installs the error policy, picks
 the identity mode once, and in its lifespan opens ``Services`` (unless given) and starts the
 periodic tasks: outbox worker, reconciler, watchdog.
 """
@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-import importlib.util
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,18 +23,20 @@ from ledger.settings import Settings
 
 log = logging.getLogger("waggle.api")
 
-OTHER_ROUTERS = ("ledger.api.archives", "ledger.api.picker", "ledger.api.health")
-PERIODIC = ("ledger.authz.outbox", "ledger.archive.reconciler", "ledger.crawl.watchdog")
 
+def _periodic_runners() -> list[Any]:
+    """``run_periodically(services)`` of the outbox worker (#3), reconciler (#3), watchdog (#7)."""
+    from ledger.archive import reconciler
+    from ledger.authz import outbox
+    from ledger.crawl import watchdog
 
-def _module(name: str) -> Any | None:
-    return importlib.import_module(name) if importlib.util.find_spec(name) is not None else None
+    return [outbox.run_periodically, reconciler.run_periodically, watchdog.run_periodically]
 
 
 def create_app(settings: Settings, services: Services | None = None, *, periodic: bool = True) -> FastAPI:
     """The ledger app. ``services`` given → used as is and not closed (tests); else built from
     ``settings`` at start-up (raises ``MissingSettings``). ``periodic`` starts the background
-    loops (``run_periodically(services)`` of each module in ``PERIODIC`` that exists)."""
+    loops: outbox worker, reconciler, watchdog (each ``run_periodically(services)``)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -44,11 +44,8 @@ def create_app(settings: Settings, services: Services | None = None, *, periodic
         app.state.services = services if services is not None else await build_services(settings)
         tasks: list[asyncio.Task] = []
         if periodic:
-            for name in PERIODIC:
-                module = _module(name)
-                runner = getattr(module, "run_periodically", None) if module else None
-                if runner is not None:
-                    tasks.append(asyncio.create_task(runner(app.state.services), name=name))
+            for runner in _periodic_runners():
+                tasks.append(asyncio.create_task(runner(app.state.services), name=runner.__module__))
         try:
             yield
         finally:
@@ -67,18 +64,14 @@ def create_app(settings: Settings, services: Services | None = None, *, periodic
         app.state.services = services
     errors.install(app)
 
-    from ledger.api import me, scripts
+    from ledger.api import archives, health, me, picker, scripts
 
-    app.include_router(me.router)
-    app.include_router(scripts.router)
+    for module in (me, scripts, health, archives, picker):
+        app.include_router(module.router)
     if settings.crawls_enabled:
         from ledger.api import crawls
 
         app.include_router(crawls.router)
     else:
         log.info("WAGGLE_CRAWL_WEBHOOK_URL is not set — /api/crawls is not served")
-    for name in OTHER_ROUTERS:
-        module = _module(name)
-        if module is not None and hasattr(module, "router"):
-            app.include_router(module.router)
     return app

@@ -128,3 +128,35 @@ def test_crawl_by_hand(migrated_db_url, ledger_fga, dev_issuer, fake_webhook, s3
         outbox = conn.execute("SELECT count(*) FROM fga_outbox").fetchone()[0]
     assert archived == {"https://site.test/", "https://site.test/a", "https://site.test/b", "https://site.test/d"}
     assert submissions == 5 and outbox == 4
+
+
+def test_served_app_with_periodic_tasks_starts_and_stops(migrated_db_url, ledger_fga, dev_issuer, s3_server):
+    """``create_app(settings)`` builds its own Services, mounts the other parts' routers and runs
+    the outbox worker, reconciler and watchdog until shutdown."""
+    settings = ledger_settings(
+        migrated_db_url, ledger_fga, None, dev_identity=False, oidc_issuer=dev_issuer.issuer,
+        s3_endpoint=s3_server.endpoint, s3_bucket=s3_server.bucket, s3_region=s3_server.region,
+        s3_access_key_id=s3_server.access_key_id, s3_secret_access_key=s3_server.secret_access_key,
+        drain_interval_s=0.2)
+    app = create_app(settings)
+    server = ServerThread(app).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as api:
+            assert api.get("/healthz").json() == {"status": "ok"}
+            assert api.get("/api/archives").status_code == 401
+            assert api.get("/").status_code == 200
+            r = api.post("/api/crawls", json={"seeds": ["https://a.test/"]})
+            assert r.json() == {"error": "Route POST:/api/crawls not found"}
+        # the outbox worker started by the lifespan delivers a queued tuple to OpenFGA
+        subject = f"user:zed-{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(migrated_db_url, autocommit=True) as conn:
+            conn.execute("INSERT INTO fga_outbox (payload) VALUES (%s::jsonb)", (
+                '{"writes": [{"user": "%s", "relation": "submitter", "object": "organization:zeta"}]}' % subject,))
+            deadline = time.monotonic() + 15
+            while conn.execute("SELECT processed_at FROM fga_outbox").fetchone()[0] is None:
+                assert time.monotonic() < deadline, "the outbox worker did not run"
+                time.sleep(0.1)
+        assert ledger_fga.check(subject, "can_submit", "organization:zeta")
+    finally:
+        server.stop()
+    assert not server.thread.is_alive()
