@@ -127,7 +127,8 @@ def test_the_ledger_is_built_from_this_repository(services):
     ledger = services["ledger"]
     assert ledger["build"] == {"context": ".", "dockerfile": "Dockerfile"}
     assert (REPO / "Dockerfile").is_file()
-    assert "waggle serve" in " ".join(ledger["command"]) and "waggle db migrate" in " ".join(ledger["command"])
+    command = " ".join(ledger["command"])
+    assert command.index("waggle db migrate") < command.index("waggle scripts load-defaults") < command.index("exec waggle serve")
 
 
 def test_ledger_env_names_are_settings_fields(services):
