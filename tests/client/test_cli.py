@@ -264,3 +264,44 @@ def test_ctrl_c_at_a_terminal_asks_leave_or_fail(fake_ledger: FakeLedger, client
     else:
         assert crawl.state == "failed" and len(crawl.fail_reasons) == 1
         assert f"Crawl {crawl.id} failed" in out
+
+
+def test_live_display_on_a_terminal(fake_ledger: FakeLedger, client_env):
+    """With a terminal on stdout the progress is a live panel, then the summary."""
+    import threading
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from ledger.cli import main; main()", "crawl", "http://a.test/",
+         "--poll-interval", "0.05", "--archive-wait", "5"],
+        cwd=REPO, env={**os.environ, **client_env, "TERM": "xterm", "COLUMNS": "160"},
+        stdin=slave, stdout=slave, stderr=slave,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # EIO once the child closed the terminal
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reader.join(timeout=5)
+        os.close(master)
+    out = b"".join(chunks).decode(errors="replace")
+    assert code == 0, out
+    assert "\x1b[" in out  # a live, redrawn display, not log lines
+    assert "hosts in flight" in out and "2 of 2" in out and "budget 30" in out
+    assert "running: level" not in out  # the line format is for non-terminals only
+    assert "succeeded" in out and "max_depth" in out and "archives (4)" in out
