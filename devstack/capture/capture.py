@@ -34,6 +34,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from devstack.capture import names
 from devstack.capture.browser import BrowserHolder, BrowserUnavailable
+from devstack.capture.dismiss import DismissFailed, dismiss
 from devstack.capture.policies import Policies
 from devstack.capture.proxy import GuardedProxy, checked_addresses
 from devstack.capture.recorder import Recorder
@@ -329,6 +330,15 @@ async def _teardown(ctx: Ctx, context, page, shared: bool, recorder: Recorder, g
         ctx.browser.capture_done()
 
 
+async def _trace(run: Run, page: Page, message: str) -> None:
+    """``trace: true`` → a ``[bh]`` line in the page's own console (artifacts unchanged)."""
+    if run.req.get("trace"):
+        try:
+            await asyncio.wait_for(page.evaluate("m => console.log(m)", f"[bh] {message}"), 2)
+        except Exception:  # noqa: BLE001 — tracing never fails a capture
+            pass
+
+
 async def _settle(run: Run, recorder: Recorder, limits: dict[str, int], dpr: int) -> dict[str, Any]:
     """Wait until the network is quiet (≤ networkConcurrency in flight for quietMs), between
     minMs and maxMs after navigation returned; bounded by the task budget."""
@@ -393,6 +403,7 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
     settle: dict[str, Any] = {}
     behavior_records: list[dict] = []
     ran_behaviors = False
+    dismissal: dict[str, Any] | None = None
     for i, dpr in enumerate(dprs):
         if i > 0:
             await cdp.send("Emulation.setDeviceMetricsOverride", {
@@ -416,10 +427,19 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
                 raise CaptureFailure("http_error", "http", f"HTTP {main_status}", httpStatusCode=main_status,
                                      httpStatusText=reason_phrase(main_status, response.status_text))
         settle = await _settle(run, recorder, limits, dpr)
+        await _trace(run, page, f"settled ({settle['endedBy']}) at devicePixelRatio {dpr}")
+        if req.get("dismissBanners"):
+            try:
+                dismissal = await dismiss(page, req["dismissBanners"], dpr)
+            except DismissFailed as e:
+                raise CaptureFailure("timeout" if e.timeout else "failed", "timeout" if e.timeout else "internal",
+                                     str(e), timeoutMs=5000 if e.timeout else None) from e
+            await _trace(run, page, "banner removal done")
         if behaviors:
             if delay:
                 await asyncio.sleep(delay)
             ran_behaviors = True
+            await _trace(run, page, f"running {len(behaviors)} behavior(s)")
             behavior_records += await _run_behaviors(run, page, cdp, behaviors,
                                                      int(min(s.behaviors_ms, run.remaining_s() * 1000)))
             quiet = {**limits, "minMs": 0}
@@ -463,7 +483,7 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
         await recorder.stop(timeout_s=min(10.0, run.remaining_s()))
         wacz_bytes = await anyio.to_thread.run_sync(
             _package, run, recorder, title, document, settle, dprs, viewport, behaviors if ran_behaviors else None,
-            behavior_records, ctx.settings, limits_of(run, recorder))
+            behavior_records, ctx.settings, limits_of(run, recorder), dismissal)
         run.step = "upload-wacz"
         await _upload(ctx, run, "wacz", wacz_bytes)
         result["waczStats"] = recorder.stats()
@@ -500,7 +520,7 @@ def _document_withheld(run: Run, recorder: Recorder, doc_url: str) -> str | None
 
 def _package(run: Run, recorder: Recorder, title: str | None, document: dict, settle: dict, dprs: list[int],
              viewport: dict, behaviors: list[dict] | None, behavior_records: list[dict], s: ServerSettings,
-             limits: dict[str, int]) -> bytes:
+             limits: dict[str, int], dismissal: dict[str, Any] | None) -> bytes:
     req = run.req
     preload = req.get("preload") or []
     extra: list[Member] = []
@@ -536,6 +556,8 @@ def _package(run: Run, recorder: Recorder, title: str | None, document: dict, se
             "document": document,
         },
     }
+    if dismissal is not None:
+        package["browserhive:capture"]["dismissal"] = dismissal
     with tempfile.TemporaryDirectory(prefix="capture-") as tmp:
         warc = Path(tmp) / "data.warc.gz"
         write_warc(warc, task_id=run.task_id, url=run.url, software=SOFTWARE, exchanges=recorder.exchanges,

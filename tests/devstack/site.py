@@ -2,7 +2,7 @@
 
 Routes: ``/start`` 302 → ``/page``; ``/page`` has a ``fetch()`` of ``/api/data.json``, an iframe
 ``/frame.html``, a lazy image ``/img/lazy.png`` 5000 px below the fold and links; ``/gzip``
-answers chunked + gzip'd (case C9); ``/missing`` 404; ``/big`` a 300 kB body; ``/slow`` waits
+answers chunked + gzip'd (case C9); ``/banner`` has a CMP dialog, a consent wall and a fixed header; ``/missing`` 404; ``/big`` a 300 kB body; ``/slow`` waits
 ``?ms=`` ms; ``/tracker.js`` (policy target). ``hits`` counts requests per path;
 ``connection_headers`` keeps each request's ``Connection`` header (the capture proxy sends
 ``close``; Chromium itself would send ``keep-alive``).
@@ -44,6 +44,13 @@ fetch('/api/data.json').then(r => r.json()).then(d => { document.getElementById(
 <div style="height:5000px">tall</div>
 <img id="lazy" loading="lazy" src="/img/lazy.png" width="10" height="10" alt="lazy">
 </body></html>"""
+
+
+BANNER = """<!doctype html><html><head><title>banner</title></head><body>
+<header style="position:fixed;top:0;z-index:5000;width:100%;height:100%">site header</header>
+<div id="CybotCookiebotDialog">We use cookies</div>
+<div id="wall" style="position:fixed;inset:0;z-index:99999;background:#000">consent wall</div>
+<p>article text</p></body></html>"""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -103,6 +110,8 @@ class _Handler(BaseHTTPRequestHandler):
                 piece = body[i:i + 100]
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
             self.wfile.write(b"0\r\n\r\n")
+        elif path == "/banner":
+            self._send(200, BANNER.encode(), "text/html")
         elif path == "/big":
             self._send(200, b"<html><body>" + b"x" * 300_000 + b"</body></html>", "text/html")
         elif path == "/slow":

@@ -313,3 +313,18 @@ def test_c10_crash_during_upload_leaves_no_manifest(s3_server, test_site, tmp_pa
             proc.wait(10)
     keys = keys_with_prefix(s3_server, "c10/")
     assert len(keys) == 1 and keys[0].endswith(".html")  # the HTML landed; no WACZ, no manifest
+
+
+def test_dismiss_banners_removes_cmp_and_overlays_but_not_header(capture_server, test_site, s3_server):
+    rep = capture(capture_server, url=test_site.url("/banner"), captureFormats={**HTML_ONLY, "wacz": True},
+                  dismissBanners={"spec": {"extraSelectors": ["#nothing", "p:::bad"]}}).json()["report"]
+    assert rep["status"] == "success"
+    html = s3_get(s3_server, rep["artifacts"]["html"]).decode()
+    assert "We use cookies" not in html and "consent wall" not in html
+    assert "site header" in html and "article text" in html
+    pkg = json.loads(wacz_members(s3_get(s3_server, rep["artifacts"]["wacz"]))["datapackage.json"])
+    d = pkg["browserhive:capture"]["dismissal"]
+    assert d["removedSelectors"] == [{"framework": "Cookiebot", "selector": "#CybotCookiebotDialog"}]
+    assert d["unusableSelectors"] == ["p:::bad"] and d["removedOverlays"] == 1 and d["framework"] == "Cookiebot"
+    plain = capture(capture_server, url=test_site.url("/banner"), captureFormats=HTML_ONLY).json()["report"]
+    assert "consent wall" in s3_get(s3_server, plain["artifacts"]["html"]).decode()  # not sent → not removed

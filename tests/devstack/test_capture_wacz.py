@@ -198,7 +198,7 @@ def test_pywb_imports_the_wacz_and_replays_fetched_data(site_capture, test_site,
 
 
 def test_c9_chunked_gzip_stored_decoded(capture_server, test_site, s3_server, tmp_path):
-    r = capture(capture_server, url=test_site.url("/gzip"), captureFormats=ONLY_WACZ)
+    r = capture(capture_server, url=test_site.url("/gzip"), captureFormats=ONLY_WACZ, trace=True)
     rep = r.json()["report"]
     assert rep["status"] == "success", rep
     members = wacz_members(s3_get(s3_server, rep["artifacts"]["wacz"]))
