@@ -22,8 +22,28 @@ router = APIRouter()
 REASON_MAX_CHARS = 2000
 
 
+def _storable(value: object, path: str = "body") -> None:
+    """Refuse text Postgres cannot store: NUL characters and lone UTF-16 surrogates."""
+    if isinstance(value, str):
+        if "\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value):
+            raise ValueError(f"{path} contains a NUL character or a lone surrogate; remove it")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _storable(key, path)
+            _storable(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _storable(item, f"{path}.{index}")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_unstorable_text(cls, data: object) -> object:
+        _storable(data, cls.__name__)
+        return data
 
 
 def _uuid_text(value: str) -> str:

@@ -2,7 +2,7 @@
 
 * **jwt** when ``WAGGLE_OIDC_ISSUER`` is set (wins over the dev header): ``Authorization:
   Bearer <token>`` (exact prefix), RS256 only, signature checked against the issuer's
-  ``/.well-known/jwks.json`` (PyJWT ``PyJWKClient``: cached, refetched on an unknown ``kid``),
+  ``/.well-known/jwks.json`` (PyJWT ``PyJWKClient``: cached; an unknown ``kid`` refetches at most every 10 s),
   ``iss`` equal, ``aud`` containing ``WAGGLE_OIDC_AUDIENCE``, ``exp`` required and not passed,
   ``sub`` a non-empty string; ``organizations`` = the claim's non-empty strings (else ``[]``).
 * **header** when ``WAGGLE_DEV_IDENTITY=1`` and no issuer: ``X-Waggle-Subject`` (not trimmed;
@@ -16,6 +16,8 @@ the token or claim values), not returned.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,13 +80,32 @@ class HeaderResolver:
 
 class JwtResolver:
     mode = "jwt"
+    REFETCH_COOLDOWN_S = 10.0
 
     def __init__(self, issuer: str, audience: str, *, jwks_url: str | None = None):
         self.issuer = issuer
         self.audience = audience
         self.label = f"JWT ({issuer})"
+        self._refetch_lock = threading.Lock()
+        self._last_refetch = float("-inf")
         self.jwks = jwt.PyJWKClient(jwks_url or issuer.rstrip("/") + "/.well-known/jwks.json", cache_keys=True,
                                     lifespan=600, timeout=10)
+
+    def _key_for(self, kid: object) -> Any:
+        """The issuer's key for ``kid``. An unknown kid refetches the JWKS at most once per
+        ``REFETCH_COOLDOWN_S`` (so forged kids cannot make us hammer the issuer)."""
+        if not isinstance(kid, str) or not kid:
+            raise jwt.PyJWKClientError("the token has no kid")
+        key = self.jwks.match_kid(self.jwks.get_signing_keys(), kid)
+        if key is None:
+            with self._refetch_lock:
+                now = time.monotonic()
+                if now - self._last_refetch >= self.REFETCH_COOLDOWN_S:
+                    self._last_refetch = now
+                    key = self.jwks.match_kid(self.jwks.get_signing_keys(refresh=True), kid)
+        if key is None:
+            raise jwt.PyJWKClientError(f"unknown kid {kid!r}")
+        return key
 
     def verify(self, token: str) -> Identity | None:
         """Verify ``token`` (blocking: may fetch the JWKS); None when it does not pass."""
@@ -92,7 +113,7 @@ class JwtResolver:
             header = jwt.get_unverified_header(token)
             if header.get("alg") != "RS256":
                 raise jwt.InvalidAlgorithmError(f"alg {header.get('alg')!r} is not RS256")
-            key = self.jwks.get_signing_key_from_jwt(token)
+            key = self._key_for(header.get("kid"))
             claims = jwt.decode(
                 token,
                 key.key,

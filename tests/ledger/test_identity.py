@@ -124,11 +124,7 @@ def test_claims_mapping_with_a_local_key():
     key = SigningKey()
     resolver = JwtResolver("http://issuer.test", "waggle")
 
-    class LocalJwks:
-        def get_signing_key_from_jwt(self, token):
-            return type("K", (), {"key": key.private.public_key()})()
-
-    resolver.jwks = LocalJwks()
+    resolver._key_for = lambda kid: type("K", (), {"key": key.private.public_key()})()
     now = int(time.time())
     base = {"iss": "http://issuer.test", "aud": ["other", "waggle"], "iat": now, "exp": now + 60}
     assert resolver.verify(key.sign({**base, "sub": "alice", "organizations": ["acme", ""]})).organizations == ["acme"]
@@ -201,3 +197,30 @@ async def test_dev_issuer_endpoints(dev_issuer):
     claims = jwt.decode(r.json()["access_token"], options={"verify_signature": False})
     assert claims["sub"] == "bob" and claims["organizations"] == ["acme"] and claims["aud"] == "waggle"
     assert 3590 <= claims["exp"] - claims["iat"] <= 3600
+
+
+def test_unknown_kid_refetch_is_rate_limited(dev_issuer):
+    resolver = JwtResolver(dev_issuer.issuer, "waggle")
+    fetches = []
+    fetch = resolver.jwks.fetch_data
+    resolver.jwks.fetch_data = lambda: (fetches.append(1), fetch())[1]
+    good = dev_issuer.mint("alice", ["acme"])
+    assert resolver.verify(good).subject == "alice"
+    now = int(time.time())
+    forged = {"sub": "alice", "iss": dev_issuer.issuer, "aud": "waggle", "iat": now, "exp": now + 60}
+    for _ in range(5):
+        assert resolver.verify(forge(forged)) is None
+    assert resolver.verify(good).subject == "alice"
+    assert len(fetches) == 2  # the first fetch and one refetch for the first unknown kid
+
+
+async def test_unstorable_text_is_a_400(migrated_db_url, ledger_fga, fake_webhook):
+    settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url)
+    async with open_ledger(settings) as h:
+        for body in (rb'{"seeds": ["https://a.test/\u0000x"]}', rb'{"seeds": ["https://a.test/\ud800"]}',
+                     rb'{"seeds": ["https://a.test/"], "scripts": [{"name": "x", "phase": "behavior",'
+                     rb' "source": "1;", "options": {"k": "\u0000"}}]}'):
+            r = await h.client.post("/api/crawls", content=body,
+                                    headers={**LedgerHarness.who(), "content-type": "application/json"})
+            assert r.status_code == 400 and "NUL" in r.json()["error"]
+    assert fake_webhook.calls == []
