@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import celpy
@@ -93,10 +94,9 @@ class Model:
                     )
                     for i in items
                 ]
-        env = celpy.Environment()
         for cname, cond in (raw.get("conditions") or {}).items():
             try:
-                model._programs[cname] = env.program(env.compile(cond["expression"]))
+                model._programs[cname] = _program(cond["expression"])
             except Exception as exc:  # noqa: BLE001 - report any compile failure as a model error
                 raise ApiError("invalid_authorization_model", f"condition {cname} is invalid: {exc}") from exc
             model.conditions[cname] = cond
@@ -201,6 +201,18 @@ class Model:
         if isinstance(result, Exception):
             raise CheckError("validation_error", f"failed to evaluate relationship condition: '{name}' - {result}")
         return bool(result)
+
+
+_CEL_ENV: celpy.Environment | None = None
+
+
+@lru_cache(maxsize=256)
+def _program(expression: str) -> Any:
+    """Compiled CEL program (building cel-python's parser is slow: one environment, cached programs)."""
+    global _CEL_ENV
+    if _CEL_ENV is None:
+        _CEL_ENV = celpy.Environment()
+    return _CEL_ENV.program(_CEL_ENV.compile(expression))
 
 
 def _to_cel(value: Any, type_name: str) -> Any:
