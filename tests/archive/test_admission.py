@@ -183,3 +183,32 @@ async def test_reconcile_since_days(pool, s3server_put, s3store) -> None:
     assert (got.pending, got.registered) == (1, 1)
     with pytest.raises(ValueError):
         await reconcile(pool, s3store, since_days=0)
+
+
+async def test_reconciler_runs_periodically_in_the_service(pool, s3server_put, s3store) -> None:
+    """``run_periodically`` admits a late manifest on its own, and survives a failing pass."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from ledger.archive.reconciler import run_periodically
+
+    task, key = unique_key()
+    await record_submission(pool, task, key)
+    broken = SimpleNamespace(get_json=None)  # first pass: an S3 object that cannot read (logged, not raised)
+    services = SimpleNamespace(pool=pool, s3=broken, settings=SimpleNamespace(reconcile_interval_s=0.05,
+                                                                              reconcile_since_days=7))
+    runner = asyncio.create_task(run_periodically(services))
+    try:
+        await asyncio.sleep(0.2)
+        assert not runner.done()
+        services.s3 = s3store
+        s3server_put(key, manifest(task))
+        for _ in range(100):
+            if await rows(pool, "SELECT 1 FROM archives"):
+                break
+            await asyncio.sleep(0.05)
+        assert len(await rows(pool, "SELECT 1 FROM archives")) == 1
+    finally:
+        runner.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await runner
