@@ -244,6 +244,7 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
         await ctx.browser.kill_for_test()
         await asyncio.sleep(0.5)
     ctx.browser.max_rss_mb = faults.max_rss_mb or s.max_rss_mb
+    ctx.browser.recycle_every = faults.recycle_every or s.recycle_every
     try:
         browser = await ctx.browser.ensure()
     except BrowserUnavailable as e:

@@ -24,7 +24,8 @@ class Faults:
     (status 137) after the first artifact upload, before the manifest (case C10);
     ``crash_browser``: the browser is killed when the next capture starts (it must relaunch);
     ``task_total_ms``: overrides the whole-task budget (deadline tests); ``max_rss_mb``: overrides
-    the browser's RSS bound (recycling tests). 0 = the server setting.
+    the browser's RSS bound and ``recycle_every`` the capture count between relaunches (recycling
+    tests). 0 = the server setting.
     """
 
     slow_ms: int = 0
@@ -35,6 +36,7 @@ class Faults:
     crash_browser: bool = False
     task_total_ms: int = 0
     max_rss_mb: float = 0.0
+    recycle_every: int = 0
 
     def update(self, values: dict) -> None:
         """Set knobs from a JSON object; raises ValueError for unknown names or bad values."""
