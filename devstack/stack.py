@@ -43,6 +43,7 @@ HOST = "127.0.0.1"
 WORKSPACE = "waggle"
 FLOW_PATH = "f/waggle/crawl_level"
 FLOW_SUBJECT = "waggle-flow"
+ALLOW_PRIVATE_VARIABLE = "u/admin/waggle_allow_private_hosts"  # optional 6th variable of the flow
 FLOW_TOKEN_LIFETIME = "30d"  # re-minted on every `up`: the issuer's key changes at each start
 DEFAULT_PORTS = {
     "s3": 8333,
@@ -268,8 +269,9 @@ class Stack:
         return Service(
             "windmill",
             _py("devstack.windmill", "--host", HOST, "--port", str(port), "--state", str(self.data / "windmill"),
-                "--workspace", WORKSPACE, "--repo", str(REPO), "--token", self.secret("windmill_token")),
+                "--workspace", WORKSPACE, "--root", str(REPO)),
             port, "/api/version",
+            env={"WAGGLE_WINDMILL_TOKEN": self.secret("windmill_token")},  # not in argv: ps shows argv
         )
 
     def ledger_service(self, database_url: str) -> Service:
@@ -333,6 +335,8 @@ class Stack:
                 tls_ca="",  # plain HTTP on loopback; written on purpose
                 ts_compile_url=self.url("tscompile"),
             )
+            # the flow's robots.txt fetch goes through the private-host guard; local sites need it open
+            values[ALLOW_PRIVATE_VARIABLE] = "1"
             wv.write_variables(self.url("windmill"), self.secret("windmill_token"), WORKSPACE, values)
         except (wv.VariableError, wv.WindmillError) as exc:
             raise StackError(f"setting the Windmill variables failed: {exc}") from exc
@@ -349,6 +353,32 @@ class Stack:
         took = f" ({time.monotonic() - t0:.1f} s)" if started else ""
         self.echo(f"{svc.name}: {'started' if started else 'running'} {svc.url}{took}")
         return started
+
+    def _warm_compiler(self, database_url: str) -> None:
+        """Compile the default page scripts once, so the first crawl level finds them cached.
+
+        A cold TypeScript compile takes seconds (tens on a busy machine) and the flow gives
+        ts-compile 30 s. A failure here is only reported: the flow reports its own errors.
+        """
+        import asyncio
+
+        import psycopg
+        from psycopg.rows import dict_row
+
+        from ledger.crawl.scripts import default_set, webhook_item
+
+        async def defaults() -> list[dict]:
+            async with await psycopg.AsyncConnection.connect(database_url, row_factory=dict_row) as conn:
+                return await default_set(conn)
+
+        t0 = time.monotonic()
+        try:
+            items = [{k: v for k, v in webhook_item(s).items() if v is not None} for s in asyncio.run(defaults())]
+            resp = httpx.post(f"{self.url('tscompile')}/compile", json={"scripts": items}, timeout=300.0)
+            note = f"{len(items)} default script(s), HTTP {resp.status_code}"
+        except Exception as exc:  # noqa: BLE001 - a warning, never fatal
+            note = f"skipped ({exc.__class__.__name__}: {exc})"
+        self.echo(f"ts-compile warm-up: {note} ({time.monotonic() - t0:.1f} s)")
 
     def _database(self) -> str:
         """Start Postgres, migrate, load the default page scripts; returns the database URL."""
@@ -384,8 +414,10 @@ class Stack:
         fga = self.fga_ids()
         org = self.config.organization
         todo = [s for s in dict.fromkeys([self.config.subject, FLOW_SUBJECT]) if f"{s}@{org}" not in fga.get("granted", [])]
-        with ThreadPoolExecutor(max_workers=2) as pool:  # tuples persist in the OpenFGA data file
+        with ThreadPoolExecutor(max_workers=3) as pool:  # tuples persist in the OpenFGA data file
+            warm = pool.submit(self._warm_compiler, database_url)
             list(pool.map(lambda subject: self._timed(f"grant submitter to {subject}", lambda: self.grant(env, subject)), todo))
+            warm.result()
         fga["granted"] = sorted({*fga.get("granted", []), *(f"{s}@{org}" for s in todo)})
         (self.state_dir / "fga.json").write_text(json.dumps(fga))
         with ThreadPoolExecutor(max_workers=2) as pool:
