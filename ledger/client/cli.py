@@ -104,10 +104,12 @@ def show_archives_with_urls(client: LedgerClient, archives: list[dict], console:
         console.print(f"    {signed['url']}", soft_wrap=True, markup=False)
 
 
-def finish(client: LedgerClient, crawl: dict, console: Console, download: Path | None, archive_wait_s: float) -> int:
+def finish(client: LedgerClient, crawl: dict, console: Console, download: Path | None, archive_wait_s: float,
+           poll_s: float = POLL_INTERVAL_S) -> int:
     """Summary, archives (+ signed URLs, + downloads); returns the exit code (0 iff succeeded)."""
     console.print(render.summary_view(crawl))
-    archives = crawl_archives(client, crawl, wait_s=archive_wait_s) if (render.captured_count(crawl) or 0) > 0 else []
+    wanted = (render.captured_count(crawl) or 0) > 0
+    archives = crawl_archives(client, crawl, wait_s=archive_wait_s, poll_s=poll_s) if wanted else []
     show_archives_with_urls(client, archives, console)
     if download is not None and archives:
         download_archives(client, archives, download, console)
@@ -132,7 +134,7 @@ def follow_to_end(
         crawl = client.get_crawl(crawl_id)
         console.print(render.summary_view(crawl))
         return EXIT_INTERRUPTED
-    return finish(client, crawl, console, download, archive_wait_s)
+    return finish(client, crawl, console, download, archive_wait_s, poll_s)
 
 
 def crawl_command(
@@ -193,7 +195,7 @@ def crawls_command(
             if follow_it:
                 code = follow_to_end(client, crawl_id, console, download, archive_wait_s, poll_s)
             else:
-                code = finish(client, client.get_crawl(crawl_id), console, download, archive_wait_s)
+                code = finish(client, client.get_crawl(crawl_id), console, download, archive_wait_s, poll_s)
     except (ApiError, ClientConfigError) as exc:
         raise _fail(console, str(exc)) from None
     raise typer.Exit(code)

@@ -296,12 +296,38 @@ def test_the_scripts_end_to_end(healthy, tmp_path, capture_url, tscompile_url, d
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "nothing to fix" in ok.stdout and "✗" not in ok.stdout
 
-    no_token = _script("windmill-variables", {"WINDMILL_URL": healthy.windmill_url}, "--flow-token", "x", cwd=tmp_path)
-    assert no_token.returncode == 1 and "WINDMILL_TOKEN is not set" in no_token.stderr
 
-    broken = _script("doctor", {**env, "WINDMILL_URL": refused_url().split("/api/")[0]}, "--compose", cwd=tmp_path)
-    assert broken.returncode == 1
-    assert "things to fix (1):" in broken.stdout and "windmill — Windmill does not answer" in broken.stdout
+
+def _load_script(name: str):
+    """A scripts/ file (no .py suffix) as a module, to call its main() in-process."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader(f"script_{name.replace('-', '_')}", str(REPO / "scripts" / name))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_the_scripts_fail_with_what_to_change(healthy, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith(("WAGGLE_", "WINDMILL_"))]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("WINDMILL_URL", healthy.windmill_url)
+    assert _load_script("windmill-variables").main(["--flow-token", "x"]) == 1
+    assert "WINDMILL_TOKEN is not set" in capsys.readouterr().err
+
+    monkeypatch.setenv("WINDMILL_TOKEN", TOKEN)
+    assert _load_script("windmill-variables").main(["--api-url", "ledger:7070", "--flow-token", "x"]) == 1
+    assert "u/admin/waggle_api_url must be an http" in capsys.readouterr().err
+
+    monkeypatch.setenv("WINDMILL_URL", refused_url().split("/api/")[0])
+    monkeypatch.setenv("WAGGLE_API_URL", healthy.api_url)
+    monkeypatch.setenv("WAGGLE_FGA_API_URL", healthy.fga_url)
+    monkeypatch.setenv("WAGGLE_S3_ENDPOINT", healthy.s3_endpoint)
+    assert _load_script("doctor").main(["--compose"]) == 1
+    out = capsys.readouterr().out
+    assert "things to fix (1):" in out and "windmill — Windmill does not answer" in out
 
 
 def test_local_mode_reads_stack_json(tmp_path):
