@@ -29,6 +29,7 @@ def start_ledger(create_database, migrated_template, fga, s3_server, webhook, **
     from ledger.api.app import create_app
 
     db_url = create_database(template=migrated_template)
+    overrides.setdefault("crawl_webhook_timeout_s", 10.0)  # a loaded test machine is slow
     settings = ledger_settings(
         db_url, fga, webhook.url,
         s3_endpoint=s3_server.endpoint, s3_bucket=s3_server.bucket, s3_region=s3_server.region,
@@ -41,7 +42,8 @@ def start_ledger(create_database, migrated_template, fga, s3_server, webhook, **
 
 @pytest.fixture(scope="module")
 def hostile_ledger(create_database, migrated_template, ledger_fga, s3_server, _webhook_server):
-    server, ledger = start_ledger(create_database, migrated_template, ledger_fga, s3_server, _webhook_server)
+    server, ledger = start_ledger(create_database, migrated_template, ledger_fga, s3_server, _webhook_server,
+                                  links_max_bytes=64 * 1024)
     try:
         yield ledger
     finally:
