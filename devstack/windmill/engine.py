@@ -20,9 +20,9 @@ Semantics kept from Windmill (windmill.md §2, scheduler.md §2.4/§2.6):
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -65,7 +65,7 @@ class Job:
     def __init__(self, record: dict) -> None:
         self.record = record
         self.cancel = threading.Event()
-        self.procs: set[subprocess.Popen] = set()
+        self.procs: set = set()  # live multiprocessing.Process step processes
         self.lock = threading.Lock()
 
 
@@ -80,7 +80,7 @@ class Engine:
         base_url: str,
         token: str,
         workspace: str,
-        python: str = sys.executable,
+        python: str = sys.executable,  # interpreter of the step forkserver
         retry_scale: float = 1.0,
     ) -> None:
         self.store = store
@@ -89,11 +89,14 @@ class Engine:
         self.token = token
         self.workspace = workspace
         self.python = python
+        _STEPS.set_executable(python)
         self.retry_scale = retry_scale
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
         self._tmp = Path(tempfile.mkdtemp(prefix="steps-", dir=store.dir))
         self._mark_lost_jobs()
+        # Start the step forkserver now (it imports httpx & co. once) so the first step is quick.
+        threading.Thread(target=_warm_steps, daemon=True, name="step-forkserver").start()
 
     # -- lookups -----------------------------------------------------------------
     def flow_file(self, path: str) -> Path:
@@ -221,15 +224,16 @@ class Engine:
             job.record.update(running=True, started_at=_now_iso(), _t0=time.monotonic())
         self._save(job)
 
-    def _module_status(self, job: Job, module_id: str, status: str, failure: bool = False) -> None:
+    def _module_status(self, job: Job, module_id: str, status: str, failure: bool = False,
+                       result: object = None) -> None:
+        """Record a module's state (and, once it succeeded, its result: a local-runner extra)."""
         with job.lock:
             fs = job.record.get("flow_status") or {}
-            if failure:
-                fs["failure_module"]["type"] = status
-            else:
-                for m in fs.get("modules", []):
-                    if m["id"] == module_id:
-                        m["type"] = status
+            entries = [fs["failure_module"]] if failure else [m for m in fs.get("modules", []) if m["id"] == module_id]
+            for m in entries:
+                m["type"] = status
+                if status == "Success":
+                    m["result"] = result
         self._save(job)
 
     # -- running -------------------------------------------------------------------
@@ -257,7 +261,7 @@ class Engine:
                 self._module_status(job, module["id"], "InProgress")
                 last = self._run_module(job, module, args, results, None)
                 results[module["id"]] = last
-                self._module_status(job, module["id"], "Success")
+                self._module_status(job, module["id"], "Success", result=last)
             self._finish(job, success=True, result=last)
         except Canceled:
             if failed_module:
@@ -271,7 +275,7 @@ class Engine:
                 self._module_status(job, "failure", "InProgress", failure=True)
                 try:
                     outcome = self._run_step_module(job, failure, args, results, None, error=failed.error)
-                    self._module_status(job, "failure", "Success", failure=True)
+                    self._module_status(job, "failure", "Success", failure=True, result=outcome)
                 except Canceled:
                     pass
                 except StepFailed as also:
@@ -415,24 +419,34 @@ class Engine:
         else:
             env.pop("WM_FLOW_STEP_ID", None)
         label = step_id or script_path
-        proc = subprocess.Popen(
-            [self.python, "-m", "devstack.windmill.wrapper", script_path, str(args_file), str(result_file)],
-            cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, text=True, errors="replace",
+        log_file = work / "output.log"
+        proc = _STEPS.Process(
+            target=step_child,
+            args=(script_path, str(args_file), str(result_file), str(log_file), env, str(self.root)),
+            name=f"step-{label}", daemon=False,
         )
+        t0 = time.monotonic()
+        proc.start()
         with job.lock:
             job.procs.add(proc)
+            job.record.setdefault("running_steps", {})[sub_id] = {"step_id": label, "pid": proc.pid}
             canceled = job.cancel.is_set()
         if canceled:
             _kill(proc)
         try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                self.store.append_log(job.record["id"], f"[{label}] {line}")
-            code = proc.wait()
+            proc.join()
+            code = proc.exitcode
         finally:
             with job.lock:
                 job.procs.discard(proc)
+                job.record.get("running_steps", {}).pop(sub_id, None)
+            try:
+                output = log_file.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                output = ""
+            if output:
+                self.store.append_log(job.record["id"], "".join(f"[{label}] {line}\n" for line in output.splitlines()))
+            self.store.append_log(job.record["id"], f"--- step {label} ({script_path}) exit {proc.exitcode} after {time.monotonic() - t0:.2f}s\n")
         if job.cancel.is_set():
             raise Canceled()
         try:
@@ -450,7 +464,47 @@ class Engine:
         raise StepFailed(error)
 
 
-def _kill(proc: subprocess.Popen) -> None:
+# Step processes are forked from a forkserver that has the heavy third-party modules imported
+# already (a fresh interpreter importing httpx alone takes 1–2 s on a busy machine). Each step
+# is still its own process with its own environment, as on a Windmill worker; the step's
+# own code (f/…) is imported fresh in every child, so edits apply without a restart.
+_STEPS = multiprocessing.get_context("forkserver")
+_STEPS.set_forkserver_preload(["httpx", "httpcore", "wmill", "protego", "ada_url", "json", "ssl"])
+
+
+def _warm_steps() -> None:
+    from multiprocessing import forkserver
+
+    try:
+        forkserver.ensure_running()
+    except Exception:  # noqa: BLE001 - the first step starts it otherwise
+        pass
+
+
+def step_child(script_path: str, args_file: str, result_file: str, log_file: str, env: dict, root: str) -> None:
+    """Body of one step process: own session, own environment, output to ``log_file``."""
+    os.setsid()
+    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(root)
+    for entry in reversed(env.get("PYTHONPATH", "").split(os.pathsep)):
+        if entry and entry not in sys.path:
+            sys.path.insert(0, entry)
+    from devstack.windmill.wrapper import run
+
+    code = run(script_path, args_file, result_file)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _kill(proc) -> None:
     """Kill a step process and everything it started (its own session)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)

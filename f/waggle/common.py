@@ -112,6 +112,12 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def http_client(url: str, timeout_s: float) -> httpx.Client:
+    """An httpx client for calls to ``url``: TLS verification with the system roots for
+    ``https://`` (redirects are not followed), no CA bundle loaded for plain ``http://``."""
+    return httpx.Client(timeout=timeout_s, verify=url.lower().startswith("https://"))
+
+
 def call_with_retry(
     send: Callable[[], httpx.Response],
     *,

@@ -16,7 +16,7 @@ import json
 
 import httpx
 
-from f.waggle.common import VAR_TS_COMPILE, body_text, read_variable
+from f.waggle.common import VAR_TS_COMPILE, body_text, http_client, read_variable
 
 COMPILE_TIMEOUT_S = 30.0
 SHOWN_DIAGNOSTICS = 5
@@ -57,7 +57,7 @@ def compile_scripts(scripts: list[dict], base_url: str, *, client: httpx.Client 
     Raises :class:`CompileError` for any other status, an unparsable body or no answer.
     """
     owned = client is None
-    http = client or httpx.Client(timeout=COMPILE_TIMEOUT_S)
+    http = client or http_client(base_url, COMPILE_TIMEOUT_S)
     try:
         try:
             response = http.post(

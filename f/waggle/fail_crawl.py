@@ -18,6 +18,7 @@ from collections.abc import Callable
 import httpx
 
 from f.waggle.common import (
+    http_client,
     LEDGER_RETRY_BUDGET_S,
     VAR_API_URL,
     VAR_TOKEN,
@@ -67,7 +68,7 @@ def close_crawl(
     reason = describe(error)
     log(f"closing crawl {crawl_id}: {reason}")
     try:
-        http = client or httpx.Client(timeout=30.0)
+        http = client or http_client(api_url, 30.0)
         try:
             response = call_with_retry(
                 lambda: http.post(

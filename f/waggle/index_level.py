@@ -16,6 +16,7 @@ from collections.abc import Callable
 import httpx
 
 from f.waggle.common import (
+    http_client,
     LEDGER_RETRY_BUDGET_S,
     VAR_API_URL,
     VAR_TOKEN,
@@ -43,7 +44,7 @@ def index(
     """Returns ``{indexed, pages, skipped}``; raises :class:`IndexError_` on other non-2xx answers."""
     what = f"POST /api/crawls/{crawl_id}/index"
     url = f"{api_url.rstrip('/')}/api/crawls/{crawl_id}/index"
-    http = client or httpx.Client(timeout=60.0)
+    http = client or http_client(api_url, 60.0)
     try:
         response = call_with_retry(
             lambda: http.post(url, headers={"authorization": f"Bearer {token}"}),

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import httpx
 
 from f.waggle.common import (
+    http_client,
     LEDGER_RETRY_BUDGET_S,
     VAR_API_URL,
     VAR_TOKEN,
@@ -66,7 +67,7 @@ def report(
     body = json.dumps({"depth": depth, "results": results or [], "compiled": trim_compiled(compiled)}).encode()
     url = f"{api_url.rstrip('/')}/api/crawls/{crawl_id}/pages"
     headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
-    http = client or httpx.Client(timeout=60.0)
+    http = client or http_client(api_url, 60.0)
     try:
         response = call_with_retry(lambda: http.post(url, content=body, headers=headers), what=what,
                                    budget_s=retry_budget_s, log=log)
