@@ -63,6 +63,7 @@ class Context:
     metrics: list[Metric] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    load_at_start: list[float] = field(default_factory=lambda: [round(x, 2) for x in os.getloadavg()])
 
     def metric(self, name: str, value: float | None, unit: str, target: float | None = None,
                bound: str | None = None, note: str = "") -> Metric:
@@ -105,7 +106,8 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    return {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "system": platform.platform()}
+    return {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "system": platform.platform(),
+            "loadavg_1_5_15": [round(x, 2) for x in os.getloadavg()]}
 
 
 def _fmt(v: float | None) -> str:
@@ -132,6 +134,8 @@ def render(ctx: Context, error: str | None = None) -> None:
         table.add_row(m.name, _fmt(m.value), m.unit, target, _fmt(m.ratio), met, m.note)
     console = Console()
     console.print(table)
+    console.print(f"load average at start {ctx.load_at_start}, now {[round(x, 2) for x in os.getloadavg()]}"
+                  f" on {os.cpu_count()} cores")
     if error:
         console.print(f"[red]benchmark {ctx.name} did not finish:[/] {error}")
 
@@ -146,6 +150,7 @@ def write(ctx: Context, error: str | None = None) -> Path:
         "wallSeconds": round(time.monotonic() - ctx.started, 2),
         "quick": ctx.quick,
         "machine": machine(),
+        "loadavgAtStart": ctx.load_at_start,
         "error": error,
         "metrics": [m.as_dict() for m in ctx.metrics],
         "details": ctx.details,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -124,6 +125,7 @@ def ledger(env: dict[str, str], *, log_dir: Path | None = None, timeout_s: float
     full = {k: v for k, v in os.environ.items() if not k.startswith("WAGGLE_")}
     full.update(env)
     full.update({"WAGGLE_API_HOST": "127.0.0.1", "WAGGLE_API_PORT": str(port), "PYTHONUNBUFFERED": "1"})
+    own_dir = log_dir is None
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="waggle-bench-ledger-"))
     log_path = log_dir / "ledger.log"
     with open(log_path, "w") as log:
@@ -151,6 +153,11 @@ def ledger(env: dict[str, str], *, log_dir: Path | None = None, timeout_s: float
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
+        state = env.get("WAGGLE_STATE_DIR", "")
+        if "waggle-bench-state-" in state:
+            shutil.rmtree(state, ignore_errors=True)
+        if own_dir:
+            shutil.rmtree(log_dir, ignore_errors=True)
 
 
 def ledger_env(db_url: str, fga_store: object, s3_server: object | None, webhook_url: str | None,

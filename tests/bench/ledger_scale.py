@@ -199,16 +199,20 @@ def level_report(ctx: Context) -> None:
         #    long again; per-result costs are the same)
         tenth = dict(body, results=body["results"][: n_results // 10])
         db_prof = pg.new_db(template=tpl_name)
+        # 3. (first, on the same copy: every statement is rolled back) what the per-row SQL loops of
+        #    record_level cost against one set-based statement each
+        sql_what_if = _sql_what_if(db_prof, crawl_id, depth, body, answer_urls=None)
         phases, text = asyncio.run(_profile_level(db_prof, env, crawl_id, tenth))
         ctx.detail("profile_scope", "first 100 results (10,000 links) of the same report, in-process")
         ctx.detail("phases_s", phases)
         ctx.detail("profile", text)
         for name, secs in phases.items():
+            if name == "queries":
+                for q, v in secs.items():
+                    ctx.metric(f"  1/10 report, SQL ×{v['calls']}: {q[:60]}…", v["seconds"], "s")
+                continue
             ctx.metric(f"  1/10 report, phase: {name}", secs, "s", note="in-process, pyinstrument on")
-
-        # 3. what the two per-row SQL loops of record_level cost against one set-based statement each
-        db_sql = pg.new_db(template=tpl_name)
-        ctx.detail("sql_what_if_s", _sql_what_if(db_sql, crawl_id, depth, body, answer_urls=None))
+        ctx.detail("sql_what_if_s", sql_what_if)
         for name, secs in ctx.details["sql_what_if_s"].items():
             ctx.metric(f"  SQL: {name}", secs, "s", note="fresh copy, psycopg sync")
 
@@ -320,6 +324,20 @@ async def _profile_level(db_url: str, env: dict[str, str], crawl_id: str, body: 
     levels.accept_links = timed("scope filter (accept_links)", levels.accept_links)
     levels.plan_next_level = timed("budget (plan_next_level)", levels.plan_next_level)
     report = json.loads(json.dumps(body))
+    queries: dict[str, list] = {}
+    original_execute = psycopg.AsyncConnection.execute
+
+    async def execute(self, query, params=None, **kw):  # per-statement wall time, keyed by its text
+        t = time.monotonic()
+        try:
+            return await original_execute(self, query, params, **kw)
+        finally:
+            key = " ".join(str(query).split())[:90]
+            entry = queries.setdefault(key, [0, 0.0])
+            entry[0] += 1
+            entry[1] += time.monotonic() - t
+
+    psycopg.AsyncConnection.execute = execute
     try:
         profiler = Profiler(async_mode="enabled", interval=0.005)
         t0 = time.monotonic()
@@ -330,10 +348,13 @@ async def _profile_level(db_url: str, env: dict[str, str], crawl_id: str, body: 
             raise RuntimeError(f"in-process level report: {outcome.status} {outcome.answer}")
     finally:
         levels._admit, levels._read_links, levels.accept_links, levels.plan_next_level = originals
+        psycopg.AsyncConnection.execute = original_execute
         await services.close()
     named = sum(v for k, v in phases.items() if not k.startswith("total"))
     phases["other (SQL in record_level: updates, attribution, dedup, inserts)"] = phases["total record_level"] - named
-    return {k: round(v, 3) for k, v in phases.items()}, _pyinstrument_text(profiler)
+    top = sorted(queries.items(), key=lambda kv: -kv[1][1])[:6]
+    phases["queries"] = {q: {"calls": n, "seconds": round(secs, 3)} for q, (n, secs) in top}
+    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in phases.items()}, _pyinstrument_text(profiler)
 
 
 # -- signing ---------------------------------------------------------------------------------
