@@ -24,7 +24,9 @@ VENV_BIN = Path(sys.executable).parent
 SCROLL = (
     "window.scrollTo(0, document.body.scrollHeight);\n"
     "new Promise(r => setTimeout(r, 400)).then(() =>\n"
-    "  __bh.report('scroll', { y: window.scrollY, budgetLeft: __bh.remainingMs > 0, opt: __bh.opts.scroll.step }));\n"
+    "  __bh.report('scroll', { y: window.scrollY, budgetLeft: __bh.remainingMs > 0, opt: __bh.opts.scroll.step,\n"
+    "    preloadMain: window.__preloaded, preloadFrame: document.querySelector('iframe').contentWindow.__preloaded,\n"
+    "    frameHasBh: 'ok' + typeof document.querySelector('iframe').contentWindow.__bh }));\n"
 )
 PRELOAD = "window.__preloaded = (window.__preloaded || 0) + 1;"
 
@@ -115,6 +117,9 @@ def test_wacz_layout_and_datapackage(site_capture):
     reports = [json.loads(x) for x in m["behaviors/reports.jsonl"].decode().splitlines()]
     assert reports[0]["id"] == "scroll" and reports[0]["data"]["y"] > 1000
     assert reports[0]["data"]["budgetLeft"] is True and reports[0]["data"]["opt"] == 7
+    # preload ran once in the main frame and once in the iframe; __bh exists only in the main frame
+    assert reports[0]["data"]["preloadMain"] == 1 and reports[0]["data"]["preloadFrame"] == 1
+    assert reports[0]["data"]["frameHasBh"] == "okundefined"
 
 
 def test_wacz_passes_wacz_validate_and_warcio_check(site_capture, tmp_path):
