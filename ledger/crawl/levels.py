@@ -185,12 +185,12 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                         key = parse_http_url(results[i]["url"]).key
                     except InvalidUrl:
                         continue
-                    await conn.execute(
+                    cur = await conn.execute(
                         "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL"
                         " WHERE crawl_id = %s AND url_hash = waggle_sha256(%s) AND depth = %s",
                         (crawl_id, key, depth),
                     )
-                    recovered += 1
+                    recovered += cur.rowcount
             if recovered:
                 log.info("recovered captures the flow could not see: crawl %s depth %d: %d",
                          crawl_id, depth, recovered)

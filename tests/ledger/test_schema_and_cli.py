@@ -122,3 +122,23 @@ def test_serve_reports_every_missing_setting_at_once(monkeypatch):
     for name in ("WAGGLE_S3_ENDPOINT", "WAGGLE_S3_BUCKET", "WAGGLE_FGA_STORE_ID", "WAGGLE_FGA_MODEL_ID"):
         assert name in r.output
     assert "waggle fga deploy" in r.output
+
+
+def test_embedded_postgres_under_the_state_dir(tmp_path):
+    """Without WAGGLE_DATABASE_URL the ledger starts pgserver with its data in state_dir/pg."""
+    import pgserver
+
+    from ledger.db.embedded import database_url
+    from ledger.settings import Settings
+
+    assert database_url(Settings(_env_file=None, database_url="postgresql://h/db")) == "postgresql://h/db"
+    url = database_url(Settings(_env_file=None, state_dir=tmp_path))
+    try:
+        assert (tmp_path / "pg" / "PG_VERSION").exists()
+        assert migrate(url)[0] == "001_initial.sql"
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT count(*) FROM crawls").fetchone() == (0,)
+    finally:
+        server = pgserver.get_server(str(tmp_path / "pg"))
+        server.cleanup_mode = "stop"  # the ledger leaves it running on purpose; the test does not
+        server.cleanup()
