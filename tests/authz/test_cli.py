@@ -81,3 +81,38 @@ def test_missing_ids_are_named(monkeypatch) -> None:
     out = runner.invoke(app, ["grant", "submitter", "bob", "acme"])
     assert out.exit_code == 1
     assert "WAGGLE_FGA_STORE_ID" in out.stderr and "waggle fga deploy" in out.stderr
+
+
+def test_deploy_grant_and_checks_with_a_preshared_key(monkeypatch) -> None:
+    """The local stack runs the stand-in with a key: deploy, grant and Authz send it as Bearer."""
+    import asyncio
+
+    from ledger.authz.fga import Authz
+    from tests.fixtures.fga import FgaProcess
+
+    proc = FgaProcess(preshared_key="s3cret").start()
+    try:
+        monkeypatch.setenv("WAGGLE_FGA_API_TOKEN", "s3cret")
+        monkeypatch.setenv("WAGGLE_FGA_API_URL", proc.api_url)
+        out = runner.invoke(app, ["fga", "deploy"])
+        assert out.exit_code == 0, out.output
+        ids = dict(line.split("=", 1) for line in out.stdout.strip().splitlines())
+        for k, v in ids.items():
+            monkeypatch.setenv(k, v)
+        assert runner.invoke(app, ["grant", "admin", "erin", "acme"]).stdout.startswith("erin can start")
+
+        class Who:
+            subject, organizations = "erin", ["acme"]
+
+        async def go(token):
+            az = Authz(proc.api_url, ids["WAGGLE_FGA_STORE_ID"], ids["WAGGLE_FGA_MODEL_ID"], token)
+            try:
+                return await az.can_submit(Who())
+            finally:
+                await az.close()
+
+        assert asyncio.run(go("s3cret")) is True
+        monkeypatch.setenv("WAGGLE_FGA_API_TOKEN", "wrong")
+        assert runner.invoke(app, ["grant", "admin", "erin", "acme"]).exit_code == 1
+    finally:
+        proc.stop()

@@ -124,23 +124,10 @@ def test_data_file_keeps_state_and_preshared_key(tmp_path: Path) -> None:
         assert store.check("user:bob", "can_submit", "organization:acme")
     finally:
         proc.stop()
-    import subprocess
-    import sys
-    child = subprocess.Popen([sys.executable, "-m", "devstack.openfga", "--port", "0", "--preshared-key", "k3y"],
-                             stdout=subprocess.PIPE, text=True)
+    keyed = FgaProcess(preshared_key="k3y").start()
     try:
-        url = child.stdout.readline().strip().rsplit(" ", 1)[1]
-        for _ in range(100):
-            try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                import time
-                time.sleep(0.05)
-        r = httpx.get(f"{url}/stores")
+        r = httpx.get(f"{keyed.api_url}/stores")
         assert (r.status_code, r.json()["code"]) == (401, "unauthenticated")
-        assert httpx.get(f"{url}/stores", headers={"Authorization": "Bearer k3y"}).status_code == 200
+        assert httpx.get(f"{keyed.api_url}/stores", headers={"Authorization": "Bearer k3y"}).status_code == 200
     finally:
-        child.terminate()
-        child.wait(5)
-        child.stdout.close()
+        keyed.stop()
