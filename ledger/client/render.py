@@ -150,6 +150,10 @@ def summary_view(crawl: dict) -> Group:
     table.add_row("pages skipped", _n(skipped_count(crawl)))
     table.add_row("pages discovered", _n(count(crawl, "pagesDiscovered")))
     table.add_row("elapsed", format_duration(elapsed_s(crawl)))
+    drops = crawl.get("drops")
+    if isinstance(drops, dict) and drops:
+        # links the ledger did not follow, per reason (scope, nofollow, trap defences)
+        table.add_row("links not followed", ", ".join(f"{reason} {n}" for reason, n in sorted(drops.items())))
     if crawl.get("error"):
         table.add_row("error", Text(str(crawl["error"]), style="red"))
     parts: list = [table]

@@ -97,6 +97,7 @@ class FakeCrawl:
             "pagesSkipped": sum(len(lv.skipped) for lv in levels),
             "currentDepth": min(done, len(self.levels) - 1),
             "hostsInFlight": in_flight,
+            "drops": {"out_of_scope": 3, "nofollow": 1} if done >= 2 else {},
             "error": self.error,
             "lastJob": {"id": str(uuid.uuid4()), "depth": min(done, len(self.levels) - 1)},
             "failures": failures,

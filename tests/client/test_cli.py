@@ -50,6 +50,7 @@ def test_crawl_submits_the_body_follows_progress_and_summarizes(fake_ledger: Fak
     assert "max_depth" in out and "succeeded" in out
     assert "http://b.test/slow" in out and "timeout: navigation exceeded 30 s" in out
     assert "http: 500" in out
+    assert "nofollow 1, out_of_scope 3" in out  # links not followed, per reason
     # archives with signed URLs, one per captured page
     urls = re.findall(r"http://127\.0\.0\.1:\d+/s3/browserhive/\S+", out)
     assert len(urls) == 4, out
