@@ -7,8 +7,10 @@ with ``npm ci`` (lockfile only, never a newer version) the first time they are m
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -35,8 +37,15 @@ def ensure_node_modules(*packages: str) -> Path:
     Runs ``npm ci`` in ``devstack/`` (exact lockfile versions) when one is missing; raises
     :class:`NodeMissing` when npm is absent or the install fails.
     """
-    with _lock:
-        if all((NODE_MODULES / p / "package.json").exists() for p in packages):
+    def present() -> bool:
+        return all((NODE_MODULES / p / "package.json").exists() for p in packages)
+
+    if present():
+        return NODE_MODULES
+    # Threads of this process and other processes (stand-ins started side by side) take turns.
+    with _lock, open(Path(tempfile.gettempdir()) / "waggle-devstack-npm.lock", "w") as lockfile:
+        fcntl.flock(lockfile, fcntl.LOCK_EX)
+        if present():
             return NODE_MODULES
         npm = shutil.which("npm")
         if not npm:

@@ -147,8 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         access_key_id=args.access_key, secret_access_key=args.secret_key,
     )
     print(json.dumps({"endpoint": server.endpoint, "bucket": server.bucket}), flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: server.stop())
-    signal.signal(signal.SIGINT, lambda *_: server.stop())
+    # Only forward the signal here: the main thread is inside proc.wait(), which returns once
+    # node has exited (a blocking stop() inside the handler would contend for the wait lock).
+    signal.signal(signal.SIGTERM, lambda *_: server.proc.terminate())
+    signal.signal(signal.SIGINT, lambda *_: server.proc.terminate())
     return server.proc.wait()
 
 

@@ -55,3 +55,26 @@ def test_objects_survive_a_restart(tmp_path):
         assert got == b"\x00\x01" * 5000
     finally:
         second.stop()
+
+
+def test_cli_launcher_prints_endpoint_and_stops_on_sigterm(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "devstack.s3", "--host", "127.0.0.1", "--port", "0",
+                             "--data", str(tmp_path / "d"), "--bucket", "clibucket"], stdout=subprocess.PIPE, text=True)
+    try:
+        info = json.loads(proc.stdout.readline())
+        assert info["bucket"] == "clibucket"
+        c = make_client(info["endpoint"], "browserhive", "browserhive")
+        c.put_object(Bucket="clibucket", Key="k", Body=b"v")
+        assert c.get_object(Bucket="clibucket", Key="k")["Body"].read() == b"v"
+        proc.terminate()
+        assert proc.wait(15) == 0
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(info["endpoint"], timeout=2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
