@@ -36,8 +36,11 @@ def robots_site():
         fake.close()
 
 
+TRANSPORT = guarded_transport(allow_private=True)  # built once, as plan_level.main does
+
+
 def plan_host(site, delay, last=None):
-    fetch = lambda u: fetch_robots(u, transport=guarded_transport(allow_private=True), log=lambda _m: None)  # noqa: E731
+    fetch = lambda u: fetch_robots(u, transport=TRANSPORT, log=lambda _m: None)  # noqa: E731
     return plan([{"url": f"{site.url}/p", "host": site.authority, "lastFinishedAt": last}], delay, None, None,
                 fetch=fetch, read_endpoints=lambda: '["http://bh-1"]', log=lambda _m: None)["groups"][0]
 
