@@ -16,6 +16,7 @@ Validation precedes authentication: a malformed ``before`` or id is 400 even ano
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from datetime import datetime, timezone
 from typing import Any
@@ -48,7 +49,8 @@ def parse_before(values: list[str]) -> datetime | None | JSONResponse:
         return None
     if len(values) > 1:
         return _bad("before may be given once (the capturedAt of the last row you have)")
-    raw = values[0]
+    # an unencoded "+hh:mm" offset arrives as " hh:mm" (form decoding): read it as meant
+    raw = re.sub(r" (\d{2}:?\d{2})$", r"+\1", values[0].strip())
     try:
         when = datetime.fromisoformat(raw)
     except ValueError:

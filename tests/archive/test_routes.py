@@ -129,6 +129,9 @@ def test_before_cursor_pages_strictly(archive_ledger) -> None:
     assert ids(rest) == [a["contoso"]["id"], a["beta_nosub"]["id"]]
     assert listing(archive_ledger, "bob", "acme", before="2026-09-24T10:00:00.300+00:00") == listing(
         archive_ledger, "bob", "acme")[1:]
+    unencoded = httpx.get(f"{archive_ledger.url}/api/archives?before=2026-09-24T10:00:00.300+00:00",
+                          headers=who("bob", "acme"), timeout=10)
+    assert ids(unencoded.json()["archives"]) == [a["acme_old"]["id"]]
 
 
 def test_validation_precedes_authentication(archive_ledger) -> None:
