@@ -1,6 +1,7 @@
 """HTTP routes of the capture stand-in (contracts.md §A.1, §A.2, §A.7, §A.10).
 
-``POST /captures``: 400 ``ValidationException`` (nothing started) → 429 ``Busy`` at once when a
+``POST /captures``: 415/406 for a ``content-type`` other than exactly ``application/json`` or an
+``Accept`` without JSON → 400 ``ValidationException`` (nothing started) → 429 ``Busy`` at once when a
 capture is running (no queue) → run the capture and answer 200 ``{taskId, report, manifest}``
 only after the manifest write. ``GET /status``. With ``--faults-endpoint``: ``GET/PUT /faults``
 reads/sets the fault knobs (tests). Unknown paths → 404 ``UnknownOperationException``. Every
@@ -33,6 +34,14 @@ def _error(status: int, kind: str, body: dict | None = None) -> JSONResponse:
     return JSONResponse(body if body is not None else {}, status_code=status, headers={"x-amzn-errortype": kind})
 
 
+def _accepts_json(request: Request) -> bool:
+    accept = request.headers.get("accept")
+    if not accept:
+        return True
+    kinds = {part.split(";")[0].strip().lower() for part in accept.split(",")}
+    return bool(kinds & {"application/json", "application/*", "*/*"})
+
+
 def create_app(settings: ServerSettings) -> FastAPI:
     """The capture server app; the lifespan launches Chromium (refuses to start without it)."""
     proxy = GuardedProxy(allow_private=settings.allow_private)
@@ -62,6 +71,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
     async def captures(request: Request):
         if settings.faults.refuse_500:
             return _error(500, "InternalFailure")
+        # restJson1 framing of the generated server (contracts.md §A.7, §C.4, §E.12).
+        if request.headers.get("content-type") != "application/json":
+            return _error(415, "UnsupportedMediaTypeException")
+        if not _accepts_json(request):
+            return _error(406, "NotAcceptableException")
         try:
             body = json.loads(await request.body())
         except (ValueError, UnicodeDecodeError):

@@ -45,6 +45,17 @@ def test_validation_exception_with_field_list(capture_server, test_site, body, p
     assert "taskId" not in r.json()
 
 
+def test_restjson_framing_errors(capture_server, test_site):
+    body = json.dumps({"url": test_site.url("/other"), "captureFormats": HTML_ONLY})
+    r = httpx.post(f"{capture_server}/captures", content=body, headers={"content-type": "application/json; charset=utf-8"})
+    assert r.status_code == 415 and r.headers["x-amzn-errortype"] == "UnsupportedMediaTypeException"
+    r = httpx.post(f"{capture_server}/captures", content=body,
+                   headers={"content-type": "application/json", "accept": "text/html"})
+    assert r.status_code == 406 and r.headers["x-amzn-errortype"] == "NotAcceptableException"
+    r = httpx.post(f"{capture_server}/captures", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.headers["x-amzn-errortype"] == "ValidationException"
+
+
 def test_unknown_field_names_the_camel_case_spelling(capture_server, test_site):
     r = capture(capture_server, url=test_site.url("/page"), captureFormats=ONLY_WACZ, correlation_id="x")
     assert r.status_code == 400

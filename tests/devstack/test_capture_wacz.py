@@ -248,3 +248,42 @@ def test_deny_policy_blocks_before_sending(capture_server, test_site, s3_server)
     tracker = [(x, p) for x, p in recs if x.rec_headers.get_header("WARC-Target-URI") == test_site.url("/tracker.js")]
     assert [x.rec_type for x, _ in tracker] == ["metadata"]
     assert b"action: deny" in tracker[0][1]
+
+
+def test_no_archive_no_body_and_content_type_policies(capture_server, test_site, s3_server):
+    scroll = script("scroll", "window.scrollTo(0, document.body.scrollHeight); new Promise(r => setTimeout(r, 400))")
+    rep = capture(capture_server, url=test_site.url("/page"), captureFormats=ONLY_WACZ, behaviors=[scroll],
+                  urlPolicies=[{"pattern": "*/tracker.js", "action": "no-archive"},
+                               {"pattern": "*/api/data.json", "action": "no-body"}],
+                  contentTypePolicies=[{"prefix": "image/", "action": "no-body"}]).json()["report"]
+    assert rep["status"] == "success"
+    stats = rep["waczStats"]
+    assert (stats["totalBlocked"], stats["totalDenied"], stats["totalSkippedUrlPolicy"], stats["totalSkippedContentType"]) == (1, 0, 1, 1)
+    assert rep["completeness"]["complete"] is True  # policy omissions are never "truncated"
+    recs = warc_records(wacz_members(s3_get(s3_server, rep["artifacts"]["wacz"]))["archive/data.warc.gz"])
+    by_url: dict[str, dict[str, bytes]] = {}
+    for r, payload in recs:
+        by_url.setdefault(r.rec_headers.get_header("WARC-Target-URI"), {})[r.rec_type] = payload
+    assert set(by_url[test_site.url("/tracker.js")]) == {"metadata"}
+    assert b"action: no-archive" in by_url[test_site.url("/tracker.js")]["metadata"]
+    assert by_url[test_site.url("/api/data.json")]["response"] == b""
+    assert by_url[test_site.url("/img/lazy.png")]["response"] == b""
+    assert by_url[test_site.url("/page")]["response"].startswith(b"<!doctype html>")
+
+
+def test_withheld_main_document_yields_no_page_formats(capture_server, test_site):
+    rep = capture(capture_server, url=test_site.url("/other"), captureFormats={**ALL_FORMATS, "webp": False, "mhtml": False},
+                  contentTypePolicies=[{"prefix": "text/html", "action": "no-body"}]).json()["report"]
+    assert rep["status"] == "success" and rep["document"]["withheld"] == "content-type"
+    assert set(rep["artifacts"]) == {"wacz"}
+
+
+def test_deny_of_the_first_navigation_is_success_without_artifacts(capture_server, test_site, s3_server):
+    before = test_site.hits["/other"]
+    r = capture(capture_server, url=test_site.url("/other"), captureFormats=ALL_FORMATS,
+                urlPolicies=[{"pattern": "http://127.0.0.1:*/other", "action": "deny"}]).json()
+    rep = r["report"]
+    assert rep["status"] == "success" and rep["artifacts"] == {} and "httpStatusCode" not in rep
+    assert "waczStats" not in rep and rep["document"] == {"withheld": "deny"}
+    assert test_site.hits["/other"] == before
+    assert json.loads(s3_get(s3_server, r["manifest"]["location"])) == rep
