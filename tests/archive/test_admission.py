@@ -9,7 +9,7 @@ import pytest
 
 from ledger.archive.admission import admit_level
 from ledger.archive.reconciler import reconcile
-from tests.archive.helpers import manifest, put_json
+from tests.archive.helpers import manifest
 
 pytestmark = pytest.mark.anyio
 BUCKET = "browserhive"

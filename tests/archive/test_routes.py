@@ -10,7 +10,6 @@ from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import httpx
-import pytest
 
 
 def sigv4_valid(url: str, secret: str, region: str) -> bool:

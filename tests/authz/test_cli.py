@@ -6,7 +6,6 @@ import json
 import uuid
 
 import psycopg
-import pytest
 from psycopg.types.json import Jsonb
 from typer.testing import CliRunner
 

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.fixtures.fga import MODEL_JSON, FgaProcess, create_store
 
