@@ -343,3 +343,15 @@ def test_dismiss_banners_removes_cmp_and_overlays_but_not_header(capture_server,
     assert d["unusableSelectors"] == ["p:::bad"] and d["removedOverlays"] == 1 and d["framework"] == "Cookiebot"
     plain = capture(capture_server, url=test_site.url("/banner"), captureFormats=HTML_ONLY).json()["report"]
     assert "consent wall" in s3_get(s3_server, plain["artifacts"]["html"]).decode()  # not sent → not removed
+
+
+def test_one_load_per_device_pixel_ratio_and_screenshot_at_the_last(capture_server, test_site, s3_server):
+    import struct
+
+    before = test_site.hits["/other"]
+    rep = capture(capture_server, url=test_site.url("/other"), captureFormats={**HTML_ONLY, "png": True},
+                  devicePixelRatios=[1, 2], viewport={"width": 400, "height": 300}).json()["report"]
+    assert rep["status"] == "success" and rep["settle"]["devicePixelRatio"] == 2
+    assert test_site.hits["/other"] == before + 2
+    png = s3_get(s3_server, rep["artifacts"]["png"])
+    assert struct.unpack(">II", png[16:24]) == (800, 600)
