@@ -22,7 +22,8 @@ BENCHMARKS = {
     "outbox": "tests.bench.ledger_scale:outbox",
     "reconciler": "tests.bench.ledger_scale:reconciler",
     "capture": "tests.bench.capture:capture",
-    "politeness": "tests.bench.politeness:politeness",
+    "politeness-500": "tests.bench.politeness:politeness_500",
+    "politeness-2000": "tests.bench.politeness:politeness_2000",
 }
 
 

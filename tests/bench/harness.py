@@ -132,7 +132,7 @@ def render(ctx: Context, error: str | None = None) -> None:
         met = {True: "[green]yes[/]", False: "[red]NO[/]", None: ""}[m.met]
         target = f"{m.bound} {_fmt(m.target)}" if m.target is not None else ""
         table.add_row(m.name, _fmt(m.value), m.unit, target, _fmt(m.ratio), met, m.note)
-    console = Console()
+    console = Console(width=max(160, Console().width))
     console.print(table)
     console.print(f"load average at start {ctx.load_at_start}, now {[round(x, 2) for x in os.getloadavg()]}"
                   f" on {os.cpu_count()} cores")

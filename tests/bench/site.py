@@ -5,8 +5,9 @@ Each host serves a binary tree of pages (``/`` → ``/a``, ``/b`` → ``/aa`` �
 plus its own robots.txt. Every request is logged with ``time.monotonic()`` taken when the
 request line was read (:class:`tests.e2e.site.Hit`) — the site's own view of the crawler.
 
-``flaky``: paths whose **first** request is answered by closing the connection without a
-response (the browser sees ``ERR_EMPTY_RESPONSE``; the flow retries such a capture).
+``flaky``: paths whose first ``flaky_drops`` requests are answered by closing the connection
+without a response (Chromium re-sends a navigation once by itself, so 2 drops make one capture
+attempt fail with ``ERR_EMPTY_RESPONSE``; the flow retries it after the gap).
 """
 
 from __future__ import annotations
@@ -33,13 +34,15 @@ def tree_paths(levels: int) -> list[str]:
 class Host:
     """One host of the site on ``http://127.0.0.1:<port>`` (OS-chosen) until :meth:`stop`."""
 
-    def __init__(self, levels: int, robots_txt: str = "User-agent: *\nAllow: /\n", flaky: tuple[str, ...] = ()):
+    def __init__(self, levels: int, robots_txt: str = "User-agent: *\nAllow: /\n", flaky: tuple[str, ...] = (),
+                 flaky_drops: int = 1):
         self.levels = levels
         self.robots_txt = robots_txt.encode()
         self.flaky = set(flaky)
+        self.flaky_drops = flaky_drops
+        self._drops: dict[str, int] = {}
         self.hits: list[Hit] = []
         self._lock = threading.Lock()
-        self._seen: set[str] = set()
         host = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -56,9 +59,10 @@ class Host:
                 path = self.path.split("?", 1)[0]
                 dest = self.headers.get("Sec-Fetch-Dest", "")
                 with host._lock:
-                    first = path not in host._seen
-                    host._seen.add(path)
-                if path in host.flaky and first and path != "/robots.txt":
+                    drop = path in host.flaky and host._drops.get(path, 0) < host.flaky_drops
+                    if drop:
+                        host._drops[path] = host._drops.get(path, 0) + 1
+                if drop:
                     host._record(Hit(self._t, "GET", path, dest, self.headers.get("User-Agent", ""), 0))
                     self.close_connection = True
                     return  # no response at all
