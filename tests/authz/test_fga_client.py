@@ -131,3 +131,34 @@ def test_unreachable_is_reported_as_such() -> None:
         run(go())
     assert is_unreachable(info.value)
     assert "127.0.0.1:9" in str(info.value) and "waggle dev up" in str(info.value)
+
+
+def test_viewable_does_not_depend_on_result_order() -> None:
+    """A server answering the batch in reverse order: results are matched by correlation id."""
+    from devstack.openfga.server import FgaState, create_app
+    from tests.fixtures.fga import create_store
+    from tests.fixtures.ledger import ServerThread
+
+    class Reversed(FgaState):
+        def batch_check(self, sid, body):
+            out = super().batch_check(sid, body)
+            out["result"] = dict(reversed(list(out["result"].items())))
+            return out
+
+    server = ServerThread(create_app(Reversed()), lifespan="off").start()
+    try:
+        store = create_store(server.url)
+        ids = [str(uuid.uuid4()) for _ in range(5)]
+        store.write(["organization:acme parent capture_job:t", f"capture_job:t parent archive:{ids[0]}",
+                     f"capture_job:t parent archive:{ids[3]}"])
+        az = authz_for(store)
+
+        async def go():
+            try:
+                return await az.viewable(Who("bob", ["acme"]), ids)
+            finally:
+                await az.close()
+
+        assert run(go()) == {ids[0], ids[3]}
+    finally:
+        server.stop()
