@@ -74,6 +74,10 @@ LINKS_JS = """() => {
 }"""
 
 
+class BudgetExhausted(Exception):
+    """A wait was cut short because the whole-task budget ran out (→ ``timeout`` with ``step``)."""
+
+
 class CaptureFailure(Exception):
     """Ends a capture early with ``status`` and ``errorDetails``."""
 
@@ -152,10 +156,22 @@ async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
         body = await asyncio.wait_for(_capture(ctx, run), timeout=max(0.01, run.remaining_s()))
         report.update(body)
         report["artifacts"] = dict(run.artifacts)
-    except asyncio.TimeoutError:
+    except (asyncio.TimeoutError, BudgetExhausted) as e:
+        if isinstance(e, BudgetExhausted) or run.remaining_s() <= 0.1:  # the whole-task budget
+            report.update(status="timeout", errorDetails={
+                "type": "timeout", "message": f"the task budget of {budget_ms} ms ran out during {run.step}",
+                "timeoutMs": budget_ms, "step": run.step})
+        else:  # one operation's own deadline
+            report.update(status="timeout", errorDetails={
+                "type": "timeout", "message": f"a browser operation exceeded {s.operation_ms} ms during {run.step}",
+                "timeoutMs": s.operation_ms})
+    except PlaywrightTimeout as e:
         report.update(status="timeout", errorDetails={
-            "type": "timeout", "message": f"the task budget of {budget_ms} ms ran out during {run.step}",
-            "timeoutMs": budget_ms, "step": run.step})
+            "type": "timeout", "message": str(e).splitlines()[0][:500], "timeoutMs": s.operation_ms})
+    except PlaywrightError as e:
+        msg = str(e).splitlines()[0][:500]
+        closed = any(w in msg.lower() for w in ("closed", "disconnect", "crash"))
+        report.update(status="failed", errorDetails={"type": "connection" if closed else "internal", "message": msg})
     except CaptureFailure as f:
         report.update(status=f.status, errorDetails=f.details)
         if f.status == "http_error":
@@ -414,6 +430,8 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
         try:
             response = await page.goto(run.url, wait_until="load", timeout=run.op_timeout(s.page_load_ms) * 1000)
         except PlaywrightTimeout as e:
+            if run.remaining_s() <= 0.5:
+                raise BudgetExhausted() from e
             raise CaptureFailure("timeout", "timeout", f"page load exceeded {s.page_load_ms} ms",
                                  timeoutMs=s.page_load_ms) from e
         except PlaywrightError as e:

@@ -196,14 +196,15 @@ def test_browser_is_recycled_above_the_rss_bound(capture_server, test_site):
 
 def test_task_budget_ends_a_hanging_capture(capture_server, test_site, s3_server):
     t0 = time.monotonic()
-    with faults(capture_server, task_total_ms=2500):
-        r = capture(capture_server, url=test_site.url("/slow?ms=6000"), captureFormats=ONLY_WACZ)
+    with faults(capture_server, task_total_ms=4000):
+        r = capture(capture_server, url=test_site.url("/slow?ms=15000"), captureFormats=ONLY_WACZ)
     elapsed = time.monotonic() - t0
     rep = r.json()["report"]
     assert rep["status"] == "timeout"
-    assert rep["errorDetails"] == {"type": "timeout", "message": rep["errorDetails"]["message"],
-                                   "timeoutMs": 2500, "step": "load-pages"}
-    assert 2.5 <= elapsed < 2.5 + 12  # budget, plus bounded teardown and the manifest write
+    details = rep["errorDetails"]
+    assert details["type"] == "timeout" and details["timeoutMs"] == 4000
+    assert details["step"] in ("start-recording", "load-pages")  # load-pages unless the box is very busy
+    assert 4.0 <= elapsed < 4.0 + 12  # budget, plus bounded teardown and the manifest write
     assert json.loads(s3_get(s3_server, r.json()["manifest"]["location"]))["status"] == "timeout"
 
 
