@@ -178,7 +178,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ready-file", default=None, help="write {url, issuer} here once listening")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    run(args.host, args.port, args.issuer, args.audience, args.ready_file)
+    try:
+        run(args.host, args.port, args.issuer, args.audience, args.ready_file)
+    except ValueError as exc:
+        parser.exit(2, f"devstack.issuer: {exc}\n")
 
 
 if __name__ == "__main__":

@@ -224,3 +224,31 @@ async def test_unstorable_text_is_a_400(migrated_db_url, ledger_fga, fake_webhoo
                                     headers={**LedgerHarness.who(), "content-type": "application/json"})
             assert r.status_code == 400 and "NUL" in r.json()["error"]
     assert fake_webhook.calls == []
+
+
+def test_issuer_module_runs_on_loopback(tmp_path):
+    """``python -m devstack.issuer --port 0 --ready-file F`` serves discovery with its URL as issuer."""
+    import os
+    import subprocess
+    import sys
+
+    ready = tmp_path / "ready.json"
+    proc = subprocess.Popen([sys.executable, "-m", "devstack.issuer", "--host", "127.0.0.1", "--port", "0",
+                             "--audience", "waggle", "--ready-file", str(ready)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "issuer did not start"
+            time.sleep(0.05)
+        info = json.loads(ready.read_text())
+        disc = httpx.get(info["url"] + "/.well-known/openid-configuration", timeout=10).json()
+        assert disc["issuer"] == info["issuer"] == info["url"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        proc.stderr.close()
+    refused = subprocess.run([sys.executable, "-m", "devstack.issuer", "--host", "0.0.0.0", "--port", "0"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "loopback only" in refused.stderr and "Traceback" not in refused.stderr
