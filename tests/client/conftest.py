@@ -134,30 +134,32 @@ def real_ledger(create_database, migrated_template, ledger_fga, s3_server, dev_i
     from ledger.api.app import create_app
     from ledger.settings import Settings
 
-    flow = FakeFlow(s3_server, token=dev_issuer.mint("waggle-flow", ["acme"]))
-    flow_server = ServerThread(flow.app(), lifespan="off").start()
-    settings = Settings(
-        _env_file=None,
-        database_url=create_database(template=migrated_template),
-        oidc_issuer=dev_issuer.issuer, oidc_audience=dev_issuer.audience,
-        fga_api_url=ledger_fga.api_url, fga_store_id=ledger_fga.store_id, fga_model_id=ledger_fga.model_id,
-        s3_endpoint=s3_server.endpoint, s3_bucket=s3_server.bucket, s3_region=s3_server.region,
-        s3_access_key_id=s3_server.access_key_id, s3_secret_access_key=s3_server.secret_access_key,
-        crawl_webhook_url=f"{flow_server.url}/api/w/waggle/jobs/run/f/f/waggle/crawl_level",
-        crawl_webhook_token="wm-token", allow_private_hosts=True,
-        drain_interval_s=0.1, reconcile_interval_s=3600.0, watchdog_interval_s=3600.0, crawl_stall_s=3600.0,
-    )
-    server = ServerThread(None)
-    settings.api_port = server.port
-    server.app = server.server.config.app = create_app(settings)
-    server.start()
-    flow.ledger_url = server.url
-    env = {"WAGGLE_API_URL": server.url, "WAGGLE_TOKEN": dev_issuer.mint("alice", ["acme"]), "COLUMNS": "200"}
-    try:
+    import contextlib
+
+    with contextlib.ExitStack() as stack:  # whatever started is stopped, even if setup fails half-way
+        flow = FakeFlow(s3_server, token=dev_issuer.mint("waggle-flow", ["acme"]))
+        flow_server = ServerThread(flow.app(), lifespan="off")
+        stack.callback(flow_server.stop)
+        flow_server.start()
+        settings = Settings(
+            _env_file=None,
+            database_url=create_database(template=migrated_template),
+            oidc_issuer=dev_issuer.issuer, oidc_audience=dev_issuer.audience,
+            fga_api_url=ledger_fga.api_url, fga_store_id=ledger_fga.store_id, fga_model_id=ledger_fga.model_id,
+            s3_endpoint=s3_server.endpoint, s3_bucket=s3_server.bucket, s3_region=s3_server.region,
+            s3_access_key_id=s3_server.access_key_id, s3_secret_access_key=s3_server.secret_access_key,
+            crawl_webhook_url=f"{flow_server.url}/api/w/waggle/jobs/run/f/f/waggle/crawl_level",
+            crawl_webhook_token="wm-token", allow_private_hosts=True,
+            drain_interval_s=0.1, reconcile_interval_s=3600.0, watchdog_interval_s=3600.0, crawl_stall_s=3600.0,
+        )
+        server = ServerThread(None)
+        settings.api_port = server.port
+        server.app = server.server.config.app = create_app(settings)
+        stack.callback(server.stop)
+        server.start(timeout_s=60)
+        flow.ledger_url = server.url
+        env = {"WAGGLE_API_URL": server.url, "WAGGLE_TOKEN": dev_issuer.mint("alice", ["acme"]), "COLUMNS": "200"}
         yield RealLedger(server.url, flow, env, settings)
-    finally:
-        server.stop()
-        flow_server.stop()
 
 
 @pytest.fixture
@@ -168,7 +170,6 @@ def ledger_env(real_ledger: RealLedger, monkeypatch, tmp_path) -> RealLedger:
     real_ledger.flow.hold = False
     yield real_ledger
     # never leave a crawl running for the next test
-    httpx.get(real_ledger.url + "/healthz")
     crawls = httpx.get(real_ledger.url + "/api/crawls", headers={"Authorization": f"Bearer {real_ledger.env['WAGGLE_TOKEN']}"}).json()
     for c in crawls["crawls"]:
         if c["state"] == "running":
