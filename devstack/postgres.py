@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
+import time
 import warnings
 from pathlib import Path
 
-logging.getLogger("pgserver").setLevel(logging.WARNING)
+logging.getLogger("pgserver").setLevel(logging.CRITICAL)  # its failures surface as our own errors
 # pgserver keeps a lock file under the XDG runtime dir; /tmp/runtime-UID is fine for a dev stack
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
@@ -22,7 +24,12 @@ def start(pgdata: Path) -> str:
     """Start (or reuse) the server for ``pgdata``; returns its connection URI (database ``postgres``)."""
     import pgserver
 
+    pgdata = pgdata.resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
+    if running_uri(pgdata) is None:
+        # pgserver caches one handle per data dir and process; after a stop it would hand back
+        # the stale handle instead of starting the server again
+        pgserver.PostgresServer._instances.pop(pgdata, None)
     server = pgserver.get_server(pgdata, cleanup_mode=None)  # None: keep running after we exit
     return server.get_uri()
 
@@ -42,12 +49,30 @@ def running_uri(pgdata: Path) -> str | None:
 def stop(pgdata: Path) -> bool:
     """Stop the server on ``pgdata`` (fast shutdown, data kept). True when one was running."""
     from pgserver._commands import pg_ctl
+    from pgserver.utils import PostmasterInfo
 
     if running_uri(pgdata) is None:
         return False
     user = "pgserver" if os.geteuid() == 0 else None  # pgserver runs Postgres as this user under root
     try:
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=30)
+        return True
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
-        return running_uri(pgdata) is None
-    return True
+        pass
+    # pg_ctl could not reach the directory (e.g. a parent lost its permissions): SIGINT is
+    # Postgres's own "fast shutdown", sent to the postmaster recorded in postmaster.pid.
+    info = PostmasterInfo.read_from_pgdata(pgdata)
+    if info is None or info.pid is None:
+        return False
+    try:
+        os.kill(info.pid, signal.SIGINT)
+    except ProcessLookupError:
+        return True
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(info.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
