@@ -37,6 +37,7 @@ import yaml
 
 from devstack.windmill.expr import ExpressionError, transform
 from devstack.windmill.store import Store
+from devstack.windmill.wrapper import step_child
 
 
 class Canceled(Exception):
@@ -421,7 +422,7 @@ class Engine:
         label = step_id or script_path
         log_file = work / "output.log"
         proc = _STEPS.Process(
-            target=step_child,
+            target=step_child,  # lives in the light wrapper module: children import nothing heavy
             args=(script_path, str(args_file), str(result_file), str(log_file), env, str(self.root)),
             name=f"step-{label}", daemon=False,
         )
@@ -469,7 +470,7 @@ class Engine:
 # is still its own process with its own environment, as on a Windmill worker; the step's
 # own code (f/…) is imported fresh in every child, so edits apply without a restart.
 _STEPS = multiprocessing.get_context("forkserver")
-_STEPS.set_forkserver_preload(["httpx", "httpcore", "wmill", "protego", "ada_url", "json", "ssl"])
+_STEPS.set_forkserver_preload(["devstack.windmill.wrapper", "httpx", "httpcore", "wmill", "protego", "ada_url", "ssl"])
 
 
 def _warm_steps() -> None:
@@ -479,29 +480,6 @@ def _warm_steps() -> None:
         forkserver.ensure_running()
     except Exception:  # noqa: BLE001 - the first step starts it otherwise
         pass
-
-
-def step_child(script_path: str, args_file: str, result_file: str, log_file: str, env: dict, root: str) -> None:
-    """Body of one step process: own session, own environment, output to ``log_file``."""
-    os.setsid()
-    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
-    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(root)
-    for entry in reversed(env.get("PYTHONPATH", "").split(os.pathsep)):
-        if entry and entry not in sys.path:
-            sys.path.insert(0, entry)
-    from devstack.windmill.wrapper import run
-
-    code = run(script_path, args_file, result_file)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def _kill(proc) -> None:

@@ -59,5 +59,26 @@ def run(script_path: str, args_file: str, result_file: str) -> int:
     return code
 
 
+def step_child(script_path: str, args_file: str, result_file: str, log_file: str, env: dict, root: str) -> None:
+    """Body of one step process: own session, own environment, output to ``log_file``."""
+    os.setsid()
+    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(root)
+    for entry in reversed(env.get("PYTHONPATH", "").split(os.pathsep)):
+        if entry and entry not in sys.path:
+            sys.path.insert(0, entry)
+    code = run(script_path, args_file, result_file)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
     sys.exit(run(sys.argv[1], sys.argv[2], sys.argv[3]))
