@@ -120,8 +120,26 @@ class LedgerClient:
             if exc.status == 409:
                 data = exc.body if isinstance(exc.body, dict) else {}
                 raise CrawlInProgress(data.get("crawlId"), data.get("startedAt")) from None
+            if exc.status == 404 and isinstance(exc.body, dict) and exc.body.get("error") == "not found":
+                raise self._not_a_submitter() from None
             raise
         return resp.json()["crawlId"]
+
+    def _not_a_submitter(self) -> ApiError:
+        """A 404 on submit is a permission denial (ledger.md §5): say who is refused and the grant."""
+        try:
+            me = self.me()
+        except ApiError:
+            me = {}
+        subject = me.get("subject") or "this token's subject"
+        orgs = me.get("organizations") or []
+        if not orgs:
+            return ApiError(404, f"{subject} may not start crawls: the token carries no organizations")
+        return ApiError(
+            404,
+            f"{subject} may not start crawls for {', '.join(orgs)}. An admin grants it with "
+            f"`waggle grant submitter {subject} {orgs[0]}`.",
+        )
 
     def get_crawl(self, crawl_id: str) -> dict:
         """``GET /api/crawls/{id}`` → the crawl status (ledger.md §6.8 plus issue 2's counters)."""

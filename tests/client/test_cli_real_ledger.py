@@ -77,7 +77,9 @@ def test_outsider_token_is_refused_with_a_clear_message(ledger_env: RealLedger, 
     monkeypatch.setenv("WAGGLE_TOKEN", dev_issuer.mint("mallory", ["evil"]))
     result = runner.invoke(app, ["crawl", "http://site-a.example/", "--no-scripts"], catch_exceptions=False)
     assert result.exit_code == 1
-    assert "not found" in result.output  # a denial is a 404, never a stack trace
+    # a denial is a 404 (never a stack trace); the client names who and the grant
+    assert "mallory may not start crawls for evil" in result.output
+    assert "waggle grant submitter mallory evil" in result.output
     assert "Traceback" not in result.output
     # and its archive listing is empty
     listing = runner.invoke(app, ["archives"], catch_exceptions=False)
