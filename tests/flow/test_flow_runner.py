@@ -242,3 +242,26 @@ def test_state_persists_for_a_restarted_runner(windmill_runner, tmp_path):
         assert ended["type"] == "CompletedJob" and ended["success"] is False and ended["running"] is False
     finally:
         stop_runner(again)
+
+
+def test_plan_level_main_guards_robots_fetches_unless_opted_out(services, sites):
+    """plan_level's main reads the optional opt-out variable with the real wmill client: absent →
+    the private-host guard refuses a loopback robots.txt (host skipped, nothing fetched)."""
+    runner = services["runner"]
+    a = sites("User-agent: *\nAllow: /\n")
+    args = {"candidates": frontier(a, "/1"), "per_host_delay_ms": None, "respect_robots": None, "host_parallelism": None}
+
+    def plan_job():
+        job_id = runner.client.post(runner.api("/jobs/run/p/f/waggle/plan_level"), json=args).text
+        job = runner.wait(job_id)
+        assert job["success"] is True, runner.logs(job_id)
+        return job["result"]
+
+    runner.delete_variable("u/admin/waggle_allow_private_hosts")
+    refused = plan_job()
+    assert refused["groups"] == [] and refused["skipped"] == [{"url": f"{a.url}/1", "reason": "robots-unreachable"}]
+    assert a.requests == []
+    runner.set_variable("u/admin/waggle_allow_private_hosts", "1")
+    allowed = plan_job()
+    assert allowed["groups"][0]["urls"] == [f"{a.url}/1"] and allowed["groups"][0]["delayMs"] == 2000
+    assert [r.path for r in a.requests] == ["/robots.txt"]
