@@ -84,3 +84,17 @@ def test_outsider_token_is_refused_with_a_clear_message(ledger_env: RealLedger, 
     # and its archive listing is empty
     listing = runner.invoke(app, ["archives"], catch_exceptions=False)
     assert listing.exit_code == 0 and "archives (0)" in listing.output
+
+
+def test_stack_json_with_the_real_dev_issuer(real_ledger: RealLedger, dev_issuer, monkeypatch, tmp_path):
+    """No WAGGLE_API_URL/WAGGLE_TOKEN: the URL comes from stack.json, the token from its issuer."""
+    import json
+
+    for key in ("WAGGLE_API_URL", "WAGGLE_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("WAGGLE_STATE_DIR", str(tmp_path))
+    (tmp_path / "stack.json").write_text(json.dumps({
+        "services": {"ledger": real_ledger.url, "issuer": dev_issuer.url}, "subject": "alice", "organization": "acme"}))
+    result = runner.invoke(app, ["crawls"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "crawls" in result.output and "refused" not in result.output
