@@ -109,12 +109,13 @@ def test_time_boxed_share_works_before_and_not_after_expiry(archive_ledger) -> N
     archive_ledger.fga.write([{
         "user": "user:erin", "relation": "viewer", "object": f"archive:{a['contoso']['id']}",
         "condition": {"name": "non_expired_grant",
-                      "context": {"grant_time": grant_time.isoformat().replace("+00:00", "Z"), "grant_duration": "2s"}},
+                      "context": {"grant_time": grant_time.isoformat().replace("+00:00", "Z"), "grant_duration": "5s"}},
     }])
     assert sign(archive_ledger, a["contoso"]["id"], "erin").status_code == 200
     assert ids(listing(archive_ledger, "erin")) == [a["contoso"]["id"]]
     assert sign(archive_ledger, a["acme_old"]["id"], "erin").status_code == 404
-    while datetime.now(timezone.utc) < grant_time + timedelta(seconds=2.1):
+    assert datetime.now(timezone.utc) < grant_time + timedelta(seconds=5)  # the checks above ran in time
+    while datetime.now(timezone.utc) < grant_time + timedelta(seconds=5.1):
         time.sleep(0.05)
     assert sign(archive_ledger, a["contoso"]["id"], "erin").status_code == 404
     assert listing(archive_ledger, "erin") == []
