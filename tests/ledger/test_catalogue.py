@@ -109,18 +109,78 @@ async def test_load_defaults_is_idempotent(migrated_db_url):
         assert row["sha256"] == hashlib.sha256(row["source"].encode("utf-8")).hexdigest()
 
 
-def test_autoscroll_type_checks_against_host_types():
-    """The shipped TypeScript compiles with the ts-compile stand-in's compiler and host.d.ts."""
+@pytest.fixture(scope="module")
+def autoscroll_js() -> dict:
+    """The shipped autoscroll compiled by the ts-compile stand-in's compiler (with host.d.ts),
+    plus the diagnostics of a misspelt copy."""
     from devstack.tscompile.child import NodeCompiler
 
     (autoscroll,) = [s for s in default_catalogue() if s["id"] == "autoscroll"]
-    assert "__bh.remainingMs" in autoscroll["source"] and "__bh.report" in autoscroll["source"]
-    compiler = NodeCompiler()
+    compiler = NodeCompiler(timeout_s=240)
     try:
         out = compiler.compile([{"id": "autoscroll", "source": autoscroll["source"]}])
-        broken = compiler.compile([{"id": "autoscroll", "source": autoscroll["source"].replace("remainingMs", "remaining")}])
+        broken = compiler.compile([{"id": "autoscroll",
+                                    "source": autoscroll["source"].replace("remainingMs", "remaining")}])
     finally:
         compiler.close()
+    return {"ts": autoscroll["source"], "out": out, "broken": broken}
+
+
+def test_autoscroll_type_checks_against_host_types(autoscroll_js):
+    assert "__bh.remainingMs" in autoscroll_js["ts"] and "__bh.report" in autoscroll_js["ts"]
+    out = autoscroll_js["out"]
     assert "diagnostics" not in out, out.get("diagnostics")
     assert out["outputs"]["autoscroll"].startswith('"use strict";')
-    assert any(d["code"] == "TS2551" for d in broken["diagnostics"])
+    assert any(d["code"] == "TS2551" for d in autoscroll_js["broken"]["diagnostics"])
+
+
+LAZY_PAGE = """<!doctype html><html><body style="margin:0">
+<div id="feed"></div>
+<script>
+  let chunks = 0;
+  function more() { const d = document.createElement('div'); d.style.height = '1500px';
+                    d.className = 'chunk'; document.getElementById('feed').appendChild(d); chunks++; }
+  more();
+  addEventListener('scroll', () => {
+    if (chunks < 6 && scrollY + innerHeight >= document.documentElement.scrollHeight - 200) more();
+  });
+</script></body></html>"""
+
+
+def run_in_chromium(js: str, budget_ms: int, options: dict | None = None) -> tuple[list, int]:
+    """Run a behavior the way the capture stand-in does (its __bh runtime, CDP evaluate with
+    awaitPromise) on a page that grows while scrolled; returns (reports, chunks loaded)."""
+    from playwright.sync_api import sync_playwright
+
+    from devstack.capture.capture import RUNTIME_JS
+
+    flags = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", "--no-first-run", "--disable-quic"]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=flags, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 800, "height": 600})
+            page.set_content(LAZY_PAGE)
+            page.evaluate(RUNTIME_JS, [{"autoscroll": options}, budget_ms])
+            cdp = page.context.new_cdp_session(page)
+            res = cdp.send("Runtime.evaluate", {"expression": js, "awaitPromise": True})
+            assert "exceptionDetails" not in res, res
+            return page.evaluate("() => globalThis.__bhReports"), page.evaluate("() => chunks")
+        finally:
+            browser.close()
+
+
+def test_autoscroll_scrolls_lazy_content_and_reports(autoscroll_js):
+    js = autoscroll_js["out"]["outputs"]["autoscroll"]
+    reports, chunks = run_in_chromium(js, 20_000, {"delayMs": 50, "settleRounds": 2})
+    (report,) = reports
+    assert chunks == 6
+    assert report["id"] == "autoscroll"
+    data = report["data"]
+    assert data["stoppedBy"] == "bottom"
+    assert data["finalHeight"] == 6 * 1500  # every lazy chunk was loaded
+    assert data["scrolledPx"] == 6 * 1500 - 600  # down to the very bottom of the viewport
+    assert data["steps"] >= (6 * 1500 - 600) // 480
+    # a budget that runs low stops the scroll early and says so
+    (short,), chunks = run_in_chromium(js, 1_000, {"delayMs": 50, "reserveMs": 900})
+    assert short["data"]["stoppedBy"] == "budget" and chunks < 6
