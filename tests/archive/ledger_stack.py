@@ -101,7 +101,7 @@ def start_archive_ledger(db_url: str, fga: Any, s3_server: Any) -> ArchiveLedger
     archives = asyncio.run(_admit(db_url, s3_server, store))
     server = serve(settings)
     # the service's own periodic outbox worker delivers the tuples
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while True:
         with psycopg.connect(db_url) as conn:
             pending = conn.execute("SELECT count(*) FROM fga_outbox WHERE processed_at IS NULL").fetchone()[0]
