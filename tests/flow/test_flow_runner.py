@@ -218,6 +218,15 @@ def test_rest_contract(windmill_runner):
     r.set_variable("u/admin/probe", "two")
     assert r.client.get(r.api("/variables/get_value/u/admin/probe")).json() == "two"
     assert r.client.get(r.api("/variables/get_value/u/admin/absent")).status_code == 404
+    # the real wmill client (as the steps use it) reads and writes through the same routes
+    import wmill
+
+    client = wmill.Windmill(base_url=r.url, token="runner-test-token", workspace="waggle")
+    client.set_variable("u/admin/from_wmill", "three")
+    client.set_variable("u/admin/from_wmill", "four")
+    assert client.get_variable("u/admin/from_wmill") == "four"
+    with pytest.raises(Exception, match=": 404,"):
+        client.get_variable("u/admin/never_set")
 
 
 def test_state_persists_for_a_restarted_runner(windmill_runner, tmp_path):

@@ -3,7 +3,6 @@ plus the bounded retry of ledger calls across a ledger restart (issue 7 item 4).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
