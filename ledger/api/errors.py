@@ -84,6 +84,7 @@ def install(app: FastAPI) -> None:
         return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     app.add_middleware(InternalErrorMiddleware)
+    app.add_middleware(BodyLimitMiddleware)
 
 
 class InternalErrorMiddleware:
@@ -114,3 +115,27 @@ class InternalErrorMiddleware:
             await send({"type": "http.response.start", "status": 500,
                         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
+
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+class BodyLimitMiddleware:
+    """413 ``{"error": ...}`` for a request whose declared Content-Length exceeds
+    :data:`MAX_BODY_BYTES` (32 MiB), before the body is read."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            declared = dict(scope.get("headers") or []).get(b"content-length")
+            if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+                body = json.dumps({"error": f"the body is larger than {self.max_bytes // (1024 * 1024)} MiB;"
+                                            " send less per request"}).encode()
+                await send({"type": "http.response.start", "status": 413,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

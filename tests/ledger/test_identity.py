@@ -252,3 +252,15 @@ def test_issuer_module_runs_on_loopback(tmp_path):
     refused = subprocess.run([sys.executable, "-m", "devstack.issuer", "--host", "0.0.0.0", "--port", "0"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "loopback only" in refused.stderr and "Traceback" not in refused.stderr
+
+
+async def test_oversized_body_is_413(migrated_db_url, ledger_fga, fake_webhook):
+    from ledger.api.errors import MAX_BODY_BYTES
+
+    settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url)
+    async with open_ledger(settings) as h:
+        big = b'{"seeds": ["https://a.test/' + b"x" * MAX_BODY_BYTES + b'"]}'
+        r = await h.client.post("/api/crawls", content=big, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "MiB" in r.json()["error"]
+        r = await h.client.post("/api/crawls", content=b"seeds", headers={"content-type": "text/plain"})
+        assert r.status_code == 400
