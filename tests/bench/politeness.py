@@ -3,7 +3,7 @@
 Everything runs through the whole local stack (``devstack.stack.up``, 2 capture servers, the
 Windmill runner executing ``f/waggle/crawl_level``, the ledger dispatching each level). The
 crawled site is :mod:`tests.bench.site`: 4 hosts (distinct loopback ports), 3 levels of a
-binary tree each (7 pages per host); host 0's robots.txt asks ``Crawl-delay: 10`` (case C2);
+binary tree each (7 pages per host); host 0's robots.txt asks ``Crawl-delay: 20`` (so it finishes each level last);
 host 1's ``/b`` drops its first two connections (one failed capture attempt, which the flow
 retries after the gap).
 
@@ -49,7 +49,10 @@ from tests.e2e.site import captures
 
 HOSTS = 4
 LEVELS = 3
-CRAWL_DELAY_S = 10.0  # cases/README C2; longer than one level's orchestration, so the boundary rule bites
+# Longer than C2's 10 s on purpose: the slow host must finish each level last (its pages are 20 s
+# apart while the other three share the second browser), so the gap at the boundary is only the
+# orchestration between levels — exactly what the cross-level rule must stretch back to 20 s.
+CRAWL_DELAY_S = 20.0
 SLOW_HOST = 0  # first seed: first in the for-each, so it starts each level at once
 FLAKY_HOST = 1
 ROBOTS_SLOW = f"User-agent: *\nAllow: /\nCrawl-delay: {CRAWL_DELAY_S:g}\n"
@@ -240,10 +243,16 @@ def scheduler_gaps(run: dict, delay_ms: int) -> list[float]:
 
 def gap_analysis(run: dict, delay_ms: int) -> dict:
     """Server-felt gaps per host, classified, with overshoot over the effective delay (s)."""
-    out: dict = {"within": [], "boundary": [], "retry": [], "below": [], "per_host": {}}
+    out: dict = {"within": [], "boundary": [], "retry": [], "below": [], "per_host": {}, "head": [], "tail": []}
+    by_url = {p["url"]: p for p in run["pages"] if p["submitted"] is not None and p["finished"] is not None}
     for i, host in enumerate(run["hosts"]):
         eff = max(delay_ms / 1000, CRAWL_DELAY_S if i == SLOW_HOST else 0)
         caps = _merge_browser_retries(captures(host.hits))
+        for cap in caps:  # inside one capture: submit → first request (head), last request → finish (tail)
+            page = by_url.get(f"{host.url}{cap.page}")
+            if page and not any(h.status == 0 for h in cap.hits):
+                out["head"].append(cap.first - page["submitted"])
+                out["tail"].append(page["finished"] - cap.last)
         gaps = []
         for prev, nxt in zip(caps, caps[1:]):
             gap = nxt.first - prev.last
@@ -368,6 +377,8 @@ def politeness(ctx: Context, delays: list[int]) -> None:
                                    "wall_s": round(time.monotonic() - t0, 1),
                                    "gaps_overshoot_ms": {k: summary([_ms(x) for x in gaps[k]])
                                                          for k in ("within", "boundary", "retry", "scheduler")},
+                                   "capture_head_ms": summary([_ms(x) for x in gaps["head"]]),
+                                   "capture_tail_ms": summary([_ms(x) for x in gaps["tail"]]),
                                    "flow_retry_log_lines": gaps["retries_logged"],
                                    "below_delay": gaps["below"], "per_host": gaps["per_host"],
                                    "levels": levels, "utilization_whole_crawl": whole}
@@ -415,6 +426,11 @@ def _metrics(ctx: Context, label: str, gaps: dict, levels: list[dict], whole: di
         ctx.metric(f"[{label}] flow-side gap − delay (submit − finish), min", min(sched) if sched else None,
                    "ms", 0, ">=", f"median {percentile(sched, 50):.0f} ms, p99 {percentile(sched, 99):.0f} ms,"
                    f" n={len(sched)}" if sched else "")
+        head, tail = [x * 1000 for x in gaps["head"]], [x * 1000 for x in gaps["tail"]]
+        ctx.metric(f"[{label}] capture head (submit → first request), median", percentile(head, 50), "ms",
+                   note=f"p99 {percentile(head, 99):.0f} ms" if head else "")
+        ctx.metric(f"[{label}] capture tail (last request → finish), median", percentile(tail, 50), "ms",
+                   note=f"p99 {percentile(tail, 99):.0f} ms; settle quiet window + WACZ + upload" if tail else "")
         ctx.metric(f"[{label}] within-level min overshoot", min(w) if w else None, "ms", 0, ">=")
         ctx.metric(f"[{label}] within-level median overshoot", percentile(w, 50), "ms", 50, "<=", f"n={len(w)}")
         ctx.metric(f"[{label}] within-level p99 overshoot", percentile(w, 99), "ms", 250, "<=")
