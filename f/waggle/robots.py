@@ -23,6 +23,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 from protego import Protego
+from protego._protego import _SITE_WIDE_DIRECTIVES, _USER_AGENT_DIRECTIVE, _extract_directive
 
 PRODUCT_TOKEN = "waggle"
 USER_AGENT = "waggle/0.1 (+polite web archiver; robots token: waggle)"
@@ -36,12 +37,51 @@ UNREACHABLE = "unreachable"  # 5xx/429/timeout/network: everything disallowed th
 NOT_FETCHED = "not-fetched"  # respect_robots false
 
 
+def _agent_token(agent: str) -> str:
+    """The product token of a ``User-agent`` value: cut at the first space (as Google does) and at ``/``."""
+    return agent.strip().lower().split(" ")[0].split("/")[0]
+
+
+def relevant_groups(text: str, token: str) -> str:
+    """``text`` reduced to the groups that can apply to ``token`` (its own or ``*``), plus site-wide lines.
+
+    Groups are delimited exactly as protego delimits them (same directive reader), so the
+    result parses to the same rules for ``token``; other agents' groups are never built,
+    which keeps hostile files (thousands of agents) cheap.
+    """
+    out: list[str] = []
+    previous: str | None = None
+    relevant = False
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parsed = _extract_directive(line)
+        if parsed is None:
+            continue
+        field, value = parsed
+        if field in _USER_AGENT_DIRECTIVE:
+            if previous is not None and previous not in _USER_AGENT_DIRECTIVE:
+                relevant = False  # a user-agent line after rules starts a new group
+            previous = field
+            agent = value.strip().lower()
+            if agent == "*" or token in (_agent_token(agent), _agent_token(agent.replace("*", ""))):
+                relevant = True
+                out.append(line)
+            continue
+        if field not in _SITE_WIDE_DIRECTIVES:
+            previous = field
+        if relevant or field in _SITE_WIDE_DIRECTIVES:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
 class RobotsRules:
     """The rules of one robots.txt for one product token (exact match, else ``*``)."""
 
     def __init__(self, text: str, token: str = PRODUCT_TOKEN) -> None:
         """``text``: the decoded body (a leading BOM is stripped here too)."""
-        self._parser = Protego.parse(text.lstrip("\ufeff"))
+        self._parser = Protego.parse(relevant_groups(text.lstrip("\ufeff"), token.lower()))
         self._group = self._choose_group(token.lower())
 
     def _choose_group(self, token: str):  # -> protego _RuleSet | None
