@@ -6,7 +6,6 @@ enter the next level?"; trap defences (issue #7, ``ledger.crawl.traps``) plug in
 
 from __future__ import annotations
 
-import importlib.util
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,8 +61,7 @@ def plan_next_level(
     ``.key``, ``.host``).
 
     Order: the depth limit first (nothing is screened when no level follows), then trap
-    screening (``ledger.crawl.traps.screen`` when that module exists: dropped URLs do not use
-    the page budget), then :func:`plan_budget`. ``known_per_host`` = pages the crawl already
+    screening (``ledger.crawl.traps.screen``: dropped URLs do not use the page budget), then :func:`plan_budget`. ``known_per_host`` = pages the crawl already
     holds per host; ``max_pages_per_host`` = ``WAGGLE_MAX_PAGES_PER_HOST`` (None = no cap).
     """
     if next_depth > max_depth:
@@ -78,10 +76,7 @@ def plan_next_level(
 def screen_traps(
     candidates: Sequence[T], *, known_per_host: Mapping[str, int], max_pages_per_host: int | None
 ) -> tuple[list[T], dict[str, int]]:
-    """Trap screening hook: ``(kept, drops)``. Delegates to ``ledger.crawl.traps.screen`` (issue
-    #7) with the same arguments; without that module every candidate is kept."""
-    if importlib.util.find_spec("ledger.crawl.traps") is None:
-        return list(candidates), {}
+    """Trap screening: ``(kept, drops)`` from ``ledger.crawl.traps.screen`` (issue #7)."""
     from ledger.crawl import traps
 
     return traps.screen(candidates, known_per_host=known_per_host, max_pages_per_host=max_pages_per_host)

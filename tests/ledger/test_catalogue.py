@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 
-import psycopg
 import pytest
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
