@@ -61,8 +61,8 @@ def plan_next_level(
     ``.key``, ``.host``).
 
     Order: the depth limit first (nothing is screened when no level follows), then trap
-    screening (``ledger.crawl.traps.screen``: dropped URLs do not use the page budget), then :func:`plan_budget`. ``known_per_host`` = pages the crawl already
-    holds per host; ``max_pages_per_host`` = ``WAGGLE_MAX_PAGES_PER_HOST`` (None = no cap).
+    screening (``ledger.crawl.traps.screen``: dropped URLs do not use the page budget), then
+    :func:`plan_budget`. ``known_per_host`` = pages the crawl already holds per host; ``max_pages_per_host`` = ``WAGGLE_MAX_PAGES_PER_HOST`` (None = no cap).
     """
     if next_depth > max_depth:
         return LevelPlan([], "max_depth", {})
