@@ -3,9 +3,10 @@
 Semantics kept from Windmill (windmill.md §2, scheduler.md §2.4/§2.6):
 
 * every input transform is evaluated as JavaScript (or static); ``undefined`` → null;
-* each step runs as its own Python process (``devstack.windmill.wrapper``) with
+* each step runs as its own Python process (forked from a forkserver that has httpx/wmill
+  imported; body in ``devstack.windmill.wrapper``) with its own session and environment —
   ``WM_TOKEN``/``BASE_INTERNAL_URL``/``WM_WORKSPACE``/``WM_FLOW_STEP_ID`` set, so the real
-  ``wmill`` client reads variables from this runner;
+  ``wmill`` client reads variables from this runner — and JSON-round-tripped arguments;
 * ``forloopflow``: iterations in iterator order, ``parallel`` with at most ``parallelism``
   at once; one failed iteration fails the loop (``skip_failures: false``) — no new
   iteration starts, running ones finish; the result is the list of iteration results;
