@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 CAPTURE_FORMAT_NAMES = ("png", "webp", "html", "links", "mhtml", "wacz")
@@ -105,6 +105,12 @@ class Settings(BaseSettings):
                 f" unknown: {','.join(unknown) or '(empty)'}"
             )
         return tuple(dict.fromkeys(items))
+
+    @model_validator(mode="after")
+    def _signing_needs_wacz(self) -> "Settings":
+        if self.capture_signing and "wacz" not in self.capture_formats:
+            raise ValueError("WAGGLE_CAPTURE_SIGNING requires wacz in WAGGLE_CAPTURE_FORMATS")
+        return self
 
     # -- derived ---------------------------------------------------------------
     @property

@@ -101,3 +101,9 @@ async def test_quoted_job_id_and_never_backwards(migrated_db_url, ledger_fga, fa
             crawl = await (await conn.execute("SELECT * FROM crawls WHERE id = %s", (uuid.UUID(crawl_id),))).fetchone()
         await dispatch_level(h.services, crawl, 1, [{"url": "https://a.test/", "host": "a.test"}])
         assert (await crawl_view(h, crawl_id))["lastJob"] == {"id": JOB, "depth": 3}
+
+
+def test_signing_requires_wacz():
+    with pytest.raises(ValueError, match="requires wacz"):
+        Settings(_env_file=None, capture_formats="png", capture_signing=True)
+    assert Settings(_env_file=None, capture_formats="wacz,png", capture_signing=True).capture_signing
