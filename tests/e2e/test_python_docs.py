@@ -28,7 +28,7 @@ pytestmark = pytest.mark.e2e
 DOCS = Path("/usr/share/doc/python3.11/html")
 CRAWL_DELAY_S = 1.0  # robots.txt Crawl-delay; the crawl itself asks for 500 ms
 ROBOTS = f"User-agent: *\nDisallow: /library/\nCrawl-delay: {CRAWL_DELAY_S:g}\n"
-MAX_PAGES = 8
+MAX_PAGES = 6
 BIN = Path(sys.executable).parent
 
 
