@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -450,12 +451,14 @@ class Engine:
                 self.store.append_log(job.record["id"], "".join(f"[{label}] {line}\n" for line in output.splitlines()))
             self.store.append_log(job.record["id"], f"--- step {label} ({script_path}) exit {proc.exitcode} after {time.monotonic() - t0:.2f}s\n")
         if job.cancel.is_set():
+            shutil.rmtree(work, ignore_errors=True)
             raise Canceled()
         try:
             text = result_file.read_text()
             payload = json.loads(text) if text else None
         except (OSError, ValueError):
             payload = None
+        shutil.rmtree(work, ignore_errors=True)  # args, result and output are in the job record/log now
         if code == 0:
             return payload
         error = payload.get("error") if isinstance(payload, dict) and isinstance(payload.get("error"), dict) else None
