@@ -53,7 +53,8 @@ def stack(local_stack):
     """The session stack; every service a test stopped is started again afterwards."""
     yield local_stack
     sup = Supervisor(local_stack.state_dir)
-    stopped = [n for n in sup.names() if sup.record(n) is None]
+    expected = [s.name for s in Stack(config_from_state(local_stack.state_dir)).services()] + ["windmill", "ledger"]
+    stopped = [n for n in expected if sup.record(n) is None]
     if stopped:
         _restart(local_stack, *stopped)
 
