@@ -245,7 +245,7 @@ class Stack:
                               "--access-key", S3_ACCESS_KEY, "--secret-key", S3_SECRET_KEY),
                     self.config.port("s3"), "/" + self.config.bucket, ok_any_status=True),
             Service("openfga", _py("devstack.openfga", "--host", HOST, "--port", str(self.config.port("openfga")),
-                                   "--data", str(d / "openfga.json"), "--preshared-key", self.secret("fga_key")),
+                                   "--data", str(d / "openfga.json"), f"--preshared-key={self.secret('fga_key')}"),
                     self.config.port("openfga"), "/healthz"),
             Service("issuer", _py("devstack.issuer", "--host", HOST, "--port", str(self.config.port("issuer")),
                                   "--issuer", self.url("issuer"), "--audience", "waggle"),
