@@ -21,7 +21,7 @@ def _state_dir(given: Path | None) -> Path:
 
 @app.command("up")
 def up_cmd(
-    captures: int = typer.Option(None, "--captures", min=0, max=16, help="capture servers (default 2, or as last time)"),
+    captures: int = typer.Option(None, "--captures", min=1, max=16, help="capture servers (default 2, or as last time)"),
     state_dir: Path = StateDir,
 ) -> None:
     """Start the whole stack (idempotent: running services are reused) and write stack.json."""
