@@ -67,6 +67,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app = FastAPI(title="BrowserHive v12 stand-in", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.ctx = ctx
 
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception):  # never a stack trace on the wire
+        return _error(500, "InternalFailure")
+
     @app.post("/captures")
     async def captures(request: Request):
         if settings.faults.refuse_500:

@@ -12,12 +12,16 @@ GET; ``Accept`` must admit ``application/json`` (406); unknown path or method â†
 
 Deliberate difference from the real service (Â§C.7): a cache hit answers with *this* request's
 ``id``/``version``/``phase``/``options`` (the real one echoes the first request's); the emitted
-JavaScript, hashes and ``cached`` flag are the same.
+JavaScript, hashes and ``cached`` flag are the same. And TypeScript's own lib files are not
+re-checked per request (``skipDefaultLibCheck``, see compiler.js): same bytes, same 200/422, only
+diagnostics located inside lib.dom.d.ts are not listed. The lib check runs once in the background
+at startup (warm-up) so the first request does not pay for parsing the libs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -78,6 +82,15 @@ def create_app(compiler: NodeCompiler | None = None, cache_max: int = 256) -> Fa
     app = FastAPI(title="ts-compile stand-in", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.compiler = comp
     app.state.cache = cache
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception):  # never a stack trace on the wire
+        return _error(500, "InternalFailure")
+
+    @app.on_event("startup")
+    def _warm() -> None:
+        # Parsing and checking lib.dom dominates the first compile; do it before anyone asks.
+        threading.Thread(target=comp.warm_up, name="tsc-warm-up", daemon=True).start()
 
     @app.on_event("shutdown")
     def _close() -> None:

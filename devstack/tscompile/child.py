@@ -44,6 +44,14 @@ class NodeCompiler:
         with self._lock:
             self._ensure()
 
+    def warm_up(self) -> None:
+        """Type-check the lib files once (an empty program) so the first real compile is fast;
+        errors are ignored (the next call restarts the child)."""
+        try:
+            self.compile([])
+        except (CompilerError, OSError, ValueError):
+            pass
+
     def _ensure(self) -> subprocess.Popen[str]:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc

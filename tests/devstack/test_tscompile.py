@@ -62,11 +62,15 @@ def test_type_errors_give_422_with_diagnostics_and_no_javascript(tscompile_url):
     assert "Did you mean 'remainingMs'?" in body["diagnostics"][1]["message"]
 
 
-def test_one_program_rejects_duplicate_globals_and_enums(tscompile_url):
-    r = post(tscompile_url, {"scripts": [script("a", "const shared = 1;\n"), script("b", "const shared = 2;\nenum E { X }\n")]})
+def test_one_program_rejects_duplicate_globals_enums_and_host_conflicts(tscompile_url):
+    r = post(tscompile_url, {"scripts": [
+        script("a", "const shared = 1;\n"), script("b", "const shared = 2;\nenum E { X }\nlet name = 1;\n"),
+        script("c", "var __bh: number;\n")]})
     assert r.status_code == 422
-    codes = {d["code"] for d in r.json()["diagnostics"]}
-    assert {"TS2451", "TS1294"} <= codes
+    got = {(d.get("file"), d["code"]) for d in r.json()["diagnostics"]}
+    # duplicate globals across scripts, an enum (erasableSyntaxOnly), a clash with lib.dom's
+    # `name`, and a redeclaration of the host object (reported in host.d.ts, which is checked)
+    assert {("a.ts", "TS2451"), ("b.ts", "TS2451"), ("b.ts", "TS1294"), ("host.d.ts", "TS2403")} <= got
 
 
 def test_hash_mismatch_is_409_before_compiling(tscompile_url):
