@@ -356,3 +356,18 @@ def test_one_load_per_device_pixel_ratio_and_screenshot_at_the_last(capture_serv
     assert test_site.hits["/other"] == before + 2
     png = s3_get(s3_server, rep["artifacts"]["png"])
     assert struct.unpack(">II", png[16:24]) == (800, 600)
+
+
+def test_unwritable_store_is_artifact_sink_failure_and_manifest_error(capture_server, test_site):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/sink"
+    r = capture(capture_server, url=test_site.url("/other"), captureFormats={**HTML_ONLY, "wacz": True},
+                artifactSink={"url": dead, "token": "t"})
+    body = r.json()
+    rep = body["report"]
+    assert rep["status"] == "failed" and rep["errorDetails"]["type"] == "artifact_sink"
+    assert rep["errorDetails"]["message"].startswith(dead + "/") and rep["artifacts"] == {}
+    assert list(body["manifest"]) == ["error"] and body["manifest"]["error"].startswith(dead + "/")
