@@ -507,17 +507,13 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
         await _upload(ctx, run, "wacz", wacz_bytes)
         result["waczStats"] = recorder.stats()
         result["completeness"] = recorder.completeness()
-    result.update(settle=_report_settle(settle), document=document, windowsNotOpened=windows["refused"])
+    # Report form of settle: signals not reached are absent (the archive writes null).
+    result.update(settle=settle, document=document, windowsNotOpened=windows["refused"])
     return result
 
 
 def limits_of(run: Run, recorder: Recorder) -> dict[str, int]:
     return {"maxResponseBytes": recorder.max_response_bytes, "maxTaskBytes": recorder.max_task_bytes}
-
-
-def _report_settle(settle: dict[str, Any]) -> dict[str, Any]:
-    """Report form: signals not reached are absent (the archive writes null)."""
-    return settle
 
 
 def _archive_settle(settle: dict[str, Any]) -> dict[str, Any]:
