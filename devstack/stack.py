@@ -1,21 +1,25 @@
 """``waggle dev up/down/status``: the whole waggle stack on loopback, state under one directory.
 
-Start order (each step waits for health with a deadline; a step whose piece is not installed
-stops ``up`` with a message naming it):
+Steps (each service waits for health with a deadline; when a piece is not installed yet, ``up``
+stops before starting anything and names it):
 
-1. Postgres (pgserver, ``state_dir/pg``) → ``waggle db migrate`` → ``waggle scripts load-defaults``
-2. S3 stand-in (bucket ``browserhive``, ``state_dir/data/s3``), OpenFGA stand-in
-   (``--data state_dir/data/openfga.json``), dev OIDC issuer, ts-compile stand-in,
-   N capture servers (``--allow-private``: local sites are the point of the local stack)
-3. ``waggle fga deploy`` (once; store/model ids kept in stack.json) and ``waggle grant`` of
-   ``submitter`` on the default organization to the local user and to the flow's subject
-4. Windmill runner (``--state state_dir/data/windmill``), then the ledger (``waggle serve``)
+1. side by side: Postgres (pgserver, ``state_dir/pg``) → ``waggle db migrate`` →
+   ``waggle scripts load-defaults``; and the S3 stand-in (bucket ``browserhive``,
+   ``state_dir/data/s3``), the OpenFGA stand-in (``--data state_dir/data/openfga.json``, preshared
+   key), the dev OIDC issuer, the ts-compile stand-in, N capture servers (``--allow-private``:
+   local sites are the point of the local stack)
+2. ``waggle fga deploy`` (ids kept in ``state_dir/fga.json``; a new model only when model.json
+   changed) and ``waggle grant submitter`` on the default organization to the local user and to
+   the flow's subject (remembered per store); ts-compile warmed with the default page scripts
+3. the Windmill runner (``--state state_dir/data/windmill``) and the ledger (``waggle serve``)
    with the webhook URL/token and ``WAGGLE_ALLOW_PRIVATE_HOSTS=1``
-5. the flow's JWT minted from the issuer and the five ``u/admin/*`` Windmill variables set
-6. ``state_dir/stack.json`` written (``{"services": {name: url}, "subject", "organization",
+4. the flow's JWT minted from the issuer; the five ``u/admin/*`` Windmill variables (and
+   ``u/admin/waggle_allow_private_hosts=1``) set
+5. ``state_dir/stack.json`` written (``{"services": {name: url}, "subject", "organization",
    "bucket", ...}``), read by the client CLI and by ``status``/``down``.
 
-Running ``up`` again reuses every service that still runs with the same command line; data
+Secrets (webhook token, OpenFGA key) live in ``state_dir/secrets.json`` (mode 600). Running ``up``
+again reuses every service that still runs with the same command line and settings; data
 survives ``down``/``up`` (Postgres data dir, S3 data dir, OpenFGA data file, runner state dir).
 """
 
