@@ -223,9 +223,10 @@ def _merge_browser_retries(caps: list) -> list:
     return out
 
 
-def scheduler_gaps(run: dict, delay_ms: int) -> list[float]:
+def scheduler_gaps(run: dict, delay_ms: int, boundary: bool = False) -> list[float]:
     """The flow's own view, per host: next ``submittedAt`` − previous ``finishedAt`` − delay (s),
-    from ``crawl_pages`` (ms resolution; last attempt of a retried page)."""
+    from ``crawl_pages`` (ms resolution; last attempt of a retried page); within a level, or
+    across a level boundary when ``boundary``."""
     delays = {f"127.0.0.1:{h.port}": max(delay_ms / 1000, CRAWL_DELAY_S if i == SLOW_HOST else 0)
               for i, h in enumerate(run["hosts"])}
     out = []
@@ -236,7 +237,7 @@ def scheduler_gaps(run: dict, delay_ms: int) -> list[float]:
     for host, pages in by_host.items():
         pages.sort(key=lambda p: p["submitted"])
         for prev, nxt in zip(pages, pages[1:]):
-            if prev["depth"] == nxt["depth"]:
+            if (prev["depth"] != nxt["depth"]) == boundary:
                 out.append(nxt["submitted"] - prev["finished"] - delays.get(host, delay_ms / 1000))
     return out
 
@@ -366,6 +367,7 @@ def politeness(ctx: Context, delays: list[int]) -> None:
                     run = run_crawl(info, wm_token, d, baseline)
                     gaps = gap_analysis(run, d)
                     gaps["scheduler"] = scheduler_gaps(run, d)
+                    gaps["scheduler_boundary"] = scheduler_gaps(run, d, boundary=True)
                     gaps["retries_logged"] = _flow_retries(info, wm_token, run)
                     levels = level_analysis(run, d)
                     whole = {c: (sum(b for _, b in s if run["t_start"] <= _ <= run["t_end"]) /
@@ -376,7 +378,9 @@ def politeness(ctx: Context, delays: list[int]) -> None:
                                    "pagesCaptured": run["view"].get("pagesCaptured"),
                                    "wall_s": round(time.monotonic() - t0, 1),
                                    "gaps_overshoot_ms": {k: summary([_ms(x) for x in gaps[k]])
-                                                         for k in ("within", "boundary", "retry", "scheduler")},
+                                                         for k in ("within", "boundary", "retry", "scheduler",
+                                                                   "scheduler_boundary")},
+                                   "pages": [{k: v for k, v in p.items()} for p in run["pages"]],
                                    "capture_head_ms": summary([_ms(x) for x in gaps["head"]]),
                                    "capture_tail_ms": summary([_ms(x) for x in gaps["tail"]]),
                                    "flow_retry_log_lines": gaps["retries_logged"],
@@ -438,6 +442,10 @@ def _metrics(ctx: Context, label: str, gaps: dict, levels: list[dict], whole: di
                    min(r) if r else None, "ms", 0 if r else None, ">=" if r else None,
                    f"median {percentile(r, 50):.0f} ms, n={len(r)}; flow logged {len(gaps['retries_logged'])}"
                    if r else f"no retry observed; flow logged {len(gaps['retries_logged'])}")
+    sb = [x * 1000 for x in gaps["scheduler_boundary"]]
+    ctx.metric(f"[{label}] flow-side boundary gap − delay, min", min(sb) if sb else None, "ms",
+               None if baseline else 0, None if baseline else ">=",
+               f"median {percentile(sb, 50):.0f} ms, n={len(sb)}" if sb else "")
     ctx.metric(f"[{label}] level-boundary min overshoot", min(b) if b else None, "ms",
                None if baseline else 0, None if baseline else ">=",
                f"median {percentile(b, 50):.0f} ms, n={len(b)}" if b else "no boundary gap")
