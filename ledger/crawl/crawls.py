@@ -129,6 +129,9 @@ async def start_crawl(
                     raise Refused(400, f"no enabled capture targets for this organization ({org_id}):"
                                        " add some with `waggle targets add --org`")
             seeds = parse_seeds(raw, allow_private)
+            if len(seeds) > max_pages_limit:
+                raise Refused(400, f"{len(seeds)} seeds are more than WAGGLE_MAX_PAGES ({max_pages_limit}) allows"
+                                   " in one crawl; send fewer (fromTargets: use limit)")
             max_depth = spec.max_depth if spec.max_depth is not None else (2 if spec.seeds is not None else 0)
             max_pages = spec.max_pages if spec.max_pages is not None else min(max(30, len(seeds)), max_pages_limit)
             pinned = await _resolve_scripts(conn, spec.scripts)

@@ -53,6 +53,14 @@ async def test_max_pages_above_configured_limit_is_400(migrated_db_url, ledger_f
     async with open_ledger(settings) as h:
         r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"], "maxPages": 51}, headers=WHO)
         assert r.status_code == 400 and "WAGGLE_MAX_PAGES" in r.json()["error"]
+        r = await h.client.post("/api/crawls", json={"seeds": [f"https://a.test/{i}" for i in range(51)],
+                                                     "scripts": []}, headers=WHO)
+        assert r.status_code == 400 and "51 seeds" in r.json()["error"]
+        r = await h.client.post("/api/crawls", json={"seeds": [f"https://a.test/{i}" for i in range(40)],
+                                                     "scripts": []}, headers=WHO)
+        assert r.status_code == 202
+        view = (await h.client.get(f"/api/crawls/{r.json()['crawlId']}", headers=WHO)).json()
+        assert view["maxPages"] == 40  # default max(30, number of seeds)
 
 
 async def test_body_not_json_and_bad_path_id(settings):
