@@ -122,6 +122,38 @@ def test_capture_servers_down_one_then_all(stack, site):
         _no_crawl_running(api)
 
 
+def test_all_capture_servers_busy_the_crawl_waits_and_completes(stack, site):
+    """Both browsers busy with slow captures (operationDelayMs): the flow gets 429 Busy from
+    each, waits 0.5–1.5 s and goes round again; its page is captured once one is free."""
+    import threading
+
+    captures = [stack.info["services"][n] for n in ("capture-1", "capture-2")]
+    formats = {"png": False, "webp": False, "html": True, "links": False, "mhtml": False, "wacz": False}
+    done: list[float] = []
+
+    def occupy(url: str) -> None:
+        httpx.post(f"{url}/captures", json={"url": f"{site.url}/p3.html", "captureFormats": formats,
+                                            "operationDelayMs": 2500},
+                   headers={"accept": "application/json"}, timeout=180)
+        done.append(time.monotonic())
+
+    threads = [threading.Thread(target=occupy, args=(u,), daemon=True) for u in captures]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while not all(httpx.get(f"{u}/status", timeout=10).json().get("busy") for u in captures):
+        assert time.monotonic() < deadline, "capture servers never became busy"
+        time.sleep(0.1)
+    with _api(stack) as api:
+        view = _wait_done(api, _start(api, [f"{site.url}/p1.html"]))
+        finished = time.monotonic()
+    for t in threads:
+        t.join(180)
+    assert view["state"] == "succeeded", view
+    assert view["pagesCaptured"] == 1
+    assert done and finished >= min(done)  # the crawl's page waited for a free browser
+
+
 def test_ts_compile_down_the_crawl_fails_with_a_reason(stack, site):
     Supervisor(stack.state_dir).stop("tscompile")
     with _api(stack) as api:
