@@ -38,8 +38,9 @@ BODIES = {
     "5MB-comments": b"# filler comment line\n" * (FIVE_MB // 22),
     "20k-same-user-agent": b"User-agent: otherbot\n" * 20_000 + b"Disallow: /private/\n",
     "20k-distinct-user-agents": b"".join(b"User-agent: bot%d\n" % i for i in range(20_000)) + b"Disallow: /\n",
-    "20k-user-agent-groups": b"".join(b"User-agent: bot%d\nDisallow: /p%d/\n" % (i, i) for i in range(20_000))
-    + b"User-agent: *\nDisallow: /private/\n",
+    # our group first: 20,000 groups are ~760 KB, past the 512 KiB cap
+    "20k-user-agent-groups": b"User-agent: *\nDisallow: /private/\n"
+    + b"".join(b"User-agent: bot%d\nDisallow: /p%d/\n" % (i, i) for i in range(20_000)),
 }
 
 
