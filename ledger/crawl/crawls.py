@@ -210,7 +210,25 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
             (crawl_id,),
         )
         failures = [dict(r) for r in await cur.fetchall()]
-    return crawl_view(crawl, failures)
+        cur = await conn.execute(
+            "SELECT state, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY state", (crawl_id,)
+        )
+        by_state = {r["state"]: r["n"] for r in await cur.fetchall()}
+        hosts: list[str] = []
+        if crawl["state"] == "running":
+            # Hosts of the level in flight that still have pages to capture.
+            cur = await conn.execute(
+                "SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND state = 'pending'"
+                " ORDER BY host",
+                (crawl_id, crawl["current_depth"]),
+            )
+            hosts = [r["host"] for r in await cur.fetchall()]
+    view = crawl_view(crawl, failures)
+    view["pagesFailed"] = by_state.get("failed", 0)
+    view["pagesSkipped"] = by_state.get("skipped", 0)
+    view["pagesPending"] = by_state.get("pending", 0)
+    view["hostsInFlight"] = hosts
+    return view
 
 
 async def list_crawls(pool: Any, limit: int = 20) -> list[dict]:

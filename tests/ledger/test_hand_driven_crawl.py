@@ -83,6 +83,8 @@ def test_crawl_by_hand(migrated_db_url, ledger_fga, dev_issuer, fake_webhook, s3
                                               "perHostDelayMs": 500}, headers=user)
             assert r.status_code == 202, r.text
             crawl_id = r.json()["crawlId"]
+            first = api.get(f"/api/crawls/{crawl_id}", headers=user).json()
+            assert (first["hostsInFlight"], first["pagesPending"], first["pagesFailed"]) == (["site.test"], 1, 0)
             answers, clock = [], [datetime(2026, 9, 19, 14, 0, tzinfo=timezone.utc)]
             deadline = time.monotonic() + 30
             while True:
@@ -120,6 +122,7 @@ def test_crawl_by_hand(migrated_db_url, ledger_fga, dev_issuer, fake_webhook, s3
     assert view["pagesDiscovered"] == 3 + 3  # the last level asked for no links
     assert view["drops"] == {"nofollow": 1, "out_of_scope": 1}
     assert view["failures"] == [{"url": FAILED, "depth": 1, "reason": "timeout"}]
+    assert (view["pagesFailed"], view["pagesSkipped"], view["hostsInFlight"]) == (1, 0, [])
     assert view["lastJob"] == {"id": fake_webhook.job_ids[-1], "depth": 2}
     assert view["scripts"][0]["jsSha256"] and view["scripts"][0]["compiledWith"]["typescript"] == "6.0.3"
     with psycopg.connect(migrated_db_url) as conn:
