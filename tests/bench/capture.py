@@ -128,6 +128,48 @@ def _capture(client: httpx.Client, base: str, url: str, settle_off: bool) -> tup
     return elapsed, report
 
 
+async def _profile_captures(url: str, s3_server, n: int) -> tuple[float, str]:
+    """``n`` captures run in-process (the server's own ``run_capture``, no HTTP) under
+    pyinstrument; returns (median seconds per capture, profile text)."""
+    from pyinstrument import Profiler
+
+    from devstack.capture.browser import BrowserHolder
+    from devstack.capture.capture import Ctx, run_capture
+    from devstack.capture.proxy import GuardedProxy
+    from devstack.capture.settings import ServerSettings
+    from devstack.capture.sink import S3Sink
+    from devstack.capture.validation import validate_request
+
+    settings = ServerSettings(allow_private=True, s3_endpoint=s3_server.endpoint,
+                              s3_access_key=s3_server.access_key_id, s3_secret_key=s3_server.secret_access_key)
+    proxy = GuardedProxy(allow_private=True)
+    holder = BrowserHolder(settings.chromium, settings.recycle_every, settings.max_rss_mb)
+    sink = S3Sink(settings.s3_endpoint, settings.s3_bucket, settings.s3_access_key, settings.s3_secret_key,
+                  settings.s3_region, settings.s3_key_prefix)
+    cctx = Ctx(settings=settings, browser=holder, proxy=proxy, s3=sink)
+    await proxy.start()
+    await holder.start()
+    times: list[float] = []
+    try:
+        for _ in range(2):
+            await run_capture(cctx, validate_request(_request(url, True)))
+        profiler = Profiler(async_mode="enabled", interval=0.002)
+        with profiler:
+            for _ in range(n):
+                t = time.monotonic()
+                result = await run_capture(cctx, validate_request(_request(url, True)))
+                times.append(time.monotonic() - t)
+                if (result.get("report") or {}).get("status") != "success":
+                    raise RuntimeError(f"in-process capture failed: {str(result)[:300]}")
+    finally:
+        if cctx.shared_context is not None:
+            with contextlib.suppress(Exception):
+                await cctx.shared_context.close()
+        await holder.close()
+        await proxy.close()
+    return statistics.median(times), profiler.output_text(unicode=False, color=False)
+
+
 def capture(ctx: Context) -> None:
     """Capture overhead over the page's own load (≤ 300 ms) and RSS after 500 vs 50 captures (≤ 1.5×)."""
     n_timed = 10 if ctx.quick else 20
@@ -184,6 +226,13 @@ def capture(ctx: Context) -> None:
                 proc.kill()
                 proc.wait(5)
     own_med = statistics.median(own)
+    import asyncio
+
+    with infra.s3() as s3_server, static_site() as page_url:
+        prof_med, prof_text = asyncio.run(_profile_captures(page_url, s3_server, 10 if ctx.quick else 15))
+    ctx.detail("profile_in_process", prof_text)
+    ctx.metric("in-process capture (no HTTP), median − own load", (prof_med - own_med) * 1000, "ms",
+               note="run_capture called directly under pyinstrument; see profile in the JSON")
     ctx.detail("own_load_s", summary(own))
     ctx.detail("capture_settle_off_s", summary(fast))
     ctx.detail("capture_processing_ms_settle_off", summary(fast_proc))
