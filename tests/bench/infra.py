@@ -87,7 +87,9 @@ def fga() -> Iterator[object]:
 
     proc = FgaProcess().start()
     try:
-        yield create_store(proc.api_url, "waggle-bench")
+        store = create_store(proc.api_url, "waggle-bench")
+        store.pid = proc.proc.pid  # type: ignore[attr-defined]  # for the profiler
+        yield store
     finally:
         proc.stop()
 
@@ -187,3 +189,30 @@ def ledger_env(db_url: str, fga_store: object, s3_server: object | None, webhook
 def who(subject: str = "alice", organization: str = "acme") -> dict[str, str]:
     """Dev identity headers."""
     return {"X-Waggle-Subject": subject, "X-Waggle-Organizations": organization}
+
+
+def py_spy(pid: int, seconds: float, out: Path) -> subprocess.Popen:
+    """Start ``py-spy record`` (collapsed stacks, 200 Hz, non-blocking) on ``pid`` for ``seconds``."""
+    return subprocess.Popen([str(BIN / "py-spy"), "record", "--pid", str(pid), "--duration", str(int(seconds)),
+                             "--rate", "200", "--format", "raw", "--nonblocking", "--output", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def hot_functions(collapsed: Path, top: int = 12) -> dict:
+    """From py-spy's collapsed stacks: the ``top`` functions by self samples and by inclusive
+    samples (share of all samples, 0–1), idle event-loop waits included as they are."""
+    self_n: dict[str, int] = {}
+    incl_n: dict[str, int] = {}
+    total = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        self_n[frames[-1]] = self_n.get(frames[-1], 0) + n
+        for f in set(frames):
+            incl_n[f] = incl_n.get(f, 0) + n
+    share = lambda d: [(k, round(v / total, 3)) for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:top]]
+    return {"samples": total, "self": share(self_n), "inclusive": share(incl_n)}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -423,6 +424,17 @@ def signing(ctx: Context) -> None:
             paths = [f"/api/archives/{i}/url" for i in ids]
             asyncio.run(_load(led.url, paths[:50], infra.who(), concurrency=concurrency, duration_s=2.0))  # warm-up
             out = asyncio.run(_load(led.url, paths, infra.who(), concurrency=concurrency, duration_s=duration))
+            # where the time goes: py-spy on the ledger and on the OpenFGA stand-in under the same load
+            with tempfile.TemporaryDirectory() as tmp:
+                spies = {name: (infra.py_spy(pid, 8, Path(tmp) / f"{name}.txt"), Path(tmp) / f"{name}.txt")
+                         for name, pid in (("ledger", led.proc.pid), ("openfga", store.pid))}
+                asyncio.run(_load(led.url, paths, infra.who(), concurrency=concurrency, duration_s=10.0))
+                for name, (spy, path) in spies.items():
+                    spy.wait(30)
+                    if path.exists():
+                        ctx.detail(f"py_spy_{name}", infra.hot_functions(path))
+                    else:
+                        ctx.detail(f"py_spy_{name}", f"py-spy failed: {(spy.stderr.read() if spy.stderr else '')[:300]}")
     lat = out["latencies"]
     ok = out["statuses"].get(200, 0)
     ctx.detail("statuses", out["statuses"])
