@@ -10,8 +10,8 @@ All against real parts: Postgres (pgserver), the S3 stand-in, the OpenFGA stand-
   the time goes.
 * ``signing``: ``POST /api/archives/:id/url`` with a fixed-concurrency async load generator.
   Targets ≥ 300 req/s and p99 ≤ 50 ms.
-* ``outbox``: 20,000 queued tuples (one archive = 3 tuples per row) delivered by
-  ``drain_all``; target ≥ 1,000 tuples/s.
+* ``outbox``: 7,000 queued rows (one archive = 3 tuples per row) delivered by
+  ``drain_all`` batch after batch for at most 120 s; target ≥ 1,000 tuples/s.
 * ``reconciler``: 100,000 pending ``capture_submissions``; the first 6,000 (in the
   reconciler's order) have manifests in S3 (uploading all 100,000 to s3rver would take longer
   than the 10-minute budget), the rest are missing there. One ``reconcile`` pass runs for at
@@ -463,21 +463,25 @@ def outbox(ctx: Context) -> None:
                     payload = {"writes": archive_tuples(str(uuid.uuid4()), str(uuid.uuid4()), ORG, SUBJECT)}
                     copy.write_row([json.dumps(payload)])
             conn.commit()
-        tuples = rows * 3
-        stats = asyncio.run(_drain(db, store))
+        stats = asyncio.run(_drain(db, store, 40.0 if ctx.quick else 120.0))
         with psycopg.connect(db) as conn:
-            left = conn.execute("SELECT count(*) FROM fga_outbox WHERE processed_at IS NULL").fetchone()[0]
+            done = conn.execute("SELECT count(*) FROM fga_outbox WHERE processed_at IS NOT NULL").fetchone()[0]
+        tuples_in_store = len(store.read()) if done <= 3000 else None
     ctx.detail("rows", rows)
-    ctx.detail("tuples", tuples)
     ctx.detail("drain", stats)
-    if left:
-        raise RuntimeError(f"{left} outbox rows still pending after the drain: {stats}")
-    ctx.metric("outbox delivery", tuples / stats["seconds"], "tuples/s", 1000, ">=",
-               f"{rows} rows × 3 tuples, one Write per row")
-    ctx.metric("outbox rows", rows / stats["seconds"], "rows/s")
+    if done != stats["delivered"] or stats["failed"]:
+        raise RuntimeError(f"{done} rows marked processed, {stats['delivered']} delivered: {stats}")
+    if tuples_in_store is not None and tuples_in_store != done * 3:
+        raise RuntimeError(f"OpenFGA holds {tuples_in_store} tuples, expected {done * 3}")
+    ctx.metric("outbox delivery", stats["delivered"] * 3 / stats["seconds"], "tuples/s", 1000, ">=",
+               f"{stats['delivered']:,} of {rows:,} rows × 3 tuples in {stats['seconds']:.0f} s"
+               + ("" if stats["finished"] else " (time budget)"))
+    ctx.metric("  outbox rows/s, first 10 s", stats["rows_per_s_first_10s"], "rows/s")
+    ctx.metric("  outbox rows/s, overall", stats["rows_per_s_overall"], "rows/s",
+               note="falls as the stand-in's store grows (see README)")
 
 
-async def _drain(db: str, store) -> dict:
+async def _drain(db: str, store, budget_s: float = 120.0) -> dict:
     from ledger.authz.fga import Authz
     from ledger.authz.outbox import drain_all
     from ledger.db.pool import open_pool
@@ -487,10 +491,12 @@ async def _drain(db: str, store) -> dict:
     try:
         delivered = failed = 0
         t0 = time.monotonic()
-        while True:
-            r = await drain_all(pool, authz, max_batches=1000)
+        windows: list[tuple[float, int]] = []  # (seconds since start, delivered so far) after each batch
+        while time.monotonic() - t0 < budget_s:
+            r = await drain_all(pool, authz, max_batches=1)
             delivered += r.delivered
             failed += r.failed
+            windows.append((time.monotonic() - t0, delivered))
             if r.unreachable:
                 raise RuntimeError(f"OpenFGA unreachable: {r.unreachable}")
             if r.batch == 0 or r.delivered == 0:
@@ -503,7 +509,11 @@ async def _drain(db: str, store) -> dict:
             res = closer()
             if hasattr(res, "__await__"):
                 await res
-    return {"delivered": delivered, "failed": failed, "seconds": round(secs, 3)}
+    first = next(((t, n) for t, n in windows if t >= 10), windows[-1] if windows else (secs, delivered))
+    return {"delivered": delivered, "failed": failed, "seconds": round(secs, 3), "finished": time.monotonic() - t0 < budget_s,
+            "rows_per_s_first_10s": round(first[1] / first[0], 1) if first[0] else None,
+            "rows_per_s_overall": round(delivered / secs, 1) if secs else None,
+            "batches": [(round(t, 2), n) for t, n in windows]}
 
 
 # -- reconciler ------------------------------------------------------------------------------
