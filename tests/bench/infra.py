@@ -198,7 +198,7 @@ def py_spy(pid: int, seconds: float, out: Path) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def hot_functions(collapsed: Path, top: int = 12) -> dict:
+def hot_functions(collapsed: Path, top: int = 25) -> dict:
     """From py-spy's collapsed stacks: the ``top`` functions by self samples and by inclusive
     samples (share of all samples, 0–1), idle event-loop waits included as they are."""
     self_n: dict[str, int] = {}
@@ -215,4 +215,7 @@ def hot_functions(collapsed: Path, top: int = 12) -> dict:
         for f in set(frames):
             incl_n[f] = incl_n.get(f, 0) + n
     share = lambda d: [(k, round(v / total, 3)) for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:top]]
-    return {"samples": total, "self": share(self_n), "inclusive": share(incl_n)}
+    plumbing = ("asyncio/", "uvicorn/", "runpy", "typer/", "click/", "starlette/", "threading.py", "selectors.py",
+                "concurrent/", "(waggle:", "__main__.py", "anyio/", "fastapi/routing.py", "h11")
+    app = {k: v for k, v in incl_n.items() if not any(p in k for p in plumbing)}
+    return {"samples": total, "self": share(self_n), "inclusive": share(incl_n), "inclusive_app": share(app)}
