@@ -4,6 +4,8 @@ change; anything unexpected → bare ``500 {"error":"internal error"}`` (detail 
 * validation errors → 400 naming each field and the rule (never 422);
 * :class:`Unauthenticated` → 401 ``{"error":"unauthenticated"}`` (no reason given);
 * :class:`NotPermitted` → 404 ``{"error":"not found"}`` (never 403: no existence oracle);
+* OpenFGA not answering (:class:`FgaUnavailable`) → 503 with ``Retry-After``: nothing changed,
+  the same request may be sent again (the flow's report retries rely on this);
 * an unknown route → 404 ``{"error":"Route <METHOD>:<path> not found"}``, distinguishable from
   the permission 404 (callers tell "crawl routes not configured" by it).
 """
@@ -21,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ledger.api.identity import Unauthenticated
+from ledger.authz.fga import FgaUnavailable
 from ledger.crawl.errors import Refused
 
 log = logging.getLogger("waggle.api")
@@ -72,6 +75,15 @@ def install(app: FastAPI) -> None:
         if exc.status >= 500:
             log.error("Refused with %d: %s %s: %s", exc.status, request.method, request.url.path, exc.error)
         return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(FgaUnavailable)
+    async def _fga_down(request: Request, exc: FgaUnavailable) -> JSONResponse:
+        log.error("OpenFGA unreachable: %s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse(
+            {"error": "the authorization service (OpenFGA) is not answering; nothing was changed, retry shortly"},
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
