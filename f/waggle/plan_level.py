@@ -8,7 +8,7 @@ reference/scheduler.md §4.1, with RFC 9309 fetch statuses (ARCHITECTURE decisio
 capped Crawl-delay (cases/README C2). Output ``Plan``::
 
     {"groups": [{"host", "urls", "delayMs", "initialDelayMs"}],
-     "skipped": [{"url", "reason": "robots" | "robots-unreachable"}],
+     "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large"}],
      "slowed": [{"host", "crawlDelayMs", "delayMs", "capped"}],
      "parallelism": int}
 """
@@ -29,7 +29,7 @@ from f.waggle.common import (
     read_optional_variable,
     read_variable,
 )
-from f.waggle.robots import UNREACHABLE, RobotsOutcome, fetch_robots
+from f.waggle.robots import MAX_RULES, UNREACHABLE, RobotsOutcome, fetch_robots
 
 DEFAULT_DELAY_MS = 2000
 DEFAULT_HOST_PARALLELISM = 4
@@ -118,12 +118,20 @@ def plan(
             outcome = fetch(robots_url)
             if outcome.state == UNREACHABLE:
                 log(f"[{host}] robots.txt unreachable ({outcome.detail}): all {len(urls)} URL(s) skipped this level")
+            elif outcome.rules is not None and outcome.rules.too_large:
+                log(f"[{host}] robots.txt has {outcome.rules.rule_count} rules for us (cap {MAX_RULES}):"
+                    f" all {len(urls)} URL(s) skipped this level")
         allowed: list[str] = []
         for url in urls:
             if outcome is None or outcome.allowed(url):
                 allowed.append(url)
             else:
-                reason = "robots-unreachable" if outcome.state == UNREACHABLE else "robots"
+                if outcome.state == UNREACHABLE:
+                    reason = "robots-unreachable"
+                elif outcome.rules is not None and outcome.rules.too_large:
+                    reason = "robots-too-large"
+                else:
+                    reason = "robots"
                 skipped.append({"url": url, "reason": reason})
         if not allowed:
             continue

@@ -12,6 +12,10 @@ error, a refused or non-http(s) redirect → unreachable, the host is skipped th
 Matching: protego 0.7.0 parses; we choose the group ourselves — the group whose user-agent
 (cut at the first space, case-insensitive) equals our product token exactly, else ``*`` —
 because protego's own matching lets a ``Foo`` group apply to ``FooBot`` (cases/README C4).
+
+Size: protego spends ~30 µs on each rule, so the rules that apply to us are deduplicated and
+capped at ``MAX_RULES``; a file with more is not guessed at: every URL of the host is
+skipped this level with reason ``robots-too-large`` (never crawl what a dropped rule forbids).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from protego._protego import _SITE_WIDE_DIRECTIVES, _USER_AGENT_DIRECTIVE, _extr
 PRODUCT_TOKEN = "waggle"
 USER_AGENT = "waggle/0.1 (+polite web archiver; robots token: waggle)"
 ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 §2.5: at least 500 KiB must be parsed
+MAX_RULES = 5000  # distinct Allow/Disallow rules of our groups; above → host skipped (see above)
 ROBOTS_TIMEOUT_S = 10.0
 ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2: follow at least five
 
@@ -50,8 +55,10 @@ def relevant_groups(text: str, token: str) -> str:
     which keeps hostile files (thousands of agents) cheap.
     """
     out: list[str] = []
+    seen: set[str] = set()  # a rule repeated in its group adds nothing; dropping it keeps hostile files cheap
     previous: str | None = None
     relevant = False
+    group = 0
     for raw in text.splitlines():
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -63,6 +70,7 @@ def relevant_groups(text: str, token: str) -> str:
         if field in _USER_AGENT_DIRECTIVE:
             if previous is not None and previous not in _USER_AGENT_DIRECTIVE:
                 relevant = False  # a user-agent line after rules starts a new group
+                group += 1
             previous = field
             agent = value.strip().lower()
             if agent == "*" or token in (_agent_token(agent), _agent_token(agent.replace("*", ""))):
@@ -72,8 +80,23 @@ def relevant_groups(text: str, token: str) -> str:
         if field not in _SITE_WIDE_DIRECTIVES:
             previous = field
         if relevant or field in _SITE_WIDE_DIRECTIVES:
+            key = f"{group}:{field}:{value}" if field in ("allow", "disallow") else None
+            if key is not None:
+                if key in seen:
+                    continue
+                seen.add(key)
             out.append(line)
     return "\n".join(out) + "\n"
+
+
+def count_rules(text: str) -> int:
+    """Allow/Disallow lines in ``text`` as returned by :func:`relevant_groups`."""
+    count = 0
+    for line in text.splitlines():
+        parsed = _extract_directive(line)
+        if parsed is not None and parsed[0] in ("allow", "disallow"):
+            count += 1
+    return count
 
 
 class RobotsRules:
@@ -81,8 +104,12 @@ class RobotsRules:
 
     def __init__(self, text: str, token: str = PRODUCT_TOKEN) -> None:
         """``text``: the decoded body (a leading BOM is stripped here too)."""
-        self._parser = Protego.parse(relevant_groups(text.lstrip("\ufeff"), token.lower()))
-        self._group = self._choose_group(token.lower())
+        relevant = relevant_groups(text.lstrip("\ufeff"), token.lower())
+        self.rule_count = count_rules(relevant)
+        #: True when more than MAX_RULES rules apply to us: nothing but /robots.txt is allowed.
+        self.too_large = self.rule_count > MAX_RULES
+        self._parser = Protego.parse("" if self.too_large else relevant)
+        self._group = None if self.too_large else self._choose_group(token.lower())
 
     def _choose_group(self, token: str):  # -> protego _RuleSet | None
         groups = self._parser._user_agents  # pinned protego 0.7.0: {lower-cased agent: rule set}
@@ -95,6 +122,8 @@ class RobotsRules:
         """True when ``url`` may be fetched; ``/robots.txt`` itself always may (RFC 9309 §2.2.2)."""
         if urlsplit(url).path == "/robots.txt":
             return True
+        if self.too_large:
+            return False
         if self._group is None:
             return True
         return bool(self._group.can_fetch(url))

@@ -19,7 +19,7 @@ from f.waggle.plan_level import (
     parallelism_for,
     plan,
 )
-from f.waggle.robots import fetch_robots
+from f.waggle.robots import MAX_RULES, fetch_robots
 from tests.flow.fakes import HttpFake
 
 HIDDEN = "User-agent: *\nDisallow: /links/hidden\n"
@@ -204,6 +204,24 @@ def test_mixed_host_keeps_allowed(serving):
     result = run([cand(a, "/links/hidden"), cand(a, "/links/leaf/1")])
     assert result["groups"][0]["urls"] == [f"{a.fake.url}/links/leaf/1"]
     assert result["skipped"] == [{"url": f"{a.fake.url}/links/hidden", "reason": "robots"}]
+
+
+def test_too_many_rules_skips_the_host_and_says_why(serving):
+    many = "User-agent: *\n" + "".join(f"Disallow: /x/{i}/\n" for i in range(MAX_RULES + 1))
+    a = serving(many)
+    lines: list[str] = []
+    result = run([cand(a, "/open"), cand(a, "/x/1/")], lines=lines)
+    assert result["groups"] == []
+    assert [s["reason"] for s in result["skipped"]] == ["robots-too-large", "robots-too-large"]
+    assert any(f"{MAX_RULES + 1} rules" in line for line in lines)
+
+
+def test_repeated_rules_count_once(serving):
+    # the same two rules repeated past the cap are two rules: the host is crawled normally
+    a = serving("User-agent: *\n" + "Disallow: /x/\nAllow: /x/ok\n" * (MAX_RULES + 1))
+    result = run([cand(a, "/x/no"), cand(a, "/x/ok"), cand(a, "/y")])
+    assert result["groups"][0]["urls"] == [f"{a.fake.url}/x/ok", f"{a.fake.url}/y"]
+    assert result["skipped"] == [{"url": f"{a.fake.url}/x/no", "reason": "robots"}]
 
 
 # -- parallelism ------------------------------------------------------------------------------

@@ -59,6 +59,10 @@ def _parse_cpu_s(body: bytes) -> tuple[float, robots.RobotsRules]:
 def test_hostile_robots_parse_within_200_ms(name):
     elapsed, rules = _parse_cpu_s(BODIES[name])
     assert elapsed < BOUND_S, f"{name}: parsing took {elapsed * 1000:.0f} ms CPU (bound {BOUND_S * 1000:.0f} ms)"
+    if name == "5MB-rules":
+        # ~16,000 distinct rules survive the 512 KiB cap: over MAX_RULES, so nothing is guessed
+        assert rules.too_large and rules.rule_count > robots.MAX_RULES
+        assert rules.allowed("https://example.org/elsewhere") is False
     if name == "20k-user-agent-groups":
         assert rules.allowed("https://example.org/private/x") is False  # the * group still applies
         assert rules.allowed("https://example.org/p5/") is True  # bot5's rule is not ours
