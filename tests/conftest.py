@@ -23,19 +23,26 @@ pytest_plugins = [
 
 
 @pytest.fixture(scope="session")
-def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_admin_url() -> Iterator[str]:
     """Connection URL of a Postgres server for the test session (admin database)."""
     given = os.environ.get("WAGGLE_TEST_DATABASE_URL")
     if given:
         yield given
         return
+    import shutil
+    import tempfile
+
     import pgserver
 
-    server = pgserver.get_server(str(tmp_path_factory.mktemp("pg")), cleanup_mode="stop")
+    # Not under pytest's basetemp: pytest keeps only the newest three basetemp dirs, so a
+    # concurrent pytest session on the same machine would delete a live data directory.
+    data = tempfile.mkdtemp(prefix="waggle-test-pg-")
+    server = pgserver.get_server(data, cleanup_mode="stop")
     try:
         yield server.get_uri()
     finally:
         server.cleanup()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 _counter = itertools.count()
