@@ -142,11 +142,10 @@ def run(host: str = "127.0.0.1", port: int = 9099, issuer: str | None = None, au
 
     if host not in LOOPBACK:
         raise ValueError(f"the dev issuer listens on loopback only (127.0.0.1, localhost, ::1), not {host!r}")
+    from devstack.serving import listen_socket
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
+    sock = listen_socket(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     issuer = issuer or f"http://{shown}:{bound}"

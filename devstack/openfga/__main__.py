@@ -10,12 +10,12 @@ Health: ``GET /healthz`` → ``{"status": "SERVING"}``.
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 
 import uvicorn
 
 from devstack.openfga.server import FgaState, create_app
+from devstack.serving import listen_socket
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,9 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--preshared-key", default=None)
     args = parser.parse_args(argv)
     app = create_app(FgaState(args.data), args.preshared_key)
-    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
+    sock = listen_socket(args.host, args.port)
     host, port = sock.getsockname()[:2]
     print(f"openfga stand-in listening on http://{host}:{port}", flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")

@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 from pathlib import Path
 
 import uvicorn
 
+from devstack.serving import listen_socket
 from devstack.windmill.app import create_app
 from devstack.windmill.engine import Engine
 from devstack.windmill.store import Store
@@ -39,10 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     store = Store(args.state)
     token = store.token(args.token)
-    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    sock.listen(128)
+    sock = listen_socket(args.host, args.port)
     port = sock.getsockname()[1]
     host = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host
     url = f"http://{host}:{port}"
