@@ -234,16 +234,18 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             )
             drops.update(plan.drops)
             # 7. the next level, through the unique index
-            inserted: list[dict] = []
-            for p in plan.urls:
-                cur = await conn.execute(
-                    "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host) VALUES (%s, %s, %s, %s, %s)"
-                    " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url, host",
-                    (crawl_id, p.url, p.key, depth + 1, p.host),
-                )
-                row = await cur.fetchone()
-                if row:
-                    inserted.append(dict(row))
+            # One set-based statement (a row-by-row loop cost ~0.3 ms a link: 30 s for 90,000).
+            cur = await conn.execute(
+                "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host)"
+                " SELECT %s, u.url, u.url_key, %s, u.host"
+                " FROM unnest(%s::text[], %s::text[], %s::text[]) AS u(url, url_key, host)"
+                " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url_key",
+                (crawl_id, depth + 1, [p.url for p in plan.urls], [p.key for p in plan.urls],
+                 [p.host for p in plan.urls]),
+            )
+            added = {r["url_key"] for r in await cur.fetchall()}
+            # the frontier keeps the plan's (discovery) order
+            inserted = [{"url": p.url, "host": p.host} for p in plan.urls if p.key in added]
             # 8. counters and closing
             captured += recovered
             done = not inserted
