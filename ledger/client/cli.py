@@ -6,6 +6,9 @@ Exit codes: 0 done (crawl succeeded), 1 crawl failed or an error, 130 interrupte
 
 from __future__ import annotations
 
+import signal
+import threading
+
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -125,6 +128,10 @@ def follow_to_end(
     poll_s: float,
 ) -> int:
     """Follow a crawl live until it ends, with the Ctrl-C decision; then :func:`finish`."""
+    # A process started in the background by a non-interactive shell inherits SIGINT as
+    # ignored; Ctrl-C (or kill -INT) must still reach the leave-or-fail decision.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         crawl = follow(client, crawl_id, console, poll_s=poll_s)
     except KeyboardInterrupt:

@@ -185,13 +185,15 @@ def test_stack_json_gives_url_and_a_minted_token(fake_ledger: FakeLedger, tmp_pa
 class Proc:
     """The CLI as a child process; a thread collects its output so waits never block on a prompt."""
 
-    def __init__(self, env: dict[str, str], *args: str, stdin):
+    def __init__(self, env: dict[str, str], *args: str, stdin, sigint_ignored: bool = False):
         import threading
 
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from ledger.cli import main; main()", *args],
             cwd=REPO, env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
             stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            # as a background job of a non-interactive shell starts it
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
         )
         self.out = b""
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -223,9 +225,11 @@ class Proc:
             self.proc.wait()
 
 
-def test_ctrl_c_without_a_terminal_fails_the_crawl_and_says_so(fake_ledger: FakeLedger, client_env):
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["foreground", "started-with-sigint-ignored"])
+def test_ctrl_c_without_a_terminal_fails_the_crawl_and_says_so(fake_ledger: FakeLedger, client_env, sigint_ignored):
     fake_ledger.endless = True
-    proc = Proc(client_env, "crawl", "http://a.test/", "--poll-interval", "0.05", stdin=subprocess.DEVNULL)
+    proc = Proc(client_env, "crawl", "http://a.test/", "--poll-interval", "0.05", stdin=subprocess.DEVNULL,
+                sigint_ignored=sigint_ignored)
     try:
         proc.wait_for(" running: level ")  # following has begun
         proc.proc.send_signal(signal.SIGINT)
