@@ -19,6 +19,8 @@ from dataclasses import asdict
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from devstack.restjson import accepts_json as _accepts_json
+from devstack.restjson import error_response as _error
 from devstack.capture import names
 from devstack.capture.browser import BrowserHolder, BrowserUnavailable
 from devstack.capture.capture import Ctx, run_capture
@@ -28,18 +30,6 @@ from devstack.capture.sink import S3Sink
 from devstack.capture.validation import ValidationError, validate_request
 
 log = logging.getLogger("devstack.capture")
-
-
-def _error(status: int, kind: str, body: dict | None = None) -> JSONResponse:
-    return JSONResponse(body if body is not None else {}, status_code=status, headers={"x-amzn-errortype": kind})
-
-
-def _accepts_json(request: Request) -> bool:
-    accept = request.headers.get("accept")
-    if not accept:
-        return True
-    kinds = {part.split(";")[0].strip().lower() for part in accept.split(",")}
-    return bool(kinds & {"application/json", "application/*", "*/*"})
 
 
 def create_app(settings: ServerSettings) -> FastAPI:

@@ -28,8 +28,9 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 
+from devstack.restjson import accepts_json as _accepts_json
+from devstack.restjson import error_response as _error
 from devstack.tscompile.child import CompilerError, NodeCompiler
 from devstack.tscompile.validate import SerializationError, ValidationError, parse_request
 
@@ -39,18 +40,6 @@ HOST_TYPES = (Path(__file__).resolve().parent / "host-types.pin").read_text().st
 def sha256_hex(text: str) -> str:
     """Hex SHA-256 of ``text`` encoded as UTF-8 (the hash both TS and JS are stamped with)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _error(status: int, kind: str, body: dict[str, Any] | None = None) -> JSONResponse:
-    return JSONResponse(body or {}, status_code=status, headers={"x-amzn-errortype": kind})
-
-
-def _accepts_json(request: Request) -> bool:
-    accept = request.headers.get("accept")
-    if not accept:
-        return True
-    kinds = {part.split(";")[0].strip().lower() for part in accept.split(",")}
-    return bool(kinds & {"application/json", "application/*", "*/*"})
 
 
 class LruCache:
