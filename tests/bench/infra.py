@@ -81,36 +81,11 @@ def s3() -> Iterator[object]:
 
 
 @contextlib.contextmanager
-def fga(nodelay: bool = False) -> Iterator[object]:
-    """The OpenFGA stand-in with one store holding the waggle model (``FgaStore``).
-
-    ``nodelay`` runs it through :mod:`tests.bench.fga_nodelay` (TCP_NODELAY on; what-if)."""
+def fga() -> Iterator[object]:
+    """The OpenFGA stand-in with one store holding the waggle model (``FgaStore``)."""
     from tests.fixtures.fga import FgaProcess, create_store
 
-    if nodelay:
-        class _NoDelay(FgaProcess):  # same start/stop, other module (cwd = repo root)
-            def start(self, timeout_s: float = 15.0):
-                cmd = [sys.executable, "-m", "tests.bench.fga_nodelay", "--host", "127.0.0.1", "--port", "0"]
-                self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-                line = self.proc.stdout.readline() if self.proc.stdout else ""
-                if "listening on" not in line:
-                    self.stop()
-                    raise RuntimeError(f"OpenFGA stand-in (nodelay) did not start: {line!r}")
-                self.port = int(line.rsplit(":", 1)[1])
-                deadline = time.monotonic() + timeout_s
-                while time.monotonic() < deadline:
-                    try:
-                        if httpx.get(f"{self.api_url}/healthz", timeout=1).status_code == 200:
-                            return self
-                    except httpx.TransportError:
-                        time.sleep(0.05)
-                self.stop()
-                raise RuntimeError("OpenFGA stand-in (nodelay) did not answer /healthz")
-
-        proc = _NoDelay().start()
-    else:
-        proc = FgaProcess().start()
+    proc = FgaProcess().start()
     try:
         store = create_store(proc.api_url, "waggle-bench")
         store.pid = proc.proc.pid  # type: ignore[attr-defined]  # for the profiler

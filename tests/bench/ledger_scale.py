@@ -13,9 +13,6 @@ All against real parts: Postgres (pgserver), the S3 stand-in, the OpenFGA stand-
 * ``outbox``: 7,000 queued rows (one archive = 3 tuples per row) delivered by
   ``drain_all`` batch after batch for at most 60 s; target ≥ 1,000 tuples/s.
 
-``signing`` and ``outbox`` each run a second time against the same stand-in started with
-TCP_NODELAY (:mod:`tests.bench.fga_nodelay`): a what-if showing the cost of Nagle's algorithm
-meeting delayed ACKs on the stand-in's sockets (see README).
 * ``reconciler``: 100,000 pending ``capture_submissions``; the first 6,000 (in the
   reconciler's order) have manifests in S3 (uploading all 100,000 to s3rver would take longer
   than the 10-minute budget), the rest are missing there. One ``reconcile`` pass runs for at
@@ -393,19 +390,12 @@ async def _load(url: str, paths: list[str], headers: dict, *, concurrency: int, 
 
 def signing(ctx: Context) -> None:
     """``POST /api/archives/:id/url`` under load: ≥ 300 req/s, p99 ≤ 50 ms."""
-    _signing(ctx, nodelay=False)
-    _signing(ctx, nodelay=True)
-
-
-def _signing(ctx: Context, nodelay: bool) -> None:
-    """One signing run; ``nodelay``: the OpenFGA stand-in with TCP_NODELAY (what-if, see fga_nodelay)."""
-    tag = " [what-if: OpenFGA stand-in with TCP_NODELAY]" if nodelay else ""
     n_archives = 1000
     concurrency = 8
     duration = 5.0 if ctx.quick else 15.0
     ctx.detail("load", {"archives": n_archives, "concurrency": concurrency, "duration_s": duration,
                         "generator": "httpx.AsyncClient, closed loop, keep-alive, same machine"})
-    with infra.postgres() as pg, infra.s3() as s3_server, infra.fga(nodelay=nodelay) as store:
+    with infra.postgres() as pg, infra.s3() as s3_server, infra.fga() as store:
         db = pg.new_db()
         _migrate(db)
         ids: list[str] = []
@@ -442,21 +432,20 @@ def _signing(ctx: Context, nodelay: bool) -> None:
                 asyncio.run(_load(led.url, paths, infra.who(), concurrency=concurrency, duration_s=10.0))
                 for name, (spy, path) in spies.items():
                     spy.wait(30)
-                    key = f"py_spy_{name}" + ("_nodelay" if nodelay else "")
+                    key = f"py_spy_{name}"
                     if path.exists():
                         ctx.detail(key, infra.hot_functions(path))
                     else:
                         ctx.detail(key, f"py-spy failed: {(spy.stderr.read() if spy.stderr else '')[:300]}")
     lat = out["latencies"]
     ok = out["statuses"].get(200, 0)
-    sfx = "_nodelay" if nodelay else ""
-    ctx.detail("statuses" + sfx, out["statuses"])
-    ctx.detail("latency_ms" + sfx, {k: (v * 1000 if isinstance(v, float) else v) for k, v in summary(lat).items()})
+    ctx.detail("statuses", out["statuses"])
+    ctx.detail("latency_ms", {k: (v * 1000 if isinstance(v, float) else v) for k, v in summary(lat).items()})
     if ok != len(lat):
         raise RuntimeError(f"not every signing request succeeded: {out['statuses']}")
-    ctx.metric("signing throughput" + tag, ok / out["wall"], "req/s", 300, ">=", f"concurrency {concurrency}")
-    ctx.metric("signing p99 latency" + tag, percentile(lat, 99) * 1000, "ms", 50, "<=")
-    ctx.metric("signing median latency" + tag, percentile(lat, 50) * 1000, "ms")
+    ctx.metric("signing throughput", ok / out["wall"], "req/s", 300, ">=", f"concurrency {concurrency}")
+    ctx.metric("signing p99 latency", percentile(lat, 99) * 1000, "ms", 50, "<=")
+    ctx.metric("signing median latency", percentile(lat, 50) * 1000, "ms")
 
 
 # -- outbox ----------------------------------------------------------------------------------
@@ -464,14 +453,8 @@ def _signing(ctx: Context, nodelay: bool) -> None:
 
 def outbox(ctx: Context) -> None:
     """Deliver queued tuples to the OpenFGA stand-in with ``drain_all``: ≥ 1,000 tuples/s."""
-    _outbox(ctx, nodelay=False)
-    _outbox(ctx, nodelay=True)
-
-
-def _outbox(ctx: Context, nodelay: bool) -> None:
-    tag = " [what-if: stand-in with TCP_NODELAY]" if nodelay else ""
     rows = 1000 if ctx.quick else 7000  # 3 tuples per row
-    with infra.postgres() as pg, infra.fga(nodelay=nodelay) as store:
+    with infra.postgres() as pg, infra.fga() as store:
         db = pg.new_db()
         _migrate(db)
         from ledger.archive.admission import archive_tuples
@@ -487,16 +470,16 @@ def _outbox(ctx: Context, nodelay: bool) -> None:
             done = conn.execute("SELECT count(*) FROM fga_outbox WHERE processed_at IS NOT NULL").fetchone()[0]
         tuples_in_store = len(store.read()) if done <= 3000 else None
     ctx.detail("rows", rows)
-    ctx.detail("drain" + ("_nodelay" if nodelay else ""), stats)
+    ctx.detail("drain", stats)
     if done != stats["delivered"] or stats["failed"]:
         raise RuntimeError(f"{done} rows marked processed, {stats['delivered']} delivered: {stats}")
     if tuples_in_store is not None and tuples_in_store != done * 3:
         raise RuntimeError(f"OpenFGA holds {tuples_in_store} tuples, expected {done * 3}")
-    ctx.metric("outbox delivery" + tag, stats["delivered"] * 3 / stats["seconds"], "tuples/s", 1000, ">=",
+    ctx.metric("outbox delivery", stats["delivered"] * 3 / stats["seconds"], "tuples/s", 1000, ">=",
                f"{stats['delivered']:,} of {rows:,} rows × 3 tuples in {stats['seconds']:.0f} s"
                + ("" if stats["finished"] else " (time budget)"))
-    ctx.metric("  outbox rows/s, first 10 s" + tag, stats["rows_per_s_first_10s"], "rows/s")
-    ctx.metric("  outbox rows/s, overall" + tag, stats["rows_per_s_overall"], "rows/s",
+    ctx.metric("  outbox rows/s, first 10 s", stats["rows_per_s_first_10s"], "rows/s")
+    ctx.metric("  outbox rows/s, overall", stats["rows_per_s_overall"], "rows/s",
                note="falls as the stand-in's store grows (see README)")
 
 
