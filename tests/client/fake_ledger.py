@@ -29,10 +29,14 @@ def iso(ts: datetime) -> str:
 
 
 def wacz_bytes(url: str) -> bytes:
-    """A small zip standing in for a WACZ (first bytes ``PK``), distinct per URL."""
+    """A small zip standing in for a WACZ (first bytes ``PK``), distinct per URL.
+
+    The entry's date is fixed so the bytes are a pure function of ``url`` (a name-only
+    ``writestr`` stamps the wall clock, and two calls a second apart differ).
+    """
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("datapackage.json", '{"profile": "data-package", "resources": [], "mainPageURL": "%s"}' % url)
+        zf.writestr(zipfile.ZipInfo("datapackage.json", date_time=(2026, 1, 1, 0, 0, 0)), '{"profile": "data-package", "resources": [], "mainPageURL": "%s"}' % url)
     return buf.getvalue()
 
 
