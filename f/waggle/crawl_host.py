@@ -16,6 +16,21 @@ reference/scheduler.md §4.3 (the politeness core) on BrowserHive v12 (contracts
 * at most 2 attempts, retrying only ``connection|timeout|internal``, after the same gap;
 * beyond upstream: a main document answering 429 or 503 doubles that host's gap for the
   rest of the level (capped at :data:`BACKOFF_CAP_MS`, logged) — cases/README C3.
+
+Where the gap is measured from (issue 8 item 1, decided): **capture completion**, i.e. when
+the ``POST /captures`` answer arrived, not the page's last request. The site therefore feels
+gap + the capture's tail (settle quiet window, formats, WACZ, uploads, manifest) + the next
+capture's head. Measuring from the page's last network activity would need a time the v12
+answer does not give: ``settle`` times are ms since an unstated moment ("navigation
+returned") and describe only the last device-pixel-ratio pass before behaviors, banner
+removal and screenshots (all of which may still fetch), ``network.quietAtMs`` is absent when
+the settle ends by deadline, and ``timestamp`` is the server's clock at result assembly.
+None bounds the last request from above, so any earlier start could fall below the delay;
+the reply comes only after the whole task and its manifest write ended (contracts.md A.6),
+so it is the one moment known to follow the page's last request.
+
+Hosts outnumber browsers on purpose (plan_level ``parallelism_for``): a host that finds every
+endpoint busy goes round again after 0.5–1.5 s, which only ever lengthens its gap.
 """
 
 from __future__ import annotations
@@ -212,17 +227,26 @@ def capture_on_any(
     sleep: Callable[[float], None],
     busy_jitter_ms: tuple[float, float],
     log: Callable[[str], None],
+    sent: list[float] | None = None,
+    now: Callable[[], float] = time.time,
 ) -> Answer:
-    """Submit ``request`` to a free endpoint, starting at ``index mod n`` (see module doc)."""
+    """Submit ``request`` to a free endpoint, starting at ``index mod n`` (see module doc).
+
+    ``sent`` (optional) receives ``now()`` (epoch s) just before each call, so its last
+    element is when the answered (or deadline-hit) submission went out, after any busy rounds.
+    """
     n = len(endpoints)
     start = index % n
     down: set[int] = set()
+    rounds = 0
     while True:
         for k in range(n):
             j = (start + k) % n
             if j in down:
                 continue
             endpoint = endpoints[j]
+            if sent is not None:
+                sent.append(now())
             try:
                 answer = endpoint.capture(request)
             except TimeoutError:
@@ -236,7 +260,10 @@ def capture_on_any(
             return answer
         if len(down) == n:
             raise ServerUnavailable("BrowserHive unreachable: " + ", ".join(e.target for e in endpoints))
-        log("all endpoints busy; waiting and going round again")
+        rounds += 1
+        if rounds == 1:  # once per page: waiting hosts are normal when hosts outnumber browsers
+            lo, hi = busy_jitter_ms
+            log(f"all endpoints busy; going round again every {lo / 1000:g}–{hi / 1000:g} s until one is free")
         sleep(random.uniform(*busy_jitter_ms) / 1000.0)
 
 
@@ -263,17 +290,22 @@ def capture_one(
     """Capture one page with at most MAX_ATTEMPTS; returns (PageResult, main-document HTTP status)."""
     url = request["url"]
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        submitted = iso_now(now())
+        # submittedAt is politeness evidence (scheduler.md §5): when the submission that got an
+        # answer went out, not when busy rounds began (hosts outnumber browsers, plan_level).
+        sent: list[float] = []
         try:
-            answer = capture_on_any(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log)
+            answer = capture_on_any(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log,
+                                    sent=sent, now=now)
         except ServerUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001 - a deadline (or anything else) fails this page only
+            submitted = iso_now(sent[-1] if sent else now())
             reason = str(exc) or type(exc).__name__
             if isinstance(exc, TimeoutError) and "deadline" not in reason:
                 reason = f"deadline passed: {reason}"
             return {"url": url, "status": "failed", "submittedAt": submitted, "finishedAt": iso_now(now()), "skipReason": reason}, None
         finished = iso_now(now())
+        submitted = iso_now(sent[-1])
         if answer.status != 200:
             return {"url": url, "status": "failed", "submittedAt": submitted, "finishedAt": finished, "skipReason": describe_refusal(answer)}, None
         body = answer.body if isinstance(answer.body, dict) else {}
