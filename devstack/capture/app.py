@@ -48,9 +48,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         try:
             yield
         finally:
-            if ctx.shared_context is not None:
-                with contextlib.suppress(Exception):
-                    await ctx.shared_context.close()
+            await ctx.aclose()
             await holder.close()
             await proxy.close()
 

@@ -3,7 +3,9 @@
 Chromium is Debian's ``/usr/bin/chromium`` driven by Playwright (never a downloaded browser).
 :meth:`BrowserHolder.ensure` returns a connected browser, launching it when there is none, when
 the previous one crashed/disconnected, or when it is due for recycling: every ``recycle_every``
-captures, or when the resident memory of the browser's processes exceeds ``max_rss_mb``.
+captures, or when the resident memory of the browser's processes exceeds ``max_rss_mb``. The
+memory is measured between captures (:meth:`BrowserHolder.measure_rss`, after a response) and
+the last value is compared at the next :meth:`BrowserHolder.ensure`, so no capture waits for it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from pathlib import Path
 
 from playwright.async_api import Browser, Playwright, async_playwright
 
@@ -28,20 +29,28 @@ class BrowserUnavailable(RuntimeError):
     """Chromium could not be launched or reached (→ ``errorDetails.type: connection``)."""
 
 
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` from ``/proc/<pid>/task/*/children`` (Linux ≥ 3.5)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
         try:
-            stat = (d / "stat").read_text()
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(c) for c in f.read().split()]
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(d.name))
+    return out
+
+
+def _descendants(root: int) -> list[int]:
+    """Every descendant pid of ``root``. Why not a walk of all of ``/proc``: that costs ~60 ms
+    per call on a busy machine, this reads only the tree's own ``children`` files (~1 ms)."""
     out, todo = [], [root]
     while todo:
-        for c in children.get(todo.pop(), []):
+        for c in _children(todo.pop()):
             out.append(c)
             todo.append(c)
     return out
@@ -52,12 +61,14 @@ def browser_rss_mb() -> float:
     total = 0
     for pid in _descendants(os.getpid()):
         try:
-            comm = Path(f"/proc/{pid}/comm").read_text().strip()
-            if "chrom" not in comm:
-                continue
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
+            with open(f"/proc/{pid}/comm") as f:
+                if "chrom" not in f.read():
+                    continue
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                        break
         except OSError:
             continue
     return total / 1024
@@ -78,6 +89,7 @@ class BrowserHolder:
         self.launches = 0
         self.recycles = 0
         self.version: str | None = None
+        self.last_rss_mb: float | None = None  # of this browser, measured after its last capture
         self._lock = asyncio.Lock()
 
     @property
@@ -101,15 +113,26 @@ class BrowserHolder:
             assert self.browser is not None
             return self.browser
 
-    def _due_for_recycling(self) -> bool:
+    def measure_rss(self) -> float:
+        """Measure and remember the browser's resident memory (MiB); blocking (~1–50 ms of
+        ``/proc`` reads), so callers run it in a thread between captures."""
+        self.last_rss_mb = browser_rss_mb()
+        return self.last_rss_mb
+
+    def due_for_recycling(self) -> bool:
+        """Whether the next :meth:`ensure` relaunches: ``recycle_every`` captures done, or the
+        last measured RSS (measured now when there is none yet) above ``max_rss_mb``."""
         if self.captures_since_launch >= self.recycle_every:
-            log.info("recycling browser after %d captures", self.captures_since_launch)
             return True
-        rss = browser_rss_mb()
-        if rss > self.max_rss_mb:
-            log.info("recycling browser at %.0f MiB RSS", rss)
-            return True
-        return False
+        rss = self.last_rss_mb if self.last_rss_mb is not None else self.measure_rss()
+        return rss > self.max_rss_mb
+
+    def _due_for_recycling(self) -> bool:
+        due = self.due_for_recycling()
+        if due:
+            log.info("recycling browser after %d captures at %.0f MiB RSS", self.captures_since_launch,
+                     self.last_rss_mb or 0)
+        return due
 
     async def _launch(self) -> None:
         try:
@@ -124,6 +147,7 @@ class BrowserHolder:
             self.browser = None
             raise BrowserUnavailable(f"cannot launch {self.executable}: {e}") from e
         self.version = f"Chrome/{self.browser.version}"
+        self.last_rss_mb = None
         self.captures_since_launch = 0
         self.launches += 1
 
@@ -142,7 +166,9 @@ class BrowserHolder:
         """Kill the browser processes (SIGKILL) as a crash would (fault knob ``crash_browser``)."""
         for pid in _descendants(os.getpid()):
             try:
-                if "chrom" in Path(f"/proc/{pid}/comm").read_text():
+                with open(f"/proc/{pid}/comm") as f:
+                    comm = f.read()
+                if "chrom" in comm:
                     os.kill(pid, 9)
             except OSError:
                 pass

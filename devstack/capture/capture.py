@@ -9,12 +9,19 @@ manifest write by ``manifest_ms`` on top — so a capture always ends.
 Order of work (§B.1): check address → start recording (fresh context; preload scripts; deny
 gate) → load pages (one load per device pixel ratio; settle wait; behaviors with ``__bh``) →
 write formats png → webp → html → links → mhtml → package WACZ → upload WACZ → manifest.
+
+What keeps a capture short (issue 8 item 5): page-format uploads run concurrently with the next
+format and with WACZ packaging (the WACZ is uploaded only after all of them were written); the
+browser context is closed after the response — the proxy is sealed first, so nothing reaches a
+site after the capture ended — and the next context is prepared meanwhile (:mod:`.spare`); the
+next capture waits for that work (:meth:`Ctx.wait_idle`) before it starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -40,6 +47,7 @@ from devstack.capture.proxy import GuardedProxy, checked_addresses
 from devstack.capture.recorder import Recorder
 from devstack.capture.settings import BUILD, SOFTWARE, ServerSettings
 from devstack.capture.sink import HttpSink, S3Sink, SinkError
+from devstack.capture.spare import Opened, Spare, open_context
 from devstack.capture.warc import cdxj_index, reason_phrase, write_warc
 from devstack.capture.wacz import Member, build_wacz, pages_jsonl
 from ledger.hostguard import HostRefused
@@ -101,6 +109,28 @@ class Ctx:
     s3: S3Sink | None
     shared_context: BrowserContext | None = None
     captures: int = 0
+    spare: Spare = field(default_factory=Spare)
+    after: asyncio.Task | None = None  # teardown of the last capture + the next spare
+
+    async def wait_idle(self, timeout_s: float = 30.0) -> None:
+        """Wait (bounded) until the last capture's teardown and spare preparation are done."""
+        task, self.after = self.after, None
+        if task is not None and not task.done():
+            done, _ = await asyncio.wait([task], timeout=timeout_s)
+            if not done:
+                task.cancel()
+
+    async def aclose(self) -> None:
+        """Stop background work and close the spare and the shared context (server shutdown)."""
+        if self.after is not None:
+            self.after.cancel()
+            await asyncio.wait([self.after], timeout=5)
+            self.after = None
+        await self.spare.discard()
+        if self.shared_context is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.shared_context.close(), 5)
+            self.shared_context = None
 
 
 @dataclass
@@ -120,6 +150,7 @@ class Run:
     step: str = "check-address"
     artifacts: dict[str, str] = field(default_factory=dict)
     formats: dict[str, bool] = field(default_factory=dict)
+    uploads: list[asyncio.Task] = field(default_factory=list)  # page formats still being written
 
     def remaining_s(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -129,7 +160,10 @@ class Run:
 
 
 async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
-    """Run one capture; returns the ``CaptureResponse`` body (always, never raises)."""
+    """Run one capture; returns the ``CaptureResponse`` body (always, never raises).
+
+    Leaves ``ctx.after`` running (context teardown, next spare); the next call waits for it."""
+    await ctx.wait_idle()
     s = ctx.settings
     task_id = str(uuid.uuid4())
     labels = names.clean_labels(req.get("labels"))
@@ -227,6 +261,28 @@ async def _upload(ctx: Ctx, run: Run, fmt: str, data: bytes) -> None:
         os._exit(137)
 
 
+def _upload_soon(ctx: Ctx, run: Run, fmt: str, data: bytes) -> None:
+    """Start writing a page format while the capture goes on; :func:`_uploads_done` collects it."""
+    task = asyncio.ensure_future(_upload(ctx, run, fmt, data))
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved; raised in _uploads_done
+    run.uploads.append(task)
+
+
+async def _uploads_done(run: Run) -> None:
+    """Wait for every started page-format upload; raises the first failure (``artifact_sink``).
+    ``run.artifacts`` keeps the format order (png → webp → html → links → mhtml)."""
+    tasks, run.uploads = run.uploads, []
+    if not tasks:
+        return
+    await asyncio.wait(tasks)
+    for t in tasks:
+        if t.exception() is not None:
+            raise t.exception()  # type: ignore[misc]
+    written = dict(run.artifacts)
+    run.artifacts.clear()
+    run.artifacts.update({f: written[f] for f in names.EXTENSIONS if f in written})
+
+
 async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
     s = ctx.settings
     faults = s.faults
@@ -287,19 +343,24 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
                 ctx.shared_context = None  # its browser was relaunched or recycled
             if shared and ctx.shared_context is not None:
                 context = ctx.shared_context
+                page = await asyncio.wait_for(context.new_page(), run.op_timeout(s.operation_ms))
+                cdp = await asyncio.wait_for(context.new_cdp_session(page), run.op_timeout(s.operation_ms))
             else:
-                context = await asyncio.wait_for(browser.new_context(
-                    proxy={"server": ctx.proxy.url}, viewport=viewport, device_scale_factor=dprs[-1],
-                    extra_http_headers=headers, service_workers="block"), run.op_timeout(s.operation_ms))
+                opened: Opened | None = await ctx.spare.take(browser, viewport, dprs[-1])
+                if opened is None:
+                    opened = await open_context(browser, ctx.proxy.url, viewport, dprs[-1],
+                                                run.op_timeout(s.operation_ms))
+                context, page, cdp = opened.context, opened.page, opened.cdp
                 if shared:
                     ctx.shared_context = context
+            if headers:
+                await asyncio.wait_for(context.set_extra_http_headers(headers), run.op_timeout(s.operation_ms))
             for script in req.get("preload") or []:
                 await context.add_init_script(script=script["source"])
             if run.policies.has_deny():
                 gate = _deny_gate(run, recorder)
                 await context.route("**/*", gate)
             recorder.attach(context)
-            page = await asyncio.wait_for(context.new_page(), run.op_timeout(s.operation_ms))
         except (PlaywrightError, asyncio.TimeoutError) as e:
             raise CaptureFailure("failed", "connection", f"browser is not usable: {e}"[:500]) from e
         windows = {"refused": 0}
@@ -309,9 +370,10 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
             asyncio.ensure_future(p.close())
 
         page.on("popup", on_popup)
-        return await _load_and_write(ctx, run, context, page, recorder, dprs, viewport, windows)
+        return await _load_and_write(ctx, run, context, page, cdp, recorder, dprs, viewport, windows)
     finally:
-        await _teardown(ctx, context, page, shared, recorder, gate)
+        await _end(ctx, run, recorder)
+        ctx.after = asyncio.ensure_future(_after(ctx, context, page, shared, gate))
 
 
 def _deny_gate(run: Run, recorder: Recorder):
@@ -331,9 +393,26 @@ def _deny_gate(run: Run, recorder: Recorder):
     return gate
 
 
-async def _teardown(ctx: Ctx, context, page, shared: bool, recorder: Recorder, gate) -> None:
+async def _end(ctx: Ctx, run: Run, recorder: Recorder) -> None:
+    """What must happen before the response: stop recording, seal the proxy (closes every
+    connection and refuses new ones, so the page can no longer reach any site), count."""
     try:
         await recorder.stop(timeout_s=5)
+    except Exception:  # noqa: BLE001 — a crashed browser cannot be stopped politely
+        pass
+    finally:
+        for t in run.uploads:  # a capture that failed early: its writes end on their own
+            t.cancel()
+        await ctx.proxy.end_capture()
+        ctx.browser.capture_done()
+
+
+async def _after(ctx: Ctx, context, page, shared: bool, gate) -> None:
+    """After the response: close the capture's context (a shared one: its page and deny gate),
+    measure the browser's memory, prepare the next context unless the browser is due for
+    recycling (the next capture relaunches it first). Never raises."""
+    s = ctx.settings
+    try:
         if shared and context is not None and gate is not None:
             await asyncio.wait_for(context.unroute("**/*", gate), 5)
         if context is not None and not shared:
@@ -342,9 +421,16 @@ async def _teardown(ctx: Ctx, context, page, shared: bool, recorder: Recorder, g
             await asyncio.wait_for(page.close(), 10)
     except Exception:  # noqa: BLE001 — a crashed browser cannot be closed politely
         pass
-    finally:
-        await ctx.proxy.end_capture()
-        ctx.browser.capture_done()
+    holder = ctx.browser
+    browser = holder.browser
+    if browser is None or not browser.is_connected():
+        return
+    try:
+        await anyio.to_thread.run_sync(holder.measure_rss)
+        if holder.browser is browser and not holder.due_for_recycling():
+            await ctx.spare.fill(browser, ctx.proxy.url, s.viewport, s.device_pixel_ratios[-1], s.operation_ms / 1000)
+    except Exception:  # noqa: BLE001 — preparation is an optimisation; the next capture opens its own
+        log.debug("spare preparation failed", exc_info=True)
 
 
 async def _trace(run: Run, page: Page, message: str) -> None:
@@ -407,14 +493,13 @@ async def _run_behaviors(run: Run, page: Page, cdp, behaviors: list[dict], budge
     return reports + errors
 
 
-async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Page, recorder: Recorder,
+async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Page, cdp, recorder: Recorder,
                           dprs: list[int], viewport: dict, windows: dict) -> dict[str, Any]:
     s = ctx.settings
     req = run.req
     delay = (req.get("operationDelayMs") or 0) / 1000
     limits = {**s.settle, **(req.get("loadWait") or {})}
     behaviors = req.get("behaviors") or []
-    cdp = await asyncio.wait_for(context.new_cdp_session(page), run.op_timeout(s.operation_ms))
     run.step = "load-pages"
     main_status: int | None = None
     settle: dict[str, Any] = {}
@@ -476,14 +561,14 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
         full = bool(req.get("fullPage"))
         if fmts["png"]:
             png = await page.screenshot(full_page=full, timeout=run.op_timeout(s.operation_ms) * 1000)
-            await _upload(ctx, run, "png", png)
+            _upload_soon(ctx, run, "png", png)
         if fmts["webp"]:
             shot = await asyncio.wait_for(cdp.send("Page.captureScreenshot", {
                 "format": "webp", "captureBeyondViewport": full}), run.op_timeout(s.operation_ms))
-            await _upload(ctx, run, "webp", base64.b64decode(shot["data"]))
+            _upload_soon(ctx, run, "webp", base64.b64decode(shot["data"]))
         if fmts["html"]:
             html = await asyncio.wait_for(page.content(), run.op_timeout(s.operation_ms))
-            await _upload(ctx, run, "html", html.encode("utf-8"))
+            _upload_soon(ctx, run, "html", html.encode("utf-8"))
         if fmts["links"]:
             links = await asyncio.wait_for(page.evaluate(LINKS_JS), run.op_timeout(s.operation_ms))
             doc: dict[str, Any] = {"taskId": run.task_id, "url": run.url, "finalUrl": doc_url, "labels": run.labels}
@@ -491,11 +576,11 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
                 doc["correlationId"] = req["correlationId"]
             doc["capturedAt"] = _iso(datetime.now(timezone.utc))
             doc["links"] = links
-            await _upload(ctx, run, "links", (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+            _upload_soon(ctx, run, "links", (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
         if fmts["mhtml"]:
             snap = await asyncio.wait_for(cdp.send("Page.captureSnapshot", {"format": "mhtml"}),
                                           run.op_timeout(s.operation_ms))
-            await _upload(ctx, run, "mhtml", snap["data"].encode("utf-8"))
+            _upload_soon(ctx, run, "mhtml", snap["data"].encode("utf-8"))
     result: dict[str, Any] = {"status": "success", "httpStatusCode": main_status}
     if fmts["wacz"]:
         run.step = "package-wacz"
@@ -503,10 +588,13 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
         wacz_bytes = await anyio.to_thread.run_sync(
             _package, run, recorder, title, document, settle, dprs, viewport, behaviors if ran_behaviors else None,
             behavior_records, ctx.settings, limits_of(run, recorder), dismissal)
+        await _uploads_done(run)  # the WACZ is written only after every page format was
         run.step = "upload-wacz"
         await _upload(ctx, run, "wacz", wacz_bytes)
         result["waczStats"] = recorder.stats()
         result["completeness"] = recorder.completeness()
+    else:
+        await _uploads_done(run)
     # Report form of settle: signals not reached are absent (the archive writes null).
     result.update(settle=settle, document=document, windowsNotOpened=windows["refused"])
     return result

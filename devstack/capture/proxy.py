@@ -13,7 +13,11 @@ targets through (local test sites, the local stack) but still refuses link-local
 
 Plain-HTTP requests are forwarded one per connection (``Connection: close`` both ways), so a
 kept-alive browser connection can never carry a request to a host that was not checked.
-:meth:`end_capture` closes every open connection so nothing outlives a capture.
+Within one capture a host's checked addresses are reused (no second resolution either way:
+the proxy only ever connects to addresses it checked); :meth:`begin_capture` forgets them.
+:meth:`end_capture` closes every open connection and seals the proxy — new connections are
+dropped unanswered until the next :meth:`begin_capture` — so nothing outlives a capture, not
+even requests of a page whose context is still being closed.
 """
 
 from __future__ import annotations
@@ -77,6 +81,9 @@ class GuardedProxy:
         self.connections = 0
         self._deny: Callable[[str], bool] = lambda url: False
         self._on_denied: Callable[[str, str], None] = lambda url, method: None
+        self._checked: dict[tuple[str, int], list[str]] = {}
+        self.sealed = False
+        self.dropped = 0  # connections refused while sealed
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=HEAD_LIMIT)
@@ -91,11 +98,14 @@ class GuardedProxy:
                       on_denied: Callable[[str, str], None] | None = None) -> None:
         self.refused = []
         self.connections = 0
+        self._checked = {}
         self._deny = deny or (lambda url: False)
         self._on_denied = on_denied or (lambda url, method: None)
+        self.sealed = False
 
     async def end_capture(self) -> None:
-        """Close every connection still open (the capture is over)."""
+        """Seal the proxy and close every connection still open (the capture is over)."""
+        self.sealed = True
         for t in list(self._conns):
             t.cancel()
         if self._conns:
@@ -112,6 +122,10 @@ class GuardedProxy:
     # -- connection handling -------------------------------------------------------------------
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.sealed:
+            self.dropped += 1
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._conns.add(task)
@@ -165,7 +179,10 @@ class GuardedProxy:
     async def _open(self, host: str, port: int, writer: asyncio.StreamWriter):
         label = f"{host}:{port}"
         try:
-            addresses = await anyio.to_thread.run_sync(self._checker, host, port, self.allow_private)
+            addresses = self._checked.get((host, port))
+            if addresses is None:
+                addresses = await anyio.to_thread.run_sync(self._checker, host, port, self.allow_private)
+                self._checked[(host, port)] = addresses
         except HostRefused as e:
             await self._refuse(writer, label, e.reason)
             return None, None
