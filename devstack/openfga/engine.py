@@ -257,6 +257,17 @@ class TupleIndex:
         self.by_key[key] = t
         self.by_obj_rel.setdefault((t["object"], t["relation"]), []).append(t)
 
+    def remove(self, key: tuple[str, str, str]) -> None:
+        """Drop the tuple stored under ``(object, relation, user)``; absent keys are ignored."""
+        t = self.by_key.pop(key, None)
+        if t is None:
+            return
+        bucket = self.by_obj_rel.get(key[:2])
+        if bucket is not None:
+            bucket[:] = [x for x in bucket if x is not t]
+            if not bucket:
+                del self.by_obj_rel[key[:2]]
+
     def find(self, obj: str, rel: str) -> list[dict]:
         return self.by_obj_rel.get((obj, rel), [])
 

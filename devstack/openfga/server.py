@@ -188,9 +188,13 @@ class FgaState:
                         f"cannot write a tuple which already exists: user: '{key[2]}', relation: '{key[1]}',"
                         f" object: '{key[0]}': {tail}",
                     )
-            # all checks passed: apply atomically
+            # all checks passed: apply atomically; the index follows incrementally (rebuilding
+            # it from every stored tuple made each Write O(store size))
+            index = self.indexes[sid]
             for t in deletes:
-                store.pop((t["object"], t["relation"], t["user"]), None)
+                key = (t["object"], t["relation"], t["user"])
+                store.pop(key, None)
+                index.remove(key)
             now = _now()
             for t in writes:
                 key = (t["object"], t["relation"], t["user"])
@@ -200,7 +204,7 @@ class FgaState:
                 if t.get("condition") and t["condition"].get("name"):
                     clean["condition"] = {"name": t["condition"]["name"], "context": t["condition"].get("context") or {}}
                 store[key] = {"key": clean, "timestamp": now}
-            self.indexes[sid] = TupleIndex({k: v["key"] for k, v in store.items()})
+                index.add(clean)
             self._save()
 
     def read(self, sid: str, body: dict) -> dict:

@@ -2,18 +2,24 @@
 
 One drain = one transaction over up to ``batch_size`` due rows taken with ``FOR UPDATE SKIP
 LOCKED`` (concurrent drainers never take the same row and never wait for each other), in id
-order. Per row (reference/ledger.md §9.4, with our back-off):
+order. Delivery (reference/ledger.md §9.4, with our batching and back-off):
 
-1. the payload must be ``{"writes"?: [tuple], "deletes"?: [tuple]}``; otherwise it fails;
-2. one Write with the whole payload; refused as "already exists"/"does not exist" → retried
+1. each payload must be ``{"writes"?: [tuple], "deletes"?: [tuple]}``; otherwise the row fails;
+2. whole rows are combined into Writes of at most 100 tuples (OpenFGA's per-request limit),
+   never with the same tuple twice in one wave of Writes (OpenFGA refuses a Write holding a
+   duplicate, and rows touching the same tuple must apply in id order); up to 4 Writes of a
+   wave run concurrently (:func:`plan_writes`);
+3. a combined Write refused for any reason → its rows are delivered one by one: one Write
+   with the row's whole payload; refused as "already exists"/"does not exist" → retried
    tuple by tuple, where those same refusals count as done (a batch refusal must not drop the
    new tuples of the same row);
-3. delivered → ``processed_at = now()`` (rows are kept as an audit trail);
-4. OpenFGA unreachable → stop this drain; this and later rows are untouched (no attempt
-   counted, only ``last_error`` noted);
-5. any other failure → ``attempts + 1``, ``last_error``, ``next_attempt_at = now() + back-off``
+4. delivered → ``processed_at = now()`` (rows are kept as an audit trail);
+5. OpenFGA unreachable → stop this drain; the first unreachable row notes ``last_error``, it
+   and later rows are otherwise untouched (no attempt counted); rows of the same wave that
+   were delivered meanwhile are marked delivered;
+6. any other failure → ``attempts + 1``, ``last_error``, ``next_attempt_at = now() + back-off``
    where back-off = min(cap, base·2^(attempts−1)) × a random factor in [0.5, 1.0] (jitter),
-   and the drain goes on with the next row.
+   and the drain goes on with the other rows.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ from ledger.authz.fga import is_already_in_desired_state, is_unreachable
 
 log = logging.getLogger("waggle.outbox")
 
-BATCH_SIZE = 100
+BATCH_SIZE = 500  # rows per drain (one transaction)
+MAX_TUPLES_PER_WRITE = 100  # OpenFGA's default maxTuplesPerWrite (the stand-in enforces it too)
+CONCURRENT_WRITES = 4
 BACKOFF_BASE_S = 5.0
 BACKOFF_CAP_S = 3600.0
 
@@ -96,12 +104,97 @@ async def deliver(authz: Any, payload: Any) -> None:
                 raise
 
 
+@dataclass
+class _Row:
+    id: int
+    payload: Any
+    attempts: int
+    writes: list[dict]
+    deletes: list[dict]
+    outcome: str | None = None  # "delivered" | "failed" | "unreachable"
+    error: BaseException | None = None
+
+    @property
+    def keys(self) -> list[tuple[str, str, str]]:
+        return [(t["object"], t["relation"], t["user"]) for t in self.writes + self.deletes]
+
+
+def plan_writes(rows: list[_Row], *, max_tuples: int = MAX_TUPLES_PER_WRITE) -> list[list[list[_Row]]]:
+    """Group rows (in id order) into waves of Writes: each Write holds whole rows and at most
+    ``max_tuples`` tuples; within a wave no tuple key appears twice, so the Writes of a wave
+    can run concurrently and none of them is refused for a duplicate tuple (OpenFGA refuses the
+    whole request then). A row that touches a key already in the wave starts the next wave, so
+    rows touching the same tuple are applied in id order. A row with more than ``max_tuples``
+    tuples or a duplicate of its own is sent alone, exactly as queued (OpenFGA answers it)."""
+    waves: list[list[list[_Row]]] = []
+    wave: list[list[_Row]] = []
+    wave_keys: set[tuple[str, str, str]] = set()
+    current: list[_Row] = []
+    size = 0
+    for row in rows:
+        keys = row.keys
+        own = set(keys)
+        if not own.isdisjoint(wave_keys):
+            if current:
+                wave.append(current)
+            if wave:
+                waves.append(wave)
+            wave, wave_keys, current, size = [], set(), [], 0
+        wave_keys |= own
+        if len(own) != len(keys) or len(keys) > max_tuples:
+            wave.append([row])  # alone: answered by OpenFGA as it is
+            continue
+        if size + len(keys) > max_tuples:
+            wave.append(current)
+            current, size = [], 0
+        current.append(row)
+        size += len(keys)
+    if current:
+        wave.append(current)
+    if wave:
+        waves.append(wave)
+    return waves
+
+
+async def _deliver_rows(authz: Any, rows: list[_Row]) -> None:
+    """One Write for all of ``rows``; refused (for any reason) → each row on its own with
+    :func:`deliver`, so one row's refusal never fails or drops its neighbours. Sets each
+    row's ``outcome``; stops at the first unreachable error (later rows: unreachable too)."""
+    if len(rows) > 1:
+        try:
+            await authz.write([t for r in rows for t in r.writes] or None,
+                              [t for r in rows for t in r.deletes] or None)
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if is_unreachable(exc):
+                for r in rows:
+                    r.outcome, r.error = "unreachable", exc
+                return
+        else:
+            for r in rows:
+                r.outcome = "delivered"
+            return
+    for i, r in enumerate(rows):
+        try:
+            await deliver(authz, {"writes": r.writes, "deletes": r.deletes})
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if is_unreachable(exc):
+                for rest in rows[i:]:
+                    rest.outcome, rest.error = "unreachable", exc
+                return
+            r.outcome, r.error = "failed", exc
+        else:
+            r.outcome = "delivered"
+
+
 async def drain_once(pool: Any, authz: Any, *, batch_size: int = BATCH_SIZE, base_s: float = BACKOFF_BASE_S,
-                     cap_s: float = BACKOFF_CAP_S) -> DrainResult:
-    """Deliver up to ``batch_size`` due rows; see the module docstring. Returns the counts."""
+                     cap_s: float = BACKOFF_CAP_S, concurrency: int = CONCURRENT_WRITES) -> DrainResult:
+    """Deliver up to ``batch_size`` due rows; see the module docstring. Returns the counts.
+
+    Rows are combined into Writes of up to 100 tuples (:func:`plan_writes`); up to
+    ``concurrency`` Writes of one wave are in flight at once."""
     out = DrainResult()
     async with pool.connection() as conn, conn.transaction():
-        rows = await (await conn.execute(
+        fetched = await (await conn.execute(
             """
             SELECT id, payload, attempts FROM fga_outbox
             WHERE processed_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now())
@@ -110,34 +203,59 @@ async def drain_once(pool: Any, authz: Any, *, batch_size: int = BATCH_SIZE, bas
             """,
             (batch_size,),
         )).fetchall()
-        out.batch = len(rows)
-        for row in rows:
-            row_id, payload, attempts = row["id"], row["payload"], row["attempts"]
+        out.batch = len(fetched)
+        rows: list[_Row] = []
+        for f in fetched:
+            row = _Row(f["id"], f["payload"], f["attempts"], [], [])
             try:
-                await deliver(authz, payload)
-            except Exception as exc:  # noqa: BLE001 - classified below
-                message = f"{type(exc).__name__}: {exc}"[:2000]
-                if is_unreachable(exc):
-                    await conn.execute("UPDATE fga_outbox SET last_error = %s WHERE id = %s", (message, row_id))
-                    log.error("OpenFGA unreachable; stopping this drain", extra={"error": message})
-                    out.unreachable = message
-                    break
-                wait = backoff_s(attempts + 1, base_s=base_s, cap_s=cap_s)
-                await conn.execute(
-                    """
-                    UPDATE fga_outbox SET attempts = attempts + 1, last_error = %s,
-                           next_attempt_at = now() + make_interval(secs => %s)
-                    WHERE id = %s
-                    """,
-                    (message, wait, row_id),
-                )
-                log.error("Outbox delivery failed; will retry", extra={"id": row_id, "error": message, "retryInS": round(wait, 1)})
-                out.failed += 1
+                if not isinstance(row.payload, dict):
+                    raise PayloadInvalid("payload must be an object")
+                row.writes, row.deletes = _tuples(row.payload, "writes"), _tuples(row.payload, "deletes")
+            except PayloadInvalid as exc:
+                row.outcome, row.error = "failed", exc
+            rows.append(row)
+        pending = [r for r in rows if r.outcome is None and (r.writes or r.deletes)]
+        for r in rows:
+            if r.outcome is None and not (r.writes or r.deletes):
+                r.outcome = "delivered"  # nothing to write
+        gate = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(group: list[_Row]) -> None:
+            async with gate:
+                await _deliver_rows(authz, group)
+
+        for wave in plan_writes(pending):
+            await asyncio.gather(*(one(g) for g in wave))
+            if any(r.outcome == "unreachable" for g in wave for r in g):
+                break
+        # rows after the first unreachable one stay untouched (not attempted or not noted)
+        first_down = next((r for r in rows if r.outcome == "unreachable"), None)
+        if first_down is not None:
+            message = f"{type(first_down.error).__name__}: {first_down.error}"[:2000]
+            await conn.execute("UPDATE fga_outbox SET last_error = %s WHERE id = %s", (message, first_down.id))
+            log.error("OpenFGA unreachable; stopping this drain", extra={"error": message})
+            out.unreachable = message
+        for r in rows:
+            if r.outcome != "failed" or (first_down is not None and r.id > first_down.id):
                 continue
+            message = f"{type(r.error).__name__}: {r.error}"[:2000]
+            wait = backoff_s(r.attempts + 1, base_s=base_s, cap_s=cap_s)
             await conn.execute(
-                "UPDATE fga_outbox SET processed_at = now(), next_attempt_at = NULL WHERE id = %s", (row_id,)
+                """
+                UPDATE fga_outbox SET attempts = attempts + 1, last_error = %s,
+                       next_attempt_at = now() + make_interval(secs => %s)
+                WHERE id = %s
+                """,
+                (message, wait, r.id),
             )
-            out.delivered += 1
+            log.error("Outbox delivery failed; will retry", extra={"id": r.id, "error": message, "retryInS": round(wait, 1)})
+            out.failed += 1
+        done = [r.id for r in rows if r.outcome == "delivered"]
+        if done:
+            await conn.execute(
+                "UPDATE fga_outbox SET processed_at = now(), next_attempt_at = NULL WHERE id = ANY(%s)", (done,)
+            )
+            out.delivered = len(done)
     if out.delivered or out.failed or out.unreachable:
         log.info("Outbox drained", extra=out.as_dict())
     return out

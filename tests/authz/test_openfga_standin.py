@@ -76,6 +76,29 @@ def test_check_consistency_context_and_errors(fga_store) -> None:
     assert (r.status_code, r.json()["code"]) == (400, "authorization_model_not_found")
 
 
+def test_checks_follow_every_write_and_delete(fga_store) -> None:
+    """The stand-in's index is updated per Write (not rebuilt): Checks see each change at once."""
+    key = {"user": "user:bob", "relation": "can_view", "object": "archive:a"}
+    links = [{"user": "capture_job:j", "relation": "parent", "object": "archive:a"},
+             {"user": "user:bob", "relation": "owner", "object": "capture_job:j"}]
+    other = {"user": "user:eve", "relation": "owner", "object": "capture_job:j"}
+
+    def allowed(user: str = "user:bob") -> bool:
+        r = post(fga_store, "check", {"tuple_key": {**key, "user": user}, "context": {"current_time": "2026-07-29T00:00:00Z"}})
+        assert r.status_code == 200, r.text
+        return r.json()["allowed"]
+
+    assert not allowed()
+    assert post(fga_store, "write", {"writes": {"tuple_keys": links + [other]}}).status_code == 200
+    assert allowed() and allowed("user:eve")
+    assert post(fga_store, "write", {"deletes": {"tuple_keys": [links[1]]}}).status_code == 200
+    assert not allowed() and allowed("user:eve")  # only bob's owner tuple left the index
+    assert post(fga_store, "write", {"writes": {"tuple_keys": [links[1]]}, "deletes": {"tuple_keys": [other]}}).status_code == 200
+    assert allowed() and not allowed("user:eve")
+    refused = post(fga_store, "write", {"writes": {"tuple_keys": [other, links[0]]}})
+    assert refused.status_code == 400 and not allowed("user:eve")  # a refused Write changes nothing
+
+
 def test_batch_check_by_correlation_id(fga_store) -> None:
     fga_store.write(["organization:acme parent capture_job:j", "capture_job:j parent archive:a"])
     member = {"tuple_keys": [{"user": "user:bob", "relation": "member", "object": "organization:acme"}]}

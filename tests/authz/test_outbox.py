@@ -166,8 +166,63 @@ async def test_two_drainers_deliver_each_row_once(pool, fga_store) -> None:
     assert sum(r.delivered for r in results) == len(ids)
     assert all(r.delivered > 0 for r in results)  # both really worked, side by side
     assert all(r.failed == 0 for r in results)
-    # every row was written exactly once, as one batch: no duplicate delivery, no per-tuple retries
-    assert len(calls) == len(payloads)
-    assert sorted(c[0] for c in calls) == sorted(tuple((t["user"], t["relation"], t["object"]) for t in p["writes"]) for p in payloads)
+    # every tuple was written exactly once: no duplicate delivery, no per-row or per-tuple retries
+    written = [t for c in calls for t in c[0]]
+    assert len(calls) < len(payloads)  # rows were combined into Writes
+    assert sorted(written) == sorted(expected(payloads))
     assert stored(fga_store) == expected(payloads)
     assert all(r["processed_at"] is not None for r in await outbox(pool))
+
+
+def key(t: dict) -> tuple[str, str, str]:
+    return (t["user"], t["relation"], t["object"])
+
+
+async def test_rows_are_combined_into_writes_of_at_most_100_tuples(pool, fga_store) -> None:
+    payloads = [payload_for(i) for i in range(70)]  # 210 tuples: 33 whole rows per Write
+    await queue(pool, payloads)
+    calls: list = []
+    az = Authz(fga_store.api_url, fga_store.store_id, fga_store.model_id)
+    try:
+        r = await drain_once(pool, SlowRecorder(az, calls))
+    finally:
+        await az.close()
+    assert (r.delivered, r.failed, r.unreachable) == (70, 0, None)
+    assert sorted(len(c[0]) for c in calls) == [12, 99, 99]
+    assert sorted(t for c in calls for t in c[0]) == sorted(expected(payloads))
+    assert stored(fga_store) == expected(payloads)
+
+
+async def test_rows_touching_one_tuple_apply_in_order_never_in_one_write(pool, fga_store) -> None:
+    shared = {"user": "user:bob", "relation": "member", "object": "organization:acme"}
+    others = [payload_for(i) for i in range(4)]
+    queued = [others[0], {"writes": [shared]}, others[1], {"deletes": [shared]}, others[2],
+              {"writes": [shared]}, others[3], {"writes": [shared]}]  # the last one: already there
+    await queue(pool, queued)
+    calls: list = []
+    az = Authz(fga_store.api_url, fga_store.store_id, fga_store.model_id)
+    try:
+        r = await drain_once(pool, SlowRecorder(az, calls))
+    finally:
+        await az.close()
+    assert (r.delivered, r.failed) == (8, 0)
+    assert all(len(c[0]) == len(set(c[0])) for c in calls)  # no Write held a tuple twice
+    assert stored(fga_store) == expected(others) | {key(shared)}  # write, delete, write: present
+    assert all(row["processed_at"] is not None for row in await outbox(pool))
+
+
+async def test_a_refused_combined_write_falls_back_row_by_row(pool, fga_store) -> None:
+    payloads = [payload_for(i) for i in range(10)]
+    fga_store.write([payloads[6]["writes"][0]])  # already there: the combined Write is refused
+    bad = {"writes": [{"user": "user:x", "relation": "no_such_relation", "object": "archive:a"}]}
+    await queue(pool, payloads[:3] + [bad] + payloads[3:])
+    az = Authz(fga_store.api_url, fga_store.store_id, fga_store.model_id)
+    try:
+        r = await drain_once(pool, az)
+    finally:
+        await az.close()
+    assert (r.delivered, r.failed, r.unreachable) == (10, 1, None)
+    rows = await outbox(pool)
+    assert [row["processed_at"] is None for row in rows] == [False] * 3 + [True] + [False] * 7
+    assert rows[3]["attempts"] == 1 and "no_such_relation" in rows[3]["last_error"]
+    assert stored(fga_store) == expected(payloads)
