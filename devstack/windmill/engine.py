@@ -4,7 +4,9 @@ Semantics kept from Windmill (windmill.md §2, scheduler.md §2.4/§2.6):
 
 * every input transform is evaluated as JavaScript (or static); ``undefined`` → null;
 * each step runs as its own Python process (forked from a forkserver that has httpx/wmill
-  imported; body in ``devstack.windmill.wrapper``) with its own session and environment —
+  imported and a few TLS contexts preloaded, ``devstack.windmill.warm``; body in
+  ``devstack.windmill.wrapper``) with its own session and environment, so module state never
+  outlives a job, as on a Windmill worker (windmill.md §7) —
   ``WM_TOKEN``/``BASE_INTERNAL_URL``/``WM_WORKSPACE``/``WM_FLOW_STEP_ID`` set, so the real
   ``wmill`` client reads variables from this runner — and JSON-round-tripped arguments;
 * ``forloopflow``: iterations in iterator order, ``parallel`` with at most ``parallelism``
@@ -16,6 +18,11 @@ Semantics kept from Windmill (windmill.md §2, scheduler.md §2.4/§2.6):
   (``step_id`` = the innermost failing module, e.g. ``cap``), and its result becomes the
   flow's result; the job stays failed;
 * a cancelled job kills its step processes and runs no failure module.
+
+Each step ends with a log line ``--- step <id> (<path>) exit <code> after <s>s {timing}``;
+``timing`` splits the wall time in seconds: ``start_s`` (fork requested → step process
+running), ``import_s`` (the script's import), ``main_s``, ``exit_s`` (``main`` returned → the
+runner has the result) — a local-runner extra for the orchestration benchmark.
 """
 
 from __future__ import annotations
@@ -428,7 +435,7 @@ class Engine:
             args=(script_path, str(args_file), str(result_file), str(log_file), env, str(self.root)),
             name=f"step-{label}", daemon=False,
         )
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()
         proc.start()
         with job.lock:
             job.procs.add(proc)
@@ -449,7 +456,8 @@ class Engine:
                 output = ""
             if output:
                 self.store.append_log(job.record["id"], "".join(f"[{label}] {line}\n" for line in output.splitlines()))
-            self.store.append_log(job.record["id"], f"--- step {label} ({script_path}) exit {proc.exitcode} after {time.monotonic() - t0:.2f}s\n")
+            self.store.append_log(job.record["id"], f"--- step {label} ({script_path}) exit {proc.exitcode} after "
+                                  f"{time.monotonic() - t0:.2f}s {_step_timing(result_file, wall0, time.time())}\n")
         if job.cancel.is_set():
             shutil.rmtree(work, ignore_errors=True)
             raise Canceled()
@@ -474,7 +482,24 @@ class Engine:
 # is still its own process with its own environment, as on a Windmill worker; the step's
 # own code (f/…) is imported fresh in every child, so edits apply without a restart.
 _STEPS = multiprocessing.get_context("forkserver")
-_STEPS.set_forkserver_preload(["devstack.windmill.wrapper", "httpx", "httpcore", "wmill", "protego", "ada_url", "ssl"])
+_STEPS.set_forkserver_preload(["devstack.windmill.wrapper", "httpx", "httpcore", "wmill", "protego", "ada_url", "ssl",
+                               "anyio.to_thread", "devstack.windmill.warm"])
+
+
+def _step_timing(result_file: Path, requested: float, joined: float) -> str:
+    """JSON split of one step's wall time in s: ``start_s`` (fork requested → child running),
+    ``import_s`` (script import), ``main_s``, ``exit_s`` (main returned → runner saw the exit)."""
+    try:
+        marks = json.loads(Path(str(result_file) + ".timing").read_text())
+    except (OSError, ValueError):
+        return "{}"
+    out = {"start_s": marks["running"] - requested}
+    if "imported" in marks:
+        out["import_s"] = marks["imported"] - marks["running"]
+        if "returned" in marks:
+            out["main_s"] = marks["returned"] - marks["imported"]
+    out["exit_s"] = joined - max(marks.values())
+    return json.dumps({k: round(v, 3) for k, v in out.items()})
 
 
 def _warm_steps() -> None:

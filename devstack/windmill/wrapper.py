@@ -14,6 +14,7 @@ import inspect
 import json
 import os
 import sys
+import time
 import traceback
 
 
@@ -31,12 +32,19 @@ def build_kwargs(main, args: dict) -> dict:
     return kwargs
 
 
-def run(script_path: str, args_file: str, result_file: str) -> int:
+def run(script_path: str, args_file: str, result_file: str, marks: dict | None = None) -> int:
+    """Import ``script_path``, call ``main``, write the result; 0 or 1 (Windmill's exit codes).
+
+    ``marks`` (optional) receives ``imported``/``returned`` wall-clock times (epoch s).
+    """
+    marks = {} if marks is None else marks
     with open(args_file, encoding="utf-8") as fh:
         args = json.load(fh)
     try:
         module = importlib.import_module(script_path.replace("/", "."))
+        marks["imported"] = time.time()
         result = module.main(**build_kwargs(module.main, args))
+        marks["returned"] = time.time()
         text = json.dumps(result, separators=(",", ":"), default=str)
         code = 0
     except BaseException as exc:  # noqa: BLE001 - Windmill catches everything, SystemExit included
@@ -60,7 +68,12 @@ def run(script_path: str, args_file: str, result_file: str) -> int:
 
 
 def step_child(script_path: str, args_file: str, result_file: str, log_file: str, env: dict, root: str) -> None:
-    """Body of one step process: own session, own environment, output to ``log_file``."""
+    """Body of one step process: own session, own environment, output to ``log_file``.
+
+    Also writes ``<result_file>.timing`` = ``{"running", "imported", "returned"}`` (epoch s) for the
+    runner's step log line.
+    """
+    marks = {"running": time.time()}
     os.setsid()
     fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 1)
@@ -74,7 +87,12 @@ def step_child(script_path: str, args_file: str, result_file: str, log_file: str
     for entry in reversed(env.get("PYTHONPATH", "").split(os.pathsep)):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
-    code = run(script_path, args_file, result_file)
+    code = run(script_path, args_file, result_file, marks)
+    try:
+        with open(result_file + ".timing", "w", encoding="utf-8") as fh:
+            json.dump(marks, fh)
+    except OSError:
+        pass
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -24,6 +24,7 @@ BENCHMARKS = {
     "capture": "tests.bench.capture:capture",
     "politeness-500": "tests.bench.politeness:politeness_500",
     "politeness-2000": "tests.bench.politeness:politeness_2000",
+    "orchestration": "tests.bench.orchestration:orchestration",
 }
 
 

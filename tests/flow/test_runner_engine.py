@@ -4,6 +4,7 @@ once, per-module retry, and the failure module receiving ``error`` with the inne
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -37,6 +38,32 @@ def main(name: str, sleep_ms: int = 0, fail_times: int = 0, missing: str = "dflt
 CATCH = '''
 def main(error: dict, items: list):
     return {"got": error, "items": items}
+'''
+
+# Per-job isolation (windmill.md §7: every job is a fresh Python process) and the warm
+# forkserver's TLS contexts: distinct, untouched, same trust store as a context built now.
+TLS = '''
+import ssl
+import sys
+
+import httpx
+
+CALLS = []  # module state: a fresh process per job must start it empty
+
+
+def main():
+    CALLS.append(1)
+    from devstack.windmill import warm
+
+    before = warm.pooled()
+    clients = [httpx.Client(), httpx.Client()]
+    contexts = [c._transport._pool._ssl_context for c in clients]
+    reference = warm._real_create_default_context(cafile=warm.bundles()[0])
+    return {"calls": len(CALLS), "before": before, "after": warm.pooled(), "bundle": warm.bundles()[0],
+            "distinct": contexts[0] is not contexts[1],
+            "required": all(c.verify_mode == ssl.CERT_REQUIRED and c.check_hostname for c in contexts),
+            "cas": [len(c.get_ca_certs()) for c in contexts], "reference_cas": len(reference.get_ca_certs()),
+            "preloaded": "httpx" in sys.modules}
 '''
 
 FLOW = '''
@@ -86,6 +113,7 @@ def probe_runner(tmp_path_factory):
     (root / "f" / "t" / "loop.flow").mkdir(parents=True)
     (root / "f" / "t" / "probe.py").write_text(textwrap.dedent(PROBE))
     (root / "f" / "t" / "catch.py").write_text(textwrap.dedent(CATCH))
+    (root / "f" / "t" / "tls.py").write_text(textwrap.dedent(TLS))
     (root / "f" / "t" / "loop.flow" / "flow.yaml").write_text(FLOW)
     counters = tmp_path_factory.mktemp("counters")
     os.environ["PROBE_DIR"] = str(counters)  # inherited by the runner and its steps
@@ -136,3 +164,73 @@ def test_unknown_flow_and_bad_body(probe_runner):
     r = probe_runner.client.post(probe_runner.api("/jobs/run/f/f/t/loop"), content=b"{nope",
                                  headers={"content-type": "application/json"})
     assert r.status_code == 400
+
+
+def test_step_timing_in_the_log(probe_runner):
+    job = run(probe_runner, {"items": ["t1"], "width": 1})
+    assert job["success"] is True, probe_runner.logs(job["id"])
+    line = next(x for x in probe_runner.logs(job["id"]).splitlines() if x.startswith("--- step work (f/t/probe) exit 0"))
+    timing = json.loads(line[line.index("{"):])
+    assert set(timing) == {"start_s", "import_s", "main_s", "exit_s"}
+    assert timing["main_s"] >= 0.69  # the probe sleeps 700 ms inside main
+    assert all(v >= 0 for v in timing.values())
+    wall = float(line.split(" after ")[1].split("s ")[0])
+    assert sum(timing.values()) <= wall + 0.02  # the parts fit in the step's wall time (2 decimals)
+
+
+def test_each_job_is_a_fresh_process_with_its_own_warm_tls_contexts(probe_runner):
+    runs = []
+    for _ in range(2):
+        r = probe_runner.client.post(probe_runner.api("/jobs/run/p/f/t/tls"), json={})
+        assert r.status_code == 201, r.text
+        job = probe_runner.wait(r.text)
+        assert job["success"] is True, probe_runner.logs(job["id"])
+        runs.append(job["result"])
+    for got in runs:
+        assert got["calls"] == 1  # module state never survives a job
+        bundle = got["bundle"]
+        # two clients took two preloaded contexts; the next job starts with a full pool again
+        assert got["after"][bundle] == got["before"][bundle] - 2
+        assert got["distinct"] and got["required"] and got["preloaded"]
+        assert got["cas"] == [got["reference_cas"]] * 2 and got["reference_cas"] > 0
+    assert runs[0]["before"] == runs[1]["before"]
+
+
+WARM_CHECK = '''
+import json, os, ssl
+from devstack.windmill import warm
+bundle = os.environ["SSL_CERT_FILE"]
+out = {"pooled": warm.pooled()[bundle], "size": warm.POOL_SIZE}
+taken = [ssl.create_default_context(cafile=bundle) for _ in range(warm.POOL_SIZE)]
+out["left"] = warm.pooled()[bundle]
+extra = ssl.create_default_context(cafile=bundle)  # pool empty: built as before
+out["all_distinct"] = len({id(c) for c in taken + [extra]}) == warm.POOL_SIZE + 1
+warm.preload(1)
+os.utime(bundle, ns=(0, 0))  # the file changed after the preload: never served from the pool
+changed = ssl.create_default_context(cafile=bundle)
+out["after_change"] = warm.pooled()[bundle]
+out["other_args"] = [ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=bundle) is not None,
+                     warm.pooled()[bundle]]
+out["same_store"] = len(changed.get_ca_certs()) == len(taken[0].get_ca_certs()) > 0
+print(json.dumps(out))
+'''
+
+
+def test_warm_pool_serves_only_httpx_default_and_falls_back(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    import certifi
+
+    bundle = tmp_path / "bundle.pem"
+    shutil.copy(certifi.where(), bundle)
+    env = {k: v for k, v in os.environ.items() if k not in ("SSLKEYLOGFILE", "SSL_CERT_DIR")}
+    env.update(SSL_CERT_FILE=str(bundle), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run([sys.executable, "-c", WARM_CHECK], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["pooled"] == out["size"] > 0 and out["left"] == 0 and out["all_distinct"]
+    assert out["after_change"] == 1  # still there: the changed file was loaded afresh
+    assert out["other_args"] == [True, 1] and out["same_store"]
+
