@@ -26,6 +26,34 @@ from devstack.windmill.store import Store
 VERSION = "CE v1.850.0 (waggle local runner)"
 
 
+class TokenGuard:
+    """Every route but ``GET /api/version`` needs the bearer token (or ``?token=``); ``/api/w/{ws}``
+    must name this runner's workspace. A plain ASGI middleware: Starlette's ``BaseHTTPMiddleware``
+    costs an extra task and body stream per request, and every step reads its variables here."""
+
+    def __init__(self, app, *, token: str, workspace: str) -> None:
+        self.app = app
+        self.token = token
+        self.workspace = workspace
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["path"] == "/api/version":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        header = request.headers.get("authorization", "")
+        given = header[7:].strip() if header.lower().startswith("bearer ") else request.query_params.get("token", "")
+        refused = None
+        if not given or not hmac.compare_digest(given, self.token):
+            refused = PlainTextResponse("Unauthorized: missing or wrong bearer token", status_code=401)
+        elif scope["path"].startswith("/api/w/"):
+            ws = scope["path"].split("/")[3]
+            if ws != self.workspace:
+                refused = PlainTextResponse(f"workspace {ws} not found (this runner serves {self.workspace})",
+                                            status_code=404)
+        await (refused or self.app)(scope, receive, send)
+
+
 def create_app(engine: Engine, store: Store, *, token: str, workspace: str) -> FastAPI:
     """The runner's FastAPI app over ``engine`` and ``store``."""
     @asynccontextmanager
@@ -39,20 +67,7 @@ def create_app(engine: Engine, store: Store, *, token: str, workspace: str) -> F
     def text(status: int, body: str) -> PlainTextResponse:
         return PlainTextResponse(body, status_code=status)
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        path = request.url.path
-        if path == "/api/version":
-            return await call_next(request)
-        header = request.headers.get("authorization", "")
-        given = header[7:].strip() if header.lower().startswith("bearer ") else request.query_params.get("token", "")
-        if not given or not hmac.compare_digest(given, token):
-            return text(401, "Unauthorized: missing or wrong bearer token")
-        if path.startswith("/api/w/"):
-            ws = path.split("/")[3]
-            if ws != workspace:
-                return text(404, f"workspace {ws} not found (this runner serves {workspace})")
-        return await call_next(request)
+    app.add_middleware(TokenGuard, token=token, workspace=workspace)
 
     @app.get("/api/version")
     async def version() -> PlainTextResponse:

@@ -208,9 +208,9 @@ class Engine:
             self.cancel(job_id, "runner shutting down", "runner")
 
     def _save(self, job: Job) -> None:
-        with job.lock:
-            snapshot = {k: v for k, v in json.loads(json.dumps(job.record, default=str)).items() if not k.startswith("_")}
-        self.store.save_job(snapshot)
+        with job.lock:  # one serialization, taken under the lock (a consistent snapshot)
+            text = json.dumps({k: v for k, v in job.record.items() if not k.startswith("_")}, default=str)
+        self.store.save_job_text(job.record["id"], text)
 
     def _finish(self, job: Job, *, success: bool, result: object) -> None:
         with job.lock:
@@ -432,7 +432,8 @@ class Engine:
         log_file = work / "output.log"
         proc = _STEPS.Process(
             target=step_child,  # lives in the light wrapper module: children import nothing heavy
-            args=(script_path, str(args_file), str(result_file), str(log_file), env, str(self.root)),
+            args=(script_path, str(args_file), str(result_file), str(log_file), env, str(self.root),
+                  str(self.store.dir / "pycache")),
             name=f"step-{label}", daemon=False,
         )
         t0, wall0 = time.monotonic(), time.time()

@@ -68,8 +68,12 @@ class Store:
 
     # -- jobs ------------------------------------------------------------------
     def save_job(self, job: dict) -> None:
+        self.save_job_text(job["id"], json.dumps(job, default=str))
+
+    def save_job_text(self, job_id: str, text: str) -> None:
+        """Persist one job record already serialized as JSON ``text``."""
         with self._lock:
-            _write_atomic(self.dir / "jobs" / f"{job['id']}.json", json.dumps(job, default=str))
+            _write_atomic(self.dir / "jobs" / f"{job_id}.json", text)
 
     def load_job(self, job_id: str) -> dict | None:
         path = self.dir / "jobs" / f"{job_id}.json"

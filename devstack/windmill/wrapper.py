@@ -67,8 +67,13 @@ def run(script_path: str, args_file: str, result_file: str, marks: dict | None =
     return code
 
 
-def step_child(script_path: str, args_file: str, result_file: str, log_file: str, env: dict, root: str) -> None:
+def step_child(script_path: str, args_file: str, result_file: str, log_file: str, env: dict, root: str,
+               pycache: str | None = None) -> None:
     """Body of one step process: own session, own environment, output to ``log_file``.
+
+    ``pycache``: a bytecode cache directory (``sys.pycache_prefix``) kept by the runner, so a
+    step's script is compiled once per source version (size + mtime, Python's own check), not
+    in every job — even with ``PYTHONDONTWRITEBYTECODE``, and without writing into ``f/``.
 
     Also writes ``<result_file>.timing`` = ``{"running", "imported", "returned"}`` (epoch s) for the
     runner's step log line.
@@ -84,6 +89,9 @@ def step_child(script_path: str, args_file: str, result_file: str, log_file: str
     os.environ.clear()
     os.environ.update(env)
     os.chdir(root)
+    if pycache:
+        sys.pycache_prefix = pycache
+        sys.dont_write_bytecode = False
     for entry in reversed(env.get("PYTHONPATH", "").split(os.pathsep)):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)

@@ -9,6 +9,7 @@ import os
 import textwrap
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.flow.conftest import start_runner, stop_runner
@@ -234,3 +235,48 @@ def test_warm_pool_serves_only_httpx_default_and_falls_back(tmp_path):
     assert out["after_change"] == 1  # still there: the changed file was loaded afresh
     assert out["other_args"] == [True, 1] and out["same_store"]
 
+
+
+# -- input transforms: the Python property-path shortcut answers exactly like V8 -----------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from devstack.windmill.expr import ExpressionError, evaluate, transform  # noqa: E402
+
+KEYS = st.sampled_from(["a", "b", "host", "length", "constructor", "toString", "__proto__", "valueOf", "$x", "_y"])
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**60, 2**60) | st.text(max_size=5)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([1.0, -0.0, 2.5, 1e22]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _outcome(fn):
+    try:
+        return ("ok", repr(fn()))
+    except ExpressionError:
+        return ("error", None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(flow_input=st.dictionaries(KEYS, JSON_VALUES, max_size=4), results=st.dictionaries(KEYS, JSON_VALUES, max_size=3),
+       root=st.sampled_from(["flow_input", "results", "previous_result", "missing"]),
+       path=st.lists(KEYS, max_size=4), spaced=st.booleans())
+def test_property_path_transforms_match_v8(flow_input, results, root, path, spaced):
+    context = {"flow_input": flow_input, "results": results, "previous_result": None}
+    expr = (" . " if spaced else ".").join([root, *path])
+    fast = _outcome(lambda: transform({"type": "javascript", "expr": expr}, context))
+    v8 = _outcome(lambda: evaluate(expr, context))
+    assert fast == v8, expr
+
+
+def test_token_guard(probe_runner):
+    url = probe_runner.url
+    assert httpx.get(f"{url}/api/version").status_code == 200  # open, for health checks
+    assert httpx.get(f"{url}/api/w/waggle/variables/list").text.startswith("Unauthorized")
+    assert httpx.get(f"{url}/api/w/waggle/variables/list", headers={"authorization": "Bearer x"}).status_code == 401
+    assert httpx.get(f"{url}/api/w/waggle/variables/list?token=runner-test-token").status_code == 200
+    other = probe_runner.client.get("/api/w/elsewhere/variables/list")
+    assert other.status_code == 404 and "this runner serves waggle" in other.text
+    assert probe_runner.client.get(probe_runner.api("/variables/list")).status_code == 200
