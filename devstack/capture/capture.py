@@ -299,9 +299,9 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
     parts = urlsplit(run.url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise CaptureFailure("failed", "internal", "url is not allowed")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        await anyio.to_thread.run_sync(checked_addresses, parts.hostname,
-                                       parts.port or (443 if parts.scheme == "https" else 80), s.allow_private)
+        addresses = await anyio.to_thread.run_sync(checked_addresses, parts.hostname, port, s.allow_private)
     except HostRefused as e:
         log.info("refused %s: %s", run.url, e.reason)
         raise CaptureFailure("failed", "internal", "url is not allowed") from e
@@ -333,6 +333,7 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
     ctx.proxy.begin_capture(
         deny=lambda u: (m := run.policies.match_url(u)) is not None and m.action == "deny",
         on_denied=lambda u, method: recorder.record_denied(u, method, run.policies.match_url(u).pattern),
+        checked={(parts.hostname, port): addresses},  # the target was just checked: no second lookup
     )
     context: BrowserContext | None = None
     page: Page | None = None
@@ -461,7 +462,15 @@ async def _settle(run: Run, recorder: Recorder, limits: dict[str, int], dpr: int
             break
         if waited >= limits["maxMs"] or run.remaining_s() < 0.5:
             break
-        await asyncio.sleep(0.05)
+        # Sleep until the first instant the wait could end (the quiet window or minMs reached,
+        # or maxMs), at most 50 ms while requests are in flight; re-checked on waking.
+        now = time.monotonic()
+        until = begin + limits["maxMs"] / 1000
+        if len(recorder.inflight) <= limits["networkConcurrency"]:
+            until = min(until, max(recorder.last_activity + limits["quietMs"] / 1000, begin + limits["minMs"] / 1000))
+        else:
+            until = min(until, now + 0.05)
+        await asyncio.sleep(min(max(until - now, 0.002), 0.25, max(run.remaining_s() - 0.5, 0.002)))
     settle: dict[str, Any] = {
         "strategy": "fully-loaded", "endedBy": ended, "waitedMs": int((time.monotonic() - begin) * 1000),
         "devicePixelRatio": dpr, "limits": dict(limits), "load": {"atMs": 0}, "network": {}, "cpu": {}, "dom": {},

@@ -95,10 +95,14 @@ class GuardedProxy:
         return f"http://127.0.0.1:{self.port}"
 
     def begin_capture(self, deny: Callable[[str], bool] | None = None,
-                      on_denied: Callable[[str, str], None] | None = None) -> None:
+                      on_denied: Callable[[str, str], None] | None = None,
+                      checked: dict[tuple[str, int], list[str]] | None = None) -> None:
+        """Open the proxy for one capture. ``checked`` maps ``(host, port)`` to addresses the
+        caller got from :func:`checked_addresses` with this proxy's ``allow_private`` (reused
+        instead of a second resolution)."""
         self.refused = []
         self.connections = 0
-        self._checked = {}
+        self._checked = dict(checked or {})
         self._deny = deny or (lambda url: False)
         self._on_denied = on_denied or (lambda url, method: None)
         self.sealed = False

@@ -9,7 +9,14 @@ Parts: a static loopback page (HTML + CSS + one image), the S3 stand-in, and one
   formats a crawl asks for (``wacz`` + ``links``) with the settle wait turned off
   (``loadWait`` min 0 / quiet 0): target ≤ 300 ms. The same with the server's default settle
   wait (min 1,000 ms, quiet 1,000 ms) is reported too, with and without the settle time the
-  manifest says was waited.
+  manifest says was waited. The settle-off captures run twice: back to back (the next request
+  waits for the previous capture's context teardown and the preparation of the next one, which
+  the server does after answering) and with 1 s idle before each (as a crawl's per-host delay
+  leaves it).
+* **Head / tail** (what the politeness benchmark's server-felt gap adds to the delay): the
+  static site logs each request's arrival (monotonic, same process as the client); head =
+  submit → the site's first request of that capture, tail = the site's last request → the
+  response received. Measured with the default settle wait and 1 s idle before each capture.
 * **Memory** (case C13): resident memory of the server process and all its descendants
   (Chromium) after 50 and after 500 captures; target ratio ≤ 1.5. The memory phase stops at a
   420 s budget (the benchmark must end within 10 minutes); the count reached is reported.
@@ -45,24 +52,41 @@ SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40"><rect widt
 
 
 class _Quiet(SimpleHTTPRequestHandler):
+    arrivals: list[float] = []  # replaced per site: monotonic arrival time of every request
+
+    def do_GET(self) -> None:
+        self.arrivals.append(time.monotonic())
+        super().do_GET()
+
     def log_message(self, *args) -> None:
         pass
 
 
+class SiteUrl(str):
+    """The page URL; ``.arrivals`` holds the monotonic arrival time of every request the site got."""
+
+    arrivals: list[float]
+
+
 @contextlib.contextmanager
-def static_site() -> "contextlib.AbstractContextManager[str]":
-    """A directory with index.html, style.css and pixel.svg served on 127.0.0.1; yields its URL."""
+def static_site() -> "contextlib.AbstractContextManager[SiteUrl]":
+    """A directory with index.html, style.css and pixel.svg served on 127.0.0.1; yields its URL
+    (a :class:`SiteUrl`)."""
     with tempfile.TemporaryDirectory(prefix="waggle-bench-site-") as root:
         links = "\n".join(f'<a href="/p{i}.html">page {i}</a>' for i in range(20))
         Path(root, "index.html").write_text(PAGE.format(text="lorem ipsum " * 200, links=links))
         Path(root, "style.css").write_text(CSS)
         Path(root, "pixel.svg").write_text(SVG)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=root))
+        arrivals: list[float] = []
+        handler = type("_Logged", (_Quiet,), {"arrivals": arrivals})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=root))
         server.daemon_threads = True
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
-            yield f"http://127.0.0.1:{server.server_address[1]}/index.html"
+            url = SiteUrl(f"http://127.0.0.1:{server.server_address[1]}/index.html")
+            url.arrivals = arrivals
+            yield url
         finally:
             server.shutdown()
             server.server_close()
@@ -115,10 +139,22 @@ def _request(url: str, settle_off: bool) -> dict:
     return req
 
 
-def _capture(client: httpx.Client, base: str, url: str, settle_off: bool) -> tuple[float, dict]:
+def head_tail(arrivals: list[float], submitted: float, answered: float) -> tuple[float, float] | None:
+    """(submit → first request, last request → answer) in seconds for requests the site got
+    between the two instants; None if it got none."""
+    mine = [a for a in list(arrivals) if submitted <= a <= answered]
+    return (min(mine) - submitted, answered - max(mine)) if mine else None
+
+
+def _capture(client: httpx.Client, base: str, url: str, settle_off: bool,
+             heads_tails: list | None = None) -> tuple[float, dict]:
     t = time.monotonic()
     r = client.post(f"{base}/captures", json=_request(url, settle_off))
     elapsed = time.monotonic() - t
+    if heads_tails is not None and isinstance(url, SiteUrl):
+        ht = head_tail(url.arrivals, t, t + elapsed)
+        if ht is not None:
+            heads_tails.append(ht)
     if r.status_code != 200:
         raise RuntimeError(f"capture answered {r.status_code}: {r.text[:300]}")
     body = r.json()
@@ -162,9 +198,7 @@ async def _profile_captures(url: str, s3_server, n: int) -> tuple[float, str]:
                 if (result.get("report") or {}).get("status") != "success":
                     raise RuntimeError(f"in-process capture failed: {str(result)[:300]}")
     finally:
-        if cctx.shared_context is not None:
-            with contextlib.suppress(Exception):
-                await cctx.shared_context.close()
+        await cctx.aclose()
         await holder.close()
         await proxy.close()
     return statistics.median(times), profiler.output_text(unicode=False, color=False)
@@ -191,18 +225,24 @@ def capture(ctx: Context) -> None:
             with httpx.Client(timeout=180) as client:
                 for _ in range(2):  # warm-up (first navigation, first S3 connection)
                     _capture(client, base, page_url, True)
-                fast, fast_proc = [], []
+                fast, fast_proc, fast_ht = [], [], []
                 for _ in range(n_timed):
-                    e, rep = _capture(client, base, page_url, True)
+                    e, rep = _capture(client, base, page_url, True, fast_ht)
                     fast.append(e)
                     fast_proc.append(rep.get("captureProcessingTimeMs", 0) / 1000)
-                dflt, dflt_settle = [], []
-                for _ in range(max(5, n_timed // 3)):
-                    e, rep = _capture(client, base, page_url, False)
+                idle, idle_ht = [], []
+                for _ in range(n_timed):
+                    time.sleep(1.0)
+                    e, rep = _capture(client, base, page_url, True, idle_ht)
+                    idle.append(e)
+                dflt, dflt_settle, dflt_ht = [], [], []
+                for _ in range(max(5, n_timed // 2)):
+                    time.sleep(1.0)
+                    e, rep = _capture(client, base, page_url, False, dflt_ht)
                     dflt.append(e)
                     dflt_settle.append((rep.get("settle") or {}).get("waitedMs", 0) / 1000)
                 # memory: count captures since the server started (warm-up and timed ones included)
-                done = 2 + len(fast) + len(dflt)
+                done = 2 + len(fast) + len(idle) + len(dflt)
                 rss: dict[int, tuple[float, float]] = {}
                 status_at: dict[int, dict] = {}
                 t_mem = time.monotonic()
@@ -243,13 +283,26 @@ def capture(ctx: Context) -> None:
     ctx.detail("memory_phase_s", round(mem_s, 1))
     ctx.metric("own page load (median)", own_med * 1000, "ms", note="same Chromium, fresh context, load event")
     ctx.metric("capture overhead, settle off", (statistics.median(fast) - own_med) * 1000, "ms", 300, "<=",
-               "wacz+links, median round trip − own load")
+               "wacz+links, median round trip − own load, back to back")
+    ctx.metric("capture overhead, settle off, 1 s idle before", (statistics.median(idle) - own_med) * 1000, "ms",
+               300, "<=", "as a crawl's per-host delay leaves the server idle")
+    ctx.detail("capture_settle_off_idle_s", summary(idle))
+    for label, hts in (("settle off, back to back", fast_ht), ("settle off, 1 s idle", idle_ht),
+                       ("default settle, 1 s idle", dflt_ht)):
+        if hts:
+            ctx.metric(f"head (submit → first request), {label}", statistics.median(h for h, _ in hts) * 1000, "ms",
+                       note="median")
+            ctx.metric(f"tail (last request → answer), {label}", statistics.median(t for _, t in hts) * 1000, "ms",
+                       note="median; the default settle's quiet window (1 s) is part of it")
+            ctx.detail(f"head_s {label}", summary([h for h, _ in hts]))
+            ctx.detail(f"tail_s {label}", summary([t for _, t in hts]))
     ctx.metric("capture overhead, default settle", (statistics.median(dflt) - own_med) * 1000, "ms",
                note="includes the deliberate settle wait (min 1 s, quiet 1 s)")
     net = [d - s for d, s in zip(dflt, dflt_settle)]
     ctx.metric("  … minus settle waited", (statistics.median(net) - own_med) * 1000, "ms", 300, "<=")
     ctx.detail("captures_reached", reached)
-    ctx.detail("capture_rate_per_s", round((reached - 2 - len(fast) - len(dflt)) / mem_s, 2) if mem_s else None)
+    ctx.detail("capture_rate_per_s", round((reached - 2 - len(fast) - len(idle) - len(dflt)) / mem_s, 2)
+               if mem_s else None)
     if first_mark in rss and reached in rss:
         ratio = rss[reached][1] / rss[first_mark][1]
         ctx.metric(f"RSS after {first_mark} captures (server+Chromium)", rss[first_mark][1], "MiB")
