@@ -10,9 +10,12 @@ The next level is dispatched by the caller after commit (``LevelOutcome.dispatch
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 import logging
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +31,7 @@ from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
 log = logging.getLogger(__name__)
 
 LINKS_MAX_BYTES_DEFAULT = 8 * 1024 * 1024
+LINKS_READ_CONCURRENCY = 8
 
 
 @dataclass
@@ -105,6 +109,118 @@ async def _admit(conn: Any, services: Any, crawl: dict, results: list[dict]) -> 
     return set(getattr(admission, "recovered", set()) or set())
 
 
+def _sha256(key: str) -> bytes:
+    """``crawl_pages.url_hash`` of a dedup key: SHA-256 of its UTF-8 bytes (the column is
+    ``waggle_sha256(url_key)``, migration 001); computed here so lookups use the index directly."""
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def _url_hash(url: str) -> bytes | None:
+    """The ``url_hash`` of a reported page URL, or None when it does not parse."""
+    try:
+        return _sha256(parse_http_url(url).key)
+    except InvalidUrl:
+        return None
+
+
+async def _read_all_links(services: Any, results: list[dict]) -> list:
+    """Every result's ``.links.json`` items, concatenated in result order; files are read
+    concurrently (≤ ``LINKS_READ_CONCURRENCY``). Raises :class:`Refused` 503 when the store does
+    not answer (no later file is started then)."""
+    if services.s3 is None:
+        return []
+    max_bytes = getattr(services.settings, "links_max_bytes", LINKS_MAX_BYTES_DEFAULT)
+    keys = [links_key(r.get("linksLocation") or "") for r in results]
+    gate = asyncio.Semaphore(LINKS_READ_CONCURRENCY)
+    failed = asyncio.Event()
+
+    async def read(key: str) -> list | None:
+        async with gate:
+            if failed.is_set():
+                return None
+            try:
+                return await _read_links(services.s3, key, max_bytes)
+            except Refused:
+                failed.set()
+                raise
+
+    found = await asyncio.gather(*(read(k) for k in keys if k), return_exceptions=True)
+    links: list = []
+    for item in found:
+        if isinstance(item, BaseException):
+            raise item
+        links.extend(item or [])
+    return links
+
+
+async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[dict],
+                          hashes: list[bytes | None]) -> set[bytes]:
+    """Step 1 in one statement: set state, skip reason, task/correlation ids and times of the
+    rows of level ``depth`` named by ``results``. Two results for one page: the later one wins
+    (as if applied in order). Returns the ``url_hash`` of every row that matched."""
+    last: dict[bytes, dict] = {}
+    for r, h in zip(results, hashes):
+        if h is not None:
+            last[h] = r
+    if not last:
+        return set()
+    rows = list(last.items())
+    cur = await conn.execute(
+        "UPDATE crawl_pages p SET state = v.state, skip_reason = v.skip_reason, task_id = v.task_id,"
+        " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at"
+        " FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],"
+        " %s::timestamptz[]) AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at)"
+        " WHERE p.crawl_id = %s AND p.depth = %s AND p.url_hash = v.url_hash RETURNING p.url_hash",
+        ([h for h, _ in rows], [r["status"] for _, r in rows], [r.get("skipReason") for _, r in rows],
+         [r.get("taskId") for _, r in rows], [r.get("correlationId") for _, r in rows],
+         [r.get("submittedAt") for _, r in rows], [r.get("finishedAt") for _, r in rows], crawl_id, depth),
+    )
+    return {bytes(r["url_hash"]) for r in await cur.fetchall()}
+
+
+async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | None) -> None:
+    """Step 2 in one statement: a ``capture_submissions`` row for every result with a taskId
+    (``ON CONFLICT (task_id) DO NOTHING``; within one report the first result of a task wins)."""
+    rows: dict[uuid.UUID, tuple] = {}
+    for r in results:
+        if not r.get("taskId"):
+            continue
+        task = uuid.UUID(r["taskId"])
+        if task in rows:
+            continue
+        manifest_key, manifest_error = manifest_outcome(r, bucket)
+        rows[task] = (str(task), r.get("correlationId") or str(crawl["id"]), manifest_key, manifest_error)
+    if not rows:
+        return
+    cols = list(zip(*rows.values()))
+    await conn.execute(
+        "INSERT INTO capture_submissions (task_id, correlation_id, org_id, submitted_by, manifest_key, manifest_error)"
+        " SELECT v.task_id, v.correlation_id, %s, %s, v.manifest_key, v.manifest_error"
+        " FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[]) AS v(task_id, correlation_id, manifest_key, manifest_error)"
+        " ON CONFLICT (task_id) DO NOTHING",
+        (crawl["org_id"], crawl["requested_by"], *[list(c) for c in cols]),
+    )
+
+
+async def _insert_next(conn: Any, crawl_id: Any, next_depth: int, urls: list[ParsedUrl]) -> list[dict]:
+    """Step 7: insert ``urls`` as pending pages of ``next_depth`` in one statement, ``ON CONFLICT
+    (crawl_id, url_hash) DO NOTHING``. Returns ``[{url, host}]`` of the rows that landed, in the
+    order of ``urls`` (the frontier keeps discovery order)."""
+    if not urls:
+        return []
+    cur = await conn.execute(
+        "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host)"
+        " SELECT %s, u.url, u.url_key, %s, u.host"
+        " FROM unnest(%s::text[], %s::text[], %s::text[]) AS u(url, url_key, host)"
+        " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url_hash",
+        (crawl_id, next_depth, [p.url for p in urls], [p.key for p in urls], [p.host for p in urls]),
+    )
+    added = {bytes(r["url_hash"]) for r in await cur.fetchall()}
+    if len(added) == len(urls):
+        return [{"url": p.url, "host": p.host} for p in urls]
+    return [{"url": p.url, "host": p.host} for p in urls if _sha256(p.key) in added]
+
+
 async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:
     """Apply one level report (camelCase dict as validated) to crawl ``crawl_id``.
 
@@ -148,77 +264,62 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             except CompiledMismatch as exc:
                 raise Refused(exc.status, exc.message, scriptId=exc.script_id) from None
 
-            # 1. close the reported rows of this level (matched by dedup key); a result that
-            # matches no page of this level is ignored and not counted
-            captured = 0
-            for r in results:
-                try:
-                    key = parse_http_url(r["url"]).key
-                except InvalidUrl:
-                    continue
-                cur = await conn.execute(
-                    "UPDATE crawl_pages SET state = %s, skip_reason = %s, task_id = %s, correlation_id = %s,"
-                    " submitted_at = %s, finished_at = %s"
-                    " WHERE crawl_id = %s AND url_hash = waggle_sha256(%s) AND depth = %s",
-                    (r["status"], r.get("skipReason"), r.get("taskId"), r.get("correlationId"),
-                     r.get("submittedAt"), r.get("finishedAt"), crawl_id, key, depth),
-                )
-                if cur.rowcount and r["status"] == "captured":
-                    captured += 1
-            # 2. attribution: every result with a taskId, whatever its status
-            for r in results:
-                if not r.get("taskId"):
-                    continue
-                manifest_key, manifest_error = manifest_outcome(r, settings.s3_bucket)
-                await conn.execute(
-                    "INSERT INTO capture_submissions (task_id, correlation_id, org_id, submitted_by,"
-                    " manifest_key, manifest_error) VALUES (%s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT (task_id) DO NOTHING",
-                    (r["taskId"], r.get("correlationId") or str(crawl_id), crawl["org_id"],
-                     crawl["requested_by"], manifest_key, manifest_error),
-                )
-            # 3. archive admission; recover pages whose manifest shows a capture
-            recovered = 0
-            for i in sorted(await _admit(conn, services, crawl, results)):
-                if 0 <= i < len(results) and results[i]["status"] != "captured":
-                    try:
-                        key = parse_http_url(results[i]["url"]).key
-                    except InvalidUrl:
-                        continue
+            hashes = [_url_hash(r["url"]) for r in results]
+            # the .links.json files are read concurrently while steps 1–3 run (S3 reads happen
+            # in worker threads; the transaction's statements go on meanwhile)
+            links_task = asyncio.create_task(_read_all_links(services, results))
+            try:
+                # 1. close the reported rows of this level (matched by dedup key); a result that
+                # matches no page of this level is ignored and not counted
+                matched = await _close_reported(conn, crawl_id, depth, results, hashes)
+                captured = sum(1 for r, h in zip(results, hashes) if h in matched and r["status"] == "captured")
+                # 2. attribution: every result with a taskId, whatever its status
+                await _attribute(conn, crawl, results, settings.s3_bucket)
+                # 3. archive admission; recover pages whose manifest shows a capture
+                recover = [i for i in sorted(await _admit(conn, services, crawl, results))
+                           if 0 <= i < len(results) and results[i]["status"] != "captured"
+                           and hashes[i] is not None]
+                recovered = 0
+                if recover:
                     cur = await conn.execute(
                         "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL"
-                        " WHERE crawl_id = %s AND url_hash = waggle_sha256(%s) AND depth = %s",
-                        (crawl_id, key, depth),
+                        " WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[]) RETURNING url_hash",
+                        (crawl_id, depth, [hashes[i] for i in recover]),
                     )
-                    recovered += cur.rowcount
-            if recovered:
-                log.info("recovered captures the flow could not see: crawl %s depth %d: %d",
-                         crawl_id, depth, recovered)
-            # 4.–5. discovered links → scope, nofollow, in-call dedup
-            links: list = []
-            max_bytes = getattr(settings, "links_max_bytes", LINKS_MAX_BYTES_DEFAULT)
-            for r in results:
-                key = links_key(r.get("linksLocation") or "")
-                if key and services.s3 is not None:
-                    found = await _read_links(services.s3, key, max_bytes)
-                    links.extend(found or [])
+                    landed = {bytes(r["url_hash"]) for r in await cur.fetchall()}
+                    recovered = sum(1 for i in recover if hashes[i] in landed)
+                if recovered:
+                    log.info("recovered captures the flow could not see: crawl %s depth %d: %d",
+                             crawl_id, depth, recovered)
+                # 4. discovered links (in result order)
+                links = await links_task
+            finally:
+                if not links_task.done():
+                    links_task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await links_task
+            # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
+            # the host name only, so it is asked once per host)
             accepted = accept_links(links, seeds, crawl["scope"])
             drops: Counter[str] = Counter(accepted.drops)
             drops.pop("duplicate", None)  # in-call duplicates are the same page, not a drop
             candidates: list[ParsedUrl] = []
+            verdicts: dict[str, str | None] = {}
             for p in accepted.urls:
-                if refusal(p.url, settings.allow_private_hosts):
+                if p.host not in verdicts:
+                    verdicts[p.host] = refusal(p.url, settings.allow_private_hosts)
+                if verdicts[p.host]:
                     drops["private_host"] += 1
                 else:
                     candidates.append(p)
-            # 6. budget over links not yet known to the crawl
+            # 6. budget over links not yet known to the crawl (the unique index answers by hash)
+            candidate_hashes = [_sha256(c.key) for c in candidates]
             cur = await conn.execute(
-                "SELECT url_key FROM crawl_pages WHERE crawl_id = %s"
-                " AND url_hash IN (SELECT waggle_sha256(k) FROM unnest(%s::text[]) AS k)",
-                (crawl_id, [c.key for c in candidates]),
+                "SELECT url_hash FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])",
+                (crawl_id, candidate_hashes),
             )
-            known_keys = {r["url_key"] for r in await cur.fetchall()}
-            new = [c for c in candidates if c.key not in known_keys]
+            known_hashes = {bytes(r["url_hash"]) for r in await cur.fetchall()}
+            new = [c for c, h in zip(candidates, candidate_hashes) if h not in known_hashes]
             cur = await conn.execute(
                 "SELECT host, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY host", (crawl_id,)
             )
@@ -233,19 +334,9 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                 max_pages_per_host=settings.max_pages_per_host,
             )
             drops.update(plan.drops)
-            # 7. the next level, through the unique index
-            # One set-based statement (a row-by-row loop cost ~0.3 ms a link: 30 s for 90,000).
-            cur = await conn.execute(
-                "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host)"
-                " SELECT %s, u.url, u.url_key, %s, u.host"
-                " FROM unnest(%s::text[], %s::text[], %s::text[]) AS u(url, url_key, host)"
-                " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url_key",
-                (crawl_id, depth + 1, [p.url for p in plan.urls], [p.key for p in plan.urls],
-                 [p.host for p in plan.urls]),
-            )
-            added = {r["url_key"] for r in await cur.fetchall()}
-            # the frontier keeps the plan's (discovery) order
-            inserted = [{"url": p.url, "host": p.host} for p in plan.urls if p.key in added]
+            # 7. the next level, through the unique index (one statement; the index stays the
+            # dedup authority, so a row that is there already is not inserted again)
+            inserted = await _insert_next(conn, crawl_id, depth + 1, plan.urls)
             # 8. counters and closing
             captured += recovered
             done = not inserted

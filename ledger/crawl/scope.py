@@ -55,25 +55,40 @@ def accept_links(links: Iterable[dict], seeds: Sequence[ParsedUrl], scope: str) 
 
     Drops nofollow links, unparseable / non-http(s) hrefs, out-of-scope URLs and in-call
     duplicates (by dedup key, so fragment variants collapse). Items that are not objects with
-    a string ``href`` count as ``invalid_url``.
+    a string ``href`` count as ``invalid_url``. Raises ``ValueError`` for an unknown ``scope``.
     """
+    if scope == "same-origin":
+        centres, part = {s.origin for s in seeds}, "origin"
+    elif scope == "same-host":
+        centres, part = {s.host for s in seeds}, "host"
+    else:
+        raise ValueError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
     out = AcceptedLinks()
     seen: set[str] = set()
+    # a page's navigation repeats on every page: an href string seen before has the same fate
+    # (parse + scope are pure), so it is parsed once per call
+    fate: dict[str, ParsedUrl | str] = {}
     for link in links:
         href = link.get("href") if isinstance(link, dict) else None
         if not isinstance(href, str):
             out.drops["invalid_url"] += 1
             continue
-        if is_nofollow(link.get("rel")):
+        rel = link.get("rel")
+        if rel and is_nofollow(rel):
             out.drops["nofollow"] += 1
             continue
-        try:
-            parsed = parse_http_url(href)
-        except InvalidUrl:
-            out.drops["invalid_url"] += 1
-            continue
-        if not in_scope(parsed, seeds, scope):
-            out.drops["out_of_scope"] += 1
+        parsed = fate.get(href)
+        if parsed is None:
+            try:
+                parsed = parse_http_url(href)
+            except InvalidUrl:
+                parsed = "invalid_url"
+            else:
+                if getattr(parsed, part) not in centres:
+                    parsed = "out_of_scope"
+            fate[href] = parsed
+        if isinstance(parsed, str):
+            out.drops[parsed] += 1
             continue
         if parsed.key in seen:
             out.drops["duplicate"] += 1

@@ -59,6 +59,14 @@ def _parts(candidate: object) -> tuple[str, str, str]:
 
 
 def _path_and_query(key: str) -> tuple[str, str]:
+    """Path and query (with its ``?``) of a key. A WHATWG-serialized http(s) URL is cut as a
+    string (exact: its authority ends at the first ``/``, the query starts at the first ``?``,
+    the fragment at the first ``#``); anything else goes through ada-url."""
+    scheme, sep, rest = key.partition("://")
+    if sep and scheme in ("http", "https") and "/" in rest:
+        path = "/" + rest.split("/", 1)[1].split("#", 1)[0]
+        path, mark, query = path.partition("?")
+        return path, mark + query if query else ""
     try:
         parsed = ada_url.URL(key)
         return parsed.pathname, parsed.search
@@ -79,9 +87,13 @@ def trap_reason(url: str, key: str | None = None) -> str | None:
         return URL_TOO_LONG
     path, query = _path_and_query(key)
     segments = [unquote(s).lower() for s in path.split("/") if s]
-    if segments and max(Counter(segments).values()) > MAX_REPEATS:
+    # fast exits (most URLs): no segment twice; fewer dots than repeated host names need
+    if len(set(segments)) < len(segments) and max(Counter(segments).values()) > MAX_REPEATS:
         return REPEATED_SEGMENT
-    hostnames = Counter(h.lower().rstrip(".") for h in _HOSTNAME.findall(unquote(path + query)))
+    text = unquote(path + query)
+    if text.count(".") <= MAX_REPEATS:
+        return None
+    hostnames = Counter(h.lower().rstrip(".") for h in _HOSTNAME.findall(text))
     if hostnames and max(hostnames.values()) > MAX_REPEATS:
         return REPEATED_HOSTNAME
     return None

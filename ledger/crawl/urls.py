@@ -10,9 +10,9 @@ Three forms of one URL:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
-import ada_url
+from ada_url.ada_adapter import ffi as _ffi, lib as _ada
 
 
 class InvalidUrl(ValueError):
@@ -23,12 +23,31 @@ class InvalidUrl(ValueError):
         super().__init__(f"{why}: {raw!r}")
 
 
-@dataclass(frozen=True)
-class ParsedUrl:
+class ParsedUrl(NamedTuple):
+    """One parsed URL (immutable; a tuple because one is built per discovered link)."""
+
     url: str
     key: str
     host: str
     origin: str
+
+
+def _href(text: str) -> str | None:
+    """ada-url's WHATWG serialization of ``text`` (None when it does not parse). The same as
+    ``ada_url.normalize_url`` through the package's C binding directly: one link costs ~2.5×
+    less, which matters at 100,000 links per level report."""
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # lone surrogates
+        return None
+    url = _ada.ada_parse(data, len(data))
+    try:
+        if not _ada.ada_is_valid(url):
+            return None
+        href = _ada.ada_get_href(url)
+        return _ffi.unpack(href.data, href.length).decode() if href.length else ""
+    finally:
+        _ada.ada_free(url)
 
 
 def parse_http_url(raw: object) -> ParsedUrl:
@@ -36,20 +55,27 @@ def parse_http_url(raw: object) -> ParsedUrl:
 
     Raises :class:`InvalidUrl` for non-strings, empty, relative, or other schemes
     (``mailto:``, ``javascript:``, ``tel:``, ``data:``, ``ftp:`` …).
+
+    One ada-url parse yields the WHATWG serialization (``href``); key, host and origin are cut
+    from it. For http(s) that is exact: the serializer always writes ``scheme://[userinfo@]host
+    [:port]/path[?query][#fragment]``, and ``/``, ``@`` and ``#`` occur elsewhere only
+    percent-encoded (a test compares every part with ada-url's own getters).
     """
     if not isinstance(raw, str):
         raise InvalidUrl(raw)
     text = raw.strip()
     if not text:
         raise InvalidUrl(raw, "empty URL")
-    try:
-        parsed = ada_url.URL(text)
-    except ValueError:
-        raise InvalidUrl(raw) from None
-    if parsed.protocol not in ("http:", "https:") or not parsed.hostname:
+    href = _href(text)
+    if href is None:
+        raise InvalidUrl(raw)
+    scheme, sep, rest = href.partition("://")
+    if not sep or scheme not in ("http", "https"):
+        raise InvalidUrl(raw)
+    authority = rest.split("/", 1)[0]
+    host = authority.rpartition("@")[2]
+    if not host or host.startswith(":"):
         raise InvalidUrl(raw)
     requested = text.split("#", 1)[0]
-    key = parsed.href
-    if parsed.hash or key.endswith("#"):
-        key = key.split("#", 1)[0]
-    return ParsedUrl(url=requested, key=key, host=parsed.host, origin=parsed.origin)
+    key = href.split("#", 1)[0]
+    return ParsedUrl(url=requested, key=key, host=host, origin=f"{scheme}://{host}")
