@@ -30,7 +30,9 @@ the reply comes only after the whole task and its manifest write ended (contract
 so it is the one moment known to follow the page's last request.
 
 Hosts outnumber browsers on purpose (plan_level ``parallelism_for``): a host that finds every
-endpoint busy goes round again after 0.5–1.5 s, which only ever lengthens its gap.
+endpoint busy goes round again after 0.5–1.5 s — faster for a host with a long gap
+(:func:`busy_window`), so the level's slowest host wins the next free browser — which only
+ever lengthens its gap.
 """
 
 from __future__ import annotations
@@ -51,6 +53,12 @@ CAPTURE_DEADLINE_S = 145.0  # 130 s task budget + 10 s manifest write + 5 s slac
 MAX_ATTEMPTS = 2
 RETRYABLE = frozenset({"connection", "timeout", "internal"})
 BUSY_JITTER_MS = (500.0, 1500.0)
+# A host whose gap is longer than this goes round proportionally faster while every browser is
+# busy (down to BUSY_MIN_FACTOR of the window): it is the level's critical path — nothing but
+# a browser the moment its gap ends shortens its chain — while a short-gap host loses little
+# by waiting. See busy_window.
+BUSY_REF_GAP_MS = 4000
+BUSY_MIN_FACTOR = 0.2
 BACKOFF_STATUSES = frozenset({429, 503})
 BACKOFF_MIN_MS = 1000  # what a zero gap becomes (doubling zero would stay zero)
 BACKOFF_CAP_MS = 120_000
@@ -352,6 +360,19 @@ def capture_one(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def busy_window(busy_jitter_ms: tuple[float, float], gap_ms: int,
+                ref_gap_ms: float = BUSY_REF_GAP_MS) -> tuple[float, float]:
+    """The wait (ms, uniform between the two) between busy rounds for a host with ``gap_ms``.
+
+    ``busy_jitter_ms × clamp(ref_gap_ms / gap_ms, BUSY_MIN_FACTOR, 1)``: 0.5–1.5 s up to a 4 s
+    gap, 0.1–0.3 s from a 20 s gap on. Only hosts sleeping long gaps go round faster, and a
+    round probes each endpoint once, so the probe rate stays bounded (≤ 10 per endpoint per
+    second per waiting long-gap host, ≤ 2 for the others).
+    """
+    factor = 1.0 if gap_ms <= 0 else min(1.0, max(BUSY_MIN_FACTOR, ref_gap_ms / gap_ms))
+    return busy_jitter_ms[0] * factor, busy_jitter_ms[1] * factor
+
+
 def backed_off_gap(gap_ms: int) -> int:
     """The host's gap after a 429/503 main document: doubled (0 → 1 s), capped at BACKOFF_CAP_MS,
     never shorter than before (a longer Crawl-delay stays)."""
@@ -373,6 +394,7 @@ def capture_host(
     initial_delay_ms: int = 0,
     sleep: Callable[[float], None] = time.sleep,
     busy_jitter_ms: tuple[float, float] = BUSY_JITTER_MS,
+    busy_ref_gap_ms: float = BUSY_REF_GAP_MS,
     log: Callable[[str], None] = print,
     now: Callable[[], float] = time.time,
 ) -> list[dict]:
@@ -399,7 +421,7 @@ def capture_host(
         request = capture_request(url, crawl_id, formats, signing, scripts, artifact_sink)
         result, doc_status = capture_one(
             endpoints, request, i, crawl_id=crawl_id, gap_ms=lambda: gap, sleep=sleep,
-            busy_jitter_ms=busy_jitter_ms, log=say, now=now,
+            busy_jitter_ms=busy_window(busy_jitter_ms, gap, busy_ref_gap_ms), log=say, now=now,
         )
         results.append(result)
         if doc_status in BACKOFF_STATUSES:

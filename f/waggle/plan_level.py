@@ -66,8 +66,10 @@ def parallelism_for(host_parallelism: int | None, endpoints: int) -> int:
     host spends most of a level sleeping its gap inside its for-each slot, and with the cap
     that sleep idled a browser while other hosts had work. Hosts stay sequential (one
     crawl_host job per host), so two captures of one host never overlap; hosts beyond the free
-    browsers get ``429 Busy`` and go round with 0.5–1.5 s jitter (crawl_host), so at most
-    ``parallelism − endpoints`` hosts probe, each at most once per endpoint per 0.5 s.
+    browsers get ``429 Busy`` and go round with 0.5–1.5 s jitter (0.1–0.3 s for a host with a
+    gap of 20 s or more, so the slowest host wins the next free browser; crawl_host
+    ``busy_window``), so at most ``parallelism − endpoints`` hosts probe, each at most once
+    per endpoint and round.
     """
     wanted = DEFAULT_HOST_PARALLELISM if host_parallelism is None else int(host_parallelism)
     return max(1, min(wanted, endpoints * HOSTS_PER_BROWSER))

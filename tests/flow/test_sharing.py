@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from f.waggle.common import parse_iso
-from f.waggle.crawl_host import Answer, capture_host
+from f.waggle.crawl_host import Answer, busy_window, capture_host
 from f.waggle.plan_level import parallelism_for
-from tests.flow.fakes import HttpFake, capture_reply
+from tests.flow.fakes import FakeEndpoint, HttpFake, capture_reply
 
 FORMATS = {"png": False, "webp": False, "html": False, "links": True, "mhtml": False, "wacz": True}
 JITTER_MS = (20.0, 40.0)  # busy rounds, scaled down from 0.5–1.5 s
@@ -168,3 +168,26 @@ def test_the_gap_runs_from_completion_whatever_settle_says():
         assert all(0.345 <= g < 1.5 for g in felt), felt
     finally:
         site.close()
+
+
+# -- who wins the next free browser ---------------------------------------------------------
+
+@pytest.mark.parametrize("gap, window", [(0, (500, 1500)), (2000, (500, 1500)), (4000, (500, 1500)),
+                                         (8000, (250, 750)), (20000, (100, 300)), (120000, (100, 300))])
+def test_busy_window_shrinks_only_for_long_gaps(gap, window):
+    assert busy_window((500.0, 1500.0), gap) == pytest.approx(window)
+
+
+def test_a_long_gap_host_goes_round_faster():
+    """Busy rounds of a first page (no gap slept yet): 300–350 ms for a host with a 0.5 s gap,
+    a fifth of that for one with a 20 s gap; compared as a ratio (sleeps only ever overshoot)."""
+    def rounds(gap):
+        e = FakeEndpoint("bh-1", [], busy_times=3)
+        capture_host([e], "h", ["a"], "c1", formats=FORMATS, signing=False, scripts=[], delay_ms=gap,
+                     busy_jitter_ms=(300, 350), log=lambda _m: None)
+        return [b - a for a, b in zip(e.times, e.times[1:])]
+
+    short, long_ = rounds(500), rounds(20000)
+    assert len(short) == len(long_) == 3
+    assert min(short) >= 0.299 and min(long_) >= 0.059
+    assert sum(long_) / 3 <= 0.5 * sum(short) / 3, (long_, short)
