@@ -70,7 +70,9 @@ RUNTIME_JS = """([opts, budgetMs]) => {
 }
 """
 
-LINKS_JS = """() => {
+# The title and (when asked) the links in one round trip: [document.title, links | null].
+TITLE_AND_LINKS_JS = """(withLinks) => {
+  if (!withLinks) return [document.title, null];
   const seen = new Set(); const out = [];
   for (const a of document.querySelectorAll("a[href]")) {
     const href = a.href;
@@ -78,7 +80,7 @@ LINKS_JS = """() => {
     seen.add(href);
     out.push({ href, text: (a.innerText || a.textContent || "").trim().slice(0, 200), rel: a.getAttribute("rel") });
   }
-  return out;
+  return [document.title, out];
 }"""
 
 
@@ -566,7 +568,9 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
     run.step = "write-formats"
     fmts = run.formats
     if not withheld:
-        title = await asyncio.wait_for(page.title(), run.op_timeout(s.operation_ms))
+        title, links = await asyncio.wait_for(page.evaluate(TITLE_AND_LINKS_JS, fmts["links"]),
+                                              run.op_timeout(s.operation_ms))
+        links_at = datetime.now(timezone.utc)
         full = bool(req.get("fullPage"))
         if fmts["png"]:
             png = await page.screenshot(full_page=full, timeout=run.op_timeout(s.operation_ms) * 1000)
@@ -579,11 +583,10 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
             html = await asyncio.wait_for(page.content(), run.op_timeout(s.operation_ms))
             _upload_soon(ctx, run, "html", html.encode("utf-8"))
         if fmts["links"]:
-            links = await asyncio.wait_for(page.evaluate(LINKS_JS), run.op_timeout(s.operation_ms))
             doc: dict[str, Any] = {"taskId": run.task_id, "url": run.url, "finalUrl": doc_url, "labels": run.labels}
             if req.get("correlationId") is not None:
                 doc["correlationId"] = req["correlationId"]
-            doc["capturedAt"] = _iso(datetime.now(timezone.utc))
+            doc["capturedAt"] = _iso(links_at)
             doc["links"] = links
             _upload_soon(ctx, run, "links", (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
         if fmts["mhtml"]:
