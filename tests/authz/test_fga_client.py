@@ -162,3 +162,85 @@ def test_viewable_does_not_depend_on_result_order() -> None:
         assert run(go()) == {ids[0], ids[3]}
     finally:
         server.stop()
+
+
+def test_can_view_sends_what_the_sdk_client_check_sends(monkeypatch) -> None:
+    """``can_view`` builds its Check on the SDK's generated API; the request must be the very
+    one ``OpenFgaClient.check`` sends (same path, headers that matter, JSON body)."""
+    from openfga_sdk import OpenFgaClient
+    from openfga_sdk.client.configuration import ClientConfiguration
+    from openfga_sdk.client.models import ClientCheckRequest, ClientTuple
+    from openfga_sdk.credentials import CredentialConfiguration, Credentials
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from ledger.authz import fga
+    from tests.fixtures.ledger import ServerThread
+
+    seen: list[tuple[str, dict, dict]] = []
+
+    async def check(request):
+        seen.append((request.url.path, {k: request.headers.get(k) for k in ("authorization", "content-type")},
+                     await request.json()))
+        return JSONResponse({"allowed": True, "resolution": ""})
+
+    monkeypatch.setattr(fga, "now_iso", lambda: "2026-07-29T00:00:00.000Z")
+    server = ServerThread(Starlette(routes=[Route("/stores/{sid}/check", check, methods=["POST"])]), lifespan="off").start()
+    store, model, aid = "01HZ0000000000000000000001", "01HZ0000000000000000000002", str(uuid.uuid4())
+    try:
+        async def go():
+            az = Authz(server.url, store, model, "s3cret")
+            sdk = OpenFgaClient(ClientConfiguration(
+                api_url=server.url, store_id=store, authorization_model_id=model,
+                credentials=Credentials(method="api_token", configuration=CredentialConfiguration(api_token="s3cret"))))
+            try:
+                assert await az.can_view(Who("bob", ["acme", "contoso", "acme"]), aid) is True
+                await sdk.check(ClientCheckRequest(
+                    user="user:bob", relation="can_view", object=f"archive:{aid}",
+                    contextual_tuples=[ClientTuple("user:bob", "member", f"organization:{o}") for o in ("acme", "contoso")],
+                    context={"current_time": "2026-07-29T00:00:00.000Z"}), {"consistency": "HIGHER_CONSISTENCY"})
+                assert await az.can_view(Who("eve", []), aid) is True  # no organizations: no contextual tuples
+            finally:
+                await az.close()
+                await sdk.close()
+
+        run(go())
+    finally:
+        server.stop()
+    assert len(seen) == 3 and seen[0] == seen[1]
+    assert seen[0][1] == {"authorization": "Bearer s3cret", "content-type": "application/json"}
+    assert seen[0][2]["contextual_tuples"]["tuple_keys"][1]["object"] == "organization:contoso"
+    assert seen[0][2]["consistency"] == "HIGHER_CONSISTENCY" and seen[0][2]["authorization_model_id"] == model
+    assert "contextual_tuples" not in seen[2][2] and seen[2][2]["tuple_key"]["user"] == "user:eve"
+
+
+def test_check_session_skips_env_lookups_only_when_nothing_applies(monkeypatch, tmp_path) -> None:
+    """No proxy variable and no ~/.netrc entry for OpenFGA's host → the Check session does not
+    look them up per request; a proxy that applies keeps the SDK's env-reading session."""
+    from openfga_sdk import ApiClient
+    from openfga_sdk.client.configuration import ClientConfiguration
+
+    from ledger.authz.fga import env_applies, skip_env_lookups
+
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    url = "http://fga.internal:8080"
+
+    async def session_trusts_env() -> tuple[bool, bool]:
+        client = ApiClient(ClientConfiguration(api_url=url))
+        try:
+            replaced = await skip_env_lookups(client, url)
+            return replaced, client.rest_client.pool_manager.trust_env
+        finally:
+            await client.close()
+
+    assert not env_applies(url) and run(session_trusts_env()) == (True, False)
+    (tmp_path / "netrc").write_text("machine fga.internal login u password p\n")
+    assert env_applies(url) and run(session_trusts_env()) == (False, True)
+    (tmp_path / "netrc").write_text("machine elsewhere login u password p\n")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
+    assert env_applies(url) and run(session_trusts_env()) == (False, True)
+    monkeypatch.setenv("NO_PROXY", "fga.internal")
+    assert not env_applies(url)
