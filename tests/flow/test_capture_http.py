@@ -79,11 +79,12 @@ def test_unreachable_endpoint_skipped_and_all_unreachable_raises(hive):
 
 
 def test_deadline_fails_the_page_and_does_not_move_on(hive):
-    stuck = hive(lambda r: hang(2.0))
+    stuck = hive(lambda r: hang(6.0))
     healthy = hive(ok)
     started = time.monotonic()
     [r] = crawl([stuck.url, healthy.url], ["http://site/a"], deadline_s=0.3)
-    assert 0.28 <= time.monotonic() - started < 1.5
+    # the deadline ended the call, not the silent endpoint (6 s); wide for a loaded 2-core machine
+    assert 0.28 <= time.monotonic() - started < 4.0
     assert r["status"] == "failed" and "deadline" in r["skipReason"] and "taskId" not in r
     assert len(stuck.requests) == 1 and healthy.requests == []  # never sent twice
 
