@@ -4,9 +4,10 @@ Semantics kept from Windmill (windmill.md §2, scheduler.md §2.4/§2.6):
 
 * every input transform is evaluated as JavaScript (or static); ``undefined`` → null;
 * each step runs as its own Python process (forked from a forkserver that has httpx/wmill
-  imported and a few TLS contexts preloaded, ``devstack.windmill.warm``; body in
-  ``devstack.windmill.wrapper``) with its own session and environment, so module state never
-  outlives a job, as on a Windmill worker (windmill.md §7) —
+  imported and a few TLS contexts preloaded, ``devstack.windmill.warm``; usually forked ahead
+  and waiting for one job, ``devstack.windmill.spares``; body in ``devstack.windmill.wrapper``)
+  with its own session and environment, so module state never outlives a job, as on a
+  Windmill worker (windmill.md §7) —
   ``WM_TOKEN``/``BASE_INTERNAL_URL``/``WM_WORKSPACE``/``WM_FLOW_STEP_ID`` set, so the real
   ``wmill`` client reads variables from this runner — and JSON-round-tripped arguments;
 * ``forloopflow``: iterations in iterator order, ``parallel`` with at most ``parallelism``
@@ -46,7 +47,7 @@ import yaml
 
 from devstack.windmill.expr import ExpressionError, transform
 from devstack.windmill.store import Store
-from devstack.windmill.wrapper import step_child
+from devstack.windmill.spares import Spares
 
 
 class Canceled(Exception):
@@ -92,6 +93,7 @@ class Engine:
         workspace: str,
         python: str = sys.executable,  # interpreter of the step forkserver
         retry_scale: float = 1.0,
+        spares: int = 2,  # step processes forked ahead of time
     ) -> None:
         self.store = store
         self.root = Path(root)
@@ -106,7 +108,9 @@ class Engine:
         self._tmp = Path(tempfile.mkdtemp(prefix="steps-", dir=store.dir))
         self._mark_lost_jobs()
         # Start the step forkserver now (it imports httpx & co. once) so the first step is quick.
-        threading.Thread(target=_warm_steps, daemon=True, name="step-forkserver").start()
+        # and fork a few step processes ahead (devstack.windmill.spares).
+        self._spares = Spares(_STEPS, spares)
+        threading.Thread(target=_warm_steps, args=(self._spares,), daemon=True, name="step-forkserver").start()
 
     # -- lookups -----------------------------------------------------------------
     def flow_file(self, path: str) -> Path:
@@ -206,6 +210,7 @@ class Engine:
             ids = [i for i, j in self._jobs.items() if j.record["type"] == "QueuedJob"]
         for job_id in ids:
             self.cancel(job_id, "runner shutting down", "runner")
+        self._spares.close()
 
     def _save(self, job: Job) -> None:
         with job.lock:  # one serialization, taken under the lock (a consistent snapshot)
@@ -430,14 +435,10 @@ class Engine:
             env.pop("WM_FLOW_STEP_ID", None)
         label = step_id or script_path
         log_file = work / "output.log"
-        proc = _STEPS.Process(
-            target=step_child,  # lives in the light wrapper module: children import nothing heavy
-            args=(script_path, str(args_file), str(result_file), str(log_file), env, str(self.root),
-                  str(self.store.dir / "pycache")),
-            name=f"step-{label}", daemon=False,
-        )
+        spec = (script_path, str(args_file), str(result_file), str(log_file), env, str(self.root),
+                str(self.store.dir / "pycache"))
         t0, wall0 = time.monotonic(), time.time()
-        proc.start()
+        proc = self._spares.launch(spec, f"step-{label}")
         with job.lock:
             job.procs.add(proc)
             job.record.setdefault("running_steps", {})[sub_id] = {"step_id": label, "pid": proc.pid}
@@ -503,18 +504,22 @@ def _step_timing(result_file: Path, requested: float, joined: float) -> str:
     return json.dumps({k: round(v, 3) for k, v in out.items()})
 
 
-def _warm_steps() -> None:
+def _warm_steps(spares: Spares) -> None:
     from multiprocessing import forkserver
 
     try:
         forkserver.ensure_running()
     except Exception:  # noqa: BLE001 - the first step starts it otherwise
-        pass
+        return
+    spares.fill()
 
 
 def _kill(proc) -> None:
     """Kill a step process and everything it started (its own session)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    except (ProcessLookupError, PermissionError):  # not its own session yet: the process alone
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -79,7 +79,10 @@ def step_child(script_path: str, args_file: str, result_file: str, log_file: str
     runner's step log line.
     """
     marks = {"running": time.time()}
-    os.setsid()
+    try:
+        os.setsid()
+    except PermissionError:  # a spare (devstack.windmill.spares) leads its own session already
+        pass
     fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -104,6 +107,18 @@ def step_child(script_path: str, args_file: str, result_file: str, log_file: str
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def spare_child(reader) -> None:
+    """A step process forked ahead of time: own session now, then one job's ``step_child``
+    arguments from the pipe ``reader``; EOF (the runner closed it or stopped) → exit."""
+    os.setsid()
+    try:
+        spec = reader.recv()
+    except (EOFError, OSError):
+        os._exit(0)
+    reader.close()
+    step_child(*spec)
 
 
 if __name__ == "__main__":

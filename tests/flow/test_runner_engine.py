@@ -280,3 +280,42 @@ def test_token_guard(probe_runner):
     other = probe_runner.client.get("/api/w/elsewhere/variables/list")
     assert other.status_code == 404 and "this runner serves waggle" in other.text
     assert probe_runner.client.get(probe_runner.api("/variables/list")).status_code == 200
+
+
+def test_spare_step_process_serves_one_job_then_more_are_forked(tmp_path):
+    from devstack.windmill.engine import _STEPS
+    from devstack.windmill.spares import Spares
+
+    (tmp_path / "f" / "u").mkdir(parents=True)
+    (tmp_path / "f" / "u" / "who.py").write_text("import os\n\ndef main(tag: str):\n"
+                                                 "    return {'pid': os.getpid(), 'sid': os.getsid(0), 'tag': tag,\n"
+                                                 "            'env': os.environ.get('ONLY_THIS_JOB')}\n")
+    spares = Spares(_STEPS, 1)
+    spares.fill()  # synchronous here: one spare forked and waiting
+    [(idle, _)] = list(spares._ready)
+
+    def launch(tag: str):
+        work = tmp_path / tag
+        work.mkdir()
+        (work / "args.json").write_text(json.dumps({"tag": tag}))
+        env = {"PYTHONPATH": str(tmp_path), "ONLY_THIS_JOB": tag}
+        proc = spares.launch(("f/u/who", str(work / "args.json"), str(work / "result.json"), str(work / "log"), env,
+                              str(tmp_path), str(tmp_path / "pycache")), f"step-{tag}")
+        proc.join(60)
+        assert proc.exitcode == 0, (work / "log").read_text()
+        return proc, json.loads((work / "result.json").read_text())
+
+    try:
+        first, got = launch("one")
+        assert first is idle and got["pid"] == idle.pid  # the spare ran it ...
+        assert got["sid"] == got["pid"] and got["env"] == "one"  # ... in its own session and environment
+        second, again = launch("two")
+        assert again["pid"] != got["pid"] and again["env"] == "two"  # one job per process, never reused
+        spares.fill()
+        waiting = [proc for proc, _ in list(spares._ready)]
+        assert waiting and all(p.is_alive() for p in waiting)
+    finally:
+        spares.close()
+    for proc in waiting:  # an idle spare exits once the runner closes its pipe
+        proc.join(30)
+        assert proc.exitcode == 0
