@@ -107,8 +107,8 @@ class Engine:
         self._lock = threading.Lock()
         self._tmp = Path(tempfile.mkdtemp(prefix="steps-", dir=store.dir))
         self._mark_lost_jobs()
-        # Start the step forkserver now (it imports httpx & co. once) so the first step is quick.
-        # and fork a few step processes ahead (devstack.windmill.spares).
+        # Start the step forkserver now (it imports httpx & co. once) and fork a few step
+        # processes ahead (devstack.windmill.spares), so the first step is quick.
         self._spares = Spares(_STEPS, spares)
         threading.Thread(target=_warm_steps, args=(self._spares,), daemon=True, name="step-forkserver").start()
 
