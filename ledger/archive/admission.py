@@ -6,8 +6,9 @@ on the caller's connection and transaction (reference/ledger.md §9.3).
 
 :func:`admit_level` is the fast path of a level report: for every result with a ``taskId`` and
 a ``manifestLocation`` (failed ones too) it reads the manifest at exactly that key of the
-configured bucket and admits it. One page's failure never fails the report: each page runs in
-its own savepoint and errors are logged and counted.
+configured bucket and admits them together (:func:`admit_many`). One page's failure never fails
+the report: a failing batch is retried page by page, each in its own savepoint, and errors are
+logged and counted.
 """
 
 from __future__ import annotations
@@ -103,6 +104,86 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
     return Admitted("registered", archive_id)
 
 
+_BATCH_ARCHIVES_SQL = """
+INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, labels,
+                      wacz_complete, signed, captured_at)
+SELECT v.task_id, v.correlation_id, v.bucket, v.object_key, v.source_url, v.labels,
+       v.wacz_complete, v.signed, date_trunc('milliseconds', v.captured_at)
+FROM jsonb_to_recordset(%s::jsonb) AS v(n int, task_id uuid, correlation_id text, bucket text,
+     object_key text, source_url text, labels text[], wacz_complete boolean, signed boolean,
+     captured_at timestamptz)
+ORDER BY v.n
+ON CONFLICT (bucket, object_key) DO NOTHING
+RETURNING id, bucket, object_key
+"""
+
+
+async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
+                     submitted_by: str | None) -> list[Admitted | Exception]:
+    """:func:`admit_archive` for many reports at once, on ``conn``'s transaction: one INSERT
+    into ``archives`` and one into ``fga_outbox`` for the lot, in a savepoint. Returns one
+    outcome per report, in order: an :class:`Admitted`, or the exception that kept that report
+    out (its row is not written; the others are). Same rows, tuples and outcomes as calling
+    :func:`admit_archive` report by report (two reports of one WACZ object: the first is
+    ``registered``, the second ``already-known``). When the batch statement fails, every report
+    is retried alone in its own savepoint, so one bad row never keeps the others out.
+    """
+    out: list[Admitted | Exception | None] = [None] * len(reports)
+    batch: list[tuple[int, CaptureReport, str, str]] = []
+    for i, report in enumerate(reports):
+        if not report.has_archive:
+            log.warning("capture produced no archive; not adding to the ledger",
+                        extra={"taskId": report.task_id, "status": report.status})
+            out[i] = Admitted("no-archive")
+            continue
+        try:
+            bucket, key = parse_location(report.artifacts.wacz or "")
+        except ValueError as exc:
+            out[i] = exc
+            continue
+        batch.append((i, report, bucket, key))
+    if not batch:
+        return out  # type: ignore[return-value]
+    rows = [{
+        "n": n, "task_id": r.task_id, "correlation_id": r.correlation_id or None, "bucket": bucket,
+        "object_key": key, "source_url": r.url, "labels": list(r.labels),
+        "wacz_complete": r.completeness.complete if r.completeness else None,
+        "signed": r.signature.signed if r.signature else None, "captured_at": r.timestamp.isoformat(),
+    } for n, (_, r, bucket, key) in enumerate(batch)]
+    try:
+        async with conn.transaction():
+            cur = await conn.execute(_BATCH_ARCHIVES_SQL, (Jsonb(rows),))
+            ids = {(row["bucket"], row["object_key"]): str(row["id"]) for row in await cur.fetchall()}
+            payloads: list[Jsonb] = []
+            claimed: set[tuple[str, str]] = set()
+            for i, report, bucket, key in batch:
+                archive_id = ids.get((bucket, key))
+                if archive_id is None or (bucket, key) in claimed:
+                    out[i] = Admitted("already-known")
+                    continue
+                claimed.add((bucket, key))
+                out[i] = Admitted("registered", archive_id)
+                payloads.append(Jsonb({"writes": archive_tuples(archive_id, report.task_id, org_id, submitted_by)}))
+            if payloads:
+                await conn.execute(
+                    "INSERT INTO fga_outbox (payload) SELECT p FROM unnest(%s::jsonb[]) WITH ORDINALITY AS v(p, n)"
+                    " ORDER BY v.n", (payloads,))
+    except Exception as exc:  # noqa: BLE001 - one bad row: retry each alone to find it
+        log.warning("batch admission failed; admitting one by one", extra={"error": f"{type(exc).__name__}: {exc}"})
+        for i, report, _, _ in batch:
+            try:
+                async with conn.transaction():
+                    out[i] = await admit_archive(conn, report, org_id=org_id, submitted_by=submitted_by)
+            except Exception as one:  # noqa: BLE001
+                out[i] = one
+        return out  # type: ignore[return-value]
+    for i, report, _, _ in batch:
+        admitted = out[i]
+        if isinstance(admitted, Admitted) and admitted.outcome == "registered":
+            log.info("archive registered", extra={"archiveId": admitted.archive_id, "taskId": report.task_id})
+    return out  # type: ignore[return-value]
+
+
 async def fetch_manifest(s3: Any, key: str, *, bucket: str | None = None) -> CaptureReport | None:
     """The validated manifest at ``key`` (verbatim), or None when there is no such object.
 
@@ -123,8 +204,9 @@ async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted
                       results: list[dict]) -> LevelAdmission:
     """Fast path for one level report (``results`` as received, camelCase, ledger.md §6.9).
 
-    Runs inside the caller's transaction; each page in a savepoint. Manifests are read from
-    the configured ``bucket`` at the reported key, concurrently (≤ 8), then admitted in order.
+    Runs inside the caller's transaction. Manifests are read from the configured ``bucket`` at
+    the reported key, concurrently (≤ 8), then admitted together (:func:`admit_many`: one
+    savepoint, each page alone in its own when the batch fails).
     A missing manifest counts as ``missing`` (left for the reconciler); an invalid one as
     ``skipped``; S3 not answering or a page's database error as ``errors`` (logged).
     """
@@ -153,6 +235,7 @@ async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted
                 return exc
 
     manifests = await asyncio.gather(*(read(key) for _, _, key in todo))
+    ready: list[tuple[int, dict, str, CaptureReport]] = []
     for (index, result, key), manifest in zip(todo, manifests):
         if manifest is None:
             log.debug("manifest not there yet; reconcile will retry", extra={"key": key})
@@ -167,12 +250,12 @@ async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted
                         extra={"key": key, "error": f"{type(manifest).__name__}: {manifest}"})
             out.errors += 1
             continue
-        try:
-            async with conn.transaction():  # savepoint: a failed page leaves the report's transaction usable
-                admitted = await admit_archive(conn, manifest, org_id=org_id, submitted_by=submitted_by)
-        except Exception as exc:  # noqa: BLE001
+        ready.append((index, result, key, manifest))
+    outcomes = await admit_many(conn, [m for _, _, _, m in ready], org_id=org_id, submitted_by=submitted_by)
+    for (index, result, key, manifest), admitted in zip(ready, outcomes):
+        if isinstance(admitted, Exception):
             log.warning("could not register this page; reconcile will retry",
-                        extra={"key": key, "error": f"{type(exc).__name__}: {exc}"})
+                        extra={"key": key, "error": f"{type(admitted).__name__}: {admitted}"})
             out.errors += 1
             continue
         if admitted.outcome == "registered":

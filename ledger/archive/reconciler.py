@@ -3,7 +3,8 @@
 Pending = ``capture_submissions`` rows with ``manifest_key`` and no archive of that task id
 (optionally submitted within the last N days). Each manifest is read again at exactly the
 recorded key of the configured bucket and admitted with the submission's organization and
-submitter, one transaction per capture (reference/ledger.md §9.5). It never lists the bucket
+submitter (reference/ledger.md §9.5); reads run concurrently and a chunk's captures are admitted
+in one transaction, each capture alone again when that fails. It never lists the bucket
 and never builds a key. Runs as ``waggle reconcile`` and periodically inside the service.
 """
 
@@ -14,10 +15,13 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ledger.archive.admission import admit_archive, fetch_manifest
-from ledger.archive.manifest import ManifestInvalid
+from ledger.archive.admission import admit_many, fetch_manifest
+from ledger.archive.manifest import CaptureReport, ManifestInvalid
 
 log = logging.getLogger("waggle.reconcile")
+
+CHUNK = 200  # pending rows per round: reads in flight together, one admission transaction
+READ_CONCURRENCY = 8  # manifest GETs at once (boto3 keeps 10 connections per client)
 
 PENDING_SQL = """
 SELECT s.task_id, s.org_id, s.submitted_by, s.manifest_key
@@ -46,41 +50,79 @@ class ReconcileResult:
 
 async def reconcile(pool: Any, s3: Any, *, since_days: int | None = None) -> ReconcileResult:
     """One reconcile pass. ``since_days`` (positive int or None = all time) limits by
-    ``submitted_at``. Raises ``ValueError`` for a non-positive ``since_days``."""
+    ``submitted_at``. Raises ``ValueError`` for a non-positive ``since_days``.
+
+    Pending rows are taken in chunks of ``CHUNK`` (in the pending order); a chunk's manifests
+    are read concurrently (≤ ``READ_CONCURRENCY``), then the found ones admitted together in one
+    transaction (``admit_many``: a failing row is retried alone, so it never keeps the others
+    out — the outcome per capture is that of one transaction each).
+    """
     if since_days is not None and since_days < 1:
         raise ValueError("since_days must be a positive number of days")
     async with pool.connection() as conn:
         rows = await (await conn.execute(PENDING_SQL, {"since_days": since_days})).fetchall()
     out = ReconcileResult(pending=len(rows))
-    for row in rows:
-        task_id, org_id, submitted_by, key = (row["task_id"], row["org_id"], row["submitted_by"], row["manifest_key"])
-        try:
-            manifest = await fetch_manifest(s3, key)
-        except ManifestInvalid as exc:
-            log.warning("manifest does not conform; skipped", extra={"key": key, "error": str(exc)})
-            out.skipped += 1
-            continue
-        except Exception as exc:  # noqa: BLE001 - S3 down: try again next pass
-            log.warning("could not read manifest", extra={"key": key, "error": f"{type(exc).__name__}: {exc}"})
+    gate = asyncio.Semaphore(READ_CONCURRENCY)
+
+    async def read(key: str) -> CaptureReport | None | BaseException:
+        async with gate:
+            try:
+                return await fetch_manifest(s3, key)
+            except Exception as exc:  # noqa: BLE001 - counted per row below
+                return exc
+
+    for start in range(0, len(rows), CHUNK):
+        chunk = rows[start:start + CHUNK]
+        manifests = await asyncio.gather(*(read(row["manifest_key"]) for row in chunk))
+        found: list[tuple[dict, CaptureReport]] = []
+        for row, manifest in zip(chunk, manifests):
+            key = row["manifest_key"]
+            if isinstance(manifest, ManifestInvalid):
+                log.warning("manifest does not conform; skipped", extra={"key": key, "error": str(manifest)})
+                out.skipped += 1
+            elif isinstance(manifest, BaseException):  # S3 down: try again next pass
+                log.warning("could not read manifest",
+                            extra={"key": key, "error": f"{type(manifest).__name__}: {manifest}"})
+                out.errors += 1
+            elif manifest is None:
+                log.warning("Manifest is not where the capture reported writing it",
+                            extra={"taskId": str(row["task_id"]), "key": key})
+                out.missing += 1
+            else:
+                found.append((row, manifest))
+        await _admit_found(pool, found, out)
+    log.info("Reconcile complete", extra=out.as_dict())
+    return out
+
+
+async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport]], out: ReconcileResult) -> None:
+    """Admit one chunk's manifests (each with its submission's organization and submitter) in
+    one transaction; counts into ``out``."""
+    if not found:
+        return
+    outcomes: list[Any] = []
+    try:
+        async with pool.connection() as conn, conn.transaction():
+            # admit_many takes one organization/submitter; a chunk holds few distinct pairs
+            groups: dict[tuple[str, str | None], list[int]] = {}
+            for i, (row, _) in enumerate(found):
+                groups.setdefault((row["org_id"], row["submitted_by"]), []).append(i)
+            outcomes = [None] * len(found)
+            for (org_id, submitted_by), idx in groups.items():
+                got = await admit_many(conn, [found[i][1] for i in idx], org_id=org_id, submitted_by=submitted_by)
+                for i, outcome in zip(idx, got):
+                    outcomes[i] = outcome
+    except Exception as exc:  # noqa: BLE001 - the chunk's transaction did not commit
+        outcomes = [exc] * len(found)
+    for (row, _), admitted in zip(found, outcomes):
+        if isinstance(admitted, Exception):
+            log.warning("could not register archive",
+                        extra={"key": row["manifest_key"], "error": f"{type(admitted).__name__}: {admitted}"})
             out.errors += 1
-            continue
-        if manifest is None:
-            log.warning("Manifest is not where the capture reported writing it", extra={"taskId": str(task_id), "key": key})
-            out.missing += 1
-            continue
-        try:
-            async with pool.connection() as conn, conn.transaction():
-                admitted = await admit_archive(conn, manifest, org_id=org_id, submitted_by=submitted_by)
-        except Exception as exc:  # noqa: BLE001
-            log.warning("could not register archive", extra={"key": key, "error": f"{type(exc).__name__}: {exc}"})
-            out.errors += 1
-            continue
-        if admitted.outcome == "registered":
+        elif admitted.outcome == "registered":
             out.registered += 1
         else:
             out.skipped += 1
-    log.info("Reconcile complete", extra=out.as_dict())
-    return out
 
 
 async def run_periodically(services: Any) -> None:

@@ -11,7 +11,6 @@ The next level is dispatched by the caller after commit (``LevelOutcome.dispatch
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -202,23 +201,68 @@ async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | 
     )
 
 
-async def _insert_next(conn: Any, crawl_id: Any, next_depth: int, urls: list[ParsedUrl]) -> list[dict]:
-    """Step 7: insert ``urls`` as pending pages of ``next_depth`` in one statement, ``ON CONFLICT
-    (crawl_id, url_hash) DO NOTHING``. Returns ``[{url, host}]`` of the rows that landed, in the
-    order of ``urls`` (the frontier keeps discovery order)."""
-    if not urls:
-        return []
+async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: list[ParsedUrl],
+                           max_pages_per_host: int | None) -> tuple[Any, list[dict]]:
+    """Steps 6–7: plan the next level (``plan_next_level``: depth limit, traps, page budget)
+    over the candidates the crawl does not hold yet, insert it, and return ``(plan, inserted)``
+    with ``inserted`` = ``[{url, host}]`` of the rows that landed, in discovery order.
+
+    Three ways to the same outcome, chosen by cost:
+    * no level may follow (``max_depth``): nothing is looked up or inserted;
+    * every candidate fits the page budget: the candidates are inserted first (``ON CONFLICT DO
+      NOTHING`` — the unique index tells which were new in the same pass), planned over the rows
+      that landed, and the few the plan screens out (traps, per-host cap) deleted again, all in
+      this transaction (no separate lookup of 100,000 keys);
+    * otherwise (the budget may cut): the known ones are looked up, the plan made, its URLs inserted.
+    """
+    cur = await conn.execute(
+        "SELECT host, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY host", (crawl["id"],)
+    )
+    per_host = {r["host"]: r["n"] for r in await cur.fetchall()}
+    known = sum(per_host.values())
+
+    def plan_over(new: list[ParsedUrl]) -> Any:
+        return plan_next_level(new, next_depth=next_depth, max_depth=crawl["max_depth"],
+                               max_pages=crawl["max_pages"], known=known, known_per_host=per_host,
+                               max_pages_per_host=max_pages_per_host)
+
+    if next_depth > crawl["max_depth"] or not candidates:
+        return plan_over([]), []
+    hashes = [_sha256(c.key) for c in candidates]
+    if len(candidates) <= crawl["max_pages"] - known:
+        landed = await _insert_rows(conn, crawl["id"], next_depth, candidates)
+        new = [(c, h) for c, h in zip(candidates, hashes) if h in landed]
+        plan = plan_over([c for c, _ in new])
+        if len(plan.urls) < len(new):
+            keep = {p.key for p in plan.urls}
+            await conn.execute(
+                "DELETE FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[])",
+                (crawl["id"], next_depth, [h for c, h in new if c.key not in keep]),
+            )
+        return plan, [{"url": p.url, "host": p.host} for p in plan.urls]
+    cur = await conn.execute(
+        "SELECT url_hash FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])",
+        (crawl["id"], hashes),
+    )
+    known_hashes = {bytes(r["url_hash"]) for r in await cur.fetchall()}
+    plan = plan_over([c for c, h in zip(candidates, hashes) if h not in known_hashes])
+    if not plan.urls:
+        return plan, []
+    landed = await _insert_rows(conn, crawl["id"], next_depth, plan.urls)
+    return plan, [{"url": p.url, "host": p.host} for p in plan.urls if _sha256(p.key) in landed]
+
+
+async def _insert_rows(conn: Any, crawl_id: Any, depth: int, urls: list[ParsedUrl]) -> set[bytes]:
+    """Insert ``urls`` as pending pages of ``depth`` in one statement, ``ON CONFLICT (crawl_id,
+    url_hash) DO NOTHING``; returns the ``url_hash`` of the rows that landed."""
     cur = await conn.execute(
         "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host)"
         " SELECT %s, u.url, u.url_key, %s, u.host"
         " FROM unnest(%s::text[], %s::text[], %s::text[]) AS u(url, url_key, host)"
         " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url_hash",
-        (crawl_id, next_depth, [p.url for p in urls], [p.key for p in urls], [p.host for p in urls]),
+        (crawl_id, depth, [p.url for p in urls], [p.key for p in urls], [p.host for p in urls]),
     )
-    added = {bytes(r["url_hash"]) for r in await cur.fetchall()}
-    if len(added) == len(urls):
-        return [{"url": p.url, "host": p.host} for p in urls]
-    return [{"url": p.url, "host": p.host} for p in urls if _sha256(p.key) in added]
+    return {bytes(r["url_hash"]) for r in await cur.fetchall()}
 
 
 async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:
@@ -265,39 +309,29 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                 raise Refused(exc.status, exc.message, scriptId=exc.script_id) from None
 
             hashes = [_url_hash(r["url"]) for r in results]
-            # the .links.json files are read concurrently while steps 1–3 run (S3 reads happen
-            # in worker threads; the transaction's statements go on meanwhile)
-            links_task = asyncio.create_task(_read_all_links(services, results))
-            try:
-                # 1. close the reported rows of this level (matched by dedup key); a result that
-                # matches no page of this level is ignored and not counted
-                matched = await _close_reported(conn, crawl_id, depth, results, hashes)
-                captured = sum(1 for r, h in zip(results, hashes) if h in matched and r["status"] == "captured")
-                # 2. attribution: every result with a taskId, whatever its status
-                await _attribute(conn, crawl, results, settings.s3_bucket)
-                # 3. archive admission; recover pages whose manifest shows a capture
-                recover = [i for i in sorted(await _admit(conn, services, crawl, results))
-                           if 0 <= i < len(results) and results[i]["status"] != "captured"
-                           and hashes[i] is not None]
-                recovered = 0
-                if recover:
-                    cur = await conn.execute(
-                        "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL"
-                        " WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[]) RETURNING url_hash",
-                        (crawl_id, depth, [hashes[i] for i in recover]),
-                    )
-                    landed = {bytes(r["url_hash"]) for r in await cur.fetchall()}
-                    recovered = sum(1 for i in recover if hashes[i] in landed)
-                if recovered:
-                    log.info("recovered captures the flow could not see: crawl %s depth %d: %d",
-                             crawl_id, depth, recovered)
-                # 4. discovered links (in result order)
-                links = await links_task
-            finally:
-                if not links_task.done():
-                    links_task.cancel()
-                    with contextlib.suppress(BaseException):
-                        await links_task
+            # 1. close the reported rows of this level (matched by dedup key); a result that
+            # matches no page of this level is ignored and not counted
+            matched = await _close_reported(conn, crawl_id, depth, results, hashes)
+            captured = sum(1 for r, h in zip(results, hashes) if h in matched and r["status"] == "captured")
+            # 2. attribution: every result with a taskId, whatever its status
+            await _attribute(conn, crawl, results, settings.s3_bucket)
+            # 3. archive admission; recover pages whose manifest shows a capture
+            recover = [i for i in sorted(await _admit(conn, services, crawl, results))
+                       if 0 <= i < len(results) and results[i]["status"] != "captured" and hashes[i] is not None]
+            recovered = 0
+            if recover:
+                cur = await conn.execute(
+                    "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL"
+                    " WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[]) RETURNING url_hash",
+                    (crawl_id, depth, [hashes[i] for i in recover]),
+                )
+                landed = {bytes(r["url_hash"]) for r in await cur.fetchall()}
+                recovered = sum(1 for i in recover if hashes[i] in landed)
+            if recovered:
+                log.info("recovered captures the flow could not see: crawl %s depth %d: %d",
+                         crawl_id, depth, recovered)
+            # 4. discovered links, read concurrently, kept in result order
+            links = await _read_all_links(services, results)
             # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
             # the host name only, so it is asked once per host)
             accepted = accept_links(links, seeds, crawl["scope"])
@@ -312,31 +346,10 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                     drops["private_host"] += 1
                 else:
                     candidates.append(p)
-            # 6. budget over links not yet known to the crawl (the unique index answers by hash)
-            candidate_hashes = [_sha256(c.key) for c in candidates]
-            cur = await conn.execute(
-                "SELECT url_hash FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])",
-                (crawl_id, candidate_hashes),
-            )
-            known_hashes = {bytes(r["url_hash"]) for r in await cur.fetchall()}
-            new = [c for c, h in zip(candidates, candidate_hashes) if h not in known_hashes]
-            cur = await conn.execute(
-                "SELECT host, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY host", (crawl_id,)
-            )
-            per_host = {r["host"]: r["n"] for r in await cur.fetchall()}
-            plan = plan_next_level(
-                new,
-                next_depth=depth + 1,
-                max_depth=crawl["max_depth"],
-                max_pages=crawl["max_pages"],
-                known=sum(per_host.values()),
-                known_per_host=per_host,
-                max_pages_per_host=settings.max_pages_per_host,
-            )
+            # 6.–7. budget over links not yet known to the crawl, then the next level through
+            # the unique index (see _plan_and_insert)
+            plan, inserted = await _plan_and_insert(conn, crawl, depth + 1, candidates, settings.max_pages_per_host)
             drops.update(plan.drops)
-            # 7. the next level, through the unique index (one statement; the index stays the
-            # dedup authority, so a row that is there already is not inserted again)
-            inserted = await _insert_next(conn, crawl_id, depth + 1, plan.urls)
             # 8. counters and closing
             captured += recovered
             done = not inserted
