@@ -102,7 +102,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         if holder.connected and holder.version:
             out["browser"]["version"] = holder.version
         # Not part of the v12 contract: observability of the stand-in (recycling, C13).
-        out["standin"] = {"captures": ctx.captures, "launches": holder.launches, "recycles": holder.recycles,
+        out["standin"] = {"captures": ctx.captures, "sparesTaken": ctx.spare.taken,
+                          "launches": holder.launches, "recycles": holder.recycles,
                           "capturesSinceLaunch": holder.captures_since_launch, "allowPrivate": settings.allow_private}
         return out
 

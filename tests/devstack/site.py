@@ -3,7 +3,7 @@
 Routes: ``/start`` 302 → ``/page``; ``/page`` has a ``fetch()`` of ``/api/data.json``, an iframe
 ``/frame.html``, a lazy image ``/img/lazy.png`` 5000 px below the fold and links; ``/gzip``
 answers chunked + gzip'd (case C9); ``/banner`` has a CMP dialog, a consent wall and a fixed header; ``/missing`` 404; ``/big`` a 300 kB body; ``/slow`` waits
-``?ms=`` ms; ``/tracker.js`` (policy target). ``hits`` counts requests per path;
+``?ms=`` ms; ``/tracker.js`` (policy target); ``/poll`` fetches ``/ping`` every 20 ms for ever. ``hits`` counts requests per path, ``arrivals`` logs (path, monotonic time);
 ``connection_headers`` keeps each request's ``Connection`` header (the capture proxy sends
 ``close``; Chromium itself would send ``keep-alive``).
 """
@@ -46,6 +46,9 @@ fetch('/api/data.json').then(r => r.json()).then(d => { document.getElementById(
 </body></html>"""
 
 
+POLL = """<!doctype html><html><head><title>poll</title></head><body><p>polling</p>
+<script>setInterval(() => fetch('/ping?' + Date.now()).catch(() => {}), 20);</script></body></html>"""
+
 BANNER = """<!doctype html><html><head><title>banner</title></head><body>
 <header style="position:fixed;top:0;z-index:5000;width:100%;height:100%">site header</header>
 <div id="CybotCookiebotDialog">We use cookies</div>
@@ -80,6 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         path = parts.path
         self.site.hits[path] += 1
+        self.site.arrivals.append((path, time.monotonic()))
         self.site.connection_headers.append((path, self.headers.get("Connection", "")))
         if path == "/start":
             self.send_response(302)
@@ -97,6 +101,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, tiny_png(), "image/png")
         elif path == "/tracker.js":
             self._send(200, b"window.tracked = true;", "application/javascript")
+        elif path == "/poll":
+            self._send(200, POLL.encode(), "text/html")
+        elif path == "/ping":
+            self._send(200, b"pong", "text/plain", {"Cache-Control": "no-store"})
         elif path == "/other":
             self._send(200, b"<html><head><title>other</title></head><body>other</body></html>", "text/html")
         elif path == "/gzip":
@@ -126,6 +134,7 @@ class TestSite:
 
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
+        self.arrivals: list[tuple[str, float]] = []  # (path, monotonic seconds) per request
         self.connection_headers: list[tuple[str, str]] = []  # (path, Connection header) per request
         handler = type("Handler", (_Handler,), {"site": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)

@@ -313,6 +313,36 @@ def test_shared_session_keeps_cookies_across_captures(capture_server, test_site,
     assert req.http_headers.get_header("Cookie") is None  # isolated: a fresh context
 
 
+def test_isolated_capture_on_the_prepared_context_is_fresh(capture_server, test_site, s3_server):
+    """The context prepared between captures (devstack/capture/spare.py) is a new one: the cookie
+    an isolated capture got is not sent by the next, which started on that prepared context."""
+    from tests.devstack.helpers import warc_records
+
+    with faults(capture_server, recycle_every=10_000, max_rss_mb=1e9):  # no relaunch in between
+        first = capture(capture_server, url=test_site.url("/page"), captureFormats=ONLY_WACZ).json()["report"]
+        taken = _standin(capture_server)["sparesTaken"]
+        rep = capture(capture_server, url=test_site.url("/other"), captureFormats=ONLY_WACZ).json()["report"]
+    assert first["status"] == rep["status"] == "success"
+    assert _standin(capture_server)["sparesTaken"] == taken + 1
+    recs = warc_records(wacz_members(s3_get(s3_server, rep["artifacts"]["wacz"]))["archive/data.warc.gz"])
+    (req,) = [r for r, _ in recs if r.rec_type == "request" and r.rec_headers.get_header("WARC-Target-URI") == test_site.url("/other")]
+    assert req.http_headers.get_header("Cookie") is None
+
+
+def test_no_request_reaches_the_site_after_the_answer(capture_server, test_site):
+    """A page polling every 20 ms: the proxy is sealed before the answer (the context is closed
+    after it), so the site sees no request once the answer is out (0.5 s allowed for its own
+    threads to log what arrived before)."""
+    r = capture(capture_server, url=test_site.url("/poll"), captureFormats=ONLY_WACZ,
+                loadWait={"minMs": 300, "maxMs": 600, "quietMs": 200, "networkConcurrency": 0})
+    answered = time.monotonic()
+    assert r.json()["report"]["status"] == "success"
+    time.sleep(2.0)
+    pings = [t for p, t in list(test_site.arrivals) if p == "/ping"]
+    assert len([t for t in pings if t <= answered]) >= 3  # it did poll during the capture
+    assert [round(t - answered, 3) for t in pings if t > answered + 0.5] == []
+
+
 @pytest.mark.fault
 def test_c10_crash_during_upload_leaves_no_manifest(s3_server, test_site, tmp_path):
     """Knob for case C10: the process dies after the first artifact upload, before the manifest."""
