@@ -111,8 +111,15 @@ async def sign_url(archive_id: str, request: Request) -> Any:
     if not await services.authz.can_view(identity, aid):
         raise NotPermitted()
     async with services.pool.connection() as conn:
-        row = await (await conn.execute(
-            "SELECT bucket, object_key FROM archives WHERE id = %s", (aid,))).fetchone()
+        # one statement: autocommit saves the BEGIN and COMMIT round trips of an implicit
+        # transaction (the connection goes back to the pool as it came)
+        was = conn.autocommit
+        await conn.set_autocommit(True)
+        try:
+            row = await (await conn.execute(
+                "SELECT bucket, object_key FROM archives WHERE id = %s", (aid,))).fetchone()
+        finally:
+            await conn.set_autocommit(was)
     if row is None:
         log.warning("Check allowed an archive that is not in the ledger", extra={"archiveId": aid})
         raise NotPermitted()
