@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import tempfile
 import time
 import uuid
@@ -316,6 +317,13 @@ async def _load(url: str, paths: list[str], headers: dict, *, concurrency: int, 
     return {"latencies": latencies, "statuses": statuses, "wall": wall}
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def signing(ctx: Context) -> None:
     """``POST /api/archives/:id/url`` under load: ≥ 300 req/s, p99 ≤ 50 ms."""
     n_archives = 1000
@@ -352,7 +360,11 @@ def signing(ctx: Context) -> None:
                 raise RuntimeError(f"signing route answered {probe.status_code}: {probe.text[:300]}")
             paths = [f"/api/archives/{i}/url" for i in ids]
             asyncio.run(_load(led.url, paths[:50], infra.who(), concurrency=concurrency, duration_s=2.0))  # warm-up
+            cpu0 = {"ledger": _cpu_s(led.proc.pid), "openfga": _cpu_s(store.pid)}
             out = asyncio.run(_load(led.url, paths, infra.who(), concurrency=concurrency, duration_s=duration))
+            # CPU per request barely depends on what else the shared machine runs (throughput does)
+            ctx.detail("cpu_ms_per_request", {k: round((_cpu_s(pid) - cpu0[k]) * 1000 / max(1, len(out["latencies"])), 3)
+                                              for k, pid in (("ledger", led.proc.pid), ("openfga", store.pid))})
             # where the time goes: py-spy on the ledger and on the OpenFGA stand-in under the same load
             with tempfile.TemporaryDirectory() as tmp:
                 spies = {name: (infra.py_spy(pid, 8, Path(tmp) / f"{name}.txt"), Path(tmp) / f"{name}.txt")
