@@ -8,8 +8,10 @@ validation codes, 404 ``store_id_not_found``/``undefined_endpoint``, 401 without
 key when one is configured). Duplicate writes / absent deletes answer 400
 ``write_failed_due_to_invalid_input`` with OpenFGA's message text.
 
-State lives in memory; with ``data_file`` every change is written to that JSON file
-(atomically) and read back at start, so a restart keeps stores, models and tuples.
+State lives in memory; with ``data_file`` it survives restarts: store and model changes
+rewrite that JSON file (atomically); a tuple Write appends one line to ``<data_file>.log``
+(a journal, replayed at start), and every ``compact_every`` lines the whole state is written
+to ``data_file`` and the journal emptied — so a Write costs O(its tuples), not O(store).
 """
 
 from __future__ import annotations
@@ -54,9 +56,11 @@ def _err(exc: ApiError) -> JSONResponse:
 class FgaState:
     """Stores, models and tuples; thread-safe; optionally persisted to ``data_file``."""
 
-    def __init__(self, data_file: str | Path | None = None):
+    def __init__(self, data_file: str | Path | None = None, *, compact_every: int = 1000):
         self.lock = threading.RLock()
         self.data_file = Path(data_file) if data_file else None
+        self.journal = self.data_file.with_name(self.data_file.name + ".log") if self.data_file else None
+        self.compact_every, self._journaled = compact_every, 0
         self.stores: dict[str, dict] = {}
         self.models: dict[str, dict[str, Model]] = {}  # store -> model id -> parsed
         self.tuples: dict[str, dict[tuple[str, str, str], dict]] = {}
@@ -73,9 +77,44 @@ class FgaState:
             for m in s.get("models", []):
                 self.models[sid][m["id"]] = Model.parse(m)
             self.tuples[sid] = {(t["key"]["object"], t["key"]["relation"], t["key"]["user"]): t for t in s.get("tuples", [])}
+        if self._replay():
+            self._save()  # start from a clean snapshot: nothing is ever appended after a torn line
+        for sid in self.stores:
             self.indexes[sid] = TupleIndex({k: v["key"] for k, v in self.tuples[sid].items()})
 
+    def _replay(self) -> bool:
+        """Apply the journal's Writes on top of the snapshot, in order. Each entry sets or
+        removes keys, so replaying entries the snapshot already holds changes nothing; a torn
+        last line (crash mid-append) is ignored. Returns True when there was a journal."""
+        if not self.journal or not self.journal.exists():
+            return False
+        for line in self.journal.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                break
+            store = self.tuples.get(entry["store"])
+            if store is None:
+                continue
+            for key in entry.get("deletes", []):
+                store.pop(tuple(key), None)
+            for t in entry.get("writes", []):
+                k = t["key"]
+                store[(k["object"], k["relation"], k["user"])] = t
+        return True
+
+    def _append(self, sid: str, written: list[dict], deleted: list[tuple[str, str, str]]) -> None:
+        if not self.journal:
+            return
+        if self._journaled + 1 >= self.compact_every:
+            self._save()
+            return
+        with open(self.journal, "a") as f:
+            f.write(json.dumps({"store": sid, "writes": written, "deletes": deleted}) + "\n")
+        self._journaled += 1
+
     def _save(self) -> None:
+        """Write the whole state to ``data_file`` (atomically), then empty the journal."""
         if not self.data_file:
             return
         data = {
@@ -91,6 +130,9 @@ class FgaState:
         tmp = self.data_file.with_suffix(self.data_file.suffix + ".tmp")
         tmp.write_text(json.dumps(data))
         os.replace(tmp, self.data_file)
+        if self.journal and self.journal.exists():
+            self.journal.unlink()  # its entries are in the snapshot now (replaying them is harmless)
+        self._journaled = 0
 
     # -- helpers ---------------------------------------------------------------------------
     def store(self, sid: str) -> dict:
@@ -191,9 +233,12 @@ class FgaState:
             # all checks passed: apply atomically; the index follows incrementally (rebuilding
             # it from every stored tuple made each Write O(store size))
             index = self.indexes[sid]
+            deleted: list[tuple[str, str, str]] = []
+            written: list[dict] = []
             for t in deletes:
                 key = (t["object"], t["relation"], t["user"])
-                store.pop(key, None)
+                if store.pop(key, None) is not None:
+                    deleted.append(key)
                 index.remove(key)
             now = _now()
             for t in writes:
@@ -204,8 +249,10 @@ class FgaState:
                 if t.get("condition") and t["condition"].get("name"):
                     clean["condition"] = {"name": t["condition"]["name"], "context": t["condition"].get("context") or {}}
                 store[key] = {"key": clean, "timestamp": now}
+                written.append(store[key])
                 index.add(clean)
-            self._save()
+            if written or deleted:
+                self._append(sid, written, deleted)
 
     def read(self, sid: str, body: dict) -> dict:
         with self.lock:
