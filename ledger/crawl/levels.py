@@ -215,11 +215,15 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
       this transaction (no separate lookup of 100,000 keys);
     * otherwise (the budget may cut): the known ones are looked up, the plan made, its URLs inserted.
     """
-    cur = await conn.execute(
-        "SELECT host, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY host", (crawl["id"],)
-    )
-    per_host = {r["host"]: r["n"] for r in await cur.fetchall()}
-    known = sum(per_host.values())
+    if max_pages_per_host:  # the per-host cap needs counts per host; otherwise one total will do
+        cur = await conn.execute(
+            "SELECT host, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY host", (crawl["id"],)
+        )
+        per_host = {r["host"]: r["n"] for r in await cur.fetchall()}
+        known = sum(per_host.values())
+    else:
+        cur = await conn.execute("SELECT count(*) AS n FROM crawl_pages WHERE crawl_id = %s", (crawl["id"],))
+        per_host, known = {}, (await cur.fetchone())["n"]
 
     def plan_over(new: list[ParsedUrl]) -> Any:
         return plan_next_level(new, next_depth=next_depth, max_depth=crawl["max_depth"],
