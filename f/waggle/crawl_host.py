@@ -29,8 +29,8 @@ None bounds the last request from above, so any earlier start could fall below t
 the reply comes only after the whole task and its manifest write ended (contracts.md A.6),
 so it is the one moment known to follow the page's last request.
 
-Hosts outnumber browsers on purpose (plan_level ``parallelism_for``): a host that finds every
-endpoint busy goes round again after 0.5–1.5 s — faster for a host with a long gap
+Hosts may outnumber browsers (plan_level ``parallelism_for``, when sleeping hosts would
+otherwise idle them): a host that finds every endpoint busy goes round again after 0.5–1.5 s — faster for a host with a long gap
 (:func:`busy_window`), so the level's slowest host wins the next free browser — which only
 ever lengthens its gap.
 """

@@ -115,7 +115,7 @@ def test_next_level_with_a_minimal_ledger_body_waits_the_rest_of_the_gap(service
     assert parse_iso(results[0]["submittedAt"]) - parse_iso(finished) >= 1.95
     plan = job["flow_status"]["modules"][0]["result"]
     assert plan["groups"][0]["delayMs"] == 2000 and 0 <= plan["groups"][0]["initialDelayMs"] <= 2000
-    assert plan["parallelism"] == 4  # host_parallelism null → 4 (≤ 2 hosts per each of 2 endpoints)
+    assert plan["parallelism"] == 2  # host_parallelism null → 4, no sleeping host: 2 endpoints
     body = level1["body"]
     assert "artifactSink" not in body and "behaviors" not in body and "preload" not in body
     assert ledger.pages[1]["compiled"]["scripts"] == []

@@ -13,9 +13,12 @@ import pytest
 from f.waggle.common import iso_now
 from f.waggle.hostguard import guarded_transport
 from f.waggle.plan_level import (
+    CAPTURE_ESTIMATE_MS,
     CRAWL_DELAY_CAP_MS,
+    chain_ms,
     delay_for,
     endpoint_count,
+    is_sleeper,
     parallelism_for,
     plan,
 )
@@ -226,19 +229,47 @@ def test_repeated_rules_count_once(serving):
 
 # -- parallelism ------------------------------------------------------------------------------
 
-# Hosts may outnumber browsers two to one (issue 8 item 2): a host sleeping its gap no longer
-# idles a browser; crawl_host waits out 429 Busy.
-@pytest.mark.parametrize("hp, n, want", [(None, 2, 4), (None, 1, 2), (None, 9, 4), (1, 3, 1), (0, 3, 1),
-                                         (8, 3, 6), (4, 1, 2), (32, 10, 20)])
-def test_parallelism_for(hp, n, want):
+@pytest.mark.parametrize("hp, n, want", [(None, 2, 2), (None, 9, 4), (1, 3, 1), (0, 3, 1), (8, 3, 3), (4, 1, 1)])
+def test_parallelism_for_without_sleepers_is_the_endpoint_count(hp, n, want):
     assert parallelism_for(hp, n) == want
+    assert parallelism_for(hp, n, [group(3, 2000), group(1, 500, initial=400)]) == want
+
+
+def group(n, delay, initial=0):
+    return {"host": "h", "urls": [f"/{i}" for i in range(n)], "delayMs": delay, "initialDelayMs": initial}
+
+
+# Issue 8 item 2: hosts outnumber browsers only where the cap is the worse schedule.
+@pytest.mark.parametrize("groups, want", [
+    # the bench's levels 1 and 2: one 20 s Crawl-delay host (the critical path) keeps its own
+    # browser; the three others fit into the second one within its chain
+    ([group(2, 20000, 15000)] + [group(2, 500)] * 3, 2),
+    ([group(4, 20000, 15000)] + [group(4, 500)] * 3, 2),
+    # as many sleepers as browsers: with the cap they would idle every browser in turn
+    ([group(2, 20000), group(2, 20000), group(3, 500), group(3, 500)], 4),
+    # one sleeper, but far more work than the second browser finishes within its chain
+    ([group(4, 20000)] + [group(4, 500)] * 10, 4),
+    # a long initial delay alone makes a sleeper (the rest of the cross-level gap)
+    ([group(1, 20000, 18000), group(1, 20000, 18000), group(2, 500)], 4),
+])
+def test_parallelism_for_sleepers(groups, want):
+    assert parallelism_for(None, 2, groups) == want
+    assert parallelism_for(3, 2, groups) == min(3, want)  # never above host_parallelism
+
+
+def test_chain_and_sleeper_estimates():
+    assert chain_ms(group(3, 2000, 500)) == 500 + 3 * CAPTURE_ESTIMATE_MS + 2 * 2000
+    assert not is_sleeper(group(3, 2000)) and is_sleeper(group(2, CAPTURE_ESTIMATE_MS * 2 + 1))
 
 
 def test_parallelism_in_plan(serving):
     a = serving(None)
-    assert run([cand(a, "/1")], hp=None, endpoints='["http://1","http://2","http://3"]')["parallelism"] == 4
+    assert run([cand(a, "/1")], hp=None, endpoints='["http://1","http://2","http://3"]')["parallelism"] == 3
     assert run([cand(a, "/1")], hp=2, endpoints='["http://1","http://2","http://3"]')["parallelism"] == 2
-    assert run([cand(a, "/1")], hp=None, endpoints='["http://1"]')["parallelism"] == 2
+    # three hosts asking Crawl-delay 20 on one browser: they share it instead of queueing
+    slow = [serving("User-agent: *\nCrawl-delay: 20\n") for _ in range(3)]
+    many = [c for s in slow for c in (cand(s, "/1"), cand(s, "/2"))]
+    assert run(many, hp=None, endpoints='["http://1"]')["parallelism"] == 2
 
 
 @pytest.mark.parametrize("raw, word", [("bh-1:50051", "JSON"), ("[]", "non-empty"), ('{"a":1}', "non-empty")])

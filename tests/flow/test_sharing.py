@@ -16,7 +16,7 @@ import pytest
 
 from f.waggle.common import parse_iso
 from f.waggle.crawl_host import Answer, busy_window, capture_host
-from f.waggle.plan_level import parallelism_for
+from f.waggle.plan_level import CAPTURE_ESTIMATE_MS, parallelism_for
 from tests.flow.fakes import FakeEndpoint, HttpFake, capture_reply
 
 FORMATS = {"png": False, "webp": False, "html": False, "links": True, "mhtml": False, "wacz": True}
@@ -71,15 +71,20 @@ def crawl_level(parallelism: int) -> tuple[float, list[Browser]]:
     return time.monotonic() - start, browsers
 
 
+# The same level at real scale (0.3 s capture ↔ CAPTURE_ESTIMATE_MS): what plan_level decides.
+SCALE = CAPTURE_ESTIMATE_MS / 1000 / CAPTURE_S
+REAL_GROUPS = [{"host": h, "urls": ["/"] * n, "delayMs": g * SCALE, "initialDelayMs": 0} for h, n, g in HOSTS]
+
+
 @pytest.fixture(scope="module")
 def levels():
     """The same level with the old cap (parallelism = endpoints) and with the shipped rule."""
-    shipped = parallelism_for(None, 2)
+    shipped = parallelism_for(None, 2, REAL_GROUPS)
     return {"capped": crawl_level(2), "shipped": (shipped, *crawl_level(shipped))}
 
 
-def test_hosts_outnumber_browsers_two_to_one():
-    assert parallelism_for(None, 2) == 4  # the level below runs all four hosts at once
+def test_two_sleepers_on_two_browsers_get_two_hosts_per_browser():
+    assert parallelism_for(None, 2, REAL_GROUPS) == 4  # the level below runs all four hosts at once
 
 
 def test_a_sleeping_host_no_longer_idles_a_browser(levels):
