@@ -259,7 +259,7 @@ def _outcome(fn):
         return ("error", None)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(flow_input=st.dictionaries(KEYS, JSON_VALUES, max_size=4), results=st.dictionaries(KEYS, JSON_VALUES, max_size=3),
        root=st.sampled_from(["flow_input", "results", "previous_result", "missing"]),
        path=st.lists(KEYS, max_size=4), spaced=st.booleans())
