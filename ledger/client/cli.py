@@ -149,7 +149,7 @@ def crawl_command(
     depth: Annotated[Optional[int], typer.Option("--depth", min=0, max=10, help="Levels after the seeds (maxDepth; ledger default 2).")] = None,
     max_pages: Annotated[Optional[int], typer.Option("--max-pages", min=1, help="Page budget of the whole crawl (ledger default max(30, #seeds)).")] = None,
     delay_ms: Annotated[Optional[int], typer.Option("--delay-ms", min=0, max=600000, help="Per-host politeness delay in ms (ledger default 2000; robots Crawl-delay wins when longer).")] = None,
-    parallelism: Annotated[Optional[int], typer.Option("--parallelism", min=1, max=32, help="Hosts crawled at once (ledger default 4; capped by the browsers).")] = None,
+    parallelism: Annotated[Optional[int], typer.Option("--parallelism", min=1, max=32, help="Hosts crawled at once (ledger default 4; the flow uses at most this, usually one per browser).")] = None,
     scope: Annotated[Optional[Scope], typer.Option("--scope", help="Which links are followed (ledger default same-origin).")] = None,
     script: Annotated[Optional[list[str]], typer.Option("--script", help="Page script: a catalogue id (autoscroll, autoscroll@2) or a .ts file (\\[preload:|behavior:]path.ts). Repeatable; default = the catalogue's default set.")] = None,
     no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
