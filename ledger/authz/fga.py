@@ -31,13 +31,15 @@ from openfga_sdk.client.models import (
     ClientBatchCheckRequest,
     ClientCheckRequest,
     ClientTuple,
-    ClientWriteRequest,
 )
 from openfga_sdk.credentials import CredentialConfiguration, Credentials
 from openfga_sdk.exceptions import ApiException
 from openfga_sdk.models.check_request import CheckRequest
 from openfga_sdk.models.contextual_tuple_keys import ContextualTupleKeys
 from openfga_sdk.models.tuple_key import TupleKey
+from openfga_sdk.models.write_request import WriteRequest
+from openfga_sdk.models.write_request_deletes import WriteRequestDeletes
+from openfga_sdk.models.write_request_writes import WriteRequestWrites
 from yarl import URL
 from openfga_sdk.models.relationship_condition import RelationshipCondition
 
@@ -293,8 +295,23 @@ class Authz:
         Raises ``ApiException`` when refused (see :func:`is_already_in_desired_state`) and
         :class:`FgaUnavailable` when OpenFGA does not answer.
         """
-        body = ClientWriteRequest(
-            writes=[_tuple(t) for t in writes] if writes else None,
-            deletes=[_tuple(t) for t in deletes] if deletes else None,
+        # The request OpenFgaClient.write sends (one transactional Write), built with one shared
+        # configuration: the client builds a Configuration() per tuple (~0.3 ms each).
+        api, conf = await self._check_api()
+
+        def key(t: dict) -> TupleKey:
+            cond = t.get("condition")
+            return TupleKey(
+                user=t["user"], relation=t["relation"], object=t["object"],
+                condition=RelationshipCondition(name=cond["name"], context=cond.get("context") or {},
+                                                local_vars_configuration=conf) if cond else None,
+                local_vars_configuration=conf,
+            )
+
+        body = WriteRequest(
+            writes=WriteRequestWrites(tuple_keys=[key(t) for t in writes], local_vars_configuration=conf) if writes else None,
+            deletes=WriteRequestDeletes(tuple_keys=[key(t) for t in deletes], local_vars_configuration=conf) if deletes else None,
+            authorization_model_id=self.model_id,
+            local_vars_configuration=conf,
         )
-        await self._call(self._sdk().write, body)
+        await self._call(api.write, body)

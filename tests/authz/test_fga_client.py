@@ -244,3 +244,52 @@ def test_check_session_skips_env_lookups_only_when_nothing_applies(monkeypatch, 
     assert env_applies(url) and run(session_trusts_env()) == (False, True)
     monkeypatch.setenv("NO_PROXY", "fga.internal")
     assert not env_applies(url)
+
+
+def test_write_sends_what_the_sdk_client_write_sends() -> None:
+    """``Authz.write`` builds its Write on the SDK's generated API; the request must be the one
+    ``OpenFgaClient.write`` sends (writes with a condition, deletes, model id)."""
+    from openfga_sdk import OpenFgaClient
+    from openfga_sdk.client.configuration import ClientConfiguration
+    from openfga_sdk.client.models import ClientTuple, ClientWriteRequest
+    from openfga_sdk.models.relationship_condition import RelationshipCondition
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from tests.fixtures.ledger import ServerThread
+
+    seen: list[tuple[str, dict]] = []
+
+    async def write(request):
+        seen.append((request.url.path, await request.json()))
+        return JSONResponse({})
+
+    server = ServerThread(Starlette(routes=[Route("/stores/{sid}/write", write, methods=["POST"])]), lifespan="off").start()
+    store, model = "01HZ0000000000000000000001", "01HZ0000000000000000000002"
+    grant = {"name": "non_expired_grant", "context": {"grant_time": "2026-07-29T00:00:00Z", "grant_duration": "1h"}}
+    writes = [{"user": "capture_job:j", "relation": "parent", "object": "archive:a"},
+              {"user": "user:dave", "relation": "viewer", "object": "archive:a", "condition": grant}]
+    deletes = [{"user": "user:eve", "relation": "owner", "object": "capture_job:j"}]
+    try:
+        async def go():
+            az = Authz(server.url, store, model)
+            sdk = OpenFgaClient(ClientConfiguration(api_url=server.url, store_id=store, authorization_model_id=model))
+            try:
+                await az.write(writes, deletes)
+                await sdk.write(ClientWriteRequest(
+                    writes=[ClientTuple(t["user"], t["relation"], t["object"],
+                                        RelationshipCondition(**t["condition"]) if "condition" in t else None) for t in writes],
+                    deletes=[ClientTuple(t["user"], t["relation"], t["object"]) for t in deletes]))
+                await az.write(None, deletes)
+                await sdk.write(ClientWriteRequest(deletes=[ClientTuple(t["user"], t["relation"], t["object"]) for t in deletes]))
+            finally:
+                await az.close()
+                await sdk.close()
+
+        run(go())
+    finally:
+        server.stop()
+    assert len(seen) == 4 and seen[0] == seen[1] and seen[2] == seen[3]
+    assert seen[0][1]["writes"]["tuple_keys"][1]["condition"]["name"] == "non_expired_grant"
+    assert "writes" not in seen[2][1] and seen[2][1]["authorization_model_id"] == model
