@@ -411,10 +411,13 @@ async def _end(ctx: Ctx, run: Run, recorder: Recorder) -> None:
 
 
 async def _after(ctx: Ctx, context, page, shared: bool, gate) -> None:
-    """After the response: close the capture's context (a shared one: its page and deny gate),
-    measure the browser's memory, prepare the next context unless the browser is due for
-    recycling (the next capture relaunches it first). Never raises."""
-    s = ctx.settings
+    """After the response: close the capture's context (a shared one: its page and deny gate)
+    and, at the same time, measure the browser's memory and prepare the next context unless the
+    browser is due for recycling (the next capture relaunches it first). Never raises."""
+    await asyncio.gather(_close(context, page, shared, gate), _prepare(ctx))
+
+
+async def _close(context, page, shared: bool, gate) -> None:
     try:
         if shared and context is not None and gate is not None:
             await asyncio.wait_for(context.unroute("**/*", gate), 5)
@@ -424,6 +427,10 @@ async def _after(ctx: Ctx, context, page, shared: bool, gate) -> None:
             await asyncio.wait_for(page.close(), 10)
     except Exception:  # noqa: BLE001 — a crashed browser cannot be closed politely
         pass
+
+
+async def _prepare(ctx: Ctx) -> None:
+    s = ctx.settings
     holder = ctx.browser
     browser = holder.browser
     if browser is None or not browser.is_connected():
@@ -464,14 +471,12 @@ async def _settle(run: Run, recorder: Recorder, limits: dict[str, int], dpr: int
             break
         if waited >= limits["maxMs"] or run.remaining_s() < 0.5:
             break
-        # Sleep until the first instant the wait could end (the quiet window or minMs reached,
-        # or maxMs), at most 50 ms while requests are in flight; re-checked on waking.
+        # Few enough in flight but not quiet yet: sleep until the quiet window would end (then
+        # re-check) instead of polling, so the wait ends when the window does; else poll (50 ms).
         now = time.monotonic()
-        until = begin + limits["maxMs"] / 1000
-        if len(recorder.inflight) <= limits["networkConcurrency"]:
-            until = min(until, max(recorder.last_activity + limits["quietMs"] / 1000, begin + limits["minMs"] / 1000))
-        else:
-            until = min(until, now + 0.05)
+        until = min(begin + limits["maxMs"] / 1000, now + 0.05)
+        if not quiet and len(recorder.inflight) <= limits["networkConcurrency"]:
+            until = min(begin + limits["maxMs"] / 1000, recorder.last_activity + limits["quietMs"] / 1000)
         await asyncio.sleep(min(max(until - now, 0.002), 0.25, max(run.remaining_s() - 0.5, 0.002)))
     settle: dict[str, Any] = {
         "strategy": "fully-loaded", "endedBy": ended, "waitedMs": int((time.monotonic() - begin) * 1000),

@@ -244,13 +244,17 @@ def capture(ctx: Context) -> None:
                 # memory: count captures since the server started (warm-up and timed ones included)
                 done = 2 + len(fast) + len(idle) + len(dflt)
                 rss: dict[int, tuple[float, float]] = {}
+                first_at = 0  # the timed phases may pass first_mark: measure at the first count ≥ it
                 status_at: dict[int, dict] = {}
                 t_mem = time.monotonic()
                 while done < total:
                     _capture(client, base, page_url, True)
                     done += 1
                     over = time.monotonic() - t_mem > budget_s and done > first_mark
-                    if done in (first_mark, total) or over:
+                    first = done >= first_mark and not first_at
+                    if first:
+                        first_at = done
+                    if first or done == total or over:
                         time.sleep(0.5)  # let the just-closed context's memory settle the same way both times
                         rss[done] = _tree_rss_mb(proc.pid)
                         status_at[done] = client.get(f"{base}/status").json().get("standin", {})
@@ -303,7 +307,8 @@ def capture(ctx: Context) -> None:
     ctx.detail("captures_reached", reached)
     ctx.detail("capture_rate_per_s", round((reached - 2 - len(fast) - len(idle) - len(dflt)) / mem_s, 2)
                if mem_s else None)
-    if first_mark in rss and reached in rss:
+    first_mark = first_at
+    if first_mark in rss and reached in rss and reached != first_mark:
         ratio = rss[reached][1] / rss[first_mark][1]
         ctx.metric(f"RSS after {first_mark} captures (server+Chromium)", rss[first_mark][1], "MiB")
         ctx.metric(f"RSS after {reached} captures (server+Chromium)", rss[reached][1], "MiB",
