@@ -55,7 +55,7 @@ def test_gap_after_completion_including_after_a_retry():
     assert len(t) == 3  # a, a (retry), b
     for before, after in zip(t, t[1:]):
         waited = after - (before + CAPTURE_S)  # measured from the end of the previous capture
-        assert 0.195 <= waited < 0.32
+        assert 0.195 <= waited < 0.39  # from the end of the capture, and only once (< 2 × 200 ms)
 
 
 def test_gap_across_a_level_boundary(robots_site):
