@@ -178,15 +178,21 @@ def key(t: dict) -> tuple[str, str, str]:
     return (t["user"], t["relation"], t["object"])
 
 
-async def test_rows_are_combined_into_writes_of_at_most_100_tuples(pool, fga_store) -> None:
-    payloads = [payload_for(i) for i in range(70)]  # 210 tuples: 33 whole rows per Write
-    await queue(pool, payloads)
+async def drain_recorded(pool, fga_store):
+    """One ``drain_once`` into the stand-in; returns its result and every Write made
+    (``SlowRecorder`` calls)."""
     calls: list = []
     az = Authz(fga_store.api_url, fga_store.store_id, fga_store.model_id)
     try:
-        r = await drain_once(pool, SlowRecorder(az, calls))
+        return await drain_once(pool, SlowRecorder(az, calls)), calls
     finally:
         await az.close()
+
+
+async def test_rows_are_combined_into_writes_of_at_most_100_tuples(pool, fga_store) -> None:
+    payloads = [payload_for(i) for i in range(70)]  # 210 tuples: 33 whole rows per Write
+    await queue(pool, payloads)
+    r, calls = await drain_recorded(pool, fga_store)
     assert (r.delivered, r.failed, r.unreachable) == (70, 0, None)
     assert sorted(len(c[0]) for c in calls) == [12, 99, 99]
     assert sorted(t for c in calls for t in c[0]) == sorted(expected(payloads))
@@ -199,12 +205,7 @@ async def test_rows_touching_one_tuple_apply_in_order_never_in_one_write(pool, f
     queued = [others[0], {"writes": [shared]}, others[1], {"deletes": [shared]}, others[2],
               {"writes": [shared]}, others[3], {"writes": [shared]}]  # the last one: already there
     await queue(pool, queued)
-    calls: list = []
-    az = Authz(fga_store.api_url, fga_store.store_id, fga_store.model_id)
-    try:
-        r = await drain_once(pool, SlowRecorder(az, calls))
-    finally:
-        await az.close()
+    r, calls = await drain_recorded(pool, fga_store)
     assert (r.delivered, r.failed) == (8, 0)
     assert all(len(c[0]) == len(set(c[0])) for c in calls)  # no Write held a tuple twice
     assert stored(fga_store) == expected(others) | {key(shared)}  # write, delete, write: present
