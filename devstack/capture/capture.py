@@ -164,7 +164,10 @@ class Run:
 async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
     """Run one capture; returns the ``CaptureResponse`` body (always, never raises).
 
-    Leaves ``ctx.after`` running (context teardown, next spare); the next call waits for it."""
+    Leaves ``ctx.after`` running (context teardown, next spare); the next call waits for it.
+    That wait counts against this task's budget, so a hung teardown cannot push the answer past
+    the caller's deadline."""
+    accepted = time.monotonic()
     await ctx.wait_idle()
     s = ctx.settings
     task_id = str(uuid.uuid4())
@@ -181,7 +184,7 @@ async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
     run = Run(req=req, task_id=task_id, url=req["url"].strip(), labels=labels,
               stem=names.stem(task_id, req.get("correlationId"), labels), sink=sink,
               policies=Policies(url_policies, ct_policies), started=datetime.now(timezone.utc),
-              t0=time.monotonic(), deadline=time.monotonic() + budget_ms / 1000,
+              t0=accepted, deadline=accepted + budget_ms / 1000,
               formats=req["captureFormats"])
     report: dict[str, Any] = {"taskId": task_id}
     if req.get("correlationId") is not None:
