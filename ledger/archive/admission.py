@@ -21,7 +21,7 @@ from typing import Any, Literal
 from psycopg.types.json import Jsonb
 
 from ledger.archive.manifest import CaptureReport, ManifestInvalid, manifest_key, read_manifest
-from ledger.s3 import ObjectTooLarge, S3Unavailable, parse_location
+from ledger.s3 import ObjectTooLarge, parse_location
 
 log = logging.getLogger("waggle.archive")
 
@@ -200,6 +200,22 @@ async def fetch_manifest(s3: Any, key: str, *, bucket: str | None = None) -> Cap
     return read_manifest(data)
 
 
+async def fetch_manifests(s3: Any, keys: list[str]) -> list[CaptureReport | None | Exception]:
+    """:func:`fetch_manifest` for each key, ≤ ``READ_CONCURRENCY`` GETs in flight; one outcome
+    per key, in order: the manifest, None (no such object) or the exception that reading or
+    validating it raised (``ManifestInvalid``, ``S3Unavailable``, …) — never raises for one key."""
+    gate = asyncio.Semaphore(READ_CONCURRENCY)
+
+    async def read(key: str) -> CaptureReport | None | Exception:
+        async with gate:
+            try:
+                return await fetch_manifest(s3, key)
+            except Exception as exc:  # noqa: BLE001 - the caller counts it per key
+                return exc
+
+    return list(await asyncio.gather(*(read(key) for key in keys)))
+
+
 async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted_by: str | None,
                       results: list[dict]) -> LevelAdmission:
     """Fast path for one level report (``results`` as received, camelCase, ledger.md §6.9).
@@ -223,18 +239,7 @@ async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted
             continue
         todo.append((index, result, key))
 
-    gate = asyncio.Semaphore(READ_CONCURRENCY)
-
-    async def read(key: str) -> CaptureReport | None | BaseException:
-        async with gate:
-            try:
-                return await fetch_manifest(s3, key)
-            except (ManifestInvalid, S3Unavailable) as exc:
-                return exc
-            except Exception as exc:  # noqa: BLE001 - one page never fails the report
-                return exc
-
-    manifests = await asyncio.gather(*(read(key) for _, _, key in todo))
+    manifests = await fetch_manifests(s3, [key for _, _, key in todo])
     ready: list[tuple[int, dict, str, CaptureReport]] = []
     for (index, result, key), manifest in zip(todo, manifests):
         if manifest is None:

@@ -15,13 +15,12 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ledger.archive.admission import admit_many, fetch_manifest
+from ledger.archive.admission import READ_CONCURRENCY, admit_many, fetch_manifests
 from ledger.archive.manifest import CaptureReport, ManifestInvalid
 
 log = logging.getLogger("waggle.reconcile")
 
 CHUNK = 200  # pending rows per round: reads in flight together, one admission transaction
-READ_CONCURRENCY = 8  # manifest GETs at once (boto3 keeps 10 connections per client)
 
 PENDING_SQL = """
 SELECT s.task_id, s.org_id, s.submitted_by, s.manifest_key
@@ -62,25 +61,16 @@ async def reconcile(pool: Any, s3: Any, *, since_days: int | None = None) -> Rec
     async with pool.connection() as conn:
         rows = await (await conn.execute(PENDING_SQL, {"since_days": since_days})).fetchall()
     out = ReconcileResult(pending=len(rows))
-    gate = asyncio.Semaphore(READ_CONCURRENCY)
-
-    async def read(key: str) -> CaptureReport | None | BaseException:
-        async with gate:
-            try:
-                return await fetch_manifest(s3, key)
-            except Exception as exc:  # noqa: BLE001 - counted per row below
-                return exc
-
     for start in range(0, len(rows), CHUNK):
         chunk = rows[start:start + CHUNK]
-        manifests = await asyncio.gather(*(read(row["manifest_key"]) for row in chunk))
+        manifests = await fetch_manifests(s3, [row["manifest_key"] for row in chunk])
         found: list[tuple[dict, CaptureReport]] = []
         for row, manifest in zip(chunk, manifests):
             key = row["manifest_key"]
             if isinstance(manifest, ManifestInvalid):
                 log.warning("manifest does not conform; skipped", extra={"key": key, "error": str(manifest)})
                 out.skipped += 1
-            elif isinstance(manifest, BaseException):  # S3 down: try again next pass
+            elif isinstance(manifest, Exception):  # S3 down: try again next pass
                 log.warning("could not read manifest",
                             extra={"key": key, "error": f"{type(manifest).__name__}: {manifest}"})
                 out.errors += 1

@@ -497,7 +497,8 @@ def reconciler(ctx: Context) -> None:
     ctx.detail("outbox_rows", outbox_rows)
     looked = out["looked_at"]
     secs = out["seconds"]
-    from ledger.archive.reconciler import CHUNK, READ_CONCURRENCY
+    from ledger.archive.admission import READ_CONCURRENCY
+    from ledger.archive.reconciler import CHUNK
 
     # up to one chunk may be read but not yet admitted when the time budget cuts the pass
     if not 0 <= min(looked, with_manifest) - registered <= CHUNK or outbox_rows != registered:
