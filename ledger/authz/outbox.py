@@ -77,11 +77,17 @@ def _tuples(payload: dict, name: str) -> list[dict]:
     return items
 
 
-async def deliver(authz: Any, payload: Any) -> None:
-    """Write one payload; duplicates/absent tuples are retried one by one and count as done."""
+def parse_payload(payload: Any) -> tuple[list[dict], list[dict]]:
+    """``(writes, deletes)`` of one outbox payload ``{"writes"?: [tuple], "deletes"?: [tuple]}``;
+    raises :class:`PayloadInvalid` saying what is wrong."""
     if not isinstance(payload, dict):
         raise PayloadInvalid("payload must be an object")
-    writes, deletes = _tuples(payload, "writes"), _tuples(payload, "deletes")
+    return _tuples(payload, "writes"), _tuples(payload, "deletes")
+
+
+async def deliver(authz: Any, writes: list[dict], deletes: list[dict]) -> None:
+    """Write one row's tuples in one Write; when refused as "already exists"/"does not exist",
+    retry them one by one, where those refusals count as done."""
     if not writes and not deletes:
         return
     try:
@@ -175,7 +181,7 @@ async def _deliver_rows(authz: Any, rows: list[_Row]) -> None:
             return
     for i, r in enumerate(rows):
         try:
-            await deliver(authz, {"writes": r.writes, "deletes": r.deletes})
+            await deliver(authz, r.writes, r.deletes)
         except Exception as exc:  # noqa: BLE001 - classified below
             if is_unreachable(exc):
                 for rest in rows[i:]:
@@ -208,9 +214,7 @@ async def drain_once(pool: Any, authz: Any, *, batch_size: int = BATCH_SIZE, bas
         for f in fetched:
             row = _Row(f["id"], f["payload"], f["attempts"], [], [])
             try:
-                if not isinstance(row.payload, dict):
-                    raise PayloadInvalid("payload must be an object")
-                row.writes, row.deletes = _tuples(row.payload, "writes"), _tuples(row.payload, "deletes")
+                row.writes, row.deletes = parse_payload(row.payload)
             except PayloadInvalid as exc:
                 row.outcome, row.error = "failed", exc
             rows.append(row)
