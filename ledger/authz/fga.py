@@ -222,9 +222,15 @@ class Authz:
                 raise r
         return False
 
+    @staticmethod
+    def _member_orgs(identity: IdentityLike) -> list[str]:
+        """The caller's organizations sent as contextual ``member`` tuples: non-empty, first
+        occurrence kept, in order."""
+        return list(dict.fromkeys(o for o in identity.organizations if o))
+
     def _members(self, identity: IdentityLike) -> list[ClientTuple]:
-        orgs = dict.fromkeys(o for o in identity.organizations if o)
-        return [ClientTuple(user=f"user:{identity.subject}", relation="member", object=f"organization:{o}") for o in orgs]
+        return [ClientTuple(user=f"user:{identity.subject}", relation="member", object=f"organization:{o}")
+                for o in self._member_orgs(identity)]
 
     async def can_view(self, identity: IdentityLike, archive_id: str) -> bool:
         """May this caller read ``archive:<archive_id>``? True only on an explicit allow."""
@@ -236,7 +242,7 @@ class Authz:
         api, conf = await self._check_api()
         user = f"user:{identity.subject}"
         members = [TupleKey(user=user, relation="member", object=f"organization:{o}", local_vars_configuration=conf)
-                   for o in dict.fromkeys(o for o in identity.organizations if o)]
+                   for o in self._member_orgs(identity)]
         req = CheckRequest(
             tuple_key=TupleKey(user=user, relation="can_view", object=f"archive:{archive_id}",
                                local_vars_configuration=conf),
