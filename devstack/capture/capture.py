@@ -42,6 +42,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 from devstack.capture import names
 from devstack.capture.browser import BrowserHolder, BrowserUnavailable
 from devstack.capture.dismiss import DismissFailed, dismiss
+from devstack.capture.files import FileTaker
 from devstack.capture.policies import Policies
 from devstack.capture.proxy import GuardedProxy, checked_addresses
 from devstack.capture.recorder import Recorder
@@ -150,9 +151,11 @@ class Run:
     t0: float
     deadline: float
     step: str = "check-address"
+    final_url: str | None = None  # where the main document ended, when the capture stopped early
     artifacts: dict[str, str] = field(default_factory=dict)
     formats: dict[str, bool] = field(default_factory=dict)
     uploads: list[asyncio.Task] = field(default_factory=list)  # page formats still being written
+    files: FileTaker | None = None  # reads a main document that is a file (.files)
 
     def remaining_s(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -213,6 +216,8 @@ async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
         report.update(status="failed", errorDetails={"type": "connection" if closed else "internal", "message": msg})
     except CaptureFailure as f:
         report.update(status=f.status, errorDetails=f.details)
+        if run.final_url:
+            report["finalUrl"] = run.final_url
         if f.status == "http_error":
             report["httpStatusCode"] = f.details["httpStatusCode"]
         if f.details["type"] == "connection" and run.step == "check-address":
@@ -230,7 +235,7 @@ async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
     return {"taskId": task_id, "report": report, "manifest": manifest}
 
 
-_ORDER = ["taskId", "correlationId", "url", "labels", "status", "httpStatusCode", "timestamp",
+_ORDER = ["taskId", "correlationId", "url", "finalUrl", "labels", "status", "httpStatusCode", "timestamp",
           "captureProcessingTimeMs", "artifacts", "waczStats", "completeness", "errorDetails", "settle",
           "document", "windowsNotOpened"]
 
@@ -367,6 +372,8 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
                 gate = _deny_gate(run, recorder)
                 await context.route("**/*", gate)
             recorder.attach(context)
+            run.files = FileTaker(cdp, max_resp, run.deadline, on_take=recorder.expect_file)
+            await asyncio.wait_for(run.files.enable(), run.op_timeout(s.operation_ms))
         except (PlaywrightError, asyncio.TimeoutError) as e:
             raise CaptureFailure("failed", "connection", f"browser is not usable: {e}"[:500]) from e
         windows = {"refused": 0}
@@ -376,6 +383,8 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
             asyncio.ensure_future(p.close())
 
         page.on("popup", on_popup)
+        # A download the file reader did not take (a fallback) must not run on: cancel it at once.
+        page.on("download", lambda d: asyncio.ensure_future(d.cancel()))
         return await _load_and_write(ctx, run, context, page, cdp, recorder, dprs, viewport, windows)
     finally:
         await _end(ctx, run, recorder)
@@ -403,6 +412,8 @@ async def _end(ctx: Ctx, run: Run, recorder: Recorder) -> None:
     """What must happen before the response: stop recording, seal the proxy (closes every
     connection and refuses new ones, so the page can no longer reach any site), count."""
     try:
+        if run.files is not None:
+            await run.files.disable()
         await recorder.stop(timeout_s=5)
     except Exception:  # noqa: BLE001 — a crashed browser cannot be stopped politely
         pass
@@ -539,14 +550,15 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
             raise CaptureFailure("timeout", "timeout", f"page load exceeded {s.page_load_ms} ms",
                                  timeoutMs=s.page_load_ms) from e
         except PlaywrightError as e:
-            msg = str(e).splitlines()[0]
-            kind = "connection" if ("closed" in msg.lower() or "disconnect" in msg.lower()) else "internal"
-            raise CaptureFailure("failed", kind, msg[:500]) from e
+            if i == 0 and run.files is not None and run.files.main is not None:
+                return await _file_result(ctx, run, recorder, dprs, viewport, limits, windows)
+            raise _navigation_failure(run, recorder, e) from e
         if i == 0:
             if response is None:
                 raise CaptureFailure("failed", "internal", "navigation produced no response")
             main_status = response.status
             if not 200 <= main_status < 300:
+                await _follow_script_navigation(run, page, response.url)
                 raise CaptureFailure("http_error", "http", f"HTTP {main_status}", httpStatusCode=main_status,
                                      httpStatusText=reason_phrase(main_status, response.status_text))
         settle = await _settle(run, recorder, limits, dpr)
@@ -616,8 +628,64 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
     else:
         await _uploads_done(run)
     # Report form of settle: signals not reached are absent (the archive writes null).
-    result.update(settle=settle, document=document, windowsNotOpened=windows["refused"])
+    result.update(finalUrl=doc_url, settle=settle, document=document, windowsNotOpened=windows["refused"])
     return result
+
+
+def _navigation_failure(run: Run, recorder: Recorder, e: PlaywrightError) -> CaptureFailure:
+    """A failed first navigation: Chromium's ``net::ERR_*`` / Playwright's message verbatim
+    (first line) in ``errorDetails.message``. A navigation that became a download the file
+    reader did not take (it takes every 2xx file of the main frame, so this is a fallback) is
+    named with the type and size the response declared."""
+    msg = str(e).splitlines()[0]
+    low = msg.lower()
+    kind = "connection" if ("closed" in low or "disconnect" in low) else "internal"
+    if "download is starting" in low:
+        mime, size = "unknown type", "unknown size"
+        for ex in reversed(recorder.exchanges):
+            if ex.url == run.url and ex.resp_headers:
+                mime = ex.mime or mime
+                size = next((f"{v} bytes" for k, v in ex.resp_headers if k.lower() == "content-length"), size)
+                break
+        msg = f"{msg}: refused download of {run.url} ({mime}, {size}); nothing was archived"
+    return CaptureFailure("failed", kind, msg[:500])
+
+
+async def _follow_script_navigation(run: Run, page: Page, response_url: str) -> None:
+    """A non-2xx page may already be leaving by script (``window.location = '/'`` from a 403
+    page): let that navigation commit (bounded, ≤ 2 s) so ``finalUrl`` says where it ended."""
+    if page.url != response_url:
+        with contextlib.suppress(Exception):
+            await page.wait_for_load_state("domcontentloaded", timeout=min(2.0, run.op_timeout(2000)) * 1000)
+    run.final_url = page.url
+
+
+async def _file_result(ctx: Ctx, run: Run, recorder: Recorder, dprs: list[int], viewport: dict,
+                       limits: dict[str, int], windows: dict) -> dict[str, Any]:
+    """The main document is a file (PDF, CSV, a download…) read by :mod:`.files`: the archive
+    holds its response record (cut at ``maxResponseBytes`` with the reason recorded); no
+    page-derived format exists (``document.withheld: "file"``, ``document.file`` says what was
+    read). Without a WACZ nothing could hold the file: a failure naming its type and size."""
+    taken = run.files.main  # type: ignore[union-attr]
+    ex = taken.exchange
+    await recorder.stop(timeout_s=min(5.0, run.remaining_s()))
+    recorder.record_file(ex)
+    size = f"{taken.declared if taken.declared is not None else taken.bytes} bytes"
+    if not run.formats["wacz"]:
+        raise CaptureFailure("failed", "internal", f"net::ERR_ABORTED: {ex.url} is a file ({taken.mime or 'no type'}, "
+                             f"{size}), archived only in a WACZ, and captureFormats.wacz is false")
+    document: dict[str, Any] = {"url": ex.url, "withheld": "file", "file": taken.report()}
+    settle = {"strategy": "fully-loaded", "endedBy": "file", "waitedMs": 0, "devicePixelRatio": dprs[-1],
+              "limits": dict(limits), "load": {}, "network": {}, "cpu": {}, "dom": {}}
+    run.step = "package-wacz"
+    wacz_bytes = await anyio.to_thread.run_sync(
+        _package, run, recorder, None, document, settle, dprs, viewport, None, [], ctx.settings,
+        limits_of(run, recorder), None)
+    run.step = "upload-wacz"
+    await _upload(ctx, run, "wacz", wacz_bytes)
+    return {"status": "success", "httpStatusCode": ex.status, "waczStats": recorder.stats(),
+            "completeness": recorder.completeness(), "finalUrl": ex.url, "settle": settle,
+            "document": document, "windowsNotOpened": windows["refused"]}
 
 
 def limits_of(run: Run, recorder: Recorder) -> dict[str, int]:
@@ -687,6 +755,7 @@ def _package(run: Run, recorder: Recorder, title: str | None, document: dict, se
                    denied=recorder.denied, created=run.started)
         cdxj = cdxj_index(warc)
         out = Path(tmp) / "out.wacz"
-        build_wacz(out, warc=warc, cdxj=cdxj, pages=pages_jsonl(run.task_id, run.url, start_iso, title),
+        build_wacz(out, warc=warc, cdxj=cdxj, pages=pages_jsonl(run.task_id, run.url, start_iso, title,
+                                                                 document.get("url") or run.url),
                    extra=extra, datapackage=package)
         return out.read_bytes()
