@@ -75,11 +75,13 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
                     extra={"taskId": report.task_id, "status": report.status})
         return Admitted("no-archive")
     bucket, key = parse_location(report.artifacts.wacz or "")
+    comp = report.completeness_row()
     row = await (await conn.execute(
         """
         INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, labels,
-                              wacz_complete, signed, captured_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, date_trunc('milliseconds', %s::timestamptz))
+                              wacz_complete, signed, captured_at, missing_body_urls, missing_body_count,
+                              truncated_urls)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, date_trunc('milliseconds', %s::timestamptz), %s, %s, %s)
         ON CONFLICT (bucket, object_key) DO NOTHING
         RETURNING id
         """,
@@ -90,9 +92,12 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
             key,
             report.url,
             list(report.labels),
-            report.completeness.complete if report.completeness else None,
+            comp["wacz_complete"],
             report.signature.signed if report.signature else None,
             report.timestamp,
+            comp["missing_body_urls"],
+            comp["missing_body_count"],
+            comp["truncated_urls"],
         ),
     )).fetchone()
     if row is None:
@@ -106,12 +111,13 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
 
 _BATCH_ARCHIVES_SQL = """
 INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, labels,
-                      wacz_complete, signed, captured_at)
+                      wacz_complete, signed, captured_at, missing_body_urls, missing_body_count, truncated_urls)
 SELECT v.task_id, v.correlation_id, v.bucket, v.object_key, v.source_url, v.labels,
-       v.wacz_complete, v.signed, date_trunc('milliseconds', v.captured_at)
+       v.wacz_complete, v.signed, date_trunc('milliseconds', v.captured_at), v.missing_body_urls,
+       v.missing_body_count, v.truncated_urls
 FROM jsonb_to_recordset(%s::jsonb) AS v(n int, task_id uuid, correlation_id text, bucket text,
      object_key text, source_url text, labels text[], wacz_complete boolean, signed boolean,
-     captured_at timestamptz)
+     captured_at timestamptz, missing_body_urls text[], missing_body_count int, truncated_urls text[])
 ORDER BY v.n
 ON CONFLICT (bucket, object_key) DO NOTHING
 RETURNING id, bucket, object_key
@@ -147,8 +153,8 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
     rows = [{
         "n": n, "task_id": r.task_id, "correlation_id": r.correlation_id or None, "bucket": bucket,
         "object_key": key, "source_url": r.url, "labels": list(r.labels),
-        "wacz_complete": r.completeness.complete if r.completeness else None,
         "signed": r.signature.signed if r.signature else None, "captured_at": r.timestamp.isoformat(),
+        **r.completeness_row(),
     } for n, (_, r, bucket, key) in enumerate(batch)]
     try:
         async with conn.transaction():

@@ -210,8 +210,10 @@ def crawls_command(
 
 def archives_command(
     before: Annotated[Optional[str], typer.Option("--before", help="Only archives captured before this ISO 8601 time.")] = None,
+    missing: Annotated[bool, typer.Option("--missing", help="Also list, per incomplete archive, the URLs without a body in it.")] = False,
 ) -> None:
-    """List the archives you may view, newest first (one page of up to 50)."""
+    """List the archives you may view, newest first (one page of up to 50); incomplete ones say
+    how many URLs lack a body."""
     console = _console()
     try:
         with _client() as client:
@@ -219,6 +221,8 @@ def archives_command(
     except (ApiError, ClientConfigError) as exc:
         raise _fail(console, str(exc)) from None
     console.print(render.archives_table(rows, title=f"archives ({len(rows)})"))
+    if missing:
+        console.print(render.missing_table(rows))
 
 
 def url_command(

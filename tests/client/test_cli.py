@@ -125,7 +125,11 @@ def test_crawls_archives_and_url(fake_ledger: FakeLedger, client_env, tmp_path):
     assert archives.exit_code == 0 and "archives (4)" in archives.output
     row = fake_ledger.archives()[0]
     assert row["id"] in archives.output and row["sourceUrl"] in archives.output
-    assert "incomplete" in archives.output  # waczComplete false is flagged
+    assert "incomplete (3 without body)" in archives.output  # waczComplete false is flagged, with why
+    incomplete = next(r for r in fake_ledger.archives() if not r["waczComplete"])
+    listed = run("archives", "--missing")
+    assert listed.exit_code == 0, listed.output
+    assert incomplete["missingBodyUrls"][0] in listed.output and "… 2 more" in listed.output
 
     signed = run("url", row["id"], "--download", str(tmp_path))
     assert signed.exit_code == 0
