@@ -40,6 +40,7 @@ class StackConfig:
     subject: str = "local"
     organization: str = "default"
     bucket: str = "browserhive"
+    flow_root: Path | None = None  # where the runner reads f/ (default: this checkout); a benchmark's patched copy
 
     def port(self, name: str) -> int:
         if name in self.ports:

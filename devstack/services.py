@@ -101,7 +101,7 @@ def windmill_service(config: StackConfig) -> Service:
     return Service(
         "windmill",
         _py("devstack.windmill", "--host", HOST, "--port", str(port), "--state", str(config.data / "windmill"),
-            "--workspace", WORKSPACE, "--root", str(REPO)),
+            "--workspace", WORKSPACE, "--root", str(config.flow_root or REPO)),
         port, "/api/version",
         env={"WAGGLE_WINDMILL_TOKEN": config.secret("windmill_token")},  # not in argv: ps shows argv
     )

@@ -227,11 +227,6 @@ def main(
     allow_private = (read_optional_variable(VAR_ALLOW_PRIVATE) or "").strip().lower() in ("1", "true", "yes")
     transport = robots_transport(allow_private)
 
-    # Benchmark baseline only (tests/bench politeness, issue 8): "1" drops lastFinishedAt, i.e.
-    # turns the cross-level remaining-gap rule off to show what it prevents. Unset in real use.
-    if (read_optional_variable("u/admin/waggle_bench_no_cross_level_gap") or "").strip() == "1":
-        candidates = [{k: v for k, v in c.items() if k != "lastFinishedAt"} for c in candidates or []]
-
     def fetch(url: str) -> RobotsOutcome:
         return fetch_robots(url, transport=transport)
 
