@@ -16,6 +16,8 @@ capped Crawl-delay (cases/README C2). Output ``Plan``::
 
 from __future__ import annotations
 
+import inspect
+
 import json
 import time
 from collections.abc import Callable
@@ -33,7 +35,6 @@ from f.waggle.common import (
 )
 from f.waggle.robots import MAX_RULES, UNREACHABLE, RobotsOutcome, fetch_robots
 
-DEFAULT_DELAY_MS = 2000
 DEFAULT_HOST_PARALLELISM = 4
 # Hosts in flight per BrowserHive endpoint when sleeping hosts would idle browsers (see
 # parallelism_for): 2 lets a second host use a browser while the first sleeps its gap; while
@@ -223,15 +224,12 @@ def main(
     respect_robots: bool = True,
     host_parallelism: int = 4,
 ):
-    # Literal defaults (Windmill's schema inference cannot read constants); they equal
-    # DEFAULT_DELAY_MS and DEFAULT_HOST_PARALLELISM, and None arrives as "absent".
+    # Literal defaults: Windmill's schema inference cannot read constants. The ledger always
+    # sends an explicit delay; its default (ledger.crawl.crawls.DEFAULT_PER_HOST_DELAY_MS) is the
+    # one source, and tests/flow/test_default_delay.py fails when any copy here, in
+    # plan_level.script.yaml or in crawl_level.flow disagrees. None arrives as "absent".
     allow_private = (read_optional_variable(VAR_ALLOW_PRIVATE) or "").strip().lower() in ("1", "true", "yes")
     transport = robots_transport(allow_private)
-
-    # Benchmark baseline only (tests/bench politeness, issue 8): "1" drops lastFinishedAt, i.e.
-    # turns the cross-level remaining-gap rule off to show what it prevents. Unset in real use.
-    if (read_optional_variable("u/admin/waggle_bench_no_cross_level_gap") or "").strip() == "1":
-        candidates = [{k: v for k, v in c.items() if k != "lastFinishedAt"} for c in candidates or []]
 
     def fetch(url: str) -> RobotsOutcome:
         return fetch_robots(url, transport=transport)
@@ -240,3 +238,7 @@ def main(
         return read_variable(VAR_ENDPOINTS)
 
     return plan(candidates, per_host_delay_ms, respect_robots, host_parallelism, fetch=fetch, read_endpoints=endpoints)
+
+
+# The flow's fallback when the delay arrives as null: main's literal (one copy in this file).
+DEFAULT_DELAY_MS: int = inspect.signature(main).parameters["per_host_delay_ms"].default

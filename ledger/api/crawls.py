@@ -14,6 +14,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from ledger.api.authorize import submitter
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl import pages as pages_store
+from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
 from ledger.crawl.dispatch import dispatch_level
 from ledger.crawl.errors import Refused
 from ledger.crawl.levels import record_level
@@ -75,7 +76,7 @@ class CrawlRequest(_Strict):
     scope: Literal["same-origin", "same-host"] = "same-origin"
     maxDepth: int | None = Field(None, ge=0, le=10)
     maxPages: int | None = Field(None, ge=1)
-    perHostDelayMs: int = Field(2000, ge=0, le=600000)
+    perHostDelayMs: int = Field(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
     hostParallelism: int = Field(4, ge=1, le=32)
     scripts: list[Annotated[str, Field(min_length=1)] | InlineScript] | None = None
 

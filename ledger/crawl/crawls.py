@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 FLOW_FAILED_WITHOUT_REASON = "the flow failed without saying why"
 
 
+# The politeness gap on one host when a caller names none: the one source of this default. The
+# ledger always sends the crawl's delay to the flow; the flow's own fallbacks (plan_level's
+# literal, plan_level.script.yaml, crawl_level.flow) must agree (tests/flow/test_default_delay.py).
+DEFAULT_PER_HOST_DELAY_MS = 2000
+
+
 @dataclass
 class CrawlSpec:
     """A validated ``POST /api/crawls`` body (defaults not yet applied where None)."""
