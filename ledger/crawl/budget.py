@@ -24,7 +24,8 @@ def plan_budget(
     ``known`` = pages the crawl already holds (seeds count). Returns ``(to_insert, stop_reason)``:
     1. ``next_depth > max_depth`` → ``([], "max_depth")`` (checked first, wins over pages);
     2. no room left (``max_pages - known <= 0``) → ``([], "max_pages")``;
-    3. more candidates than room → the first ``room`` of them and ``"max_pages"``;
+    3. more candidates than room → ``room`` of them chosen by :func:`interleave_hosts` (hosts
+       take turns, so one host's long link list cannot starve another) and ``"max_pages"``;
     4. otherwise a copy of all candidates and ``None``.
     """
     if next_depth > max_depth:
@@ -33,8 +34,30 @@ def plan_budget(
     if room <= 0:
         return [], "max_pages"
     if len(candidates) > room:
-        return list(candidates[:room]), "max_pages"
+        return interleave_hosts(candidates, room), "max_pages"
     return list(candidates), None
+
+
+def interleave_hosts(candidates: Sequence[T], room: int) -> list[T]:
+    """The ``room`` candidates a round-robin over hosts picks: each host (``.host``; a candidate
+    without one is its own host group ``""``) in order of its first candidate gives its next
+    candidate in discovery order, turn by turn, until ``room`` are chosen. Returned in discovery
+    order. Room 28 over hosts A (22 links) and B (22): 14 each; A (22) and B (8): A 20, B all 8
+    (a host with fewer links than its share leaves its turns to the others)."""
+    queues: dict[str, list[int]] = {}
+    for i, candidate in enumerate(candidates):
+        queues.setdefault(getattr(candidate, "host", "") or "", []).append(i)
+    chosen: list[int] = []
+    turn = 0
+    lanes = list(queues.values())
+    while len(chosen) < room and lanes:
+        lanes = [lane for lane in lanes if turn < len(lane)]
+        for lane in lanes:
+            if len(chosen) == room:
+                break
+            chosen.append(lane[turn])
+        turn += 1
+    return [candidates[i] for i in sorted(chosen)]
 
 
 @dataclass(frozen=True)
