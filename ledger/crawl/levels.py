@@ -22,7 +22,7 @@ from typing import Any
 from ledger.archive.admission import admit_level
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
-from ledger.crawl import shape_store
+from ledger.crawl import redirects, shape_store
 from ledger.crawl.guard import refusal
 from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
 from ledger.crawl.scope import accept_links
@@ -325,6 +325,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             # 1. close the reported rows of this level (matched by dedup key); a result that
             # matches no page of this level is ignored and not counted
             matched = await _close_reported(conn, crawl_id, depth, results, hashes)
+            await redirects.record(conn, crawl_id, depth, results, hashes)  # finalUrl: known from now on
             captured = sum(1 for r, h in zip(results, hashes) if h in matched and r["status"] == "captured")
             # 2. attribution: every result with a taskId, whatever its status
             await _attribute(conn, crawl, results, settings.s3_bucket)
@@ -359,8 +360,9 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                     drops["private_host"] += 1
                 else:
                     candidates.append(p)
-            # 6.–7. budget over links not yet known to the crawl, then the next level through
-            # the unique index (see _plan_and_insert)
+            # 6.–7. budget over links not yet known to the crawl (nor the final URL of a redirected
+            # page), then the next level through the unique index (see _plan_and_insert)
+            candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
             plan, inserted = await _plan_and_insert(conn, crawl, depth + 1, candidates, settings.max_pages_per_host,
                                                     settings)
             drops.update(plan.drops)
