@@ -87,6 +87,7 @@ class Settings(BaseSettings):
     watchdog_interval_s: float = 15.0
     search_url: str | None = None  # no search backend → /index answers 404
     links_max_bytes: int = Field(8 * 1024 * 1024, ge=1024)  # larger .links.json files are skipped
+    wacz_hash_max_bytes: int = Field(64 * 1024 * 1024, ge=0)  # WACZ check: hash listed files up to this total
 
     # -- background work -------------------------------------------------------
     drain_interval_s: float = 5.0  # outbox worker period

@@ -106,6 +106,7 @@ async def _admit(conn: Any, services: Any, crawl: dict, results: list[dict]) -> 
         org_id=crawl["org_id"],
         submitted_by=crawl["requested_by"],
         results=results,
+        wacz_hash_max_bytes=getattr(services.settings, "wacz_hash_max_bytes", 64 * 1024 * 1024),
     )
     return set(getattr(admission, "recovered", set()) or set())
 
