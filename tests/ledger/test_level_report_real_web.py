@@ -157,3 +157,29 @@ async def test_session_id_variant_of_a_held_page_is_dropped(settings, s3_server)
         r = await post(h, crawl_id, report(1, [captured("https://a.test/p?id=1", second)]))
         assert [n["url"] for n in r.json()["next"]] == ["https://a.test/q"]
         assert (await view_of(h, crawl_id))["drops"] == {"session_id": 1}
+
+
+# -- WACZ admission: the reason reaches the crawl's view -----------------------------------------
+
+async def test_incomplete_wacz_reason_in_the_crawl_view(settings, s3_server):
+    import uuid
+
+    from tests.archive.helpers import manifest, put_json, put_wacz, wacz_bytes
+
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        crawl_id = await start(h, seeds=["https://a.test/", "https://a.test/b"], maxDepth=0)
+        results = []
+        for url, broken in (("https://a.test/", {"drop": ("pages/pages.jsonl",)}), ("https://a.test/b", {})):
+            task = str(uuid.uuid4())
+            m = manifest(task, url=url, correlationId=crawl_id)
+            put_json(s3_server, f"{task}.result.json", m)
+            put_wacz(s3_server, m["artifacts"]["wacz"], wacz_bytes(url, **broken))
+            results.append(captured(url, taskId=task, correlationId=crawl_id,
+                                    manifestLocation=f"s3://{s3_server.bucket}/{task}.result.json"))
+        r = await post(h, crawl_id, report(0, results))
+        assert r.status_code == 200, r.text
+        view = await view_of(h, crawl_id)
+    assert view["archivesIncomplete"] == 1
+    assert view["archiveProblems"] == [{"url": "https://a.test/", "reason": "the WACZ lacks pages/pages.jsonl"}]
+    assert rows(settings.database_url, "SELECT source_url, wacz_complete FROM archives ORDER BY source_url") == [
+        ("https://a.test/", False), ("https://a.test/b", True)]
