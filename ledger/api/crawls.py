@@ -57,6 +57,7 @@ def _uuid_text(value: str) -> str:
 
 
 NonEmpty = Annotated[str, Field(min_length=1)]
+FINAL_URL_MAX_CHARS = 8192  # a longer "URL" is not one; usable values are checked by ledger.crawl.redirects
 
 
 class FromTargets(_Strict):
@@ -98,6 +99,7 @@ class PageResult(_Strict):
     gapFrom: AwareDatetime | None = None
     failureClass: Literal["transient", "permanent", "policy"] | None = None
     linksLocation: str | None = None
+    finalUrl: Annotated[str, Field(min_length=1, max_length=FINAL_URL_MAX_CHARS)] | None = None  # contract 4
     manifestLocation: NonEmpty | None = None
     manifestError: NonEmpty | None = None
 

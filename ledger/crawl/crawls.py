@@ -221,6 +221,7 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
             "SELECT state, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY state", (crawl_id,)
         )
         by_state = {r["state"]: r["n"] for r in await cur.fetchall()}
+        problems = await archive_problems(conn, crawl_id)
         hosts: list[str] = []
         if crawl["state"] == "running":
             # Hosts of the level in flight that still have pages to capture.
@@ -235,7 +236,22 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
     view["pagesSkipped"] = by_state.get("skipped", 0)
     view["pagesPending"] = by_state.get("pending", 0)
     view["hostsInFlight"] = hosts
+    view.update(problems)
     return view
+
+
+async def archive_problems(conn: Any, crawl_id: uuid.UUID, limit: int = 5) -> dict:
+    """``{"archivesIncomplete": n, "archiveProblems": [{url, reason}]}`` (newest ``limit``): the
+    crawl's archives whose WACZ failed the ledger's check (``archives.wacz_problem``; a crawl's
+    archives carry its id as correlation id)."""
+    cur = await conn.execute(
+        "SELECT source_url AS url, wacz_problem AS reason, count(*) OVER () AS n FROM archives"
+        " WHERE correlation_id = %s AND wacz_problem IS NOT NULL ORDER BY id DESC LIMIT %s",
+        (str(crawl_id), limit),
+    )
+    found = await cur.fetchall()
+    return {"archivesIncomplete": found[0]["n"] if found else 0,
+            "archiveProblems": [{"url": r["url"], "reason": r["reason"]} for r in found]}
 
 
 async def list_crawls(pool: Any, limit: int = 20) -> list[dict]:
