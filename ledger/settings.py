@@ -85,6 +85,8 @@ class Settings(BaseSettings):
     watchdog_interval_s: float = 15.0
     search_url: str | None = None  # no search backend → /index answers 404
     links_max_bytes: int = Field(8 * 1024 * 1024, ge=1024)  # larger .links.json files are skipped
+    max_running_crawls_per_org: int = Field(4, ge=1)  # more running crawls of one organization → 429
+    lease_interval_s: float = Field(1.0, gt=0)  # lease loop: waiting levels, expired host leases
 
     # -- background work -------------------------------------------------------
     drain_interval_s: float = 5.0  # outbox worker period
