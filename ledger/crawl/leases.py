@@ -4,8 +4,10 @@ Claiming a level (:func:`claim_level`, one transaction, the crawl row locked) de
 level sends:
 
 * every host of the level's pending pages is leased to it (``host_leases``, one row per host:
-  crawl, depth, job id, expiry) unless another crawl's level holds it, or another running crawl
-  has waited for it longer (``host_waits``: the oldest waiter of a free host gets it first);
+  crawl, depth, job id, expiry) unless another crawl's level holds it, or this crawl does not
+  wait for the host while another running crawl does (``host_waits``): a crawl that just
+  released a host cannot take it straight back from a crawl waiting for it, so none starves;
+  waiting levels are tried oldest first;
 * hosts it could not lease are *carried*: their pending pages move to the next level (depth + 1)
   and the crawl waits for the host; they are never dropped;
 * when it leased no host at all the level *waits* (``crawls.level_state = 'waiting'``, the crawl
@@ -40,11 +42,9 @@ _ACQUIRE = """
 INSERT INTO host_leases (host, crawl_id, depth, expires_at)
 SELECT v.host, %(crawl)s, %(depth)s, now() + make_interval(secs => %(lease_s)s)
 FROM unnest(%(hosts)s::text[]) AS v(host)
-WHERE NOT EXISTS (
-    SELECT 1 FROM host_waits w JOIN crawls c ON c.id = w.crawl_id AND c.state = 'running'
-    WHERE w.host = v.host AND w.crawl_id <> %(crawl)s
-      AND w.since < coalesce((SELECT m.since FROM host_waits m WHERE m.host = v.host AND m.crawl_id = %(crawl)s),
-                             'infinity'::timestamptz))
+WHERE EXISTS (SELECT 1 FROM host_waits m WHERE m.host = v.host AND m.crawl_id = %(crawl)s)
+   OR NOT EXISTS (SELECT 1 FROM host_waits w JOIN crawls c ON c.id = w.crawl_id AND c.state = 'running'
+                  WHERE w.host = v.host AND w.crawl_id <> %(crawl)s)
 ORDER BY v.host
 ON CONFLICT (host) DO UPDATE SET job_id = NULL, leased_at = now(), expires_at = EXCLUDED.expires_at
 WHERE host_leases.crawl_id = EXCLUDED.crawl_id AND host_leases.depth = EXCLUDED.depth

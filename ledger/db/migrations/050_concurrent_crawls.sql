@@ -45,8 +45,9 @@ CREATE TABLE host_leases (
 CREATE INDEX host_leases_crawl_idx ON host_leases (crawl_id, depth);
 CREATE INDEX host_leases_expires_idx ON host_leases (expires_at);
 
--- Crawls that found a host leased elsewhere and carried its pages on: the oldest waiter of a
--- host gets it first when it is free (no crawl starves behind a host another keeps re-leasing).
+-- Crawls that found a host leased elsewhere and carried its pages on: while one waits, a crawl
+-- that does not wait for the host cannot lease it (no crawl starves behind a host another
+-- keeps re-leasing level after level).
 CREATE TABLE host_waits (
     host      text NOT NULL CHECK (host <> ''),
     crawl_id  uuid NOT NULL REFERENCES crawls (id) ON DELETE CASCADE,
