@@ -50,7 +50,7 @@ class Settings(BaseSettings):
     state_dir: Path = Field(default_factory=default_state_dir)
     database_url: str | None = None  # None → embedded Postgres (pgserver) under state_dir/pg
     api_host: str = "127.0.0.1"
-    api_port: int = Field(7070, ge=1, le=65535)
+    api_port: int = Field(7070, ge=0, le=65535)  # 0 = an OS-chosen port (tests)
     public_url: str | None = None  # how the flow reaches the ledger; default http://api_host:api_port
 
     # -- identity ----------------------------------------------------------

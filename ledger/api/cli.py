@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         settings = Settings()
         if host:
             settings.api_host = host
-        if port:
+        if port is not None:  # 0 = an OS-chosen port (tests)
             settings.api_port = port
         try:
             check_required(settings)
