@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.archive.admission import admit_level
+from ledger.crawl import hosts, leases
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
 from ledger.crawl import redirects, shape_store
@@ -284,6 +285,15 @@ async def _insert_rows(conn: Any, crawl_id: Any, depth: int, urls: list[ParsedUr
     return {bytes(r["url_hash"]) for r in await cur.fetchall()}
 
 
+async def _level_done(conn: Any, crawl: dict, depth: int, results: list[dict], inserted: list[dict]) -> list[dict]:
+    """Record the reported hosts' last captures (``ledger.crawl.hosts``), end this level's host
+    leases, and return the next level: pages carried to ``depth + 1`` earlier (hosts leased
+    elsewhere, ``ledger.crawl.leases``) first, then ``inserted``."""
+    await hosts.record_captures(conn, crawl, results)
+    await conn.execute("DELETE FROM host_leases WHERE crawl_id = %s AND depth = %s", (crawl["id"], depth))
+    return await leases.carried_pages(conn, crawl["id"], depth + 1, inserted) + inserted
+
+
 async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:
     """Apply one level report (camelCase dict as validated) to crawl ``crawl_id``.
 
@@ -372,6 +382,9 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             plan, inserted = await _plan_and_insert(conn, crawl, depth + 1, candidates, settings.max_pages_per_host,
                                                     settings)
             drops.update(plan.drops)
+            # issue 12: the hosts' last captures (shared by every crawl), this level's leases end,
+            # and pages carried from hosts leased elsewhere join the next level
+            inserted = await _level_done(conn, crawl, depth, results, inserted)
             # 8. counters and closing
             captured += recovered
             done = not inserted
@@ -381,7 +394,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             await conn.execute(
                 "UPDATE crawls SET pages_captured = pages_captured + %s, pages_discovered = pages_discovered + %s,"
                 " stop_reason = COALESCE(stop_reason, %s), drops = %s::jsonb, last_progress_at = now(),"
-                " scripts = %s::jsonb, current_depth = %s,"
+                " scripts = %s::jsonb, current_depth = %s, level_state = 'planned', level_since = now(),"
                 " state = CASE WHEN %s THEN 'succeeded' ELSE state END,"
                 " finished_at = CASE WHEN %s THEN now() ELSE finished_at END"
                 " WHERE id = %s",
