@@ -24,6 +24,9 @@ last byte of the capture passed between the browser and a site, either way — o
 it cut a plain-HTTP request short — so the capture can say when the site last felt it. Sealing
 lets plain-HTTP requests already sent finish first (bounded), so their end is seen; a TLS
 tunnel's requests are invisible here (the recorder knows them) and a tunnel is cut at once.
+Each request gets its drain time counted from when it was sent, not from the seal: a request
+already outstanding that long (a long-poll the site holds) is cut at once instead of adding the
+drain to every such capture (issue 17 item 3: it was a full second beyond the settle wait).
 """
 
 from __future__ import annotations
@@ -92,7 +95,8 @@ class GuardedProxy:
         self.sealed = False
         self.dropped = 0  # connections refused while sealed
         self.last_traffic: float | None = None
-        self._busy: set[asyncio.Task] = set()  # plain-HTTP requests sent to a site, response not ended
+        self._busy: dict[asyncio.Task, float] = {}  # plain-HTTP requests sent to a site, response
+        # not ended → monotonic seconds when sent
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=HEAD_LIMIT)
@@ -122,8 +126,10 @@ class GuardedProxy:
         requests already sent to a site get ``drain_s`` seconds to finish (so their end is seen,
         not guessed); then every connection still open is closed."""
         self.sealed = True
-        if self._busy and drain_s > 0:
-            await asyncio.wait(list(self._busy), timeout=drain_s)
+        if self._busy and drain_s > 0:  # each request's drain runs from when it was sent
+            left = max(self._busy.values()) + drain_s - time.monotonic()
+            if left > 0:
+                await asyncio.wait(list(self._busy), timeout=left)
         cut = bool(self._busy)
         for t in list(self._conns):
             t.cancel()
@@ -177,7 +183,7 @@ class GuardedProxy:
             up_r, upstream = await self._open(parts.hostname, parts.port or 80, writer)
             if upstream is None or self.sealed:  # sealed meanwhile: this request never goes out
                 return
-            self._busy.add(task)
+            self._busy[task] = time.monotonic()
             path = parts.path or "/"
             if parts.query:
                 path += "?" + parts.query
@@ -198,7 +204,7 @@ class GuardedProxy:
                 if w is not None:
                     w.close()
             self._conns.discard(task)
-            self._busy.discard(task)
+            self._busy.pop(task, None)
 
     async def _open(self, host: str, port: int, writer: asyncio.StreamWriter):
         label = f"{host}:{port}"
