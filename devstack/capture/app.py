@@ -104,7 +104,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         # Not part of the v12 contract: observability of the stand-in (recycling, C13).
         out["standin"] = {"captures": ctx.captures, "sparesTaken": ctx.spare.taken,
                           "launches": holder.launches, "recycles": holder.recycles,
-                          "capturesSinceLaunch": holder.captures_since_launch, "allowPrivate": settings.allow_private}
+                          "capturesSinceLaunch": holder.captures_since_launch, "allowPrivate": settings.allow_private,
+                          "lastPhasesMs": ctx.last_phases_ms}
         return out
 
     if settings.faults_endpoint:

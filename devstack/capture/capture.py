@@ -64,6 +64,7 @@ async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
     accepted = time.monotonic()
     await ctx.wait_idle()
     run = _new_run(ctx, req, accepted)
+    run.mark("wait-idle")
     report: dict[str, Any] = {"taskId": run.task_id}
     if req.get("correlationId") is not None:
         report["correlationId"] = req["correlationId"]
@@ -83,6 +84,8 @@ async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
         processing_ms if processing_ms is not None else int((time.monotonic() - run.t0) * 1000))
     report = _ordered(report)
     manifest = await write_manifest(ctx, run, report)
+    run.mark("manifest")
+    ctx.last_phases_ms = run.phases_ms()
     answer: dict[str, Any] = {"taskId": run.task_id, "report": report, "manifest": manifest}
     since = run.since_last_request_ms()  # last: the answer is written right after this
     if since is not None:
@@ -152,10 +155,12 @@ def _ordered(report: dict[str, Any]) -> dict[str, Any]:
 async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
     await _forced_faults(ctx)
     checked = await _check_address(ctx, run)
+    run.mark("check-address")
     first = run.policies.match_url(run.url)
     if first is not None and first.action == "deny":
         return {"status": "success", "document": {"withheld": "deny"}, "windowsNotOpened": 0}
     browser = await _browser(ctx)
+    run.mark("browser")
     return await _record(ctx, run, browser, checked)
 
 
@@ -220,6 +225,7 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
     sess = Session(shared=req.get("session") == "shared")
     try:
         await open_session(ctx, run, browser, recorder, sess, viewport, dprs[-1])
+        run.mark("open-session")
         assert sess.page is not None
         windows = refuse_popups(sess.page)
         loaded = await load_pages(ctx, run, sess.page, sess.cdp, recorder, dprs, viewport)
@@ -229,9 +235,13 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
             result.update(await write_wacz(ctx, run, recorder, loaded, title, document, dprs, viewport))
         else:
             await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
+            run.mark("seal")
             await uploads_done(run)
+            run.mark("uploads")
         # Report form of settle: signals not reached are absent (the archive writes null).
         result.update(settle=loaded.settle, document=document, windowsNotOpened=windows["refused"])
+        if run.screenshot is not None:  # extension: docs/capture-server.md
+            result["screenshot"] = run.screenshot
         return result
     finally:
         await seal(ctx, run, recorder)

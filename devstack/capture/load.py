@@ -57,9 +57,11 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
         if delay:
             await asyncio.sleep(delay)
         response = await _navigate(ctx, run, page)
+        run.mark("load")
         if i == 0:
             out.main_status = _main_status(response)
         out.settle = await settle(run, recorder, out.limits, dpr)
+        run.mark("settle")
         await trace(run, page, f"settled ({out.settle['endedBy']}) at devicePixelRatio {dpr}")
         if req.get("dismissBanners"):
             out.dismissal = await _dismiss(run, page, dpr)
@@ -71,6 +73,7 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
             out.behavior_records += await run_behaviors(run, page, cdp, behaviors,
                                                         int(min(s.behaviors_ms, run.remaining_s() * 1000)))
             await settle(run, recorder, {**out.limits, "minMs": 0}, dpr)
+        run.mark("dismiss-behaviors")
     return out
 
 

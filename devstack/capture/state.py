@@ -50,6 +50,7 @@ class Ctx:
     captures: int = 0
     spare: Spare = field(default_factory=Spare)
     after: asyncio.Task | None = None  # teardown of the last capture + the next spare
+    last_phases_ms: dict[str, int] = field(default_factory=dict)  # of the last capture (observability)
 
     async def wait_idle(self, timeout_s: float = 30.0) -> None:
         """Wait (bounded, seconds) until the last capture's teardown and spare preparation are done."""
@@ -90,8 +91,23 @@ class Run:
     artifacts: dict[str, str] = field(default_factory=dict)
     formats: dict[str, bool] = field(default_factory=dict)
     uploads: list[asyncio.Task] = field(default_factory=list)  # page formats still being written
+    screenshot: dict[str, Any] | None = None  # full-page screenshot facts (report extension)
+    marks: list[tuple[str, float]] = field(default_factory=list)  # (phase ended, monotonic s)
     network_sealed: bool = False
     last_request_end: float | None = None  # monotonic seconds; set when the network is sealed
+
+    def mark(self, phase: str) -> None:
+        """Note that ``phase`` just ended (per-phase timers, :meth:`phases_ms`)."""
+        self.marks.append((phase, time.monotonic()))
+
+    def phases_ms(self) -> dict[str, int]:
+        """Milliseconds each marked phase took, from the previous mark (the first from ``t0``)."""
+        out: dict[str, int] = {}
+        prev = self.t0
+        for phase, t in self.marks:
+            out[phase] = out.get(phase, 0) + int((t - prev) * 1000)
+            prev = t
+        return out
 
     def remaining_s(self) -> float:
         """Seconds left of the whole-task budget (≥ 0)."""
