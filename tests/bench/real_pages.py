@@ -115,17 +115,15 @@ async def _profile(url: str, s3_server, formats: dict) -> str:
 
     from devstack.capture.browser import BrowserHolder
     from devstack.capture.capture import Ctx, run_capture
-    from devstack.capture.proxy import GuardedProxy
     from devstack.capture.settings import ServerSettings
     from devstack.capture.sink import S3Sink
     from devstack.capture.validation import validate_request
 
     s = ServerSettings(allow_private=True, s3_endpoint=s3_server.endpoint,
                        s3_access_key=s3_server.access_key_id, s3_secret_key=s3_server.secret_access_key)
-    proxy, holder = GuardedProxy(allow_private=True), BrowserHolder(s.chromium, s.recycle_every, s.max_rss_mb)
+    holder = BrowserHolder(s.chromium, s.recycle_every, s.max_rss_mb)
     sink = S3Sink(s.s3_endpoint, s.s3_bucket, s.s3_access_key, s.s3_secret_key, s.s3_region, s.s3_key_prefix)
-    cctx = Ctx(settings=s, browser=holder, proxy=proxy, s3=sink)
-    await proxy.start()
+    cctx = Ctx(settings=s, browser=holder, s3=sink)
     await holder.start()
     try:
         await run_capture(cctx, validate_request(_request(url, formats)))
@@ -136,7 +134,6 @@ async def _profile(url: str, s3_server, formats: dict) -> str:
     finally:
         await cctx.aclose()
         await holder.close()
-        await proxy.close()
     return profiler.output_text(unicode=False, color=False, show_all=False)
 
 
