@@ -268,7 +268,8 @@ def test_plan_level_main_guards_robots_fetches_unless_opted_out(services, sites)
 
     runner.delete_variable("u/admin/waggle_allow_private_hosts")
     refused = plan_job()
-    assert refused["groups"] == [] and refused["skipped"] == [{"url": f"{a.url}/1", "reason": "robots-unreachable"}]
+    assert refused["groups"] == [] and refused["skipped"] == [{"url": f"{a.url}/1", "reason": "robots-unreachable",
+                                                                  "failureClass": "transient"}]
     assert a.requests == []
     runner.set_variable("u/admin/waggle_allow_private_hosts", "1")
     allowed = plan_job()
