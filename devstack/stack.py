@@ -252,7 +252,9 @@ class Stack:
                                    "--data", str(d / "openfga.json"), f"--preshared-key={self.secret('fga_key')}"),
                     self.config.port("openfga"), "/healthz"),
             Service("issuer", _py("devstack.issuer", "--host", HOST, "--port", str(self.config.port("issuer")),
-                                  "--issuer", self.url("issuer"), "--audience", "waggle"),
+                                  "--issuer", self.url("issuer"), "--audience", "waggle",
+                                  # the ledger's web page signs the local user in with one click
+                                  "--user", self.config.subject, "--organizations", self.config.organization),
                     self.config.port("issuer"), "/.well-known/openid-configuration"),
             Service("tscompile", _py("devstack.tscompile", "--host", HOST, "--port", str(self.config.port("tscompile"))),
                     self.config.port("tscompile"), "/healthz"),
