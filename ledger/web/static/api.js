@@ -29,8 +29,8 @@ export async function api(method, path, body) {
   return data;
 }
 
-// A route the ledger does not serve answers 404 "Route GET:/path not found" — unlike the
-// permission 404 {"error": "not found"}.
+// A route the ledger does not serve answers 404 "Route GET:/path not found" (unlike the
+// permission 404 {"error": "not found"}), or 405 when the path exists for another method.
 export function isMissingRoute(error) {
-  return error instanceof ApiError && error.status === 404 && /^Route /.test(error.message);
+  return error instanceof ApiError && ((error.status === 404 && /^Route /.test(error.message)) || error.status === 405);
 }

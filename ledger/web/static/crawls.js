@@ -90,7 +90,10 @@ async function pagesSection(crawl, box, filter) {
     box.replaceChildren(table(PAGE_HEADERS, data.pages.map((p) => pageRow(p, crawl.crawlId)), { id: "pages" }),
       el("p", { className: "muted" }, data.pages.length ? "" : "No pages in this state."));
   } catch (e) {
-    if (!isMissingRoute(e)) throw e;
+    if (!isMissingRoute(e)) {
+      box.replaceChildren(el("p", { className: "error" }, e.message));
+      return;
+    }
     // An older ledger without GET /api/crawls/{id}/pages: the crawl view's 5 newest failures.
     const rows = (crawl.failures || []).map((f) => pageRow({ url: f.url, depth: f.depth, state: "failed", reason: f.reason }, crawl.crawlId));
     box.replaceChildren(
