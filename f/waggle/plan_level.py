@@ -8,7 +8,8 @@ reference/scheduler.md §4.1, with RFC 9309 fetch statuses (ARCHITECTURE decisio
 capped Crawl-delay (cases/README C2). Output ``Plan``::
 
     {"groups": [{"host", "urls", "delayMs", "initialDelayMs"}],
-     "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large"}],
+     "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large",
+                  "failureClass": "permanent" | "transient"}],
      "slowed": [{"host", "crawlDelayMs", "delayMs", "capped"}],
      "parallelism": int}
 """
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from f.waggle.failures import PERMANENT, TRANSIENT
 from f.waggle.common import (
     VAR_ALLOW_PRIVATE,
     VAR_ENDPOINTS,
@@ -174,7 +176,9 @@ def plan(
                     reason = "robots-too-large"
                 else:
                     reason = "robots"
-                skipped.append({"url": url, "reason": reason})
+                # robots.txt that could not be read may be readable next time (issue 17: classes)
+                skipped.append({"url": url, "reason": reason,
+                                "failureClass": TRANSIENT if reason == "robots-unreachable" else PERMANENT})
         if not allowed:
             continue
         delay, asked, capped = delay_for(delay_setting, outcome.crawl_delay_s() if outcome else None)

@@ -204,14 +204,15 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
 
 
 async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
-    """The crawl's view with its 5 newest failures (``[{url, depth, reason}]``), or None."""
+    """The crawl's view with its 5 newest failures (``[{url, depth, reason, failureClass}]``), or None."""
     async with pool.connection() as conn:
         cur = await conn.execute("SELECT * FROM crawls WHERE id = %s", (crawl_id,))
         crawl = await cur.fetchone()
         if crawl is None:
             return None
         cur = await conn.execute(
-            "SELECT url, depth, skip_reason AS reason FROM crawl_pages WHERE crawl_id = %s AND state = 'failed'"
+            "SELECT url, depth, skip_reason AS reason, failure_class AS \"failureClass\" FROM crawl_pages"
+            " WHERE crawl_id = %s AND state = 'failed'"
             " ORDER BY id DESC LIMIT 5",
             (crawl_id,),
         )

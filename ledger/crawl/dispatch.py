@@ -100,8 +100,10 @@ async def post_level(http: httpx.AsyncClient, settings: Settings, body: dict) ->
     return job_id_from(resp.text)
 
 
+# The host's last capture = when crawl_host started its gap (issue 11: the page's last request,
+# PageResult gapFrom), or the capture's completion for rows reported without it.
 _LAST_FINISHED = """
-SELECT host, max(finished_at) AS last FROM crawl_pages
+SELECT host, max(coalesce(gap_from, finished_at)) AS last FROM crawl_pages
 WHERE crawl_id = %s AND host = ANY(%s) AND finished_at IS NOT NULL GROUP BY host
 """
 
@@ -109,7 +111,8 @@ WHERE crawl_id = %s AND host = ANY(%s) AND finished_at IS NOT NULL GROUP BY host
 async def dispatch_level(services: Any, crawl: dict, depth: int, pages: list[dict]) -> str | None:
     """Send level ``depth`` (``pages``: ``[{url, host}]``) and record the job; never raises.
 
-    Each frontier item carries ``lastFinishedAt`` = the latest finish on its host in this crawl.
+    Each frontier item carries ``lastFinishedAt`` = the latest ``coalesce(gap_from, finished_at)``
+    on its host in this crawl (where that host's gap runs from).
     Success → ``last_job_id/last_job_depth`` (never moving back). Failure → the crawl is closed
     ``failed`` with the reason. Returns the job id (None when there is none or dispatch failed).
     """

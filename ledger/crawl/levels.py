@@ -152,6 +152,11 @@ async def _read_all_links(services: Any, results: list[dict]) -> list:
     return links
 
 
+# PageResult keys stored per page, in the order of _close_reported's unnest columns after url_hash
+_PAGE_COLUMNS = ("status", "skipReason", "taskId", "correlationId", "submittedAt", "finishedAt", "gapFrom",
+                 "failureClass")
+
+
 async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[dict],
                           hashes: list[bytes | None]) -> set[bytes]:
     """Step 1 in one statement: set state, skip reason, task/correlation ids and times of the
@@ -166,13 +171,13 @@ async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[di
     rows = list(last.items())
     cur = await conn.execute(
         "UPDATE crawl_pages p SET state = v.state, skip_reason = v.skip_reason, task_id = v.task_id,"
-        " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at"
+        " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at,"
+        " gap_from = v.gap_from, failure_class = v.failure_class"
         " FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],"
-        " %s::timestamptz[]) AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at)"
+        " %s::timestamptz[], %s::timestamptz[], %s::text[])"
+        " AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at, gap_from, failure_class)"
         " WHERE p.crawl_id = %s AND p.depth = %s AND p.url_hash = v.url_hash RETURNING p.url_hash",
-        ([h for h, _ in rows], [r["status"] for _, r in rows], [r.get("skipReason") for _, r in rows],
-         [r.get("taskId") for _, r in rows], [r.get("correlationId") for _, r in rows],
-         [r.get("submittedAt") for _, r in rows], [r.get("finishedAt") for _, r in rows], crawl_id, depth),
+        ([h for h, _ in rows], *[[r.get(k) for _, r in rows] for k in _PAGE_COLUMNS], crawl_id, depth),
     )
     return {bytes(r["url_hash"]) for r in await cur.fetchall()}
 
@@ -325,7 +330,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             recovered = 0
             if recover:
                 cur = await conn.execute(
-                    "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL"
+                    "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL, failure_class = NULL"
                     " WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[]) RETURNING url_hash",
                     (crawl_id, depth, [hashes[i] for i in recover]),
                 )
