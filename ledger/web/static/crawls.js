@@ -85,10 +85,20 @@ const PAGE_HEADERS = ["URL", { label: "Depth", num: true }, "State", "Reason", {
 async function pagesSection(crawl, box, filter) {
   const params = new URLSearchParams({ limit: String(PAGES_LIMIT) });
   if (filter) params.set("state", filter);
+  const path = "/api/crawls/" + crawl.crawlId + "/pages?";
   try {
-    const data = await api("GET", "/api/crawls/" + crawl.crawlId + "/pages?" + params);
-    box.replaceChildren(table(PAGE_HEADERS, data.pages.map((p) => pageRow(p, crawl.crawlId)), { id: "pages" }),
-      el("p", { className: "muted" }, data.pages.length ? "" : "No pages in this state."));
+    const data = await api("GET", path + params);
+    const rows = table(PAGE_HEADERS, data.pages.map((p) => pageRow(p, crawl.crawlId)), { id: "pages" });
+    const more = el("button", { type: "button", id: "more-pages", hidden: !data.nextCursor }, "More pages");
+    let cursor = data.nextCursor;
+    more.addEventListener("click", async () => {  // oldest first: the next pages by keyset cursor
+      params.set("cursor", cursor);
+      const next = await api("GET", path + params);
+      rows.tBodies[0].append(...next.pages.map((p) => pageRow(p, crawl.crawlId)));
+      cursor = next.nextCursor;
+      more.hidden = !cursor;
+    });
+    box.replaceChildren(rows, more, el("p", { className: "muted" }, data.pages.length ? "" : "No pages in this state."));
   } catch (e) {
     if (!isMissingRoute(e)) {
       box.replaceChildren(el("p", { className: "error" }, e.message));
