@@ -79,7 +79,7 @@ export async function archiveList(view, ctx, query) {
       el("td", { className: "url" }, a.sourceUrl,
         a.waczComplete === false ? el("span", { className: "badge", title: "some responses were recorded without their body" }, "incomplete") : null),
       el("td", {}, when(a.capturedAt)),
-      el("td", { className: "actions" }, download, " ", replay));
+      el("td", { className: "buttons" }, download, " ", replay));
   }
   await load();
 }

@@ -133,7 +133,7 @@ export async function crawlPage(view, ctx, crawlId) {
       const fail = crawl.state === "running" && ctx.session.canSubmit
         ? el("button", { className: "danger", id: "fail-crawl", type: "button", onclick: () => failCrawl(crawl) }, "Fail this crawl")
         : null;
-      view.replaceChildren(
+      view.replaceChildren(...[
         el("h1", {}, "Crawl ", el("code", {}, crawl.crawlId.slice(0, 8))),
         el("div", { className: "actions" },
           el("a", { className: "button", href: "#/archives?crawl=" + crawl.crawlId, id: "crawl-archives" }, "Archives of this crawl"),
@@ -144,7 +144,7 @@ export async function crawlPage(view, ctx, crawlId) {
               crawl.hostsInFlight.length ? crawl.hostsInFlight.map((h) => el("span", {}, h)) : "—")
           : null,
         el("h2", {}, "Pages ", filterSelect),
-        pagesBox);
+        pagesBox].filter(Boolean));
     }
     await pagesSection(crawl, pagesBox, filter);
     if (crawl.state === "running" && !pagesOnly) ctx.later(() => refresh(false), CRAWL_POLL_MS);
