@@ -87,7 +87,7 @@ def shell() -> FileResponse:
     return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
 
 
-@router.get("/auth/login", response_model=None)
+@router.get("/auth/login", response_model=None, response_class=HTMLResponse)
 async def login(request: Request, prompt: str | None = None) -> Response:
     client = _oidc(request)
     if prompt not in (None, "login"):
@@ -120,7 +120,7 @@ def _check_nonce(request: Request, id_token: str | None, nonce: str) -> bool:
     return secrets.compare_digest(str(claims.get("nonce", "")), nonce)
 
 
-@router.get("/auth/callback", response_model=None)
+@router.get("/auth/callback", response_model=None, response_class=HTMLResponse)
 async def callback(request: Request, code: str | None = None, state: str | None = None,
                    error: str | None = None, error_description: str | None = None) -> Response:
     client = _oidc(request)
@@ -176,7 +176,7 @@ async def logout(request: Request) -> JSONResponse:
     return resp
 
 
-@router.get("/replay.html", response_model=None)
+@router.get("/replay.html", response_model=None, response_class=HTMLResponse)
 async def replay_page(request: Request) -> Response:
     if request.app.state.replay_dir is None:
         return _replay_missing()
