@@ -7,6 +7,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY ledger ./ledger
 COPY devstack ./devstack
+COPY waggle ./waggle
 RUN pip wheel --no-deps --wheel-dir /wheels .
 
 # ReplayWeb.page for the web page's replay: the one pinned npm package (ledger/web/replay).

@@ -14,8 +14,10 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from ledger.api.authorize import submitter
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl import pages as pages_store
+from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
 from ledger.crawl.dispatch import dispatch_level
 from ledger.crawl.errors import Refused
+from ledger.crawl.leases import dispatch_waiting
 from ledger.crawl.levels import record_level
 
 router = APIRouter()
@@ -56,6 +58,7 @@ def _uuid_text(value: str) -> str:
 
 
 NonEmpty = Annotated[str, Field(min_length=1)]
+FINAL_URL_MAX_CHARS = 8192  # a longer "URL" is not one; usable values are checked by ledger.crawl.redirects
 
 
 class FromTargets(_Strict):
@@ -75,7 +78,7 @@ class CrawlRequest(_Strict):
     scope: Literal["same-origin", "same-host"] = "same-origin"
     maxDepth: int | None = Field(None, ge=0, le=10)
     maxPages: int | None = Field(None, ge=1)
-    perHostDelayMs: int = Field(2000, ge=0, le=600000)
+    perHostDelayMs: int = Field(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
     hostParallelism: int = Field(4, ge=1, le=32)
     scripts: list[Annotated[str, Field(min_length=1)] | InlineScript] | None = None
 
@@ -97,6 +100,7 @@ class PageResult(_Strict):
     gapFrom: AwareDatetime | None = None
     failureClass: Literal["transient", "permanent", "policy"] | None = None
     linksLocation: str | None = None
+    finalUrl: Annotated[str, Field(min_length=1, max_length=FINAL_URL_MAX_CHARS)] | None = None  # contract 4
     manifestLocation: NonEmpty | None = None
     manifestError: NonEmpty | None = None
 
@@ -169,7 +173,8 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
 
 @router.post("/api/crawls", status_code=202)
 async def start_crawl(body: CrawlRequest, request: Request, background: BackgroundTasks) -> JSONResponse:
-    """Start a crawl → 202 ``{crawlId}``; 409 ``{error, crawlId, startedAt}`` while one runs."""
+    """Start a crawl → 202 ``{crawlId}``; 429 ``{error, running, limit}`` when the organization
+    already runs ``WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG`` crawls."""
     services = request.app.state.services
     limit = services.settings.max_pages
     if body.maxPages is not None and body.maxPages > limit:
@@ -179,6 +184,7 @@ async def start_crawl(body: CrawlRequest, request: Request, background: Backgrou
     crawl, pages = await crawl_store.start_crawl(
         services.pool, _spec(body), subject=identity.subject, org_id=identity.organizations[0],
         max_pages_limit=limit, allow_private=services.settings.allow_private_hosts,
+        max_running=services.settings.max_running_crawls_per_org,
     )
     background.add_task(dispatch_level, services, crawl, 0, pages)
     return JSONResponse({"crawlId": str(crawl["id"])}, status_code=202, background=background)
@@ -236,15 +242,20 @@ async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
     if outcome.dispatch is not None:
         crawl, depth, pages = outcome.dispatch
         background.add_task(dispatch_level, services, crawl, depth, pages)
+    background.add_task(dispatch_waiting, services)  # this level's host leases just ended
     return JSONResponse(outcome.answer, status_code=outcome.status, background=background)
 
 
 @router.post("/api/crawls/{crawl_id}/failed")
-async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request) -> dict:
+async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request,
+                       background: BackgroundTasks) -> JSONResponse:
     """Close a running crawl as failed → 200 ``{closed: true|false}`` (reason ≤ 2,000 chars)."""
     await submitter(request)
-    closed = await crawl_store.close_failed(request.app.state.services.pool, crawl_id, body.reason)
-    return {"closed": closed}
+    services = request.app.state.services
+    closed = await crawl_store.close_failed(services.pool, crawl_id, body.reason)
+    if closed:  # its host leases ended with it
+        background.add_task(dispatch_waiting, services)
+    return JSONResponse({"closed": closed}, background=background)
 
 
 @router.post("/api/crawls/{crawl_id}/index")

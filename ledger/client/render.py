@@ -155,9 +155,19 @@ def summary_view(crawl: dict) -> Group:
     if isinstance(drops, dict) and drops:
         # links the ledger did not follow, per reason (scope, nofollow, trap defences)
         table.add_row("links not followed", ", ".join(f"{reason} {n}" for reason, n in sorted(drops.items())))
+    if crawl.get("archivesIncomplete"):
+        table.add_row("archives incomplete", Text(_n(crawl["archivesIncomplete"]), style="yellow"))
     if crawl.get("error"):
         table.add_row("error", Text(str(crawl["error"]), style="red"))
     parts: list = [table]
+    problems = crawl.get("archiveProblems") or []
+    if problems:  # the ledger's WACZ check: what is missing or does not match (newest first)
+        pt = Table(title="incomplete archives (newest first)", title_justify="left")
+        pt.add_column("url", overflow="fold")
+        pt.add_column("reason", overflow="fold")
+        for p in problems:
+            pt.add_row(str(p.get("url", "")), str(p.get("reason") or "–"))
+        parts.append(pt)
     failures = crawl.get("failures") or []
     if failures:
         ft = Table(title="failures (newest first)", title_justify="left")
