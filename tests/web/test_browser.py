@@ -148,9 +148,11 @@ def finished_crawl(local_stack, local, site) -> str:
     crawl_id = local.url.rsplit("/", 1)[1]
     local.wait_for_selector("#crawl-facts")
     seen_running = crawl_state(local) == "running"
-    if seen_running:
+    if seen_running:  # live: the same view turns from running to succeeded without a reload
         local.wait_for_selector("#hosts")
-        shot(local, "crawl-running")
+        local.wait_for_selector("table#pages tr.page")
+        if crawl_state(local) == "running":
+            shot(local, "crawl-running")
     assert wait_final(local) == "succeeded", local.inner_text("main")
     return crawl_id
 
