@@ -19,6 +19,7 @@ import pytest
 
 from tests.e2e.site import Site
 
+pytestmark = pytest.mark.e2e
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
