@@ -137,3 +137,53 @@ def test_bearer_callers_need_no_csrf_and_header_mode_has_no_sign_in(web_ledger, 
     page = httpx.get(web_ledger.url + "/", timeout=10)
     assert page.status_code == 200 and '<script type="module" src="/static/app.js">' in page.text
     assert httpx.get(web_ledger.url + "/static/app.js", timeout=10).headers["content-type"].startswith("text/javascript")
+
+
+def test_a_session_lives_only_as_long_as_its_token(web_ledger, archive_ledger, dev_issuer) -> None:
+    """A stored token that no longer passes (here: expired) ends the session: 401, not its subject."""
+    import asyncio
+    from datetime import datetime, timedelta, timezone
+
+    from ledger.db.pool import open_pool
+    from ledger.web import sessions
+
+    async def store(token: str) -> str:
+        pool = await open_pool(archive_ledger.db_url, max_size=1)
+        try:
+            sid, _ = await sessions.create(pool, token, "bob", datetime.now(timezone.utc) + timedelta(hours=1))
+        finally:
+            await pool.close()
+        return sid
+
+    expired = asyncio.run(store(dev_issuer.mint("bob", ["acme"], expires_in="-1h")))
+    live = asyncio.run(store(dev_issuer.mint("bob", ["acme"])))
+    get = lambda sid: httpx.get(web_ledger.url + "/api/archives", cookies={"waggle_session": sid}, timeout=10)  # noqa: E731
+    assert get(expired).status_code == 401
+    assert get(live).status_code == 200 and get(live).json()["archives"]
+    assert get("forged-" + live).status_code == 401
+
+
+def test_web_url_sets_the_redirect_uri_and_secure_cookies(archive_ledger, dev_issuer) -> None:
+    server = serve(settings_for(archive_ledger.db_url, archive_ledger.fga, archive_ledger.s3,
+                                oidc_issuer=dev_issuer.issuer, oidc_audience=dev_issuer.audience,
+                                web_url="https://waggle.example/"))
+    try:
+        r = httpx.get(server.url + "/auth/login", timeout=10)
+        assert r.status_code == 303
+        assert parse_qs(urlsplit(r.headers["location"]).query)["redirect_uri"] == ["https://waggle.example/auth/callback"]
+        cookie = r.headers["set-cookie"]
+        assert "waggle_login=" in cookie and "Secure" in cookie and "HttpOnly" in cookie and "Path=/auth" in cookie
+    finally:
+        server.stop()
+
+
+def test_an_unreachable_issuer_is_a_clear_page(archive_ledger) -> None:
+    from devstack.supervisor import free_port
+
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    server = serve(settings_for(archive_ledger.db_url, archive_ledger.fga, archive_ledger.s3, oidc_issuer=nowhere))
+    try:
+        r = httpx.get(server.url + "/auth/login", timeout=20)
+        assert r.status_code == 502 and "discovery document" in r.text and "openid-configuration" in r.text
+    finally:
+        server.stop()
