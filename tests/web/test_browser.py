@@ -62,7 +62,7 @@ def browser() -> Iterator[object]:
 def new_page(browser):
     context = browser.new_context(accept_downloads=True, viewport={"width": 1100, "height": 720})
     page = context.new_page()
-    page.set_default_timeout(20000)
+    page.set_default_timeout(45000)  # generous: the machine is shared and often loaded
     return context, page
 
 
@@ -83,7 +83,7 @@ def wait_final(page, timeout_s: float = 240) -> str:
     raise AssertionError("the crawl did not finish in time: " + page.inner_text("main"))
 
 
-def replayed_text(page, timeout_s: float = 60) -> str:
+def replayed_text(page, timeout_s: float = 120) -> str:
     """Text of the replayed page: the innermost frame ReplayWeb.page opens under /replay/w/."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -135,11 +135,20 @@ def test_start_form_shows_api_errors_next_to_the_fields(local_stack, local, site
     local.wait_for_selector("#seeds-error:not(:empty)")
     assert "http(s) URL" in local.inner_text("#seeds-error") and local.inner_text("#maxDepth-error") == ""
     shot(local, "start")
+    local.check("#fromTargets")  # the organization has no saved targets: said next to that field
+    assert local.is_disabled("#seeds")
+    local.click("#start")
+    local.wait_for_selector("#fromTargets-error:not(:empty)")
+    assert "no enabled capture targets" in local.inner_text("#fromTargets-error")
+    assert local.inner_text("#seeds-error") == "" and "#/start" in local.url
+    local.uncheck("#fromTargets")
+    assert local.is_enabled("#seeds")
 
 
 @pytest.fixture(scope="module")
 def finished_crawl(local_stack, local, site) -> str:
     local.goto(local_stack.api_url + "/#/start")
+    local.reload()  # a fresh form (the URL may already have been #/start)
     local.fill("#seeds", site.url + "/index.html")
     local.fill("#maxDepth", "1")
     local.fill("#maxPages", "3")
