@@ -68,6 +68,11 @@ async function boot() {
 }
 
 window.addEventListener("hashchange", route);
+// A link to the view already shown fires no hashchange: show it afresh (a new form, a new list).
+document.getElementById("nav").addEventListener("click", (ev) => {
+  const link = ev.target.closest("a");
+  if (link && link.getAttribute("href") === location.hash) route();
+});
 window.addEventListener("waggle:signed-out", () => {
   if (session) { session = null; clearTimers(); signIn("Your session ended (the sign-in expires with its token): sign in again."); }
 });
