@@ -63,6 +63,7 @@ class Settings(BaseSettings):
     oidc_scopes: str = "openid"
     web_url: str | None = None  # the page's URL as browsers see it; default: the request's own
     replay_dir: Path | None = None  # ReplayWeb.page's files (ui.js, sw.js); default: ledger/web/replay
+    replay_url: str | None = None  # a separate origin for replay (archived scripts run there); see README
 
     # -- OpenFGA -------------------------------------------------------------
     fga_api_url: str = "http://127.0.0.1:8090"

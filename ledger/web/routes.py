@@ -8,12 +8,14 @@
 * ``GET /auth/callback?code&state`` — exchanges the code, verifies the access token as the API
   verifies a Bearer token, opens a server-side session (``waggle_session`` cookie: HttpOnly,
   SameSite=Lax, Secure on https) → 303 to ``/``. Failures → 400/502 HTML saying what to do.
-* ``GET /auth/session`` — 200 ``{subject, organizations, canSubmit, csrfToken, expiresAt}``;
+* ``GET /auth/session`` — 200 ``{subject, organizations, canSubmit, csrfToken, expiresAt,
+  replayUrl}`` (``replayUrl``: the replay page on the replay origin, or null when replay is off);
   401 ``{"error":"unauthenticated"}`` without a live session.
 * ``POST /auth/logout`` (``X-CSRF-Token``) — ends the session → 200 ``{"signedOut": true}``.
 * ``/static/*`` — the page's ES modules and CSS; ``/replay.html?source=<signed URL>&url=<page>``
-  — the replay page (outside the service worker's ``/replay/`` scope); ``/replay/*`` —
-  ReplayWeb.page's files (``WAGGLE_REPLAY_DIR`` or
+  — the replay page (outside the service worker's ``/replay/`` scope), served only on the
+  **replay origin** (:func:`replay_origin`): archived pages run their own scripts, so they must
+  never run on the origin that holds the session; ``/replay/*`` — ReplayWeb.page's files (``WAGGLE_REPLAY_DIR`` or
   ``ledger/web/replay/node_modules/replaywebpage``, resolved at start).
 
 Outside JWT mode ``/auth/*`` answers 404 (sign-in needs an issuer).
@@ -26,6 +28,8 @@ import logging
 import secrets
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import jwt
@@ -37,7 +41,7 @@ from ledger.api.authorize import may_submit
 from ledger.api.errors import NotPermitted
 from ledger.api.identity import Unauthenticated
 from ledger.web import sessions
-from ledger.web.auth import session_identity, session_of
+from ledger.web.auth import on_replay_origin, session_identity, session_of
 from ledger.web.oidc import OidcClient, OidcError, pkce_pair
 
 log = logging.getLogger("waggle.web")
@@ -55,8 +59,8 @@ def replay_dir(configured: Path | None) -> Path | None:
 
 def _oidc(request: Request) -> OidcClient:
     resolver = request.app.state.identity
-    if getattr(resolver, "mode", "") != "jwt":
-        raise NotPermitted()
+    if getattr(resolver, "mode", "") != "jwt" or on_replay_origin(request):
+        raise NotPermitted()  # no sign-in where archived pages run
     client = getattr(request.app.state, "oidc", None)
     if client is None:
         s = request.app.state.settings
@@ -68,6 +72,24 @@ def _oidc(request: Request) -> OidcClient:
 def _base(request: Request) -> str:
     configured = request.app.state.settings.web_url
     return (configured or str(request.base_url)).rstrip("/")
+
+
+LOOPBACK_TWIN = {"127.0.0.1": "localhost", "localhost": "127.0.0.1"}
+
+
+def replay_origin_for(settings: Any) -> str | None:
+    """The origin replay runs on: ``WAGGLE_REPLAY_URL``, else on loopback the twin host of the
+    page's (``127.0.0.1`` ↔ ``localhost``, same port): another origin and another site, so the
+    session cookie and the API's answers stay out of reach of archived scripts. None → off."""
+    if settings.replay_url:
+        return settings.replay_url.rstrip("/")
+    if settings.web_url:
+        parts = urlsplit(settings.web_url)
+        scheme, host, port = parts.scheme, parts.hostname or "", parts.port
+    else:
+        scheme, host, port = "http", settings.api_host, settings.api_port
+    twin = LOOPBACK_TWIN.get(host)
+    return f"{scheme}://{twin}" + (f":{port}" if port else "") if twin else None
 
 
 def _secure(request: Request) -> bool:
@@ -160,8 +182,10 @@ async def current_session(request: Request) -> dict:
     session = await session_of(request)
     if identity is None or session is None:
         raise Unauthenticated()
+    replay = request.app.state.replay_origin if request.app.state.replay_dir is not None else None
     return {"subject": identity.subject, "organizations": list(identity.organizations),
             "canSubmit": await may_submit(request, identity), "csrfToken": session.csrf_token,
+            "replayUrl": replay + "/replay.html" if replay else None,
             "expiresAt": session.expires_at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")}
 
 
@@ -180,6 +204,11 @@ async def logout(request: Request) -> JSONResponse:
 async def replay_page(request: Request) -> Response:
     if request.app.state.replay_dir is None:
         return _replay_missing()
+    origin = request.app.state.replay_origin
+    if origin is None or not on_replay_origin(request):
+        return JSONResponse({"error": "replay runs only on the replay origin"
+                                      f" ({origin or 'none: set WAGGLE_REPLAY_URL to a separate origin'})"},
+                            status_code=404)
     return FileResponse(STATIC / "replay.html", headers={"Cache-Control": "no-store"})
 
 
@@ -191,6 +220,7 @@ def _replay_missing() -> JSONResponse:
 def mount(app: FastAPI) -> None:
     """Add the routes, ``/static`` and ``/replay`` to ``app``."""
     app.state.replay_dir = replay_dir(app.state.settings.replay_dir)
+    app.state.replay_origin = replay_origin_for(app.state.settings)
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     if app.state.replay_dir is not None:

@@ -187,3 +187,21 @@ def test_an_unreachable_issuer_is_a_clear_page(archive_ledger) -> None:
         assert r.status_code == 502 and "discovery document" in r.text and "openid-configuration" in r.text
     finally:
         server.stop()
+
+
+def test_replay_runs_only_on_its_own_origin_and_no_session_lives_there(web_ledger) -> None:
+    """The loopback twin (localhost ↔ 127.0.0.1) is the replay origin: it serves the replay page,
+    opens no sign-in and honours no session cookie; the page's own origin never serves replay."""
+    port = web_ledger.url.rsplit(":", 1)[1]
+    twin = {"Host": f"localhost:{port}"}
+    with sign_in(web_ledger.url, "bob", "acme") as browser:
+        me = browser.get(web_ledger.url + "/auth/session").json()
+        assert me["replayUrl"] == f"http://localhost:{port}/replay.html"
+        cookie = browser.cookies.get("waggle_session")
+    assert httpx.get(web_ledger.url + "/replay.html", timeout=10).status_code == 404
+    page = httpx.get(web_ledger.url + "/replay.html", headers=twin, timeout=10)
+    assert page.status_code == 200 and '<script src="/replay/ui.js">' in page.text
+    assert httpx.get(web_ledger.url + "/replay/sw.js", headers=twin, timeout=10).status_code == 200
+    stolen = httpx.get(web_ledger.url + "/api/archives", headers=twin, cookies={"waggle_session": cookie}, timeout=10)
+    assert stolen.status_code == 401
+    assert httpx.get(web_ledger.url + "/auth/login", headers=twin, timeout=10).status_code == 404

@@ -203,10 +203,16 @@ def test_archives_download_and_replay(local_stack, local, finished_crawl, site) 
     assert Path(download.path()).read_bytes()[:2] == b"PK"  # a WACZ is a zip
     assert download.url.startswith(local_stack.info["services"]["s3"])  # straight from the store
     row.locator("button.replay").click()
-    local.wait_for_url(re.compile(r".*/replay\.html\?.*"))
+    # replay runs on the twin origin (localhost ↔ 127.0.0.1): archived scripts there see no session
+    local.wait_for_url(re.compile(r"^http://localhost:\d+/replay\.html\?.*"))
     text = replayed_text(local)
     assert "Bees" in text
     shot(local, "replay")
+    assert local.evaluate("document.cookie") == ""
+    assert local.evaluate("async () => (await fetch('/api/archives')).status") == 401
+    assert local.evaluate("async () => (await fetch('/auth/session')).status") == 404
+    on_session_origin = httpx.get(local_stack.api_url + "/replay.html", params={"source": "x", "url": "y"}, timeout=10)
+    assert on_session_origin.status_code == 404 and "replay origin" in on_session_origin.json()["error"]
 
 
 def test_a_running_crawl_is_failed_after_confirmation(local_stack, local, site, finished_crawl) -> None:

@@ -68,11 +68,12 @@ export async function archiveList(view, ctx, query) {
         window.location.assign(s.url);
       } catch (e) { status.className = "error"; status.textContent = e.message; }
     } }, "Download");
-    const replay = el("button", { type: "button", className: "replay", onclick: async () => {
+    const replay = !ctx.session.replayUrl ? null : el("button", { type: "button", className: "replay", onclick: async () => {
       try {
         const s = await signed(a);
         const q = new URLSearchParams({ source: s.url, url: a.sourceUrl, captured: a.capturedAt });
-        window.location.assign("/replay.html?" + q);
+        // on its own origin: archived pages run their scripts there, away from this session
+        window.location.assign(ctx.session.replayUrl + "?" + q);
       } catch (e) { status.className = "error"; status.textContent = e.message; }
     } }, "Replay");
     return el("tr", { className: "archive", dataset: { id: a.id } },
