@@ -203,6 +203,7 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "pagesDiscovered": crawl["pages_discovered"],
         "pagesCaptured": crawl["pages_captured"],
         "currentDepth": crawl["current_depth"],
+        "levelState": crawl.get("level_state"),  # planned | waiting (hosts leased elsewhere) | dispatched
         "drops": crawl["drops"],
         "error": crawl["error"],
         "lastJob": job,
@@ -247,12 +248,18 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
 
 
 async def list_crawls(pool: Any, limit: int = 20) -> list[dict]:
-    """The ``limit`` most recently started crawls (summaries, newest first)."""
+    """Every running crawl, then the most recently started others up to ``limit`` in all
+    (summaries, newest first in each group; several crawls run at once, issue 12)."""
     async with pool.connection() as conn:
-        cur = await conn.execute("SELECT * FROM crawls ORDER BY started_at DESC LIMIT %s", (limit,))
+        cur = await conn.execute(
+            "(SELECT * FROM crawls WHERE state = 'running')"
+            " UNION ALL (SELECT * FROM crawls WHERE state <> 'running' ORDER BY started_at DESC LIMIT %s)"
+            " ORDER BY state = 'running' DESC, started_at DESC", (limit,))
         rows = await cur.fetchall()
+    running = sum(1 for r in rows if r["state"] == "running")
+    rows = rows[:max(limit, running)]
     keys = ("crawlId", "seeds", "state", "stopReason", "startedAt", "finishedAt", "pagesDiscovered",
-            "pagesCaptured", "organization", "requestedBy", "error")
+            "pagesCaptured", "organization", "requestedBy", "error", "currentDepth", "levelState")
     return [{k: v for k, v in crawl_view(r, []).items() if k in keys} for r in rows]
 
 

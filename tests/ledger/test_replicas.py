@@ -132,3 +132,16 @@ def test_two_replicas_drain_each_outbox_row_once(replicas, migrated_db_url, ledg
         assert len(counts) == rows and {n for _, n in counts} == {1}
         assert conn.execute("SELECT count(*) FROM fga_outbox WHERE attempts > 0").fetchone()[0] == 0
     assert ledger_fga.check("user:r7", "owner", "capture_job:replica-7")
+
+
+def test_health_lists_both_replicas(replicas):
+    deadline = time.monotonic() + 15
+    seen: list = []
+    while time.monotonic() < deadline:
+        body = httpx.get(f"{replicas[0]}/api/health", timeout=10).json()
+        seen = body["replicas"]
+        if len(seen) == 2:
+            break
+        time.sleep(0.5)
+    assert len(seen) == 2 and sum(r["self"] for r in seen) == 1, seen
+    assert body["crawls"] == {"running": 0, "waitingLevels": 0, "leasedHosts": 0}
