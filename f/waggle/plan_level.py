@@ -9,12 +9,15 @@ capped Crawl-delay (cases/README C2); a host's delay is never below the ``hostDe
 ledger sends (other crawls on the same host, issue 12). Output ``Plan``::
 
     {"groups": [{"host", "urls", "delayMs", "initialDelayMs"}],
-     "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large"}],
+     "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large",
+                  "failureClass": "permanent" | "transient"}],
      "slowed": [{"host", "crawlDelayMs", "delayMs", "capped"}],
      "parallelism": int}
 """
 
 from __future__ import annotations
+
+import inspect
 
 import json
 import time
@@ -23,6 +26,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from f.waggle.failures import PERMANENT, TRANSIENT
 from f.waggle.common import (
     VAR_ALLOW_PRIVATE,
     VAR_ENDPOINTS,
@@ -32,7 +36,6 @@ from f.waggle.common import (
 )
 from f.waggle.robots import MAX_RULES, UNREACHABLE, RobotsOutcome, fetch_robots
 
-DEFAULT_DELAY_MS = 2000
 DEFAULT_HOST_PARALLELISM = 4
 # Hosts in flight per BrowserHive endpoint when sleeping hosts would idle browsers (see
 # parallelism_for): 2 lets a second host use a browser while the first sleeps its gap; while
@@ -183,7 +186,9 @@ def plan(
                     reason = "robots-too-large"
                 else:
                     reason = "robots"
-                skipped.append({"url": url, "reason": reason})
+                # robots.txt that could not be read may be readable next time (issue 17: classes)
+                skipped.append({"url": url, "reason": reason,
+                                "failureClass": TRANSIENT if reason == "robots-unreachable" else PERMANENT})
         if not allowed:
             continue
         delay, asked, capped = delay_for(delay_setting, outcome.crawl_delay_s() if outcome else None)
@@ -232,15 +237,12 @@ def main(
     respect_robots: bool = True,
     host_parallelism: int = 4,
 ):
-    # Literal defaults (Windmill's schema inference cannot read constants); they equal
-    # DEFAULT_DELAY_MS and DEFAULT_HOST_PARALLELISM, and None arrives as "absent".
+    # Literal defaults: Windmill's schema inference cannot read constants. The ledger always
+    # sends an explicit delay; its default (ledger.crawl.crawls.DEFAULT_PER_HOST_DELAY_MS) is the
+    # one source, and tests/flow/test_default_delay.py fails when any copy here, in
+    # plan_level.script.yaml or in crawl_level.flow disagrees. None arrives as "absent".
     allow_private = (read_optional_variable(VAR_ALLOW_PRIVATE) or "").strip().lower() in ("1", "true", "yes")
     transport = robots_transport(allow_private)
-
-    # Benchmark baseline only (tests/bench politeness, issue 8): "1" drops lastFinishedAt, i.e.
-    # turns the cross-level remaining-gap rule off to show what it prevents. Unset in real use.
-    if (read_optional_variable("u/admin/waggle_bench_no_cross_level_gap") or "").strip() == "1":
-        candidates = [{k: v for k, v in c.items() if k != "lastFinishedAt"} for c in candidates or []]
 
     def fetch(url: str) -> RobotsOutcome:
         return fetch_robots(url, transport=transport)
@@ -249,3 +251,7 @@ def main(
         return read_variable(VAR_ENDPOINTS)
 
     return plan(candidates, per_host_delay_ms, respect_robots, host_parallelism, fetch=fetch, read_endpoints=endpoints)
+
+
+# The flow's fallback when the delay arrives as null: main's literal (one copy in this file).
+DEFAULT_DELAY_MS: int = inspect.signature(main).parameters["per_host_delay_ms"].default

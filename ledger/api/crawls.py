@@ -13,6 +13,8 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from ledger.api.authorize import submitter
 from ledger.crawl import crawls as crawl_store
+from ledger.crawl import pages as pages_store
+from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
 from ledger.crawl.dispatch import dispatch_level
 from ledger.crawl.errors import Refused
 from ledger.crawl.leases import dispatch_waiting
@@ -56,6 +58,7 @@ def _uuid_text(value: str) -> str:
 
 
 NonEmpty = Annotated[str, Field(min_length=1)]
+FINAL_URL_MAX_CHARS = 8192  # a longer "URL" is not one; usable values are checked by ledger.crawl.redirects
 
 
 class FromTargets(_Strict):
@@ -75,7 +78,7 @@ class CrawlRequest(_Strict):
     scope: Literal["same-origin", "same-host"] = "same-origin"
     maxDepth: int | None = Field(None, ge=0, le=10)
     maxPages: int | None = Field(None, ge=1)
-    perHostDelayMs: int = Field(2000, ge=0, le=600000)
+    perHostDelayMs: int = Field(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
     hostParallelism: int = Field(4, ge=1, le=32)
     scripts: list[Annotated[str, Field(min_length=1)] | InlineScript] | None = None
 
@@ -94,9 +97,31 @@ class PageResult(_Strict):
     correlationId: str | None = None
     submittedAt: AwareDatetime | None = None
     finishedAt: AwareDatetime | None = None
+    gapFrom: AwareDatetime | None = None
+    failureClass: Literal["transient", "permanent", "policy"] | None = None
     linksLocation: str | None = None
+    finalUrl: Annotated[str, Field(min_length=1, max_length=FINAL_URL_MAX_CHARS)] | None = None  # contract 4
     manifestLocation: NonEmpty | None = None
     manifestError: NonEmpty | None = None
+
+    @model_validator(mode="after")
+    def _gap_from_within_capture(self) -> "PageResult":
+        """gapFrom (issue 11) lies in [submittedAt, finishedAt]: the flow clamps it before it
+        reports, so a value outside is a broken or hostile reporter and is refused, not clamped."""
+        if self.gapFrom is None:
+            return self
+        if self.submittedAt is None or self.finishedAt is None:
+            raise ValueError("gapFrom needs submittedAt and finishedAt")
+        if not self.submittedAt <= self.gapFrom <= self.finishedAt:
+            raise ValueError("gapFrom must lie between submittedAt and finishedAt (the page's last request"
+                             " cannot end before the submission or after the answer)")
+        return self
+
+    @model_validator(mode="after")
+    def _class_of_a_failure(self) -> "PageResult":
+        if self.failureClass is not None and self.status == "captured":
+            raise ValueError("failureClass is only for failed or skipped results")
+        return self
 
     @model_validator(mode="after")
     def _manifest_rule(self) -> "PageResult":
@@ -178,6 +203,27 @@ async def get_crawl(crawl_id: uuid.UUID, request: Request) -> dict:
     """State, stop reason, limits, counters, drops, last job, 5 newest failures, pinned scripts."""
     await submitter(request)
     view = await crawl_store.get_crawl(request.app.state.services.pool, crawl_id)
+    if view is None:
+        raise Refused(404, "not found")
+    return view
+
+
+@router.get("/api/crawls/{crawl_id}/pages")
+async def list_pages(crawl_id: uuid.UUID, request: Request, state: str | None = None,
+                     limit: int = pages_store.LIMIT_DEFAULT, cursor: str | None = None) -> dict:
+    """Every page of the crawl, oldest first → ``{pages: [{url, finalUrl?, depth, state,
+    failureClass, reason, captureMs, archiveId}], nextCursor}``; ``state`` filters
+    (captured|failed|skipped|pending), ``limit`` 1–500 (default 100), ``cursor`` = the previous
+    answer's ``nextCursor``. Same authorization as ``GET /api/crawls/{id}`` (404 to outsiders)."""
+    if state is not None and state not in pages_store.STATES:
+        raise Refused(400, f"state must be one of {', '.join(pages_store.STATES)}")
+    if not 1 <= limit <= pages_store.LIMIT_MAX:
+        raise Refused(400, f"limit must be between 1 and {pages_store.LIMIT_MAX}")
+    if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 18):
+        raise Refused(400, "cursor must be the nextCursor of a previous answer")
+    await submitter(request)
+    view = await pages_store.list_pages(request.app.state.services.pool, crawl_id, state=state, limit=limit,
+                                        after=int(cursor or 0))
     if view is None:
         raise Refused(404, "not found")
     return view

@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 FLOW_FAILED_WITHOUT_REASON = "the flow failed without saying why"
 
 
+# The politeness gap on one host when a caller names none: the one source of this default. The
+# ledger always sends the crawl's delay to the flow; the flow's own fallbacks (plan_level's
+# literal, plan_level.script.yaml, crawl_level.flow) must agree (tests/flow/test_default_delay.py).
+DEFAULT_PER_HOST_DELAY_MS = 2000
+
+
 @dataclass
 class CrawlSpec:
     """A validated ``POST /api/crawls`` body (defaults not yet applied where None)."""
@@ -214,14 +220,15 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
 
 
 async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
-    """The crawl's view with its 5 newest failures (``[{url, depth, reason}]``), or None."""
+    """The crawl's view with its 5 newest failures (``[{url, depth, reason, failureClass}]``), or None."""
     async with pool.connection() as conn:
         cur = await conn.execute("SELECT * FROM crawls WHERE id = %s", (crawl_id,))
         crawl = await cur.fetchone()
         if crawl is None:
             return None
         cur = await conn.execute(
-            "SELECT url, depth, skip_reason AS reason FROM crawl_pages WHERE crawl_id = %s AND state = 'failed'"
+            "SELECT url, depth, skip_reason AS reason, failure_class AS \"failureClass\" FROM crawl_pages"
+            " WHERE crawl_id = %s AND state = 'failed'"
             " ORDER BY id DESC LIMIT 5",
             (crawl_id,),
         )
@@ -230,6 +237,7 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
             "SELECT state, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY state", (crawl_id,)
         )
         by_state = {r["state"]: r["n"] for r in await cur.fetchall()}
+        problems = await archive_problems(conn, crawl_id)
         hosts: list[str] = []
         if crawl["state"] == "running":
             # Hosts of the level in flight that still have pages to capture.
@@ -244,7 +252,22 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
     view["pagesSkipped"] = by_state.get("skipped", 0)
     view["pagesPending"] = by_state.get("pending", 0)
     view["hostsInFlight"] = hosts
+    view.update(problems)
     return view
+
+
+async def archive_problems(conn: Any, crawl_id: uuid.UUID, limit: int = 5) -> dict:
+    """``{"archivesIncomplete": n, "archiveProblems": [{url, reason}]}`` (newest ``limit``): the
+    crawl's archives whose WACZ failed the ledger's check (``archives.wacz_problem``; a crawl's
+    archives carry its id as correlation id)."""
+    cur = await conn.execute(
+        "SELECT source_url AS url, wacz_problem AS reason, count(*) OVER () AS n FROM archives"
+        " WHERE correlation_id = %s AND wacz_problem IS NOT NULL ORDER BY id DESC LIMIT %s",
+        (str(crawl_id), limit),
+    )
+    found = await cur.fetchall()
+    return {"archivesIncomplete": found[0]["n"] if found else 0,
+            "archiveProblems": [{"url": r["url"], "reason": r["reason"]} for r in found]}
 
 
 async def list_crawls(pool: Any, limit: int = 20) -> list[dict]:

@@ -299,3 +299,33 @@ def test_bad_endpoints_fail_only_after_robots(serving):
     with pytest.raises(ValueError):
         run([cand(a, "/1")], endpoints="[]")
     assert a.fetched == ["/robots.txt"]
+
+
+# -- the benchmark's baseline lives in the benchmark --------------------------------------------
+
+def _main_of(path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"plan_level_copy_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "read_optional_variable", lambda path: None)
+    monkeypatch.setattr(module, "read_variable", lambda path: '["http://bh-1"]')
+    return module.main
+
+
+def test_the_benchmarks_patched_copy_turns_the_cross_level_rule_off_and_the_product_has_no_switch(tmp_path, monkeypatch):
+    """tests/bench/politeness.py runs its baseline on a patched copy of f/; the shipped plan_level
+    reads no benchmark variable and keeps the remaining gap."""
+    from pathlib import Path
+
+    from tests.bench.politeness import baseline_flow_root
+
+    shipped = Path(__file__).resolve().parents[2] / "f/waggle/plan_level.py"
+    assert "waggle_bench" not in shipped.read_text()
+    copy = baseline_flow_root(tmp_path) / "f/waggle/plan_level.py"
+    frontier = [{"url": "https://a.example/x", "host": "a.example", "lastFinishedAt": iso_now(time.time() - 0.5)}]
+    as_shipped = _main_of(shipped, monkeypatch)(frontier, 3000, False, 4)
+    baseline = _main_of(copy, monkeypatch)(frontier, 3000, False, 4)
+    assert 2000 < as_shipped["groups"][0]["initialDelayMs"] <= 2500
+    assert baseline["groups"][0]["initialDelayMs"] == 0
