@@ -242,7 +242,8 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
         if crawl["state"] == "running":
             # Hosts of the level in flight that still have pages to capture.
             cur = await conn.execute(
-                "SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND state = 'pending'"
+                "SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s"
+                " AND state = 'pending'"
                 " ORDER BY host",
                 (crawl_id, crawl["current_depth"]),
             )
@@ -275,9 +276,9 @@ async def list_crawls(pool: Any, limit: int = 20) -> list[dict]:
     (summaries, newest first in each group; several crawls run at once, issue 12)."""
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "(SELECT * FROM crawls WHERE state = 'running')"
-            " UNION ALL (SELECT * FROM crawls WHERE state <> 'running' ORDER BY started_at DESC LIMIT %s)"
-            " ORDER BY state = 'running' DESC, started_at DESC", (limit,))
+            "SELECT * FROM ((SELECT * FROM crawls WHERE state = 'running')"
+            " UNION ALL (SELECT * FROM crawls WHERE state <> 'running' ORDER BY started_at DESC LIMIT %s)) c"
+            " ORDER BY (c.state = 'running') DESC, c.started_at DESC", (limit,))
         rows = await cur.fetchall()
     running = sum(1 for r in rows if r["state"] == "running")
     rows = rows[:max(limit, running)]

@@ -59,8 +59,8 @@ async def test_shared_host_carried_then_sent_with_the_other_crawls_time_and_dela
         # a holds s.test: b's level 0 sends b.test only and carries s.test/x to level 1
         assert {f["host"] for f in frontier(fake_webhook, a)} == {"a.test", "s.test"}
         assert [f["url"] for f in frontier(fake_webhook, b)] == ["https://b.test/"]
-        assert rows(settings.database_url, "SELECT depth, state FROM crawl_pages WHERE url = 'https://s.test/x'"
-                    ) == [(1, "pending")]
+        assert rows(settings.database_url, "SELECT depth, level, state FROM crawl_pages WHERE url = 'https://s.test/x'"
+                    ) == [(0, 1, "pending")]  # carried to level 1, still a seed (depth 0)
         # a reports: its leases end, s.test's last capture is a's
         answer = await report(h, a, 0, [captured("https://a.test/", "2026-09-19T14:53:39.000Z"),
                                         captured("https://s.test/", "2026-09-19T14:53:41.000Z")])
@@ -109,7 +109,8 @@ async def test_releaser_cannot_take_a_host_back_from_a_waiter(settings, fake_web
                          " (%s, 'https://a.test/', 'https://a.test/', 1, 'a.test')", (a, a))
         await report(h, a, 0, [captured("https://s.test/", "2026-09-19T14:53:41.000Z")])
         assert [f["url"] for f in frontier(fake_webhook, a)] == ["https://a.test/"]
-        assert rows(settings.database_url, "SELECT depth FROM crawl_pages WHERE url = 'https://s.test/next'") == [(2,)]
+        assert rows(settings.database_url, "SELECT depth, level FROM crawl_pages WHERE url = 'https://s.test/next'"
+                    ) == [(1, 2)]
         await report(h, b, 0, [captured("https://b.test/", "2026-09-19T14:53:42.000Z")])
         assert [f["url"] for f in frontier(fake_webhook, b)] == ["https://s.test/b"]
         assert rows(settings.database_url, "SELECT crawl_id::text FROM host_leases WHERE host = 's.test'") == [(b,)]
