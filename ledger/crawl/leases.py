@@ -68,6 +68,7 @@ class Claim:
     leased: list[str] = field(default_factory=list)
     carried: list[str] = field(default_factory=list)
     frontier: list[dict] = field(default_factory=list)
+    following: bool = False  # a page of the level is shallower than maxDepth: ask for links
 
     @property
     def waiting(self) -> bool:
@@ -117,9 +118,10 @@ async def claim_level(pool: Any, crawl_id: Any, depth: int, *, lease_s: float) -
             await conn.execute(_WAIT, (crawl_id, claim.carried))
         await conn.execute("DELETE FROM host_waits WHERE crawl_id = %s AND host = ANY(%s)", (crawl_id, leased))
         cur = await conn.execute(
-            "SELECT url, host FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s"
+            "SELECT url, host, depth FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s"
             " AND state = 'pending' ORDER BY id", (crawl_id, depth))
         pages = await cur.fetchall()
+        claim.following = any(p["depth"] < crawl["max_depth"] for p in pages)
         polite = await host_politeness.politeness(conn, crawl, leased)
         claim.frontier = [{"url": p["url"], "host": p["host"], **polite[p["host"]]} for p in pages]
         await conn.execute(

@@ -72,6 +72,8 @@ async def test_shared_host_carried_then_sent_with_the_other_crawls_time_and_dela
         assert frontier(fake_webhook, b) == [{"url": "https://s.test/x", "host": "s.test",
                                               "lastFinishedAt": "2026-09-19T14:53:41.000Z", "hostDelayMs": 5000}]
         assert rows(settings.database_url, "SELECT host, crawl_id::text, depth FROM host_leases") == [("s.test", b, 1)]
+        # level 1 = maxDepth, but the carried seed is at depth 0: its links are asked for
+        assert fake_webhook.bodies(b)[-1]["capture_formats"]["links"] is True
     # the host row: a's capture time and delay (b captured nothing on s.test yet)
     assert rows(settings.database_url, "SELECT last_capture_at::text, last_delay_ms FROM hosts WHERE host = 's.test'"
                 ) == [("2026-09-19 14:53:41+00", 5000)]
