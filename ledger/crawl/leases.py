@@ -81,12 +81,26 @@ def lease_seconds(settings: Any) -> float:
     return float(settings.crawl_stall_s) + 2 * float(settings.watchdog_interval_s)
 
 
-async def claim_level(pool: Any, crawl_id: Any, depth: int, *, lease_s: float) -> Claim | None:
+async def claim_level(pool: Any, crawl_id: Any, depth: int, *, lease_s: float, attempts: int = 3) -> Claim | None:
     """Lease the hosts of level ``depth`` of ``crawl_id`` and mark it dispatched (or waiting).
 
     Returns None when there is nothing to claim: the crawl is not running, is at another
-    level, or this level was already dispatched (by this or another replica).
+    level, or this level was already dispatched (by this or another replica). Two claims
+    racing for the same hosts that Postgres aborts as a deadlock are retried (``attempts``).
     """
+    import psycopg
+
+    for attempt in range(attempts):
+        try:
+            return await _claim(pool, crawl_id, depth, lease_s)
+        except psycopg.errors.DeadlockDetected:
+            if attempt == attempts - 1:
+                raise
+            log.info("Lease claim deadlocked with another claim; retrying: crawl %s depth %d", crawl_id, depth)
+    return None
+
+
+async def _claim(pool: Any, crawl_id: Any, depth: int, lease_s: float) -> Claim | None:
     async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute("SELECT * FROM crawls WHERE id = %s FOR UPDATE", (crawl_id,))
         crawl = await cur.fetchone()
