@@ -50,7 +50,7 @@ class Settings(BaseSettings):
     state_dir: Path = Field(default_factory=default_state_dir)
     database_url: str | None = None  # None → embedded Postgres (pgserver) under state_dir/pg
     api_host: str = "127.0.0.1"
-    api_port: int = Field(7070, ge=1, le=65535)
+    api_port: int = Field(7070, ge=0, le=65535)  # 0 = an OS-chosen port (tests)
     public_url: str | None = None  # how the flow reaches the ledger; default http://api_host:api_port
 
     # -- identity ----------------------------------------------------------
@@ -88,6 +88,8 @@ class Settings(BaseSettings):
     search_url: str | None = None  # no search backend → /index answers 404
     links_max_bytes: int = Field(8 * 1024 * 1024, ge=1024)  # larger .links.json files are skipped
     wacz_hash_max_bytes: int = Field(64 * 1024 * 1024, ge=0)  # WACZ check: hash listed files up to this total
+    max_running_crawls_per_org: int = Field(4, ge=1)  # more running crawls of one organization → 429
+    lease_interval_s: float = Field(1.0, gt=0)  # lease loop: waiting levels, expired host leases
 
     # -- background work -------------------------------------------------------
     drain_interval_s: float = 5.0  # outbox worker period

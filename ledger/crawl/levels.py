@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.archive.admission import admit_level
+from ledger.crawl import hosts, leases
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
 from ledger.crawl import redirects, shape_store
@@ -155,6 +156,11 @@ async def _read_all_links(services: Any, results: list[dict]) -> list:
     return links
 
 
+# PageResult keys stored per page, in the order of _close_reported's unnest columns after url_hash
+_PAGE_COLUMNS = ("status", "skipReason", "taskId", "correlationId", "submittedAt", "finishedAt", "gapFrom",
+                 "failureClass")
+
+
 async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[dict],
                           hashes: list[bytes | None]) -> set[bytes]:
     """Step 1 in one statement: set state, skip reason, task/correlation ids and times of the
@@ -169,13 +175,13 @@ async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[di
     rows = list(last.items())
     cur = await conn.execute(
         "UPDATE crawl_pages p SET state = v.state, skip_reason = v.skip_reason, task_id = v.task_id,"
-        " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at"
+        " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at,"
+        " gap_from = v.gap_from, failure_class = v.failure_class"
         " FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],"
-        " %s::timestamptz[]) AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at)"
+        " %s::timestamptz[], %s::timestamptz[], %s::text[])"
+        " AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at, gap_from, failure_class)"
         " WHERE p.crawl_id = %s AND p.depth = %s AND p.url_hash = v.url_hash RETURNING p.url_hash",
-        ([h for h, _ in rows], [r["status"] for _, r in rows], [r.get("skipReason") for _, r in rows],
-         [r.get("taskId") for _, r in rows], [r.get("correlationId") for _, r in rows],
-         [r.get("submittedAt") for _, r in rows], [r.get("finishedAt") for _, r in rows], crawl_id, depth),
+        ([h for h, _ in rows], *[[r.get(k) for _, r in rows] for k in _PAGE_COLUMNS], crawl_id, depth),
     )
     return {bytes(r["url_hash"]) for r in await cur.fetchall()}
 
@@ -279,6 +285,15 @@ async def _insert_rows(conn: Any, crawl_id: Any, depth: int, urls: list[ParsedUr
     return {bytes(r["url_hash"]) for r in await cur.fetchall()}
 
 
+async def _level_done(conn: Any, crawl: dict, depth: int, results: list[dict], inserted: list[dict]) -> list[dict]:
+    """Record the reported hosts' last captures (``ledger.crawl.hosts``), end this level's host
+    leases, and return the next level: pages carried to ``depth + 1`` earlier (hosts leased
+    elsewhere, ``ledger.crawl.leases``) first, then ``inserted``."""
+    await hosts.record_captures(conn, crawl, results)
+    await conn.execute("DELETE FROM host_leases WHERE crawl_id = %s AND depth = %s", (crawl["id"], depth))
+    return await leases.carried_pages(conn, crawl["id"], depth + 1, inserted) + inserted
+
+
 async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:
     """Apply one level report (camelCase dict as validated) to crawl ``crawl_id``.
 
@@ -336,7 +351,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             recovered = 0
             if recover:
                 cur = await conn.execute(
-                    "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL"
+                    "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL, failure_class = NULL"
                     " WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[]) RETURNING url_hash",
                     (crawl_id, depth, [hashes[i] for i in recover]),
                 )
@@ -367,6 +382,9 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             plan, inserted = await _plan_and_insert(conn, crawl, depth + 1, candidates, settings.max_pages_per_host,
                                                     settings)
             drops.update(plan.drops)
+            # issue 12: the hosts' last captures (shared by every crawl), this level's leases end,
+            # and pages carried from hosts leased elsewhere join the next level
+            inserted = await _level_done(conn, crawl, depth, results, inserted)
             # 8. counters and closing
             captured += recovered
             done = not inserted
@@ -376,7 +394,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             await conn.execute(
                 "UPDATE crawls SET pages_captured = pages_captured + %s, pages_discovered = pages_discovered + %s,"
                 " stop_reason = COALESCE(stop_reason, %s), drops = %s::jsonb, last_progress_at = now(),"
-                " scripts = %s::jsonb, current_depth = %s,"
+                " scripts = %s::jsonb, current_depth = %s, level_state = 'planned', level_since = now(),"
                 " state = CASE WHEN %s THEN 'succeeded' ELSE state END,"
                 " finished_at = CASE WHEN %s THEN now() ELSE finished_at END"
                 " WHERE id = %s",
