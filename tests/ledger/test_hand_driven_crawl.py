@@ -123,7 +123,7 @@ def test_crawl_by_hand(migrated_db_url, ledger_fga, dev_issuer, fake_webhook, s3
     assert view["pagesCaptured"] == 4  # seed, a, b (recovered from its manifest), d
     assert view["pagesDiscovered"] == 3 + 3  # the last level asked for no links
     assert view["drops"] == {"nofollow": 1, "out_of_scope": 1}
-    assert view["failures"] == [{"url": FAILED, "depth": 1, "reason": "timeout"}]
+    assert view["failures"] == [{"url": FAILED, "depth": 1, "reason": "timeout", "failureClass": None}]
     assert (view["pagesFailed"], view["pagesSkipped"], view["hostsInFlight"]) == (1, 0, [])
     assert view["lastJob"] == {"id": fake_webhook.job_ids[-1], "depth": 2}
     assert view["scripts"][0]["jsSha256"] and view["scripts"][0]["compiledWith"]["typescript"] == "6.0.3"
