@@ -37,10 +37,11 @@ def page_html(title: str, links: list[str]) -> str:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("site")
-    (root / "index.html").write_text(page_html("Bees", ["a.html", "b.html"]))
+    (root / "index.html").write_text(page_html("Bees", ["a.html", "b.html", "private.html"]))
+    (root / "private.html").write_text(page_html("Private", []))  # robots.txt forbids it: skipped
     (root / "a.html").write_text(page_html("Bees A", ["index.html"]))
     (root / "b.html").write_text(page_html("Bees B", ["missing.html"]))  # a 404: a failed or captured page
-    s = Site(root, "User-agent: *\nAllow: /\n")
+    s = Site(root, "User-agent: *\nDisallow: /private.html\n")
     try:
         yield s
     finally:
@@ -151,7 +152,7 @@ def finished_crawl(local_stack, local, site) -> str:
     local.reload()  # a fresh form (the URL may already have been #/start)
     local.fill("#seeds", site.url + "/index.html")
     local.fill("#maxDepth", "1")
-    local.fill("#maxPages", "3")
+    local.fill("#maxPages", "4")
     local.fill("#perHostDelayMs", "300")
     local.click("#start")
     local.wait_for_url(re.compile(r".*#/crawls/[0-9a-f-]{36}$"))
@@ -170,14 +171,23 @@ def finished_crawl(local_stack, local, site) -> str:
 def test_crawl_is_watched_to_the_end_with_its_pages(local_stack, local, finished_crawl) -> None:
     local.wait_for_selector("table#pages tr.page")
     states = local.locator("table#pages tr.page").evaluate_all("els => els.map(e => e.dataset.state)")
-    assert "captured" in states
-    assert int(local.inner_text("dd[data-fact='captured']")) >= 2
+    assert states.count("captured") == 3 and states.count("skipped") == 1, states
+    skipped = local.locator("table#pages tr.page[data-state='skipped']")
+    assert "private.html" in skipped.locator("td.url").inner_text() and skipped.locator("td.reason").inner_text()
+    local.select_option("#page-state", "skipped")
+    local.wait_for_function("document.querySelectorAll('table#pages tr.page').length === 1")
+    assert local.locator("table#pages tr.page").get_attribute("data-state") == "skipped"
+    local.select_option("#page-state", "")
+    local.wait_for_function("document.querySelectorAll('table#pages tr.page').length === 4")
+    assert int(local.inner_text("dd[data-fact='captured']")) == 3
+    assert int(local.inner_text("dd[data-fact='skipped']")) == 1
     shot(local, "crawl")
     local.goto(local_stack.api_url + "/#/crawls")
     row = local.locator(f"tr.crawl[data-id='{finished_crawl}']")
     row.wait_for()
     assert row.get_attribute("data-state") == "succeeded"
-    assert int(row.locator("td.captured").inner_text()) >= 2 and row.locator("td.level").inner_text() == "1 / 1"
+    assert int(row.locator("td.captured").inner_text()) == 3 and row.locator("td.level").inner_text() == "1 / 1"
+    assert int(row.locator("td.skipped").inner_text()) == 1 and row.locator("td.stop").inner_text() == "max_depth"
     assert local.locator("tr.crawl").first.get_attribute("data-id") == finished_crawl  # newest first
     shot(local, "crawls")
 
