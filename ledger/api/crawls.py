@@ -213,7 +213,7 @@ async def get_crawl(crawl_id: uuid.UUID, request: Request) -> dict:
 @router.get("/api/crawls/{crawl_id}/pages")
 async def list_pages(crawl_id: uuid.UUID, request: Request, state: str | None = None,
                      limit: int = pages_store.LIMIT_DEFAULT, cursor: str | None = None) -> dict:
-    """Every page of the crawl, oldest first → ``{pages: [{url, finalUrl?, depth, state,
+    """Every page of the crawl, oldest first → ``{pages: [{url, finalUrl, depth, state,
     failureClass, reason, captureMs, archiveId}], nextCursor}``; ``state`` filters
     (captured|failed|skipped|pending), ``limit`` 1–500 (default 100), ``cursor`` = the previous
     answer's ``nextCursor``. Same authorization as ``GET /api/crawls/{id}`` (404 to outsiders)."""
