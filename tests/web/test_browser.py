@@ -199,7 +199,7 @@ def test_crawl_is_watched_to_the_end_with_its_pages(local_stack, local, finished
 
 def test_archives_download_and_replay(local_stack, local, finished_crawl, site) -> None:
     local.goto(local_stack.api_url + f"/#/archives?crawl={finished_crawl}")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90
     while not local.locator("tr.archive").count():  # the outbox delivers tuples within ~1 s
         assert time.monotonic() < deadline, local.inner_text("main")
         local.wait_for_timeout(1000)
@@ -244,7 +244,7 @@ def test_a_running_crawl_is_failed_after_confirmation(local_stack, local, site, 
     assert crawl_state(local) == "running"
     local.once("dialog", lambda d: d.accept())
     local.click("#fail-crawl")
-    assert wait_final(local, 30) == "failed"
+    assert wait_final(local, 90) == "failed"
     assert local.inner_text("dd[data-fact='stop reason']") == "failed"
     assert "failed from the web page by local" in local.inner_text("dd[data-fact='error']")
 
