@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from ledger.api.authorize import submitter
+from ledger.api.identity import Identity
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl import pages as pages_store
 from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
@@ -190,20 +191,31 @@ async def start_crawl(body: CrawlRequest, request: Request, background: Backgrou
     return JSONResponse({"crawlId": str(crawl["id"])}, status_code=202, background=background)
 
 
+async def _member(request: Request, crawl_id: uuid.UUID) -> Identity:
+    """``submitter`` plus: the crawl belongs to one of the caller's organizations. A crawl of
+    another organization is as absent as an unknown id (404): several organizations' crawls
+    run side by side (issue 12), and none may read or close another's."""
+    identity = await submitter(request)
+    if not await crawl_store.crawl_in_orgs(request.app.state.services.pool, crawl_id, identity.organizations):
+        raise Refused(404, "not found")
+    return identity
+
+
 @router.get("/api/crawls")
 async def list_crawls(request: Request, limit: int = 20) -> dict:
     """The most recent crawls (``limit`` 1–100, default 20), newest first, with level and page
     counts by state (see ``ledger.crawl.crawls.list_crawls``)."""
     if not 1 <= limit <= 100:
         raise Refused(400, "limit must be between 1 and 100")
-    await submitter(request)
-    return {"crawls": await crawl_store.list_crawls(request.app.state.services.pool, limit)}
+    identity = await submitter(request)
+    return {"crawls": await crawl_store.list_crawls(request.app.state.services.pool, limit,
+                                                    orgs=identity.organizations)}
 
 
 @router.get("/api/crawls/{crawl_id}")
 async def get_crawl(crawl_id: uuid.UUID, request: Request) -> dict:
     """State, stop reason, limits, counters, drops, last job, 5 newest failures, pinned scripts."""
-    await submitter(request)
+    await _member(request, crawl_id)
     view = await crawl_store.get_crawl(request.app.state.services.pool, crawl_id)
     if view is None:
         raise Refused(404, "not found")
@@ -223,7 +235,7 @@ async def list_pages(crawl_id: uuid.UUID, request: Request, state: str | None = 
         raise Refused(400, f"limit must be between 1 and {pages_store.LIMIT_MAX}")
     if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 18):
         raise Refused(400, "cursor must be the nextCursor of a previous answer")
-    await submitter(request)
+    await _member(request, crawl_id)
     view = await pages_store.list_pages(request.app.state.services.pool, crawl_id, state=state, limit=limit,
                                         after=int(cursor or 0))
     if view is None:
@@ -235,7 +247,7 @@ async def list_pages(crawl_id: uuid.UUID, request: Request, state: str | None = 
 async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
                        background: BackgroundTasks) -> JSONResponse:
     """The level report → 200 ``{next: [{url, host, depth}], stopReason}``; see ledger.crawl.levels."""
-    await submitter(request)
+    await _member(request, crawl_id)
     services = request.app.state.services
     report = body.model_dump(mode="json", exclude_unset=True)
     outcome = await record_level(services, crawl_id, report)
@@ -249,10 +261,12 @@ async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
 @router.post("/api/crawls/{crawl_id}/failed")
 async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request,
                        background: BackgroundTasks) -> JSONResponse:
-    """Close a running crawl as failed → 200 ``{closed: true|false}`` (reason ≤ 2,000 chars)."""
-    await submitter(request)
+    """Close a running crawl as failed → 200 ``{closed: true|false}`` (reason ≤ 2,000 chars);
+    an unknown crawl, or one of another organization, is ``{closed: false}`` alike."""
+    identity = await submitter(request)
     services = request.app.state.services
-    closed = await crawl_store.close_failed(services.pool, crawl_id, body.reason)
+    closed = (await crawl_store.crawl_in_orgs(services.pool, crawl_id, identity.organizations)
+              and await crawl_store.close_failed(services.pool, crawl_id, body.reason))
     if closed:  # its host leases ended with it
         background.add_task(dispatch_waiting, services)
     return JSONResponse({"closed": closed}, background=background)
@@ -261,7 +275,7 @@ async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request,
 @router.post("/api/crawls/{crawl_id}/index")
 async def index_level(crawl_id: uuid.UUID, request: Request) -> dict:
     """Search indexing: 404 while no search backend is configured (``WAGGLE_SEARCH_URL``)."""
-    await submitter(request)
+    await submitter(request)  # answers nothing of the crawl
     if not request.app.state.services.settings.search_url:
         raise Refused(404, "no search backend is configured (WAGGLE_SEARCH_URL); nothing to index")
     raise Refused(501, "search indexing is not implemented in this ledger")
