@@ -40,7 +40,7 @@ from devstack.capture.behaviors import RUNTIME_JS
 from devstack.capture.browser import BrowserUnavailable
 from devstack.capture.formats import write_formats
 from devstack.capture.load import load_pages
-from devstack.capture.package import write_wacz
+from devstack.capture.package import write_file_capture, write_wacz
 from devstack.capture.policies import Policies
 from devstack.capture.proxy import checked_addresses
 from devstack.capture.recorder import Recorder
@@ -138,6 +138,8 @@ def _failure(s: ServerSettings, run: Run, e: Exception) -> tuple[dict[str, Any],
         fields: dict[str, Any] = {"status": e.status, "errorDetails": e.details}
         if e.status == "http_error":
             fields["httpStatusCode"] = e.details["httpStatusCode"]
+        if run.final_url:
+            fields["finalUrl"] = run.final_url
         fixed = 0 if e.details["type"] == "connection" and run.step == "check-address" else None
         return fields, fixed
     log.error("capture %s failed", run.task_id, exc_info=e)
@@ -145,7 +147,7 @@ def _failure(s: ServerSettings, run: Run, e: Exception) -> tuple[dict[str, Any],
                                                  "message": f"{type(e).__name__}: {e}"[:500]}}, None
 
 
-_ORDER = ["taskId", "correlationId", "url", "labels", "status", "httpStatusCode", "timestamp",
+_ORDER = ["taskId", "correlationId", "url", "finalUrl", "labels", "status", "httpStatusCode", "timestamp",
           "captureProcessingTimeMs", "artifacts", "waczStats", "completeness", "errorDetails", "settle",
           "document", "windowsNotOpened"]
 
@@ -233,8 +235,12 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         assert sess.page is not None
         windows = refuse_popups(sess.page)
         loaded = await load_pages(ctx, run, sess.page, sess.cdp, recorder, dprs, viewport)
+        if loaded.file is not None:
+            return {**await write_file_capture(ctx, run, recorder, loaded, dprs, viewport),
+                    "windowsNotOpened": windows["refused"]}
         title, document = await write_formats(ctx, run, sess.page, sess.cdp, recorder)
-        result: dict[str, Any] = {"status": "success", "httpStatusCode": loaded.main_status}
+        result: dict[str, Any] = {"status": "success", "httpStatusCode": loaded.main_status,
+                                  "finalUrl": document["url"]}
         if run.formats["wacz"]:
             result.update(await write_wacz(ctx, run, recorder, loaded, title, document, dprs, viewport))
         else:

@@ -4,6 +4,7 @@ banner removal and behaviors (contracts.md §B.1 step "load pages")."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ class Loaded:
     behavior_records: list[dict] = field(default_factory=list)
     ran_behaviors: bool = False
     dismissal: dict[str, Any] | None = None
+    file: Any = None  # the .files.TakenFile when the main document is a file (nothing else ran)
 
 
 async def trace(run: Run, page: Page, message: str) -> None:
@@ -58,8 +60,13 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
             await asyncio.sleep(delay)
         response = await _navigate(ctx, run, page)
         run.mark("load")
+        if i == 0 and run.files is not None and run.files.main is not None:
+            out.file = run.files.main  # a file, not a page: no settle, no behaviors, no other pass
+            out.main_status = out.file.exchange.status
+            out.settle = file_settle(out.limits, dpr)
+            return out
         if i == 0:
-            out.main_status = _main_status(response)
+            out.main_status = await _main_status(run, page, response)
         out.settle = await settle(run, recorder, out.limits, dpr)
         run.mark("settle")
         await trace(run, page, f"settled ({out.settle['endedBy']}) at devicePixelRatio {dpr}")
@@ -87,19 +94,48 @@ async def _navigate(ctx: Ctx, run: Run, page: Page) -> Response | None:
         raise CaptureFailure("timeout", "timeout", f"page load exceeded {s.page_load_ms} ms",
                              timeoutMs=s.page_load_ms) from e
     except PlaywrightError as e:
-        msg = str(e).splitlines()[0]
-        kind = "connection" if ("closed" in msg.lower() or "disconnect" in msg.lower()) else "internal"
-        raise CaptureFailure("failed", kind, msg[:500]) from e
+        if run.files is not None and run.files.main is not None:
+            return None  # aborted on purpose: .files read the main document as a file
+        raise navigation_failure(run, e) from e
 
 
-def _main_status(response: Response | None) -> int:
+def navigation_failure(run: Run, e: PlaywrightError) -> CaptureFailure:
+    """A failed navigation: Playwright's first line, with Chromium's ``net::ERR_*`` code,
+    verbatim in ``errorDetails.message`` (crawl_host classifies failures from it). A navigation
+    that became a download the file reader did not take (it takes every 2xx main-frame file, so
+    this is a fallback) also names the URL and says nothing was archived."""
+    msg = str(e).splitlines()[0]
+    low = msg.lower()
+    kind = "connection" if ("closed" in low or "disconnect" in low) else "internal"
+    if "download is starting" in low:
+        msg = f"{msg}: refused download of {run.url}; nothing was archived"
+    return CaptureFailure("failed", kind, msg[:500])
+
+
+def file_settle(limits: dict[str, int], dpr: int) -> dict[str, Any]:
+    """``settle`` of a file capture: no page was loaded, so no wait (``endedBy: "file"``)."""
+    return {"strategy": "fully-loaded", "endedBy": "file", "waitedMs": 0, "devicePixelRatio": dpr,
+            "limits": dict(limits), "load": {}, "network": {}, "cpu": {}, "dom": {}}
+
+
+async def _main_status(run: Run, page: Page, response: Response | None) -> int:
     if response is None:
         raise CaptureFailure("failed", "internal", "navigation produced no response")
     status = response.status
     if not 200 <= status < 300:
+        await _follow_script_navigation(run, page, response.url)
         raise CaptureFailure("http_error", "http", f"HTTP {status}", httpStatusCode=status,
                              httpStatusText=reason_phrase(status, response.status_text))
     return status
+
+
+async def _follow_script_navigation(run: Run, page: Page, response_url: str) -> None:
+    """A non-2xx page may already be leaving by script (``window.location = '/'`` from a 403
+    page): let that navigation commit (bounded, ≤ 2 s) so ``finalUrl`` says where it ended."""
+    if page.url != response_url:
+        with contextlib.suppress(Exception):
+            await page.wait_for_load_state("domcontentloaded", timeout=run.op_timeout(2000) * 1000)
+    run.final_url = page.url
 
 
 async def _dismiss(run: Run, page: Page, dpr: int) -> dict[str, Any] | None:

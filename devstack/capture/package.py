@@ -16,7 +16,7 @@ from devstack.capture.load import Loaded
 from devstack.capture.recorder import Recorder
 from devstack.capture.session import seal_network
 from devstack.capture.settings import BUILD, SOFTWARE
-from devstack.capture.state import Ctx, Run, iso
+from devstack.capture.state import CaptureFailure, Ctx, Run, iso
 from devstack.capture.uploads import upload, uploads_done
 from devstack.capture.warc import cdxj_index, write_warc
 from devstack.capture.wacz import Member, build_wacz, pages_jsonl
@@ -53,10 +53,35 @@ def package(run: Run, recorder: Recorder, title: str | None, document: dict, loa
                    denied=recorder.denied, created=run.started)
         cdxj = cdxj_index(warc)
         out = Path(tmp) / "out.wacz"
-        build_wacz(out, warc=warc, cdxj=cdxj, pages=pages_jsonl(run.task_id, run.url, start_iso, title),
+        build_wacz(out, warc=warc, cdxj=cdxj, pages=pages_jsonl(run.task_id, run.url, start_iso, title,
+                                                                 document.get("url") or run.url),
                    extra=extra_members(run, behaviors, loaded.behavior_records),
                    datapackage=datapackage(run, recorder, title, document, loaded, dprs, viewport))
         return out.read_bytes()
+
+
+async def write_file_capture(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, dprs: list[int],
+                             viewport: dict) -> dict[str, Any]:
+    """The main document is a file (PDF, CSV, a download…) read by :mod:`.files`: the WACZ
+    holds its response record (cut at ``maxResponseBytes`` with the reason recorded); there is
+    no page format (``document.withheld: "file"``, ``document.file`` says what was read).
+    Returns the report fields of a success. Without a WACZ nothing could hold the file: a
+    :class:`CaptureFailure` naming its type and size."""
+    taken = loaded.file
+    ex = taken.exchange
+    await seal_network(ctx, run, recorder, timeout_s=min(5.0, run.remaining_s()))
+    recorder.record_file(ex)
+    size = f"{taken.declared if taken.declared is not None else taken.bytes} bytes"
+    if not run.formats["wacz"]:
+        raise CaptureFailure("failed", "internal", f"net::ERR_ABORTED: {ex.url} is a file ({taken.mime or 'no type'}, "
+                             f"{size}), archived only in a WACZ, and captureFormats.wacz is false")
+    document: dict[str, Any] = {"url": ex.url, "withheld": "file", "file": taken.report()}
+    run.step = "package-wacz"
+    wacz_bytes = await anyio.to_thread.run_sync(package, run, recorder, None, document, loaded, dprs, viewport, None)
+    run.step = "upload-wacz"
+    await upload(ctx, run, "wacz", wacz_bytes)
+    return {"status": "success", "httpStatusCode": ex.status, "finalUrl": ex.url, "waczStats": recorder.stats(),
+            "completeness": recorder.completeness(), "settle": loaded.settle, "document": document}
 
 
 def extra_members(run: Run, behaviors: list[dict] | None, behavior_records: list[dict]) -> list[Member]:

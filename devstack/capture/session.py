@@ -21,6 +21,7 @@ from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from devstack.capture.proxy import GuardedProxy
+from devstack.capture.files import FileTaker
 from devstack.capture.recorder import Recorder
 from devstack.capture.spare import Opened, open_context
 from devstack.capture.state import CaptureFailure, Ctx, Run
@@ -59,6 +60,9 @@ async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder,
             sess.gate = deny_gate(run, recorder)
             await context.route("**/*", sess.gate)
         recorder.attach(context)
+        max_resp = recorder.max_response_bytes
+        run.files = FileTaker(sess.cdp, max_resp, run.deadline, on_take=recorder.expect_file)
+        await asyncio.wait_for(run.files.enable(), run.op_timeout(s.operation_ms))
     except (PlaywrightError, asyncio.TimeoutError) as e:
         raise CaptureFailure("failed", "connection", f"browser is not usable: {e}"[:500]) from e
 
@@ -109,6 +113,8 @@ def refuse_popups(page: Page) -> dict[str, int]:
         asyncio.ensure_future(p.close())
 
     page.on("popup", on_popup)
+    # A download the file reader did not take (a fallback) must not run on: cancel it at once.
+    page.on("download", lambda d: asyncio.ensure_future(d.cancel()))
     return windows
 
 
@@ -119,6 +125,8 @@ async def seal_network(ctx: Ctx, run: Run, recorder: Recorder, timeout_s: float 
     if run.network_sealed:
         return
     try:
+        if run.files is not None:
+            await run.files.disable()
         await recorder.stop(timeout_s=timeout_s)
     except Exception:  # noqa: BLE001 — a crashed browser cannot be stopped politely
         pass

@@ -122,6 +122,8 @@ class Run:
             out[phase] = out.get(phase, 0) + int((t - prev) * 1000)
             prev = t
         return out
+    files: Any = None  # the .files.FileTaker reading a main document that is a file
+    final_url: str | None = None  # where the main document ended, when the capture stopped early
 
     def remaining_s(self) -> float:
         """Seconds left of the whole-task budget (≥ 0)."""
