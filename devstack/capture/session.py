@@ -20,8 +20,8 @@ import anyio.to_thread
 from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
-from devstack.capture.proxy import GuardedProxy
 from devstack.capture.files import FileTaker
+from devstack.capture.proxy import GuardedProxy
 from devstack.capture.recorder import Recorder
 from devstack.capture.spare import Opened, open_context
 from devstack.capture.state import CaptureFailure, Ctx, Run
