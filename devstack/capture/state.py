@@ -109,6 +109,8 @@ class Run:
     marks: list[tuple[str, float]] = field(default_factory=list)  # (phase ended, monotonic s)
     network_sealed: bool = False
     last_request_end: float | None = None  # monotonic seconds; set when the network is sealed
+    files: Any = None  # the .files.FileTaker reading a main document that is a file
+    final_url: str | None = None  # where the main document ended, when the capture stopped early
 
     def mark(self, phase: str) -> None:
         """Note that ``phase`` just ended (per-phase timers, :meth:`phases_ms`)."""
@@ -122,8 +124,6 @@ class Run:
             out[phase] = out.get(phase, 0) + int((t - prev) * 1000)
             prev = t
         return out
-    files: Any = None  # the .files.FileTaker reading a main document that is a file
-    final_url: str | None = None  # where the main document ended, when the capture stopped early
 
     def remaining_s(self) -> float:
         """Seconds left of the whole-task budget (≥ 0)."""
