@@ -78,7 +78,8 @@ class GuardedProxy:
     the rest); ``on_denied(url, method)`` is told about each.
     """
 
-    def __init__(self, allow_private: bool = False, checker: Callable[[str, int, bool], list[str]] = checked_addresses):
+    def __init__(self, allow_private: bool = False, checker: Callable[[str, int, bool], list[str]] = checked_addresses,
+                 sealed: bool = False):
         self.allow_private = allow_private
         self._checker = checker
         self._server: asyncio.base_events.Server | None = None
@@ -89,7 +90,7 @@ class GuardedProxy:
         self._deny: Callable[[str], bool] = lambda url: False
         self._on_denied: Callable[[str, str], None] = lambda url, method: None
         self._checked: dict[tuple[str, int], list[str]] = {}
-        self.sealed = False
+        self.sealed = sealed  # a context's own proxy starts sealed: nothing goes out before its capture
         self.dropped = 0  # connections refused while sealed
         self.last_traffic: float | None = None
         self._busy: set[asyncio.Task] = set()  # plain-HTTP requests sent to a site, response not ended
@@ -117,7 +118,7 @@ class GuardedProxy:
         self.last_traffic = None
         self.sealed = False
 
-    async def end_capture(self, drain_s: float = 1.0) -> None:
+    async def end_capture(self, drain_s: float = 0.1) -> None:
         """Seal the proxy (the capture is over): no new connection or request goes out; plain-HTTP
         requests already sent to a site get ``drain_s`` seconds to finish (so their end is seen,
         not guessed); then every connection still open is closed."""

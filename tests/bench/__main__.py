@@ -22,6 +22,7 @@ BENCHMARKS = {
     "outbox": "tests.bench.ledger_scale:outbox",
     "reconciler": "tests.bench.ledger_scale:reconciler",
     "capture": "tests.bench.capture:capture",
+    "real-pages": "tests.bench.real_pages:real_pages",
     "politeness-500": "tests.bench.politeness:politeness_500",
     "politeness-2000": "tests.bench.politeness:politeness_2000",
     "orchestration": "tests.bench.orchestration:orchestration",
