@@ -153,6 +153,7 @@ class Run:
     artifacts: dict[str, str] = field(default_factory=dict)
     formats: dict[str, bool] = field(default_factory=dict)
     uploads: list[asyncio.Task] = field(default_factory=list)  # page formats still being written
+    links: list[dict] | None = None  # the .links.json items, answered inline (waggle extension)
 
     def remaining_s(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -227,7 +228,10 @@ async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
         processing_ms if processing_ms is not None else int((time.monotonic() - run.t0) * 1000))
     report = _ordered(report)
     manifest = await _write_manifest(ctx, run, report)
-    return {"taskId": task_id, "report": report, "manifest": manifest}
+    answer: dict[str, Any] = {"taskId": task_id, "report": report, "manifest": manifest}
+    if report["status"] == "success" and run.links is not None and "links" in report["artifacts"]:
+        answer["links"] = run.links  # waggle extension: the .links.json items inline (docs/internals.md)
+    return answer
 
 
 _ORDER = ["taskId", "correlationId", "url", "labels", "status", "httpStatusCode", "timestamp",
@@ -596,6 +600,7 @@ async def _load_and_write(ctx: Ctx, run: Run, context: BrowserContext, page: Pag
                 doc["correlationId"] = req["correlationId"]
             doc["capturedAt"] = _iso(links_at)
             doc["links"] = links
+            run.links = links
             _upload_soon(ctx, run, "links", (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
         if fmts["mhtml"]:
             snap = await asyncio.wait_for(cdp.send("Page.captureSnapshot", {"format": "mhtml"}),

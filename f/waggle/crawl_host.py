@@ -64,6 +64,9 @@ BACKOFF_MIN_MS = 1000  # what a zero gap becomes (doubling zero would stay zero)
 BACKOFF_CAP_MS = 120_000
 FORMAT_KEYS = ("png", "webp", "html", "links", "mhtml", "wacz")
 NO_MANIFEST = "the capture response carried no manifest outcome"
+# Links per PageResult sent inline to the ledger (the rest counted in linksOverflow); the
+# ledger's WAGGLE_REPORT_LINKS_PER_PAGE (sent as the flow input links_per_page) wins.
+LINKS_PER_PAGE = 1000
 
 
 class ServerUnavailable(RuntimeError):
@@ -275,6 +278,42 @@ def capture_on_any(
         sleep(random.uniform(*busy_jitter_ms) / 1000.0)
 
 
+def inline_links(body: dict, cap: int) -> dict:
+    """``{"links": [{href, rel}], "linksOverflow": n}`` from the capture answer's inline
+    ``links`` (waggle's v12 extension, docs/internals.md "Level report v2"), at most ``cap``
+    links in answer order (``linksOverflow`` = how many more there were, only when > 0).
+    ``{}`` when the answer has no inline links (a real BrowserHive v12): the result then
+    carries only ``linksLocation`` and the ledger reads the ``.links.json`` itself."""
+    items = body.get("links")
+    if not isinstance(items, list):
+        return {}
+    kept: list[dict] = []
+    usable = 0
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("href"), str) or not item["href"]:
+            continue
+        usable += 1
+        if len(kept) < cap:
+            rel = item.get("rel")
+            kept.append({"href": item["href"], "rel": rel if isinstance(rel, str) else None})
+    out: dict = {"links": kept}
+    if usable > len(kept):
+        out["linksOverflow"] = usable - len(kept)
+    return out
+
+
+def manifest_summary(report: dict) -> dict:
+    """What archive admission needs from the ``.result.json``, as this answer's ``report``
+    said it (the manifest is that report serialized, contracts.md §B.3): ``{status, wacz?}``.
+    The ledger admits only after reading the manifest and finding it agrees."""
+    status = report.get("status")
+    summary: dict = {"status": status if isinstance(status, str) else "failed"}
+    artifacts = report.get("artifacts") if isinstance(report.get("artifacts"), dict) else {}
+    if isinstance(artifacts.get("wacz"), str) and artifacts["wacz"]:
+        summary["wacz"] = artifacts["wacz"]
+    return summary
+
+
 def _http_status(report: dict) -> int | None:
     details = report.get("errorDetails") if isinstance(report.get("errorDetails"), dict) else {}
     for value in (details.get("httpStatusCode"), report.get("httpStatusCode")):
@@ -294,6 +333,7 @@ def capture_one(
     busy_jitter_ms: tuple[float, float],
     log: Callable[[str], None],
     now: Callable[[], float] = time.time,
+    links_per_page: int = LINKS_PER_PAGE,
 ) -> tuple[dict, int | None]:
     """Capture one page with at most MAX_ATTEMPTS; returns (PageResult, main-document HTTP status)."""
     url = request["url"]
@@ -356,6 +396,9 @@ def capture_one(
             links = artifacts.get("links")
             if isinstance(links, str) and links:
                 result["linksLocation"] = links
+            result.update(inline_links(body, links_per_page))
+        if "manifestLocation" in result:
+            result["manifestSummary"] = manifest_summary(report)
         return result, (_http_status(report) if not ok else None)
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -397,6 +440,7 @@ def capture_host(
     busy_ref_gap_ms: float = BUSY_REF_GAP_MS,
     log: Callable[[str], None] = print,
     now: Callable[[], float] = time.time,
+    links_per_page: int = LINKS_PER_PAGE,
 ) -> list[dict]:
     """Capture ``urls`` of ``host`` sequentially; one PageResult per URL, in order.
 
@@ -422,6 +466,7 @@ def capture_host(
         result, doc_status = capture_one(
             endpoints, request, i, crawl_id=crawl_id, gap_ms=lambda: gap, sleep=sleep,
             busy_jitter_ms=busy_window(busy_jitter_ms, gap, busy_ref_gap_ms), log=say, now=now,
+            links_per_page=links_per_page,
         )
         results.append(result)
         if doc_status in BACKOFF_STATUSES:
@@ -441,6 +486,7 @@ def main(
     scripts: list[dict],
     initial_delay_ms: int = 0,
     artifact_sink: Optional[dict] = None,
+    links_per_page: Optional[int] = None,
 ):
     missing = [n for n, v in (("crawl_id", crawl_id), ("host", host), ("urls", urls),
                               ("capture_formats", capture_formats), ("signing", signing), ("scripts", scripts)) if v is None]
@@ -456,6 +502,7 @@ def main(
             formats=capture_formats, signing=signing, scripts=scripts,
             artifact_sink=artifact_sink or None,
             delay_ms=per_host_delay_ms or 0, initial_delay_ms=initial_delay_ms or 0,
+            links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
         )
     finally:
         client.close()

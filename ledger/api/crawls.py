@@ -4,6 +4,7 @@ is configured (``WAGGLE_CRAWL_WEBHOOK_URL`` + ``_TOKEN``)."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Annotated, Literal
 
@@ -15,17 +16,25 @@ from ledger.api.authorize import submitter
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl.dispatch import dispatch_level
 from ledger.crawl.errors import Refused
+from ledger.archive.verify import verify_level
 from ledger.crawl.levels import record_level
+from ledger.crawl.report_limits import check_counts
 
 router = APIRouter()
 
 REASON_MAX_CHARS = 2000
+HREF_MAX_CHARS = 8192  # longer is no URL a crawl follows (traps.url_too_long is far lower)
+REL_MAX_CHARS = 256
+LOCATION_MAX_CHARS = 2048
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def _storable(value: object, path: str = "body") -> None:
     """Refuse text Postgres cannot store: NUL characters and lone UTF-16 surrogates."""
     if isinstance(value, str):
-        if "\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value):
+        if _UNSTORABLE.search(value):
             raise ValueError(f"{path} contains a NUL character or a lone surrogate; remove it")
     elif isinstance(value, dict):
         for key, item in value.items():
@@ -57,6 +66,23 @@ def _uuid_text(value: str) -> str:
 NonEmpty = Annotated[str, Field(min_length=1)]
 
 
+class DiscoveredLink(BaseModel):
+    """One inline link (``.links.json`` item without ``text``); its text is checked by the
+    report's walk (:class:`_Strict`), so it does not walk itself again."""
+
+    model_config = ConfigDict(extra="forbid")
+    href: str = Field(min_length=1, max_length=HREF_MAX_CHARS)
+    rel: str | None = Field(None, max_length=REL_MAX_CHARS)
+
+
+class ManifestSummary(BaseModel):
+    """What the capture answer's report said of its manifest: ``status`` and ``wacz``."""
+
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["success", "failed", "timeout", "http_error"]
+    wacz: str | None = Field(None, min_length=1, max_length=LOCATION_MAX_CHARS)
+
+
 class FromTargets(_Strict):
     limit: int | None = Field(None, ge=1)
 
@@ -86,6 +112,10 @@ class CrawlRequest(_Strict):
 
 
 class PageResult(_Strict):
+    """One page's outcome (ledger.md §6.9) plus level report v2 (docs/internals.md): inline
+    ``links``, ``linksOverflow`` and ``manifestSummary``. Counts are capped by
+    :func:`ledger.crawl.report_limits.check_counts` (413), shapes here (400)."""
+
     url: NonEmpty
     status: Literal["captured", "failed", "skipped"]
     skipReason: str | None = None
@@ -96,6 +126,9 @@ class PageResult(_Strict):
     linksLocation: str | None = None
     manifestLocation: NonEmpty | None = None
     manifestError: NonEmpty | None = None
+    links: list[DiscoveredLink] | None = None
+    linksOverflow: int | None = Field(None, ge=0, le=10_000_000)
+    manifestSummary: ManifestSummary | None = None
 
     @model_validator(mode="after")
     def _manifest_rule(self) -> "PageResult":
@@ -105,6 +138,8 @@ class PageResult(_Strict):
                 raise ValueError("a result with taskId needs exactly one of manifestLocation or manifestError")
         elif has_location or has_error:
             raise ValueError("manifestLocation and manifestError need a taskId")
+        if self.manifestSummary is not None and not has_location:
+            raise ValueError("manifestSummary needs a manifestLocation (it describes that manifest)")
         return self
 
 
@@ -184,13 +219,16 @@ async def get_crawl(crawl_id: uuid.UUID, request: Request) -> dict:
 async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
                        background: BackgroundTasks) -> JSONResponse:
     """The level report → 200 ``{next: [{url, host, depth}], stopReason}``; see ledger.crawl.levels."""
-    await submitter(request)
     services = request.app.state.services
+    check_counts(body.results, services.settings)
+    await submitter(request)
     report = body.model_dump(mode="json", exclude_unset=True)
     outcome = await record_level(services, crawl_id, report)
     if outcome.dispatch is not None:
         crawl, depth, pages = outcome.dispatch
         background.add_task(dispatch_level, services, crawl, depth, pages)
+    if outcome.verify is not None:  # admission after the answer (ledger.archive.verify)
+        background.add_task(verify_level, services, crawl_id, *outcome.verify)
     return JSONResponse(outcome.answer, status_code=outcome.status, background=background)
 
 

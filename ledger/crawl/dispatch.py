@@ -51,7 +51,8 @@ def webhook_body(
     """The flow arguments for level ``depth`` of ``crawl`` (a ``crawls`` row as a dict).
 
     ``frontier`` items: ``{url, host, lastFinishedAt}`` (ISO string or None). Keys: ``crawl_id,
-    depth, frontier, per_host_delay_ms, host_parallelism, capture_formats, signing, scripts``.
+    depth, frontier, per_host_delay_ms, host_parallelism, capture_formats, signing, scripts,
+    links_per_page`` (the last beyond upstream: inline links per PageResult, issue 14).
     """
     return {
         "crawl_id": str(crawl["id"]),
@@ -64,6 +65,7 @@ def webhook_body(
         "capture_formats": capture_formats(settings, following=crawl["max_depth"] > depth),
         "signing": bool(settings.capture_signing),
         "scripts": [webhook_item(s) for s in crawl["scripts"]],
+        "links_per_page": settings.report_links_per_page,
     }
 
 

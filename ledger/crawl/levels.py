@@ -5,7 +5,10 @@ transaction, plus waggle's ordering rules:
 * a different report for a recorded depth, a report for a depth other than the level in
   flight, or a report for a crawl that is not running → 409, nothing changes.
 
-The next level is dispatched by the caller after commit (``LevelOutcome.dispatch``).
+The next level is dispatched by the caller after commit (``LevelOutcome.dispatch``), and
+archive admission runs after the answer too (``LevelOutcome.verify`` →
+``ledger.archive.verify.verify_level``): the report reads S3 only for results of the old shape
+(``linksLocation`` without inline ``links``, docs/internals.md "Level report v2").
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.archive.admission import admit_level
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
 from ledger.crawl.guard import refusal
+from ledger.crawl.report_links import discovered_links
 from ledger.crawl.scope import accept_links
 from ledger.crawl.scripts import CompiledMismatch, merge_compiled
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
@@ -38,6 +41,9 @@ class LevelOutcome:
     status: int
     answer: dict
     dispatch: tuple[dict, int, list[dict]] | None = None  # (crawl row, depth, pages) to send
+    # after the answer: (depth, task ids reported failed, task ids to admit) for
+    # ledger.archive.verify.verify_level (admission reads S3 off the report's critical path)
+    verify: tuple[int, set[str], list[str]] | None = None
 
 
 def report_hash(report: dict) -> str:
@@ -92,22 +98,6 @@ async def _read_links(s3: Any, key: str, max_bytes: int) -> list | None:
     return doc["links"]
 
 
-async def _admit(conn: Any, services: Any, crawl: dict, results: list[dict]) -> set[int]:
-    """Archive admission hook (issue #3, ``ledger.archive.admission.admit_level``): indices of
-    results the manifests show as captured although reported otherwise."""
-    if services.s3 is None:
-        return set()
-    admission = await admit_level(
-        conn,
-        services.s3,
-        bucket=services.settings.s3_bucket,
-        org_id=crawl["org_id"],
-        submitted_by=crawl["requested_by"],
-        results=results,
-    )
-    return set(getattr(admission, "recovered", set()) or set())
-
-
 def _sha256(key: str) -> bytes:
     """``crawl_pages.url_hash`` of a dedup key: SHA-256 of its UTF-8 bytes (the column is
     ``waggle_sha256(url_key)``, migration 001); computed here so lookups use the index directly."""
@@ -122,12 +112,12 @@ def _url_hash(url: str) -> bytes | None:
         return None
 
 
-async def _read_all_links(services: Any, results: list[dict]) -> list:
-    """Every result's ``.links.json`` items, concatenated in result order; files are read
-    concurrently (≤ ``LINKS_READ_CONCURRENCY``). Raises :class:`Refused` 503 when the store does
-    not answer (no later file is started then)."""
+async def _read_all_links(services: Any, results: list[dict]) -> list[list]:
+    """Each result's ``.links.json`` items (one list per result, in order; empty when skipped);
+    files are read concurrently (≤ ``LINKS_READ_CONCURRENCY``). Raises :class:`Refused` 503 when
+    the store does not answer (no later file is started then)."""
     if services.s3 is None:
-        return []
+        return [[] for _ in results]
     max_bytes = getattr(services.settings, "links_max_bytes", LINKS_MAX_BYTES_DEFAULT)
     keys = [links_key(r.get("linksLocation") or "") for r in results]
     gate = asyncio.Semaphore(LINKS_READ_CONCURRENCY)
@@ -143,13 +133,14 @@ async def _read_all_links(services: Any, results: list[dict]) -> list:
                 failed.set()
                 raise
 
-    found = await asyncio.gather(*(read(k) for k in keys if k), return_exceptions=True)
-    links: list = []
+    async def none() -> None:
+        return None
+
+    found = await asyncio.gather(*(read(k) if k else none() for k in keys), return_exceptions=True)
     for item in found:
         if isinstance(item, BaseException):
             raise item
-        links.extend(item or [])
-    return links
+    return [item or [] for item in found]
 
 
 async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[dict],
@@ -177,9 +168,11 @@ async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[di
     return {bytes(r["url_hash"]) for r in await cur.fetchall()}
 
 
-async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | None) -> None:
+async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | None) -> list[uuid.UUID]:
     """Step 2 in one statement: a ``capture_submissions`` row for every result with a taskId
-    (``ON CONFLICT (task_id) DO NOTHING``; within one report the first result of a task wins)."""
+    (``ON CONFLICT (task_id) DO NOTHING``; within one report the first result of a task wins),
+    with the flow's ``manifestSummary`` when given. Returns the task ids with a manifest key
+    (what admission will read after the answer)."""
     rows: dict[uuid.UUID, tuple] = {}
     for r in results:
         if not r.get("taskId"):
@@ -188,17 +181,22 @@ async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | 
         if task in rows:
             continue
         manifest_key, manifest_error = manifest_outcome(r, bucket)
-        rows[task] = (str(task), r.get("correlationId") or str(crawl["id"]), manifest_key, manifest_error)
+        summary = r.get("manifestSummary")
+        rows[task] = (str(task), r.get("correlationId") or str(crawl["id"]), manifest_key, manifest_error,
+                      json.dumps(summary) if summary is not None else None)
     if not rows:
-        return
+        return []
     cols = list(zip(*rows.values()))
     await conn.execute(
-        "INSERT INTO capture_submissions (task_id, correlation_id, org_id, submitted_by, manifest_key, manifest_error)"
-        " SELECT v.task_id, v.correlation_id, %s, %s, v.manifest_key, v.manifest_error"
-        " FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[]) AS v(task_id, correlation_id, manifest_key, manifest_error)"
+        "INSERT INTO capture_submissions (task_id, correlation_id, org_id, submitted_by, manifest_key, manifest_error,"
+        " manifest_summary)"
+        " SELECT v.task_id, v.correlation_id, %s, %s, v.manifest_key, v.manifest_error, v.summary"
+        " FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::jsonb[])"
+        " AS v(task_id, correlation_id, manifest_key, manifest_error, summary)"
         " ON CONFLICT (task_id) DO NOTHING",
         (crawl["org_id"], crawl["requested_by"], *[list(c) for c in cols]),
     )
+    return [t for t, (_, _, key, _, _) in rows.items() if key is not None]
 
 
 async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: list[ParsedUrl],
@@ -318,29 +316,18 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             matched = await _close_reported(conn, crawl_id, depth, results, hashes)
             captured = sum(1 for r, h in zip(results, hashes) if h in matched and r["status"] == "captured")
             # 2. attribution: every result with a taskId, whatever its status
-            await _attribute(conn, crawl, results, settings.s3_bucket)
-            # 3. archive admission; recover pages whose manifest shows a capture
-            recover = [i for i in sorted(await _admit(conn, services, crawl, results))
-                       if 0 <= i < len(results) and results[i]["status"] != "captured" and hashes[i] is not None]
-            recovered = 0
-            if recover:
-                cur = await conn.execute(
-                    "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL"
-                    " WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[]) RETURNING url_hash",
-                    (crawl_id, depth, [hashes[i] for i in recover]),
-                )
-                landed = {bytes(r["url_hash"]) for r in await cur.fetchall()}
-                recovered = sum(1 for i in recover if hashes[i] in landed)
-            if recovered:
-                log.info("recovered captures the flow could not see: crawl %s depth %d: %d",
-                         crawl_id, depth, recovered)
-            # 4. discovered links, read concurrently, kept in result order
-            links = await _read_all_links(services, results)
+            to_admit = await _attribute(conn, crawl, results, settings.s3_bucket)
+            # 3. archive admission and recovery happen after the answer (ledger.archive.verify):
+            # nothing is admitted here, so the answer claims no admission
+            # 4. discovered links: inline in the results, else read from S3 (old shape)
+            links, overflow = await discovered_links(results, lambda rs: _read_all_links(services, rs))
             # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
             # the host name only, so it is asked once per host)
             accepted = accept_links(links, seeds, crawl["scope"])
             drops: Counter[str] = Counter(accepted.drops)
             drops.pop("duplicate", None)  # in-call duplicates are the same page, not a drop
+            if overflow:
+                drops["links_overflow"] += overflow  # beyond the per-page cap: never sent
             candidates: list[ParsedUrl] = []
             verdicts: dict[str, str | None] = {}
             for p in accepted.urls:
@@ -355,7 +342,6 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             plan, inserted = await _plan_and_insert(conn, crawl, depth + 1, candidates, settings.max_pages_per_host)
             drops.update(plan.drops)
             # 8. counters and closing
-            captured += recovered
             done = not inserted
             reason = plan.stop_reason or ("completed" if done else None)
             total_drops = Counter({k: int(v) for k, v in (crawl["drops"] or {}).items()})
@@ -382,4 +368,6 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
              len(results), captured, len(inserted), f" (stopped: {reason})" if done else "")
     crawl = dict(crawl)
     crawl["scripts"] = merged.scripts
-    return LevelOutcome(200, answer, None if done else (crawl, depth + 1, inserted))
+    failed = {str(r["taskId"]) for r in results if r.get("taskId") and r["status"] != "captured"}
+    return LevelOutcome(200, answer, None if done else (crawl, depth + 1, inserted),
+                        (depth, failed, [str(t) for t in to_admit]) if to_admit else None)

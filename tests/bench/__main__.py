@@ -21,6 +21,7 @@ BENCHMARKS = {
     "signing": "tests.bench.ledger_scale:signing",
     "outbox": "tests.bench.ledger_scale:outbox",
     "reconciler": "tests.bench.ledger_scale:reconciler",
+    "frontier-insert": "tests.bench.frontier_insert:frontier_insert",
     "capture": "tests.bench.capture:capture",
     "politeness-500": "tests.bench.politeness:politeness_500",
     "politeness-2000": "tests.bench.politeness:politeness_2000",
