@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.crawl import frontier
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
 from ledger.crawl.guard import refusal
@@ -207,10 +208,9 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
 
     Three ways to the same outcome, chosen by cost:
     * no level may follow (``max_depth``): nothing is looked up or inserted;
-    * every candidate fits the page budget: the candidates are inserted first (``ON CONFLICT DO
-      NOTHING`` — the unique index tells which were new in the same pass), planned over the rows
-      that landed, and the few the plan screens out (traps, per-host cap) deleted again, all in
-      this transaction (no separate lookup of 100,000 keys);
+    * every candidate fits the page budget: ``ledger.crawl.frontier.insert_then_screen`` (insert
+      first — the unique index tells which were new — while the trap screen runs in a thread;
+      the rows it drops are deleted again in this transaction);
     * otherwise (the budget may cut): the known ones are looked up, the plan made, its URLs inserted.
     """
     if max_pages_per_host:  # the per-host cap needs counts per host; otherwise one total will do
@@ -230,18 +230,12 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
 
     if next_depth > crawl["max_depth"] or not candidates:
         return plan_over([]), []
-    hashes = [_sha256(c.key) for c in candidates]
     if len(candidates) <= crawl["max_pages"] - known:
-        landed = await _insert_rows(conn, crawl["id"], next_depth, candidates)
-        new = [(c, h) for c, h in zip(candidates, hashes) if h in landed]
-        plan = plan_over([c for c, _ in new])
-        if len(plan.urls) < len(new):
-            keep = {p.key for p in plan.urls}
-            await conn.execute(
-                "DELETE FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[])",
-                (crawl["id"], next_depth, [h for c, h in new if c.key not in keep]),
-            )
-        return plan, [{"url": p.url, "host": p.host} for p in plan.urls]
+        plan, urls = await frontier.insert_then_screen(conn, crawl, next_depth, candidates, known=known,
+                                                       known_per_host=per_host,
+                                                       max_pages_per_host=max_pages_per_host)
+        return plan, [{"url": p.url, "host": p.host} for p in urls]
+    hashes = [_sha256(c.key) for c in candidates]
     cur = await conn.execute(
         "SELECT url_hash FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])",
         (crawl["id"], hashes),
@@ -255,16 +249,8 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
 
 
 async def _insert_rows(conn: Any, crawl_id: Any, depth: int, urls: list[ParsedUrl]) -> set[bytes]:
-    """Insert ``urls`` as pending pages of ``depth`` in one statement, ``ON CONFLICT (crawl_id,
-    url_hash) DO NOTHING``; returns the ``url_hash`` of the rows that landed."""
-    cur = await conn.execute(
-        "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host)"
-        " SELECT %s, u.url, u.url_key, %s, u.host"
-        " FROM unnest(%s::text[], %s::text[], %s::text[]) AS u(url, url_key, host)"
-        " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url_hash",
-        (crawl_id, depth, [p.url for p in urls], [p.key for p in urls], [p.host for p in urls]),
-    )
-    return {bytes(r["url_hash"]) for r in await cur.fetchall()}
+    """Insert ``urls`` as pending pages of ``depth`` (``ledger.crawl.frontier.insert_rows``)."""
+    return await frontier.insert_rows(conn, crawl_id, depth, urls)
 
 
 async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:

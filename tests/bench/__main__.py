@@ -22,6 +22,7 @@ BENCHMARKS = {
     "outbox": "tests.bench.ledger_scale:outbox",
     "reconciler": "tests.bench.ledger_scale:reconciler",
     "frontier-insert": "tests.bench.frontier_insert:frontier_insert",
+    "level-report-curve": "tests.bench.ledger_scale:level_report_curve",
     "capture": "tests.bench.capture:capture",
     "politeness-500": "tests.bench.politeness:politeness_500",
     "politeness-2000": "tests.bench.politeness:politeness_2000",
