@@ -132,14 +132,11 @@ class InternalErrorMiddleware:
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
-class _BodyTooLarge(Exception):
-    """The body streamed in (no or a false Content-Length) passed the limit."""
-
-
 class BodyLimitMiddleware:
     """413 ``{"error": ...}`` for a request whose body exceeds :data:`MAX_BODY_BYTES`
-    (32 MiB): refused before reading when the declared Content-Length says so, and cut off
-    while streaming otherwise (chunked bodies, a Content-Length that lies)."""
+    (32 MiB): refused before reading when the declared Content-Length says so; otherwise
+    (chunked bodies) the app is handed an ended body once the limit is passed and its answer
+    is replaced by the 413 (the app's own body parser would turn any error into a 400)."""
 
     def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES):
         self.app, self.max_bytes = app, max_bytes
@@ -161,25 +158,25 @@ class BodyLimitMiddleware:
             await self._refuse(send)
             return
         received = 0
-        started = False
+        too_large = False
 
         async def counting_receive() -> Any:
-            nonlocal received
+            nonlocal received, too_large
+            if too_large:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message.get("type") == "http.request":
                 received += len(message.get("body") or b"")
                 if received > self.max_bytes:
-                    raise _BodyTooLarge()
+                    too_large = True
+                    return {"type": "http.request", "body": b"", "more_body": False}
             return message
 
-        async def tracking_send(message: Any) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
+        async def guarded_send(message: Any) -> None:
+            if too_large:
+                if message["type"] == "http.response.start":
+                    await self._refuse(send)
+                return  # the app's own answer to a cut-off body is dropped
             await send(message)
 
-        try:
-            await self.app(scope, counting_receive, tracking_send)
-        except _BodyTooLarge:
-            if not started:
-                await self._refuse(send)
+        await self.app(scope, counting_receive, guarded_send)
