@@ -10,9 +10,10 @@ in a worker thread, so the two costs overlap instead of adding up; the rows the 
 drops (traps, per-host cap) are deleted again in the same transaction. The outcome is the one
 ``ledger.crawl.budget.plan_next_level`` gives over the candidates that were new.
 
-Dedup stays exact: the unique key is the SHA-256 of the WHATWG dedup key (``url_hash``); the
-measured alternatives (64-bit hash keys, fillfactor, staging by COPY) are in
-tests/bench/README.md "Frontier insert".
+Dedup is exact: the unique key is the SHA-256 of the WHATWG dedup key (``url_hash``), and a
+distinct key that meets a held hash takes the next position of its probe chain (migration 071);
+the measured alternatives (64-bit hash keys, fillfactor, staging by COPY, no foreign key) are
+in tests/bench/README.md "Frontier insert".
 """
 
 from __future__ import annotations
@@ -35,19 +36,55 @@ def url_hash(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
 
 
-async def insert_rows(conn: Any, crawl_id: Any, depth: int, urls: Sequence[ParsedUrl]) -> set[bytes]:
-    """Insert ``urls`` as pending pages of ``depth`` (``ON CONFLICT DO NOTHING``), ids in
-    discovery order; returns the ``url_hash`` of the rows that landed. (Sending them in hash
-    order saved < 10 %, within noise, and would give ids out of discovery order.)"""
+def probe_hash(key: str, n: int) -> bytes:
+    """Position ``n`` of a key's probe chain: ``url_hash(key)`` for 0 (every URL in practice),
+    else SHA-256 of ``"<n>\\n<key>"`` — where a distinct URL goes when an earlier position is
+    held by another key (a SHA-256 collision; migration 071)."""
+    return url_hash(key) if n == 0 else hashlib.sha256(f"{n}\n{key}".encode("utf-8")).digest()
+
+
+async def _insert(conn: Any, crawl_id: Any, depth: int, urls: Sequence[ParsedUrl],
+                  hashes: Sequence[bytes]) -> set[tuple[str, bytes]]:
     async with conn.cursor(row_factory=tuple_row) as cur:
         await cur.execute(
-            "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host)"
-            " SELECT %s, u.url, u.url_key, %s, u.host"
-            " FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS u(url, url_key, host, n)"
-            " ORDER BY u.n ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url_hash",
-            (crawl_id, depth, [p.url for p in urls], [p.key for p in urls], [p.host for p in urls]),
+            "INSERT INTO crawl_pages (crawl_id, url, url_key, url_hash, depth, host)"
+            " SELECT %s, u.url, u.url_key, u.url_hash, %s, u.host"
+            " FROM unnest(%s::text[], %s::text[], %s::bytea[], %s::text[]) WITH ORDINALITY"
+            " AS u(url, url_key, url_hash, host, n)"
+            " ORDER BY u.n ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url_key, url_hash",
+            (crawl_id, depth, [p.url for p in urls], [p.key for p in urls], list(hashes), [p.host for p in urls]),
         )
-        return {bytes(r[0]) for r in await cur.fetchall()}
+        return {(k, bytes(h)) for k, h in await cur.fetchall()}
+
+
+async def held_keys(conn: Any, crawl_id: Any, hashes: Sequence[bytes]) -> dict[bytes, str]:
+    """``{url_hash: url_key}`` of the crawl's rows at ``hashes``."""
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute("SELECT url_hash, url_key FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])",
+                          (crawl_id, list(hashes)))
+        return {bytes(h): k for h, k in await cur.fetchall()}
+
+
+async def insert_rows(conn: Any, crawl_id: Any, depth: int, urls: Sequence[ParsedUrl]) -> dict[str, bytes]:
+    """Insert ``urls`` as pending pages of ``depth`` (ids in discovery order); returns
+    ``{key: url_hash}`` of the rows that landed. Exact: a URL whose hash is held by another key
+    moves along its probe chain (:func:`probe_hash`) until it lands or meets its own row, so a
+    hash collision never drops a distinct URL. One statement (plus one lookup of the rows that
+    did not land) unless something collides."""
+    landed: dict[str, bytes] = {}
+    pending = list(urls)
+    n = 0
+    while pending:
+        hashes = [probe_hash(p.key, n) for p in pending]
+        got = await _insert(conn, crawl_id, depth, pending, hashes)
+        rest = [(p, h) for p, h in zip(pending, hashes) if (p.key, h) not in got]
+        landed.update((p.key, h) for p, h in zip(pending, hashes) if (p.key, h) in got)
+        if not rest:
+            break
+        held = await held_keys(conn, crawl_id, [h for _, h in rest])
+        pending = [p for p, h in rest if held.get(h) != p.key]  # held by another key: next position
+        n += 1
+    return landed
 
 
 def _reasons(candidates: Sequence[ParsedUrl]) -> list[str | None]:
@@ -63,7 +100,6 @@ async def insert_then_screen(conn: Any, crawl: dict, next_depth: int, candidates
     Only for ``len(candidates) <= max_pages - known`` (the budget cannot cut). Returns the plan
     (as ``plan_next_level`` over the new candidates) and the URLs of the rows that stay.
     """
-    hashes = [url_hash(c.key) for c in candidates]
     insert = asyncio.ensure_future(insert_rows(conn, crawl["id"], next_depth, candidates))
     try:  # trap reasons are computed while Postgres inserts (a worker thread; ada/regex/unquote)
         reasons = await asyncio.to_thread(_reasons, candidates)
@@ -76,8 +112,9 @@ async def insert_then_screen(conn: Any, crawl: dict, next_depth: int, candidates
     gone: list[bytes] = []
     drops: Counter[str] = Counter()
     per_host: Counter[str] = Counter()
-    for c, h, reason in zip(candidates, hashes, reasons):
-        if h not in landed:
+    for c, reason in zip(candidates, reasons):
+        h = landed.get(c.key)
+        if h is None:
             continue
         if reason is None and cap is not None and known_per_host.get(c.host, 0) + per_host[c.host] >= cap:
             reason = MAX_PAGES_PER_HOST

@@ -105,10 +105,10 @@ def _sha256(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
 
 
-def _url_hash(url: str) -> bytes | None:
-    """The ``url_hash`` of a reported page URL, or None when it does not parse."""
+def _url_key(url: str) -> str | None:
+    """The dedup key of a reported page URL (what step 1 matches), or None when it does not parse."""
     try:
-        return _sha256(parse_http_url(url).key)
+        return parse_http_url(url).key
     except InvalidUrl:
         return None
 
@@ -145,28 +145,29 @@ async def _read_all_links(services: Any, results: list[dict]) -> list[list]:
 
 
 async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[dict],
-                          hashes: list[bytes | None]) -> set[bytes]:
+                          keys: list[str | None]) -> set[str]:
     """Step 1 in one statement: set state, skip reason, task/correlation ids and times of the
-    rows of level ``depth`` named by ``results``. Two results for one page: the later one wins
-    (as if applied in order). Returns the ``url_hash`` of every row that matched."""
-    last: dict[bytes, dict] = {}
-    for r, h in zip(results, hashes):
-        if h is not None:
-            last[h] = r
+    rows of level ``depth`` named by ``results`` (``keys``: each result's dedup key, matched
+    within the level, so a row stored further along its probe chain is found too). Two results
+    for one page: the later one wins (as if applied in order). Returns the keys that matched."""
+    last: dict[str, dict] = {}
+    for r, k in zip(results, keys):
+        if k is not None:
+            last[k] = r
     if not last:
         return set()
     rows = list(last.items())
     cur = await conn.execute(
         "UPDATE crawl_pages p SET state = v.state, skip_reason = v.skip_reason, task_id = v.task_id,"
         " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at"
-        " FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],"
-        " %s::timestamptz[]) AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at)"
-        " WHERE p.crawl_id = %s AND p.depth = %s AND p.url_hash = v.url_hash RETURNING p.url_hash",
+        " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],"
+        " %s::timestamptz[]) AS v(url_key, state, skip_reason, task_id, correlation_id, submitted_at, finished_at)"
+        " WHERE p.crawl_id = %s AND p.depth = %s AND p.url_key = v.url_key RETURNING p.url_key",
         ([h for h, _ in rows], [r["status"] for _, r in rows], [r.get("skipReason") for _, r in rows],
          [r.get("taskId") for _, r in rows], [r.get("correlationId") for _, r in rows],
          [r.get("submittedAt") for _, r in rows], [r.get("finishedAt") for _, r in rows], crawl_id, depth),
     )
-    return {bytes(r["url_hash"]) for r in await cur.fetchall()}
+    return {r["url_key"] for r in await cur.fetchall()}
 
 
 async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | None) -> list[uuid.UUID]:
@@ -235,22 +236,15 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
                                                        known_per_host=per_host,
                                                        max_pages_per_host=max_pages_per_host)
         return plan, [{"url": p.url, "host": p.host} for p in urls]
-    hashes = [_sha256(c.key) for c in candidates]
-    cur = await conn.execute(
-        "SELECT url_hash FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])",
-        (crawl["id"], hashes),
-    )
-    known_hashes = {bytes(r["url_hash"]) for r in await cur.fetchall()}
-    plan = plan_over([c for c, h in zip(candidates, hashes) if h not in known_hashes])
+    # known = held under the key's first hash (a key held further along its probe chain is
+    # found by the insert, which then does not land it)
+    held = await frontier.held_keys(conn, crawl["id"], [frontier.url_hash(c.key) for c in candidates])
+    known_keys = set(held.values())
+    plan = plan_over([c for c in candidates if c.key not in known_keys])
     if not plan.urls:
         return plan, []
-    landed = await _insert_rows(conn, crawl["id"], next_depth, plan.urls)
-    return plan, [{"url": p.url, "host": p.host} for p in plan.urls if _sha256(p.key) in landed]
-
-
-async def _insert_rows(conn: Any, crawl_id: Any, depth: int, urls: list[ParsedUrl]) -> set[bytes]:
-    """Insert ``urls`` as pending pages of ``depth`` (``ledger.crawl.frontier.insert_rows``)."""
-    return await frontier.insert_rows(conn, crawl_id, depth, urls)
+    landed = await frontier.insert_rows(conn, crawl["id"], next_depth, plan.urls)
+    return plan, [{"url": p.url, "host": p.host} for p in plan.urls if p.key in landed]
 
 
 async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:
@@ -296,11 +290,11 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             except CompiledMismatch as exc:
                 raise Refused(exc.status, exc.message, scriptId=exc.script_id) from None
 
-            hashes = [_url_hash(r["url"]) for r in results]
+            keys = [_url_key(r["url"]) for r in results]
             # 1. close the reported rows of this level (matched by dedup key); a result that
             # matches no page of this level is ignored and not counted
-            matched = await _close_reported(conn, crawl_id, depth, results, hashes)
-            captured = sum(1 for r, h in zip(results, hashes) if h in matched and r["status"] == "captured")
+            matched = await _close_reported(conn, crawl_id, depth, results, keys)
+            captured = sum(1 for r, k in zip(results, keys) if k in matched and r["status"] == "captured")
             # 2. attribution: every result with a taskId, whatever its status
             to_admit = await _attribute(conn, crawl, results, settings.s3_bucket)
             # 3. archive admission and recovery happen after the answer (ledger.archive.verify):
