@@ -7,6 +7,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY ledger ./ledger
 COPY devstack ./devstack
+COPY waggle ./waggle
 RUN pip wheel --no-deps --wheel-dir /wheels .
 
 FROM docker.io/library/python:3.11-slim-bookworm

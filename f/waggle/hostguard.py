@@ -4,9 +4,9 @@
 # ///
 """Private-host guard: waggle never fetches from the network it runs in.
 
-One module, two byte-identical copies: ``ledger/hostguard.py`` (canonical) and
+One module, two byte-identical copies: ``ledger/hostguard.py`` (canonical; edit this one) and
 ``f/waggle/hostguard.py`` (Windmill scripts may import only workspace scripts; this is a
-library script without ``main``). Used for seeds and discovered links (ledger), robots.txt
+library script without ``main``), written by ``scripts/sync-flow-copies``. Used for seeds and discovered links (ledger), robots.txt
 fetches (flow ``plan_level``) and browser traffic (capture stand-in's forward proxy).
 
 Policy (ARCHITECTURE.md decision 6, peers.md takeaway 10):
@@ -256,46 +256,41 @@ def _connect_error(host: str, errors: Iterable[BaseException]) -> httpcore.Conne
     return httpcore.ConnectError(f"cannot connect to {host}: {detail}")
 
 
-class GuardedBackend(httpcore.NetworkBackend):
+class _Guard:
+    """What both backends share: the policy, and one checked resolution per connection."""
+
+    def __init__(self, *, allow_private: bool = False, resolver: Resolver | None = None, inner: Any = None):
+        self.allow_private = allow_private
+        self.resolver = resolver
+        self.inner = inner or self._default_inner()
+
+    def _addresses(self, host: str, port: int) -> list[str]:
+        try:
+            return resolve_checked(host, port, resolver=self.resolver, allow_private=self.allow_private)
+        except OSError as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
+
+
+_CONNECT_ERRORS = (httpcore.ConnectError, httpcore.ConnectTimeout, OSError)
+
+
+class GuardedBackend(_Guard, httpcore.NetworkBackend):
     """httpcore network backend: resolve once, check every address, connect to a checked one.
 
     ``inner`` is the backend that opens the socket (default ``httpcore.SyncBackend()``); tests
     may pass a recording one. Unix sockets are refused.
     """
 
-    def __init__(
-        self,
-        *,
-        allow_private: bool = False,
-        resolver: Resolver | None = None,
-        inner: httpcore.NetworkBackend | None = None,
-    ):
-        self.allow_private = allow_private
-        self.resolver = resolver
-        self.inner = inner or httpcore.SyncBackend()
+    _default_inner = httpcore.SyncBackend
 
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        try:
-            addresses = resolve_checked(
-                host, port, resolver=self.resolver, allow_private=self.allow_private
-            )
-        except OSError as exc:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
         errors: list[BaseException] = []
-        for address in addresses:
+        for address in self._addresses(host, port):
             try:
-                return self.inner.connect_tcp(
-                    address, port, timeout=timeout, local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout, OSError) as exc:
+                return self.inner.connect_tcp(address, port, timeout=timeout, local_address=local_address,
+                                              socket_options=socket_options)
+            except _CONNECT_ERRORS as exc:
                 errors.append(exc)
         raise _connect_error(host, errors)
 
@@ -306,44 +301,19 @@ class GuardedBackend(httpcore.NetworkBackend):
         self.inner.sleep(seconds)
 
 
-class AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
+class AsyncGuardedBackend(_Guard, httpcore.AsyncNetworkBackend):
     """Async twin of :class:`GuardedBackend`; resolution runs in a worker thread."""
 
-    def __init__(
-        self,
-        *,
-        allow_private: bool = False,
-        resolver: Resolver | None = None,
-        inner: httpcore.AsyncNetworkBackend | None = None,
-    ):
-        self.allow_private = allow_private
-        self.resolver = resolver
-        self.inner = inner or httpcore.AnyIOBackend()
+    _default_inner = httpcore.AnyIOBackend
 
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        try:
-            addresses = await anyio.to_thread.run_sync(
-                lambda: resolve_checked(
-                    host, port, resolver=self.resolver, allow_private=self.allow_private
-                )
-            )
-        except OSError as exc:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
         errors: list[BaseException] = []
-        for address in addresses:
+        for address in await anyio.to_thread.run_sync(self._addresses, host, port):
             try:
-                return await self.inner.connect_tcp(
-                    address, port, timeout=timeout, local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout, OSError) as exc:
+                return await self.inner.connect_tcp(address, port, timeout=timeout, local_address=local_address,
+                                                    socket_options=socket_options)
+            except _CONNECT_ERRORS as exc:
                 errors.append(exc)
         raise _connect_error(host, errors)
 
@@ -354,59 +324,50 @@ class AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
         await self.inner.sleep(seconds)
 
 
-def _pool_kwargs(verify: Any, limits: httpx.Limits, http2: bool, retries: int) -> dict[str, Any]:
-    return dict(
-        ssl_context=httpx.create_ssl_context(verify=verify),
-        max_connections=limits.max_connections,
-        max_keepalive_connections=limits.max_keepalive_connections,
-        keepalive_expiry=limits.keepalive_expiry,
-        http1=True,
-        http2=http2,
-        retries=retries,
-    )
+class _GuardedTransport:
+    """What both transports share: httpx's transport, its pool rebuilt around a guarded backend
+    (httpx offers no ``network_backend`` argument)."""
+
+    _backend: type
+    _pool_class: type
+
+    def __init__(
+        self,
+        *,
+        allow_private: bool = False,
+        resolver: Resolver | None = None,
+        inner: Any = None,
+        verify: Any = True,
+        limits: httpx.Limits = httpx.Limits(max_connections=100, max_keepalive_connections=20),
+        http2: bool = False,
+        retries: int = 0,
+    ):
+        super().__init__(verify=verify, limits=limits, http2=http2, retries=retries, trust_env=False)
+        self.backend = self._backend(allow_private=allow_private, resolver=resolver, inner=inner)
+        self._pool = self._pool_class(
+            network_backend=self.backend,
+            ssl_context=httpx.create_ssl_context(verify=verify),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            http1=True,
+            http2=http2,
+            retries=retries,
+        )
 
 
-class GuardedHTTPTransport(httpx.HTTPTransport):
+class GuardedHTTPTransport(_GuardedTransport, httpx.HTTPTransport):
     """``httpx.HTTPTransport`` whose every connection goes through :class:`GuardedBackend`."""
 
-    def __init__(
-        self,
-        *,
-        allow_private: bool = False,
-        resolver: Resolver | None = None,
-        inner: httpcore.NetworkBackend | None = None,
-        verify: Any = True,
-        limits: httpx.Limits = httpx.Limits(max_connections=100, max_keepalive_connections=20),
-        http2: bool = False,
-        retries: int = 0,
-    ):
-        super().__init__(verify=verify, limits=limits, http2=http2, retries=retries, trust_env=False)
-        self.backend = GuardedBackend(allow_private=allow_private, resolver=resolver, inner=inner)
-        # httpx offers no network_backend argument: rebuild its pool around our backend.
-        self._pool = httpcore.ConnectionPool(
-            network_backend=self.backend, **_pool_kwargs(verify, limits, http2, retries)
-        )
+    _backend = GuardedBackend
+    _pool_class = httpcore.ConnectionPool
 
 
-class AsyncGuardedHTTPTransport(httpx.AsyncHTTPTransport):
+class AsyncGuardedHTTPTransport(_GuardedTransport, httpx.AsyncHTTPTransport):
     """``httpx.AsyncHTTPTransport`` whose every connection goes through :class:`AsyncGuardedBackend`."""
 
-    def __init__(
-        self,
-        *,
-        allow_private: bool = False,
-        resolver: Resolver | None = None,
-        inner: httpcore.AsyncNetworkBackend | None = None,
-        verify: Any = True,
-        limits: httpx.Limits = httpx.Limits(max_connections=100, max_keepalive_connections=20),
-        http2: bool = False,
-        retries: int = 0,
-    ):
-        super().__init__(verify=verify, limits=limits, http2=http2, retries=retries, trust_env=False)
-        self.backend = AsyncGuardedBackend(allow_private=allow_private, resolver=resolver, inner=inner)
-        self._pool = httpcore.AsyncConnectionPool(
-            network_backend=self.backend, **_pool_kwargs(verify, limits, http2, retries)
-        )
+    _backend = AsyncGuardedBackend
+    _pool_class = httpcore.AsyncConnectionPool
 
 
 def guarded_transport(
@@ -434,4 +395,4 @@ def guarded_async_transport(
     allow_private: bool = False, *, resolver: Resolver | None = None, **kwargs: Any
 ) -> AsyncGuardedHTTPTransport:
     """Shorthand for ``guarded_transport(allow_private, asynchronous=True, ...)``."""
-    return AsyncGuardedHTTPTransport(allow_private=allow_private, resolver=resolver, **kwargs)
+    return guarded_transport(allow_private, asynchronous=True, resolver=resolver, **kwargs)

@@ -5,15 +5,19 @@
 """plan_level: group one level's frontier by host, apply robots.txt, compute parallelism.
 
 reference/scheduler.md §4.1, with RFC 9309 fetch statuses (ARCHITECTURE decision 2) and a
-capped Crawl-delay (cases/README C2). Output ``Plan``::
+capped Crawl-delay (cases/README C2); a host's delay is never below the ``hostDelayMs`` the
+ledger sends (other crawls on the same host, issue 12). Output ``Plan``::
 
     {"groups": [{"host", "urls", "delayMs", "initialDelayMs"}],
-     "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large"}],
+     "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large",
+                  "failureClass": "permanent" | "transient"}],
      "slowed": [{"host", "crawlDelayMs", "delayMs", "capped"}],
      "parallelism": int}
 """
 
 from __future__ import annotations
+
+import inspect
 
 import json
 import time
@@ -22,6 +26,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from f.waggle.failures import PERMANENT, TRANSIENT
 from f.waggle.common import (
     VAR_ALLOW_PRIVATE,
     VAR_ENDPOINTS,
@@ -31,7 +36,6 @@ from f.waggle.common import (
 )
 from f.waggle.robots import MAX_RULES, UNREACHABLE, RobotsOutcome, fetch_robots
 
-DEFAULT_DELAY_MS = 2000
 DEFAULT_HOST_PARALLELISM = 4
 # Hosts in flight per BrowserHive endpoint when sleeping hosts would idle browsers (see
 # parallelism_for): 2 lets a second host use a browser while the first sleeps its gap; while
@@ -116,6 +120,14 @@ def delay_for(per_host_delay_ms: int, crawl_delay_s: float | None) -> tuple[int,
     return max(per_host_delay_ms, min(asked, CRAWL_DELAY_CAP_MS)), asked, capped
 
 
+def shared_delay_ms(items: list[dict]) -> int:
+    """The largest ``hostDelayMs`` the ledger sent for a host (0 when none): the delay of the
+    host's last capture and of every other running crawl on it (issue 12). The host's delay is
+    never below it, so two crawls on one host keep the larger of their delays."""
+    found = [int(i["hostDelayMs"]) for i in items if isinstance(i.get("hostDelayMs"), (int, float))]
+    return max(found, default=0)
+
+
 def initial_delay_for(delay_ms: int, last_finished: object, now: float) -> int:
     """Remaining cross-level gap in ms: ``max(0, delay − (now − lastFinishedAt))``; 0 if unknown."""
     finished = parse_iso(last_finished)
@@ -174,7 +186,9 @@ def plan(
                     reason = "robots-too-large"
                 else:
                     reason = "robots"
-                skipped.append({"url": url, "reason": reason})
+                # robots.txt that could not be read may be readable next time (issue 17: classes)
+                skipped.append({"url": url, "reason": reason,
+                                "failureClass": TRANSIENT if reason == "robots-unreachable" else PERMANENT})
         if not allowed:
             continue
         delay, asked, capped = delay_for(delay_setting, outcome.crawl_delay_s() if outcome else None)
@@ -184,6 +198,10 @@ def plan(
                 log(f"[{host}] Crawl-delay {asked} ms capped at {CRAWL_DELAY_CAP_MS} ms; host slowed to {delay} ms")
             else:
                 log(f"[{host}] Crawl-delay {asked} ms is longer than the setting; host slowed to {delay} ms")
+        shared = shared_delay_ms(items)
+        if shared > delay:
+            log(f"[{host}] another crawl on this host uses a longer delay; host slowed to {shared} ms")
+            delay = shared
         last = next((i.get("lastFinishedAt") for i in items if i.get("lastFinishedAt") is not None), None)
         groups.append(
             {
@@ -219,15 +237,12 @@ def main(
     respect_robots: bool = True,
     host_parallelism: int = 4,
 ):
-    # Literal defaults (Windmill's schema inference cannot read constants); they equal
-    # DEFAULT_DELAY_MS and DEFAULT_HOST_PARALLELISM, and None arrives as "absent".
+    # Literal defaults: Windmill's schema inference cannot read constants. The ledger always
+    # sends an explicit delay; its default (ledger.crawl.crawls.DEFAULT_PER_HOST_DELAY_MS) is the
+    # one source, and tests/flow/test_default_delay.py fails when any copy here, in
+    # plan_level.script.yaml or in crawl_level.flow disagrees. None arrives as "absent".
     allow_private = (read_optional_variable(VAR_ALLOW_PRIVATE) or "").strip().lower() in ("1", "true", "yes")
     transport = robots_transport(allow_private)
-
-    # Benchmark baseline only (tests/bench politeness, issue 8): "1" drops lastFinishedAt, i.e.
-    # turns the cross-level remaining-gap rule off to show what it prevents. Unset in real use.
-    if (read_optional_variable("u/admin/waggle_bench_no_cross_level_gap") or "").strip() == "1":
-        candidates = [{k: v for k, v in c.items() if k != "lastFinishedAt"} for c in candidates or []]
 
     def fetch(url: str) -> RobotsOutcome:
         return fetch_robots(url, transport=transport)
@@ -236,3 +251,7 @@ def main(
         return read_variable(VAR_ENDPOINTS)
 
     return plan(candidates, per_host_delay_ms, respect_robots, host_parallelism, fetch=fetch, read_endpoints=endpoints)
+
+
+# The flow's fallback when the delay arrives as null: main's literal (one copy in this file).
+DEFAULT_DELAY_MS: int = inspect.signature(main).parameters["per_host_delay_ms"].default

@@ -4,8 +4,9 @@
 The level report records one ``capture_submissions`` row per captured task (with the
 ``manifestSummary`` the flow relayed, when it did) and answers without touching S3. Admission
 then runs here, after the answer: :func:`verify_level` reads each task's manifest at its
-recorded key, checks it against the submission (:func:`disagreement`), admits the ones that
-agree in one batch (``admit_many``) and recovers pages reported ``failed`` whose manifest shows
+recorded key, checks it against the submission (:func:`disagreement`), checks the WACZ of the
+ones that agree (``admission.check_archives``, issue 13), admits them in one batch
+(``admit_many``) and recovers pages reported ``failed`` whose manifest shows
 an archive. A manifest that disagrees is never admitted: the reason is logged and stored in
 ``capture_submissions.verify_error`` (the reconciler then leaves the row alone). Whatever this
 pass does not finish (S3 down, ledger stopped) stays pending for the reconciler, which applies
@@ -19,7 +20,8 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ledger.archive.admission import Admitted, admit_many, fetch_manifests
+from ledger.archive.admission import Admitted, admit_many, check_archives, fetch_manifests
+from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT
 from ledger.archive.manifest import CaptureReport, ManifestInvalid
 
 log = logging.getLogger("waggle.archive")
@@ -99,28 +101,42 @@ async def _verify(services: Any, crawl_id: Any, depth: int, failed_tasks: set[st
         rows = await (await conn.execute(_SUBMISSIONS_SQL, (task_ids,))).fetchall()
     manifests = await fetch_manifests(services.s3, [r["manifest_key"] for r in rows])
     ready: list[tuple[dict, CaptureReport]] = []
+    refused: list[tuple[Any, str]] = []
+    for row, manifest in zip(rows, manifests):
+        key = row["manifest_key"]
+        if manifest is None:
+            log.debug("manifest not there yet; reconcile will retry", extra={"key": key})
+            out.missing += 1
+        elif isinstance(manifest, ManifestInvalid):
+            log.warning("manifest does not conform; skipped", extra={"key": key, "error": str(manifest)})
+            out.skipped += 1
+        elif isinstance(manifest, Exception):
+            log.warning("could not read this page's manifest; reconcile will retry",
+                        extra={"key": key, "error": f"{type(manifest).__name__}: {manifest}"})
+            out.errors += 1
+        elif (reason := disagreement(manifest, row["task_id"], row["manifest_summary"])) is not None:
+            log.warning("manifest disagrees with the capture answer; not admitted",
+                        extra={"taskId": str(row["task_id"]), "key": key, "reason": reason})
+            refused.append((row["task_id"], reason))
+            out.disagreed += 1
+        else:
+            ready.append((row, manifest))
+    # the WACZ check (issue 13) reads S3 too: done before the transaction opens
+    checks = await check_archives(services.s3, [m for _, m in ready],
+                                  getattr(services.settings, "wacz_hash_max_bytes", HASH_MAX_BYTES_DEFAULT))
+    checked: list[tuple[dict, CaptureReport, str | None]] = []
+    for (row, manifest), check in zip(ready, checks):
+        if isinstance(check, Exception):  # the check could not decide: the reconciler retries
+            log.warning("could not check this page's WACZ; reconcile will retry",
+                        extra={"key": row["manifest_key"], "error": f"{type(check).__name__}: {check}"})
+            out.errors += 1
+        else:
+            checked.append((row, manifest, check))
     async with services.pool.connection() as conn, conn.transaction():
-        for row, manifest in zip(rows, manifests):
-            key = row["manifest_key"]
-            if manifest is None:
-                log.debug("manifest not there yet; reconcile will retry", extra={"key": key})
-                out.missing += 1
-            elif isinstance(manifest, ManifestInvalid):
-                log.warning("manifest does not conform; skipped", extra={"key": key, "error": str(manifest)})
-                out.skipped += 1
-            elif isinstance(manifest, Exception):
-                log.warning("could not read this page's manifest; reconcile will retry",
-                            extra={"key": key, "error": f"{type(manifest).__name__}: {manifest}"})
-                out.errors += 1
-            elif (reason := disagreement(manifest, row["task_id"], row["manifest_summary"])) is not None:
-                log.warning("manifest disagrees with the capture answer; not admitted",
-                            extra={"taskId": str(row["task_id"]), "key": key, "reason": reason})
-                await record_disagreement(conn, row["task_id"], reason)
-                out.disagreed += 1
-            else:
-                ready.append((row, manifest))
+        for task_id, reason in refused:
+            await record_disagreement(conn, task_id, reason)
         recover: list[str] = []
-        for (row, manifest), admitted in zip(ready, await _admit(conn, ready)):
+        for (row, manifest, problem), admitted in zip(checked, await _admit(conn, checked)):
             if isinstance(admitted, Exception):
                 log.warning("could not register this page; reconcile will retry",
                             extra={"key": row["manifest_key"], "error": f"{type(admitted).__name__}: {admitted}"})
@@ -130,19 +146,21 @@ async def _verify(services: Any, crawl_id: Any, depth: int, failed_tasks: set[st
                 out.registered += 1
             else:
                 out.skipped += 1
-            if manifest.has_archive and str(row["task_id"]) in failed_tasks:
-                recover.append(str(row["task_id"]))
+            if manifest.has_archive and problem is None and str(row["task_id"]) in failed_tasks:
+                recover.append(str(row["task_id"]))  # a broken WACZ does not turn a failed page into a capture
         out.recovered = await _recover(conn, crawl_id, depth, recover)
 
 
-async def _admit(conn: Any, ready: list[tuple[dict, CaptureReport]]) -> list[Admitted | Exception]:
-    """``admit_many`` per (organization, submitter) of the submissions; outcomes in order."""
+async def _admit(conn: Any, ready: list[tuple[dict, CaptureReport, str | None]]) -> list[Admitted | Exception]:
+    """``admit_many`` (with each WACZ check's problem) per (organization, submitter) of the
+    submissions; outcomes in order."""
     outcomes: list[Any] = [None] * len(ready)
     groups: dict[tuple[str, str | None], list[int]] = {}
-    for i, (row, _) in enumerate(ready):
+    for i, (row, _, _) in enumerate(ready):
         groups.setdefault((row["org_id"], row["submitted_by"]), []).append(i)
     for (org_id, submitted_by), idx in groups.items():
-        got = await admit_many(conn, [ready[i][1] for i in idx], org_id=org_id, submitted_by=submitted_by)
+        got = await admit_many(conn, [ready[i][1] for i in idx], org_id=org_id, submitted_by=submitted_by,
+                               problems=[ready[i][2] for i in idx])
         for i, outcome in zip(idx, got):
             outcomes[i] = outcome
     return outcomes
@@ -154,7 +172,8 @@ async def _recover(conn: Any, crawl_id: Any, depth: int, task_ids: list[str]) ->
     if not task_ids:
         return 0
     cur = await conn.execute(
-        "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL WHERE crawl_id = %s AND depth = %s"
+        "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL, failure_class = NULL"
+        " WHERE crawl_id = %s AND depth = %s"
         " AND task_id = ANY(%s::text[]) AND state <> 'captured' RETURNING id", (crawl_id, depth, task_ids))
     n = len(await cur.fetchall())
     if n:

@@ -6,6 +6,7 @@ Exit codes: 0 done (crawl succeeded), 1 crawl failed or an error, 130 interrupte
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 
@@ -28,6 +29,13 @@ from ledger.client.follow import (
 )
 
 EXIT_INTERRUPTED = 130
+
+
+class PageState(str, Enum):
+    captured = "captured"
+    failed = "failed"
+    skipped = "skipped"
+    pending = "pending"
 
 
 class Scope(str, Enum):
@@ -185,13 +193,21 @@ def crawls_command(
     download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save its WACZ files here.", file_okay=False)] = None,
     archive_wait_s: Annotated[float, typer.Option("--archive-wait", help="Seconds to wait for the archives to be listed.")] = 5.0,
     poll_s: Annotated[float, typer.Option("--poll-interval", hidden=True)] = POLL_INTERVAL_S,
+    pages: Annotated[bool, typer.Option("--pages", help="With an id: list every page (URL, level, state, failure class, capture ms, reason, archive).")] = False,
+    state: Annotated[Optional[PageState], typer.Option("--state", help="With --pages: only pages in this state.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="With --pages: print the rows as JSON instead of a table.")] = False,
 ) -> None:
-    """List recent crawls, or show / follow / fail one."""
+    """List recent crawls, or show / follow / fail one, or list its pages."""
     console = _console()
-    if (follow_it or fail_it or download) and not crawl_id:
-        raise _fail(console, "--follow, --fail and --download need a crawl id")
+    if (follow_it or fail_it or download or pages) and not crawl_id:
+        raise _fail(console, "--follow, --fail, --download and --pages need a crawl id")
+    if (state or as_json) and not pages:
+        raise _fail(console, "--state and --json go with --pages")
     try:
         with _client() as client:
+            if pages:
+                show_pages(client, crawl_id, state.value if state else None, as_json, console)
+                return
             if crawl_id is None:
                 console.print(render.crawls_table(client.list_crawls()))
                 return
@@ -206,6 +222,16 @@ def crawls_command(
     except (ApiError, ClientConfigError) as exc:
         raise _fail(console, str(exc)) from None
     raise typer.Exit(code)
+
+
+def show_pages(client: LedgerClient, crawl_id: str, state: str | None, as_json: bool, console: Console) -> None:
+    """Print every page of ``crawl_id`` (optionally one state): a table, or JSON rows on stdout."""
+    rows = list(client.iter_pages(crawl_id, state))
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    title = f"pages of crawl {crawl_id}" + (f" ({state})" if state else "") + f": {len(rows)}"
+    console.print(render.pages_table(rows, title=title))
 
 
 def archives_command(

@@ -50,12 +50,20 @@ class Outcome:
     fix: str = ""
 
 
+def _always(target: Target) -> bool:
+    return True
+
+
 @dataclass
 class Check:
+    """One row of the table: ``probe(ctx) -> Outcome`` runs after ``needs``; ``when(target)``
+    says whether the row applies to this stack."""
+
     name: str
     description: str
     probe: Callable[[Context], Outcome]
     needs: tuple[str, ...] = ()
+    when: Callable[[Target], bool] = _always
 
 
 @dataclass
@@ -121,48 +129,121 @@ def _join(base: str, path: str) -> str:
     return base.rstrip("/") + path
 
 
-# -- the checks ---------------------------------------------------------------------------
-def check_ledger(ctx: Context) -> Outcome:
-    url = _join(ctx.target.api_url, "/healthz")
-    try:
-        resp = fetch(ctx, "GET", url)
-    except Unreachable as exc:
-        return Outcome(FAIL, str(exc), f"the ledger API does not answer at {ctx.target.api_url}: {ctx.start_hint('ledger')}; or set WAGGLE_API_URL")
-    if resp.status_code != 200:
-        return Outcome(FAIL, f"{url} → {resp.status_code}", f"the ledger answers but is unhealthy: read its log ({ctx.start_hint('ledger')})")
-    return Outcome(OK, ctx.target.api_url)
+# -- single-request probes: data, and the one runner ---------------------------------------
+def _status_200(resp: httpx.Response) -> bool:
+    return resp.status_code == 200
 
 
-def check_crawl_route(ctx: Context) -> Outcome:
-    # Unauthenticated on purpose: 400/401 prove the route is mounted; FastAPI's 404 says it is not.
-    url = _join(ctx.target.api_url, "/api/crawls")
-    try:
-        resp = fetch(ctx, "POST", url, json={})
-    except Unreachable as exc:
-        return Outcome(FAIL, str(exc), "the ledger stopped answering; see the `ledger` check")
-    if resp.status_code in (400, 401, 422):
-        return Outcome(OK, f"POST /api/crawls is served ({resp.status_code} without a token)")
-    if resp.status_code == 404:
-        return Outcome(
-            FAIL,
-            "POST /api/crawls is not served",
-            "the ledger has no crawl webhook: set WAGGLE_CRAWL_WEBHOOK_URL (…/api/w/{ws}/jobs/run/f/f/waggle/crawl_level) "
-            "and WAGGLE_CRAWL_WEBHOOK_TOKEN (a Windmill token) in .env, then restart the ledger",
-        )
-    return Outcome(FAIL, f"POST /api/crawls → {resp.status_code} {resp.text[:200]}", "read the ledger's log")
+@dataclass(frozen=True)
+class HttpProbe:
+    """A check that is one HTTP request: where it goes, which answer is fine, what to say otherwise.
+
+    Texts are ``str.format`` templates over ``base`` (the service URL), ``url`` (requested),
+    ``start`` (how to start ``service``), ``error`` (the whole unreachable message), ``reason``
+    (its cause only), ``status``, ``text`` (the body, stripped) and ``host`` (of ``base``).
+    ``unreachable``, ``bad`` and ``by_status`` values are ``(detail, fix)`` pairs.
+    """
+
+    base: Callable[[Context], str]
+    path: str
+    ok: str = "{base}"
+    unreachable: tuple[str, str] = ("{error}", "")
+    bad: tuple[str, str] = ("{url} → {status}", "")
+    by_status: tuple[tuple[int, str, str], ...] = ()
+    accept: Callable[[httpx.Response], bool] = _status_200
+    service: str = ""
+    method: str = "GET"
+    json: object = None
+    worker_side: bool = False  # the name may resolve only where the flow's workers run
+    dns_fix: str = ""  # fix when the name does not resolve from here (else the unreachable fix)
+
+    def __call__(self, ctx: Context) -> Outcome:
+        base = self.base(ctx)
+        url = _join(base, self.path)
+        words = {"base": base, "url": url, "start": ctx.start_hint(self.service) if self.service else "",
+                 "host": urlsplit(base).hostname or ""}
+        try:
+            resp = fetch(ctx, self.method, url, **({"json": self.json} if self.json is not None else {}))
+        except Unreachable as exc:
+            if exc.kind == "dns" and self.worker_side:
+                return _not_resolvable(exc, "the worker")
+            detail, fix = self.unreachable
+            if exc.kind == "dns" and self.dns_fix:
+                fix = self.dns_fix
+            words.update(error=str(exc), reason=exc.detail)
+            return Outcome(FAIL, detail.format(**words), fix.format(**words))
+        words.update(status=resp.status_code, text=resp.text.strip())
+        if self.accept(resp):
+            return Outcome(OK, self.ok.format(**words))
+        detail, fix = next(((d, f) for code, d, f in self.by_status if code == resp.status_code), self.bad)
+        return Outcome(FAIL, detail.format(**words), fix.format(**words))
 
 
-def check_windmill(ctx: Context) -> Outcome:
-    url = _join(ctx.target.windmill_url, "/api/version")
-    try:
-        resp = fetch(ctx, "GET", url)
-    except Unreachable as exc:
-        return Outcome(FAIL, str(exc), f"Windmill does not answer at {ctx.target.windmill_url}: {ctx.start_hint('windmill')}; or set WINDMILL_URL")
-    if resp.status_code != 200:  # a cold Windmill answers 500 for ~30 s
-        return Outcome(FAIL, f"{url} → {resp.status_code}", "Windmill is starting or unhealthy: wait 30 s and run doctor again; else read its log")
-    return Outcome(OK, f"{ctx.target.windmill_url} ({resp.text.strip()[:40]})")
+def _variable(path: str) -> Callable[[Context], str]:
+    return lambda ctx: ctx.variables.get(path, "")
 
 
+def _is_oidc_discovery(resp: httpx.Response) -> bool:
+    body = _json(resp)
+    return resp.status_code == 200 and isinstance(body, dict) and "jwks_uri" in body
+
+
+LEDGER_GONE = "the ledger stopped answering; see the `ledger` check"
+
+LEDGER = HttpProbe(
+    lambda ctx: ctx.target.api_url, "/healthz", service="ledger",
+    unreachable=("{error}", "the ledger API does not answer at {base}: {start}; or set WAGGLE_API_URL"),
+    bad=("{url} → {status}", "the ledger answers but is unhealthy: read its log ({start})"),
+)
+# Unauthenticated on purpose: 400/401 prove the route is mounted; FastAPI's 404 says it is not.
+CRAWL_ROUTE = HttpProbe(
+    lambda ctx: ctx.target.api_url, "/api/crawls", method="POST", json={},
+    accept=lambda resp: resp.status_code in (400, 401, 422),
+    ok="POST /api/crawls is served ({status} without a token)",
+    unreachable=("{error}", LEDGER_GONE),
+    by_status=((404, "POST /api/crawls is not served",
+                "the ledger has no crawl webhook: set WAGGLE_CRAWL_WEBHOOK_URL (…/api/w/{{ws}}/jobs/run/f/f/waggle/crawl_level) "
+                "and WAGGLE_CRAWL_WEBHOOK_TOKEN (a Windmill token) in .env, then restart the ledger"),),
+    bad=("POST /api/crawls → {status} {text:.200}", "read the ledger's log"),
+)
+WINDMILL = HttpProbe(
+    lambda ctx: ctx.target.windmill_url, "/api/version", service="windmill", ok="{base} ({text:.40})",
+    unreachable=("{error}", "Windmill does not answer at {base}: {start}; or set WINDMILL_URL"),
+    # a cold Windmill answers 500 for ~30 s
+    bad=("{url} → {status}", "Windmill is starting or unhealthy: wait 30 s and run doctor again; else read its log"),
+)
+API_FROM_FLOW = HttpProbe(
+    _variable(wv.API_URL), "/healthz", ok="{base} answers", worker_side=True,
+    unreachable=(f"{wv.API_URL} = {{base}}: {{reason}}",
+                 "the flow reports to this URL: the ledger must listen on 0.0.0.0 (WAGGLE_API_HOST) and the URL must be the one "
+                 "the workers reach (compose: http://ledger:7070); fix it with `scripts/windmill-variables --api-url …`"),
+    bad=("{base}/healthz → {status}", "it is not the ledger, or the ledger is unhealthy"),
+)
+TS_COMPILE = HttpProbe(
+    _variable(wv.TS_COMPILE_URL), "/healthz", ok="{base} answers", worker_side=True, service="ts-compile",
+    unreachable=("{base}: {reason}", "ts-compile does not answer: {start}"),
+    bad=("{base}/healthz → http={status}", "read the ts-compile log"),
+)
+ISSUER = HttpProbe(
+    lambda ctx: ctx.target.issuer_url or "", "/.well-known/openid-configuration", accept=_is_oidc_discovery,
+    unreachable=("{error}", "the ledger verifies every token against this issuer's keys: start it or fix WAGGLE_OIDC_ISSUER"),
+    bad=("{url} → {status}", "this is not an OIDC issuer: fix WAGGLE_OIDC_ISSUER"),
+)
+OPENFGA = HttpProbe(
+    lambda ctx: ctx.target.fga_url or "", "/healthz", service="openfga",
+    unreachable=("{error}", "OpenFGA holds who may submit and view: {start}"),
+    bad=("{url} → {status}", "OpenFGA is unhealthy: read its log"),
+)
+S3 = HttpProbe(
+    lambda ctx: ctx.target.s3_endpoint or "", "/", service="seaweedfs", accept=lambda resp: True,
+    ok="{base} answers (HTTP {status})",
+    unreachable=("{error}", "start it: {start}"),
+    dns_fix=("signed download URLs name {host}: map it on this host (`echo '127.0.0.1 {host}' | sudo tee -a /etc/hosts`) "
+             "— the port is published on 127.0.0.1"),
+)
+
+
+# -- multi-request probes --------------------------------------------------------------------
 def _windmill_get(ctx: Context, path: str) -> httpx.Response:
     headers = {"Authorization": f"Bearer {ctx.target.windmill_token}"} if ctx.target.windmill_token else {}
     return fetch(ctx, "GET", _join(ctx.target.windmill_url, f"/api/w/{ctx.target.workspace}{path}"), headers=headers)
@@ -195,7 +276,7 @@ def _bad_value(path: str, value: str) -> str | None:
     return None if value.startswith(("http://", "https://")) else f"not an http(s) URL: {value[:80]!r}"
 
 
-def check_variables(ctx: Context) -> Outcome:
+def probe_variables(ctx: Context) -> Outcome:
     if not ctx.target.windmill_token:
         return Outcome(FAIL, "WINDMILL_TOKEN is not set", "set WINDMILL_TOKEN (a Windmill API token) in the environment or .env")
     missing, bad = [], []
@@ -224,7 +305,7 @@ def check_variables(ctx: Context) -> Outcome:
     return Outcome(OK, f"all {len(wv.VARIABLES)} present in workspace {ctx.target.workspace}")
 
 
-def check_flow(ctx: Context) -> Outcome:
+def probe_flow(ctx: Context) -> Outcome:
     if not ctx.target.windmill_token:
         return Outcome(FAIL, "WINDMILL_TOKEN is not set", "set WINDMILL_TOKEN (a Windmill API token)")
     try:
@@ -243,12 +324,12 @@ def check_flow(ctx: Context) -> Outcome:
                    "deploy the flow from the repository root: `wmill sync push` (see docs/deploy.md)")
 
 
-def check_flow_token(ctx: Context) -> Outcome:
+def probe_flow_token(ctx: Context) -> Outcome:
     token = ctx.variables.get(wv.TOKEN, "")
     try:
         resp = fetch(ctx, "GET", _join(ctx.target.api_url, "/api/me"), headers={"Authorization": f"Bearer {token}"})
     except Unreachable as exc:
-        return Outcome(FAIL, str(exc), "the ledger stopped answering; see the `ledger` check")
+        return Outcome(FAIL, str(exc), LEDGER_GONE)
     rewrite = ("re-run `scripts/windmill-variables` with a fresh token" if ctx.target.compose
                else "re-run `waggle dev up` (it mints a new flow token)")
     if resp.status_code == 401:
@@ -281,26 +362,11 @@ def _not_resolvable(exc: Unreachable, who: str) -> Outcome:
     )
 
 
-def check_api_from_flow(ctx: Context) -> Outcome:
-    api = ctx.variables.get(wv.API_URL, "")
-    try:
-        resp = fetch(ctx, "GET", _join(api, "/healthz"))
-    except Unreachable as exc:
-        if exc.kind == "dns":
-            return _not_resolvable(exc, "the worker")
-        return Outcome(FAIL, f"{wv.API_URL} = {api}: {exc.detail}",
-                       "the flow reports to this URL: the ledger must listen on 0.0.0.0 (WAGGLE_API_HOST) and the URL must be the one "
-                       "the workers reach (compose: http://ledger:7070); fix it with `scripts/windmill-variables --api-url …`")
-    if resp.status_code != 200:
-        return Outcome(FAIL, f"{api}/healthz → {resp.status_code}", "it is not the ledger, or the ledger is unhealthy")
-    return Outcome(OK, f"{api} answers")
-
-
 def _ca_client(pem: str) -> httpx.Client:
     return httpx.Client(verify=ssl.create_default_context(cadata=pem))
 
 
-def check_browserhive(ctx: Context) -> Outcome:
+def probe_browserhive(ctx: Context) -> Outcome:
     endpoints = json.loads(ctx.variables.get(wv.ENDPOINTS, "[]"))
     pem = ctx.variables.get(wv.TLS_CA, "")
     client = _ca_client(pem) if pem.strip() else None
@@ -338,76 +404,26 @@ def check_browserhive(ctx: Context) -> Outcome:
     return Outcome(OK, f"{len(ok)} endpoint(s) answer /status{note}{extra}")
 
 
-def check_ts_compile(ctx: Context) -> Outcome:
-    url = ctx.variables.get(wv.TS_COMPILE_URL, "")
-    try:
-        resp = fetch(ctx, "GET", _join(url, "/healthz"))
-    except Unreachable as exc:
-        if exc.kind == "dns":
-            return _not_resolvable(exc, "the worker")
-        return Outcome(FAIL, f"{url}: {exc.detail}", f"ts-compile does not answer: {ctx.start_hint('ts-compile')}")
-    if resp.status_code != 200:
-        return Outcome(FAIL, f"{url}/healthz → http={resp.status_code}", "read the ts-compile log")
-    return Outcome(OK, f"{url} answers")
-
-
-def check_issuer(ctx: Context) -> Outcome:
-    url = _join(ctx.target.issuer_url or "", "/.well-known/openid-configuration")
-    try:
-        resp = fetch(ctx, "GET", url)
-    except Unreachable as exc:
-        return Outcome(FAIL, str(exc), "the ledger verifies every token against this issuer's keys: start it or fix WAGGLE_OIDC_ISSUER")
-    body = _json(resp)
-    if resp.status_code != 200 or not isinstance(body, dict) or "jwks_uri" not in body:
-        return Outcome(FAIL, f"{url} → {resp.status_code}", "this is not an OIDC issuer: fix WAGGLE_OIDC_ISSUER")
-    return Outcome(OK, ctx.target.issuer_url or "")
-
-
-def check_openfga(ctx: Context) -> Outcome:
-    url = _join(ctx.target.fga_url or "", "/healthz")
-    try:
-        resp = fetch(ctx, "GET", url)
-    except Unreachable as exc:
-        return Outcome(FAIL, str(exc), f"OpenFGA holds who may submit and view: {ctx.start_hint('openfga')}")
-    if resp.status_code != 200:
-        return Outcome(FAIL, f"{url} → {resp.status_code}", "OpenFGA is unhealthy: read its log")
-    return Outcome(OK, ctx.target.fga_url or "")
-
-
-def check_s3(ctx: Context) -> Outcome:
-    endpoint = ctx.target.s3_endpoint or ""
-    try:
-        resp = fetch(ctx, "GET", endpoint.rstrip("/") + "/")
-    except Unreachable as exc:
-        fix = f"start it: {ctx.start_hint('seaweedfs')}"
-        if exc.kind == "dns":
-            host = urlsplit(endpoint).hostname
-            fix = (f"signed download URLs name {host}: map it on this host (`echo '127.0.0.1 {host}' | sudo tee -a /etc/hosts`) "
-                   "— the port is published on 127.0.0.1")
-        return Outcome(FAIL, str(exc), fix)
-    return Outcome(OK, f"{endpoint} answers (HTTP {resp.status_code})")
+# -- the table: parents before children --------------------------------------------------------
+PROBES: list[Check] = [
+    Check("ledger", "ledger API /healthz", LEDGER),
+    Check("issuer", "OIDC discovery document", ISSUER, when=lambda t: bool(t.issuer_url)),
+    Check("crawl route", "the ledger serves POST /api/crawls", CRAWL_ROUTE, ("ledger",)),
+    Check("windmill", "Windmill /api/version", WINDMILL),
+    Check("variables", "the five u/admin/* variables", probe_variables, ("windmill",)),
+    Check("flow", f"{FLOW_PATH} deployed", probe_flow, ("windmill",)),
+    Check("flow token", "the ledger accepts the flow's token (GET /api/me)", probe_flow_token, ("ledger", "variables")),
+    Check("flow → ledger", "waggle_api_url answers", API_FROM_FLOW, ("variables",)),
+    Check("browserhive", "each endpoint's /status", probe_browserhive, ("variables",)),
+    Check("ts-compile", "ts_compile_url /healthz", TS_COMPILE, ("variables",)),
+    Check("openfga", "OpenFGA /healthz", OPENFGA, when=lambda t: bool(t.fga_url)),
+    Check("s3", "S3 endpoint answers", S3, when=lambda t: bool(t.s3_endpoint)),
+]
 
 
 def checks_for(target: Target) -> list[Check]:
-    """The checks for ``target``, parents before children."""
-    checks = [
-        Check("ledger", "ledger API /healthz", check_ledger),
-        Check("crawl route", "the ledger serves POST /api/crawls", check_crawl_route, ("ledger",)),
-        Check("windmill", "Windmill /api/version", check_windmill),
-        Check("variables", "the five u/admin/* variables", check_variables, ("windmill",)),
-        Check("flow", f"{FLOW_PATH} deployed", check_flow, ("windmill",)),
-        Check("flow token", "the ledger accepts the flow's token (GET /api/me)", check_flow_token, ("ledger", "variables")),
-        Check("flow → ledger", "waggle_api_url answers", check_api_from_flow, ("variables",)),
-        Check("browserhive", "each endpoint's /status", check_browserhive, ("variables",)),
-        Check("ts-compile", "ts_compile_url /healthz", check_ts_compile, ("variables",)),
-    ]
-    if target.issuer_url:
-        checks.insert(1, Check("issuer", "OIDC discovery document", check_issuer))
-    if target.fga_url:
-        checks.append(Check("openfga", "OpenFGA /healthz", check_openfga))
-    if target.s3_endpoint:
-        checks.append(Check("s3", "S3 endpoint answers", check_s3))
-    return checks
+    """The rows of :data:`PROBES` that apply to ``target``, parents before children."""
+    return [check for check in PROBES if check.when(target)]
 
 
 def run_checks(target: Target, checks: list[Check] | None = None, http: httpx.Client | None = None) -> list[tuple[Check, Outcome]]:

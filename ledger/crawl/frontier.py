@@ -5,10 +5,9 @@
 dict per row — that alone was 1.4 s of 100,000 rows under load).
 
 :func:`insert_then_screen` is the level report's path when every candidate fits the page
-budget: the insert runs in Postgres while this process computes each candidate's trap reason
-in a worker thread, so the two costs overlap instead of adding up; the rows the screen then
-drops (traps, per-host cap) are deleted again in the same transaction. The outcome is the one
-``ledger.crawl.budget.plan_next_level`` gives over the candidates that were new.
+budget: insert first (the unique index says which were new), plan over the new ones, delete
+what the plan drops — the outcome ``plan_next_level`` gives over the new candidates, without a
+separate lookup of 100,000 keys.
 
 Dedup is exact: the unique key is the SHA-256 of the WHATWG dedup key (``url_hash``), and a
 distinct key that meets a held hash takes the next position of its probe chain (migration 071);
@@ -18,16 +17,13 @@ in tests/bench/README.md "Frontier insert".
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from psycopg.rows import tuple_row
 
-from ledger.crawl.budget import LevelPlan, plan_budget
-from ledger.crawl.traps import MAX_PAGES_PER_HOST, trap_reason
+from ledger.crawl.budget import LevelPlan
 from ledger.crawl.urls import ParsedUrl
 
 
@@ -87,46 +83,17 @@ async def insert_rows(conn: Any, crawl_id: Any, depth: int, urls: Sequence[Parse
     return landed
 
 
-def _reasons(candidates: Sequence[ParsedUrl]) -> list[str | None]:
-    """The trap reason (or None) of each candidate; pure CPU, run in a worker thread."""
-    return [trap_reason(c.url, c.key) for c in candidates]
-
-
-async def insert_then_screen(conn: Any, crawl: dict, next_depth: int, candidates: list[ParsedUrl], *,
-                             known: int, known_per_host: Mapping[str, int],
-                             max_pages_per_host: int | None) -> tuple[LevelPlan, list[ParsedUrl]]:
-    """Insert every candidate, screen the ones that were new, delete what the screen drops.
-
-    Only for ``len(candidates) <= max_pages - known`` (the budget cannot cut). Returns the plan
-    (as ``plan_next_level`` over the new candidates) and the URLs of the rows that stay.
-    """
-    insert = asyncio.ensure_future(insert_rows(conn, crawl["id"], next_depth, candidates))
-    try:  # trap reasons are computed while Postgres inserts (a worker thread; ada/regex/unquote)
-        reasons = await asyncio.to_thread(_reasons, candidates)
-    except BaseException:
-        await asyncio.gather(insert, return_exceptions=True)  # never leave the statement running
-        raise
-    landed = await insert
-    cap = max_pages_per_host if max_pages_per_host and max_pages_per_host > 0 else None
-    kept: list[ParsedUrl] = []
-    gone: list[bytes] = []
-    drops: Counter[str] = Counter()
-    per_host: Counter[str] = Counter()
-    for c, reason in zip(candidates, reasons):
-        h = landed.get(c.key)
-        if h is None:
-            continue
-        if reason is None and cap is not None and known_per_host.get(c.host, 0) + per_host[c.host] >= cap:
-            reason = MAX_PAGES_PER_HOST
-        if reason is not None:
-            drops[reason] += 1
-            gone.append(h)
-            continue
-        per_host[c.host] += 1
-        kept.append(c)
-    urls, stop = plan_budget(kept, next_depth=next_depth, max_depth=crawl["max_depth"],
-                             max_pages=crawl["max_pages"], known=known)
-    if gone:
+async def insert_then_screen(conn: Any, crawl: dict, next_depth: int, candidates: list[ParsedUrl],
+                             plan_over: Callable[[list[ParsedUrl]], LevelPlan]) -> tuple[LevelPlan, list[ParsedUrl]]:
+    """Insert every candidate, plan over the ones that were new (``plan_over``: the level
+    report's ``plan_next_level`` call — traps, per-host cap, parameter rules, budget), and delete
+    the rows the plan drops, all on ``conn``'s transaction. Only for ``len(candidates) <=
+    max_pages - known`` (the budget cannot cut). Returns the plan and the URLs that stay."""
+    landed = await insert_rows(conn, crawl["id"], next_depth, candidates)
+    new = [c for c in candidates if c.key in landed]
+    plan = plan_over(new)
+    if len(plan.urls) < len(new):
+        keep = {p.key for p in plan.urls}
         await conn.execute("DELETE FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[])",
-                           (crawl["id"], next_depth, gone))
-    return LevelPlan(urls, stop, dict(drops)), urls
+                           (crawl["id"], next_depth, [landed[c.key] for c in new if c.key not in keep]))
+    return plan, plan.urls

@@ -22,10 +22,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.crawl import frontier
+from ledger.crawl import frontier, hosts, leases
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
+from ledger.crawl import redirects, shape_store
 from ledger.crawl.guard import refusal
+from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
 from ledger.crawl.report_links import discovered_links
 from ledger.crawl.scope import accept_links
 from ledger.crawl.scripts import CompiledMismatch, merge_compiled
@@ -144,6 +146,11 @@ async def _read_all_links(services: Any, results: list[dict]) -> list[list]:
     return [item or [] for item in found]
 
 
+# PageResult keys stored per page, in the order of _close_reported's unnest columns after url_hash
+_PAGE_COLUMNS = ("status", "skipReason", "taskId", "correlationId", "submittedAt", "finishedAt", "gapFrom",
+                 "failureClass")
+
+
 async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[dict],
                           keys: list[str | None]) -> set[str]:
     """Step 1 in one statement: set state, skip reason, task/correlation ids and times of the
@@ -159,13 +166,13 @@ async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[di
     rows = list(last.items())
     cur = await conn.execute(
         "UPDATE crawl_pages p SET state = v.state, skip_reason = v.skip_reason, task_id = v.task_id,"
-        " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at"
+        " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at,"
+        " gap_from = v.gap_from, failure_class = v.failure_class"
         " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],"
-        " %s::timestamptz[]) AS v(url_key, state, skip_reason, task_id, correlation_id, submitted_at, finished_at)"
+        " %s::timestamptz[], %s::timestamptz[], %s::text[])"
+        " AS v(url_key, state, skip_reason, task_id, correlation_id, submitted_at, finished_at, gap_from, failure_class)"
         " WHERE p.crawl_id = %s AND p.depth = %s AND p.url_key = v.url_key RETURNING p.url_key",
-        ([h for h, _ in rows], [r["status"] for _, r in rows], [r.get("skipReason") for _, r in rows],
-         [r.get("taskId") for _, r in rows], [r.get("correlationId") for _, r in rows],
-         [r.get("submittedAt") for _, r in rows], [r.get("finishedAt") for _, r in rows], crawl_id, depth),
+        ([k for k, _ in rows], *[[r.get(k) for _, r in rows] for k in _PAGE_COLUMNS], crawl_id, depth),
     )
     return {r["url_key"] for r in await cur.fetchall()}
 
@@ -202,7 +209,7 @@ async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | 
 
 
 async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: list[ParsedUrl],
-                           max_pages_per_host: int | None) -> tuple[Any, list[dict]]:
+                           max_pages_per_host: int | None, settings: Any = None) -> tuple[Any, list[dict]]:
     """Steps 6–7: plan the next level (``plan_next_level``: depth limit, traps, page budget)
     over the candidates the crawl does not hold yet, insert it, and return ``(plan, inserted)``
     with ``inserted`` = ``[{url, host}]`` of the rows that landed, in discovery order.
@@ -224,17 +231,21 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
         cur = await conn.execute("SELECT count(*) AS n FROM crawl_pages WHERE crawl_id = %s", (crawl["id"],))
         per_host, known = {}, (await cur.fetchone())["n"]
 
+    counts = None  # the query-parameter trap rules' counts (ledger.crawl.param_traps), read before inserting
+
     def plan_over(new: list[ParsedUrl]) -> Any:
         return plan_next_level(new, next_depth=next_depth, max_depth=crawl["max_depth"],
                                max_pages=crawl["max_pages"], known=known, known_per_host=per_host,
-                               max_pages_per_host=max_pages_per_host)
+                               max_pages_per_host=max_pages_per_host, shape_counts=counts)
 
     if next_depth > crawl["max_depth"] or not candidates:
         return plan_over([]), []
+    counts = await shape_store.load(conn, crawl["id"], [c.key for c in candidates], next_depth=next_depth,
+                                    walk_levels=getattr(settings, "trap_walk_levels", WALK_LEVELS_DEFAULT),
+                                    query_variants=getattr(settings, "trap_query_variants", QUERY_VARIANTS_DEFAULT))
     if len(candidates) <= crawl["max_pages"] - known:
-        plan, urls = await frontier.insert_then_screen(conn, crawl, next_depth, candidates, known=known,
-                                                       known_per_host=per_host,
-                                                       max_pages_per_host=max_pages_per_host)
+        plan, urls = await frontier.insert_then_screen(conn, crawl, next_depth, candidates, plan_over)
+        await shape_store.save(conn, crawl["id"], [p.key for p in plan.urls], depth=next_depth)
         return plan, [{"url": p.url, "host": p.host} for p in urls]
     # known = held under the key's first hash (a key held further along its probe chain is
     # found by the insert, which then does not land it)
@@ -244,7 +255,17 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
     if not plan.urls:
         return plan, []
     landed = await frontier.insert_rows(conn, crawl["id"], next_depth, plan.urls)
+    await shape_store.save(conn, crawl["id"], [p.key for p in plan.urls], depth=next_depth)
     return plan, [{"url": p.url, "host": p.host} for p in plan.urls if p.key in landed]
+
+
+async def _level_done(conn: Any, crawl: dict, depth: int, results: list[dict], inserted: list[dict]) -> list[dict]:
+    """Record the reported hosts' last captures (``ledger.crawl.hosts``), end this level's host
+    leases, and return the next level: pages carried to ``depth + 1`` earlier (hosts leased
+    elsewhere, ``ledger.crawl.leases``) first, then ``inserted``."""
+    await hosts.record_captures(conn, crawl, results)
+    await conn.execute("DELETE FROM host_leases WHERE crawl_id = %s AND depth = %s", (crawl["id"], depth))
+    return await leases.carried_pages(conn, crawl["id"], depth + 1, inserted) + inserted
 
 
 async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:
@@ -294,6 +315,8 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             # 1. close the reported rows of this level (matched by dedup key); a result that
             # matches no page of this level is ignored and not counted
             matched = await _close_reported(conn, crawl_id, depth, results, keys)
+            await redirects.record(conn, crawl_id, depth, results,  # finalUrl: known from now on
+                                   [frontier.url_hash(k) if k is not None else None for k in keys])
             captured = sum(1 for r, k in zip(results, keys) if k in matched and r["status"] == "captured")
             # 2. attribution: every result with a taskId, whatever its status
             to_admit = await _attribute(conn, crawl, results, settings.s3_bucket)
@@ -317,10 +340,15 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                     drops["private_host"] += 1
                 else:
                     candidates.append(p)
-            # 6.–7. budget over links not yet known to the crawl, then the next level through
-            # the unique index (see _plan_and_insert)
-            plan, inserted = await _plan_and_insert(conn, crawl, depth + 1, candidates, settings.max_pages_per_host)
+            # 6.–7. budget over links not yet known to the crawl (nor the final URL of a redirected
+            # page), then the next level through the unique index (see _plan_and_insert)
+            candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
+            plan, inserted = await _plan_and_insert(conn, crawl, depth + 1, candidates, settings.max_pages_per_host,
+                                                    settings)
             drops.update(plan.drops)
+            # issue 12: the hosts' last captures (shared by every crawl), this level's leases end,
+            # and pages carried from hosts leased elsewhere join the next level
+            inserted = await _level_done(conn, crawl, depth, results, inserted)
             # 8. counters and closing
             done = not inserted
             reason = plan.stop_reason or ("completed" if done else None)
@@ -329,7 +357,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             await conn.execute(
                 "UPDATE crawls SET pages_captured = pages_captured + %s, pages_discovered = pages_discovered + %s,"
                 " stop_reason = COALESCE(stop_reason, %s), drops = %s::jsonb, last_progress_at = now(),"
-                " scripts = %s::jsonb, current_depth = %s,"
+                " scripts = %s::jsonb, current_depth = %s, level_state = 'planned', level_since = now(),"
                 " state = CASE WHEN %s THEN 'succeeded' ELSE state END,"
                 " finished_at = CASE WHEN %s THEN now() ELSE finished_at END"
                 " WHERE id = %s",

@@ -8,9 +8,10 @@ host 1's ``/b`` drops its first two connections (one failed capture attempt, whi
 retries after the gap).
 
 Two benchmarks, ``politeness-500`` and ``politeness-2000`` (d in ms), each two crawls one after
-the other on one stack: as shipped, and as the **baseline** with the cross-level remaining-gap rule disabled (Windmill variable
-``u/admin/waggle_bench_no_cross_level_gap = 1``, read by ``f/waggle/plan_level.py`` — a knob
-that exists for this benchmark only).
+the other on one stack: as shipped, and as the **baseline** with the cross-level remaining-gap rule disabled: the
+runner is restarted on a patched copy of ``f/`` (:func:`baseline_flow_root`: ``plan_level.main``
+drops ``lastFinishedAt`` from the frontier), then back on the checkout. The product has no switch
+for it.
 
 Measures, per crawl:
 
@@ -60,7 +61,11 @@ CRAWL_DELAY_S = 20.0
 SLOW_HOST = 0  # first seed: first in the for-each, so it starts each level at once
 FLAKY_HOST = 1
 ROBOTS_SLOW = f"User-agent: *\nAllow: /\nCrawl-delay: {CRAWL_DELAY_S:g}\n"
-KNOB = "u/admin/waggle_bench_no_cross_level_gap"
+# The line of f/waggle/plan_level.py main() the baseline copy patches (before it, the frontier loses
+# lastFinishedAt, so every initialDelayMs is 0: the cross-level remaining-gap rule is off).
+PLAN_CALL = "    return plan(candidates, per_host_delay_ms, respect_robots, host_parallelism,"
+BASELINE_LINE = ('    candidates = [{k: v for k, v in c.items() if k != "lastFinishedAt"} for c in candidates or []]'
+                 "  # benchmark baseline copy\n")
 WORKSPACE = "waggle"
 
 
@@ -149,11 +154,32 @@ def _stack(ctx: Context, state: Path):
     return info
 
 
-def _set_knob(windmill: str, token: str, on: bool) -> None:
-    from ledger.client.windmill_vars import upsert_variable
+def baseline_flow_root(where: Path) -> Path:
+    """A copy of the checkout's ``f/`` under ``where`` whose ``plan_level.main`` drops
+    ``lastFinishedAt`` (the cross-level rule off); returns ``where``. Raises RuntimeError when
+    plan_level no longer has the line the patch anchors on (update PLAN_CALL)."""
+    import shutil
 
-    with httpx.Client(base_url=windmill, headers={"Authorization": f"Bearer {token}"}, timeout=10) as http:
-        upsert_variable(http, WORKSPACE, KNOB, "1" if on else "0", False)
+    from devstack.layout import REPO
+
+    shutil.copytree(REPO / "f", where / "f", dirs_exist_ok=True)
+    script = where / "f" / "waggle" / "plan_level.py"
+    text = script.read_text()
+    if text.count(PLAN_CALL) != 1:
+        raise RuntimeError(f"cannot patch the baseline: {PLAN_CALL.strip()!r} is not once in plan_level.py")
+    script.write_text(text.replace(PLAN_CALL, BASELINE_LINE + PLAN_CALL))
+    return where
+
+
+def _use_flow(state: Path, flow_root: Path | None) -> None:
+    """Restart the stack's Windmill runner on ``flow_root`` (None: the checkout); same port, state, token."""
+    from devstack.services import windmill_service
+    from devstack.stack import config_from_state
+    from devstack.supervisor import Supervisor
+
+    config = config_from_state(state)
+    config.flow_root = flow_root
+    Supervisor(state).start(windmill_service(config))
 
 
 def _token(info: dict) -> str:
@@ -167,7 +193,7 @@ def _depth(path: str) -> int:
     return len(path.strip("/"))
 
 
-def run_crawl(info: dict, wm_token: str, delay_ms: int, baseline: bool, timeout_s: float = 420) -> dict:
+def run_crawl(info: dict, wm_token: str, delay_ms: int, timeout_s: float = 420) -> dict:
     """One crawl of a fresh 4-host site; returns raw observations."""
     hosts = [Host(LEVELS, robots_txt=ROBOTS_SLOW if i == SLOW_HOST else "User-agent: *\nAllow: /\n",
                   flaky=("/b",) if i == FLAKY_HOST else (), flaky_drops=2) for i in range(HOSTS)]
@@ -175,7 +201,6 @@ def run_crawl(info: dict, wm_token: str, delay_ms: int, baseline: bool, timeout_
     token = _token(info)
     svc = info["services"]
     caps = [svc[n] for n in sorted(svc) if n.startswith("capture")]
-    _set_knob(svc["windmill"], wm_token, baseline)
     mon = Monitor(caps, svc["ledger"], svc["windmill"], wm_token, token).start()
     try:
         with httpx.Client(base_url=svc["ledger"], headers={"Authorization": f"Bearer {token}"}, timeout=30) as api:
@@ -389,12 +414,14 @@ def politeness(ctx: Context, delays: list[int]) -> None:
         try:
             info = _stack(ctx, state)
             wm_token = json.loads((state / "secrets.json").read_text())["windmill_token"]
+            baseline_root = baseline_flow_root(state / "baseline-flow")
             runs = {}
             for d in delays:
                 for baseline in (False, True):
                     label = f"d={d}" + (" baseline" if baseline else "")
+                    _use_flow(state, baseline_root if baseline else None)
                     t0 = time.monotonic()
-                    run = run_crawl(info, wm_token, d, baseline)
+                    run = run_crawl(info, wm_token, d)
                     gaps = gap_analysis(run, d)
                     gaps["scheduler"] = scheduler_gaps(run, d)
                     gaps["scheduler_boundary"] = scheduler_gaps(run, d, boundary=True)
@@ -419,7 +446,6 @@ def politeness(ctx: Context, delays: list[int]) -> None:
                     _metrics(ctx, label, gaps, levels, whole, baseline)
             ctx.detail("runs", runs)
         finally:
-            _set_knob_quiet(state, info if "info" in locals() else None)
             down(state)
 
 
@@ -435,16 +461,6 @@ def _flow_retries(info: dict, wm_token: str, run: dict) -> list[str]:
                 continue
             lines += [ln for ln in text.splitlines() if "retrying" in ln]
     return lines
-
-
-def _set_knob_quiet(state: Path, info: dict | None) -> None:
-    if not info:
-        return
-    try:
-        wm_token = json.loads((state / "secrets.json").read_text())["windmill_token"]
-        _set_knob(info["services"]["windmill"], wm_token, False)
-    except Exception:  # noqa: BLE001 - the stack is going down anyway
-        pass
 
 
 def _metrics(ctx: Context, label: str, gaps: dict, levels: list[dict], whole: dict, baseline: bool) -> None:

@@ -207,7 +207,7 @@ BLOCKER = (
     "    def find_spec(self, name, path, target=None):\n"
     "        if name.split('.')[0] in BLOCK: raise ImportError('dev extra not in the image: ' + name)\n"
     "sys.meta_path.insert(0, Block())\n"
-    "from ledger.cli import app\n"
+    "from waggle.cli import app\n"
     "from ledger.api.app import create_app\n"
     "for argv in json.loads(sys.argv[1]):\n"
     "    try:\n"

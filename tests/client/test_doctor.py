@@ -272,8 +272,8 @@ def test_a_crashing_probe_does_not_hide_the_others(healthy):
     def boom(ctx):
         raise RuntimeError("broken")
 
-    checks = [doctor.Check("first", "", boom), doctor.Check("ledger", "", doctor.check_ledger),
-              doctor.Check("child", "", doctor.check_ledger, ("first",))]
+    checks = [doctor.Check("first", "", boom), doctor.Check("ledger", "", doctor.LEDGER),
+              doctor.Check("child", "", doctor.LEDGER, ("first",))]
     res = {c.name: o for c, o in doctor.run_checks(healthy, checks)}
     assert "the check itself crashed: RuntimeError('broken')" in res["first"].detail
     assert res["ledger"].status == doctor.OK and res["child"].detail == "first first"

@@ -175,6 +175,21 @@ def test_initial_delay_uses_the_robots_delay(serving):
     assert 1800 < result["groups"][0]["initialDelayMs"] <= 2000
 
 
+def test_host_delay_of_another_crawl_slows_the_host_and_its_first_gap(serving):
+    """Issue 12: ``hostDelayMs`` (the larger delay of the crawls on the host) wins over the own
+    delay for every gap of the level, the first one (from another crawl's capture) included;
+    a smaller one or none changes nothing; the robots Crawl-delay still wins when longer."""
+    site = serving(None)
+    lines: list[str] = []
+    item = {**cand(site, "/a", iso_now(time.time() - 1.0)), "hostDelayMs": 4000}
+    group = run([item, {**cand(site, "/b"), "hostDelayMs": 4000}], delay=500, lines=lines)["groups"][0]
+    assert group["delayMs"] == 4000 and 2800 < group["initialDelayMs"] <= 3000
+    assert any("another crawl" in line and "4000 ms" in line for line in lines)
+    assert run([{**cand(site, "/a"), "hostDelayMs": 100}], delay=500)["groups"][0]["delayMs"] == 500
+    slow = serving("User-agent: *\nCrawl-delay: 6\n")
+    assert run([{**cand(slow, "/a"), "hostDelayMs": 4000}], delay=500)["groups"][0]["delayMs"] == 6000
+
+
 # -- grouping by host -------------------------------------------------------------------------
 
 def test_one_group_per_host_in_first_seen_order(serving):
@@ -284,3 +299,33 @@ def test_bad_endpoints_fail_only_after_robots(serving):
     with pytest.raises(ValueError):
         run([cand(a, "/1")], endpoints="[]")
     assert a.fetched == ["/robots.txt"]
+
+
+# -- the benchmark's baseline lives in the benchmark --------------------------------------------
+
+def _main_of(path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"plan_level_copy_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "read_optional_variable", lambda path: None)
+    monkeypatch.setattr(module, "read_variable", lambda path: '["http://bh-1"]')
+    return module.main
+
+
+def test_the_benchmarks_patched_copy_turns_the_cross_level_rule_off_and_the_product_has_no_switch(tmp_path, monkeypatch):
+    """tests/bench/politeness.py runs its baseline on a patched copy of f/; the shipped plan_level
+    reads no benchmark variable and keeps the remaining gap."""
+    from pathlib import Path
+
+    from tests.bench.politeness import baseline_flow_root
+
+    shipped = Path(__file__).resolve().parents[2] / "f/waggle/plan_level.py"
+    assert "waggle_bench" not in shipped.read_text()
+    copy = baseline_flow_root(tmp_path) / "f/waggle/plan_level.py"
+    frontier = [{"url": "https://a.example/x", "host": "a.example", "lastFinishedAt": iso_now(time.time() - 0.5)}]
+    as_shipped = _main_of(shipped, monkeypatch)(frontier, 3000, False, 4)
+    baseline = _main_of(copy, monkeypatch)(frontier, 3000, False, 4)
+    assert 2000 < as_shipped["groups"][0]["initialDelayMs"] <= 2500
+    assert baseline["groups"][0]["initialDelayMs"] == 0

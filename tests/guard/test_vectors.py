@@ -24,7 +24,26 @@ def guard(request):
 def test_copies_are_byte_identical():
     canonical = (ROOT / "ledger/hostguard.py").read_bytes()
     copy = (ROOT / "f/waggle/hostguard.py").read_bytes()
-    assert copy == canonical, "f/waggle/hostguard.py differs: copy ledger/hostguard.py over it"
+    assert copy == canonical, "f/waggle/hostguard.py differs from ledger/hostguard.py: run scripts/sync-flow-copies"
+
+
+def test_the_sync_step_finds_and_rewrites_a_stale_copy(tmp_path):
+    """scripts/sync-flow-copies --check names a differing copy (exit 1); without --check it writes it."""
+    import shutil
+    import subprocess
+    import sys
+
+    for rel in ("ledger/hostguard.py", "f/waggle/hostguard.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    (tmp_path / "f/waggle/hostguard.py").write_text("# edited by hand\n")
+    script = [sys.executable, str(ROOT / "scripts/sync-flow-copies"), "--root", str(tmp_path)]
+    check = subprocess.run([*script, "--check"], capture_output=True, text=True)
+    assert check.returncode == 1 and "f/waggle/hostguard.py differs" in check.stderr
+    assert (tmp_path / "f/waggle/hostguard.py").read_text() == "# edited by hand\n"
+    assert subprocess.run(script, capture_output=True).returncode == 0
+    assert (tmp_path / "f/waggle/hostguard.py").read_bytes() == (ROOT / "ledger/hostguard.py").read_bytes()
+    assert subprocess.run([*script, "--check"], capture_output=True).returncode == 0
 
 
 def test_copy_is_a_windmill_library_script():

@@ -21,7 +21,7 @@ from devstack.supervisor import Supervisor, port_in_use
 
 pytestmark = pytest.mark.e2e
 
-WAGGLE = [sys.executable, "-c", "import sys; sys.argv[0]='waggle'; from ledger.cli import main; main()"]
+WAGGLE = [sys.executable, "-c", "import sys; sys.argv[0]='waggle'; from waggle.cli import main; main()"]
 
 
 def _pids(state_dir: Path) -> dict[str, int]:

@@ -1,0 +1,45 @@
+"""The ``waggle`` console script: ledger's commands, plus ``waggle dev …`` and ``waggle bench``.
+
+``ledger/`` is the product and never imports ``devstack/`` (tests/skeleton/test_imports.py);
+this module is the one place that joins them. ``devstack`` ships in the same distribution but
+its commands are mounted only when the package imports (an image may leave it out).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+from ledger.cli import build_app
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _mount_dev(app: typer.Typer) -> None:
+    try:
+        from devstack.cli import app as dev_app
+    except ImportError:  # devstack not installed: the product's commands only
+        return
+    app.add_typer(dev_app, name="dev", help="The embedded local stack (all services on loopback).")
+
+
+def bench(ctx: typer.Context) -> None:
+    """Run the benchmarks (tests/bench, a checkout only): ``waggle bench [--quick] [--list] [name ...]``."""
+    if not (REPO / "tests" / "bench" / "__main__.py").is_file():
+        typer.echo(f"waggle bench runs from a source checkout (tests/bench is not installed): none at {REPO};"
+                   " clone the repository and run scripts/bench there", err=True)
+        raise typer.Exit(2)
+    os.chdir(REPO)
+    os.execv(sys.executable, [sys.executable, "-m", "tests.bench", *ctx.args])
+
+
+app = build_app()
+_mount_dev(app)
+app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(bench)
+
+
+def main() -> None:
+    app()
