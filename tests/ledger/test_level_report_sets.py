@@ -94,16 +94,14 @@ async def test_failure_after_the_insert_rolls_everything_back(settings, s3_serve
     links = put_links(s3_server, [{"href": f"https://a.test/p{i}"} for i in range(3)])
     body = report(0, [page("https://a.test/", links, taskId=task,
                            manifestLocation=f"s3://{s3_server.bucket}/{task}.result.json")])
-    import ledger.crawl.frontier as frontier
-
-    real = frontier.plan_budget
+    real = levels.plan_next_level
 
     def broken(*a, **kw):  # runs after the insert-first statement put the new rows in
         raise RuntimeError("planner broke")
 
     async with open_ledger(settings, s3=store_of(s3_server)) as h:
         crawl_id = await start(h, maxDepth=3, maxPages=1000)
-        monkeypatch.setattr(frontier, "plan_budget", broken)
+        monkeypatch.setattr(levels, "plan_next_level", broken)
         r = await post(h, crawl_id, body)
         assert (r.status_code, r.json()) == (500, {"error": "internal error"})
         db = settings.database_url
@@ -111,7 +109,7 @@ async def test_failure_after_the_insert_rolls_everything_back(settings, s3_serve
             assert rows(db, f"SELECT count(*) FROM {table}")[0][0] == 0, table
         assert rows(db, "SELECT url, state FROM crawl_pages") == [("https://a.test/", "pending")]
         assert rows(db, "SELECT current_depth, pages_captured, state FROM crawls") == [(0, 0, "running")]
-        monkeypatch.setattr(frontier, "plan_budget", real)
+        monkeypatch.setattr(levels, "plan_next_level", real)
         r = await post(h, crawl_id, body)  # the flow's retry
         assert r.status_code == 200 and len(r.json()["next"]) == 3
     assert rows(settings.database_url, "SELECT count(*) FROM archives")[0][0] == 1

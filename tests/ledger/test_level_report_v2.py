@@ -10,7 +10,7 @@ import pytest
 
 from ledger.archive.reconciler import reconcile
 from ledger.s3 import S3Store
-from tests.archive.helpers import manifest, put_json
+from tests.archive.helpers import manifest, put_json, put_wacz, wacz_bytes
 from tests.fixtures.ledger import refused_url
 from tests.ledger.test_level_reports import (
     WHO, open_ledger, post, put_links, report, rows, settings, start, store_of,  # noqa: F401 - fixture
@@ -114,6 +114,7 @@ async def test_recovery_after_the_answer_counts_once(settings, s3_server):
     async with open_ledger(settings, s3=store_of(s3_server)) as h:
         crawl_id = await start(h, maxDepth=0)
         task, result = captured(s3_server, crawl_id, "https://a.test/", summary=None, status="failed")
+        put_wacz(s3_server, f"s3://{s3_server.bucket}/{task}_crawl-1_smoke.wacz", wacz_bytes("https://a.test/"))
         result["skipReason"] = "deadline passed"
         r = await post(h, crawl_id, report(0, [result]))
         assert r.status_code == 200

@@ -245,7 +245,7 @@ async def test_get_unknown_404_and_failures_listed(settings, fake_webhook):
         view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
         listed = (await h.client.get("/api/crawls", headers=WHO)).json()["crawls"]
     assert view["failures"] == [{"url": "https://nonexistent.invalid/", "depth": 0,
-                                 "reason": "net::ERR_NAME_NOT_RESOLVED"}]
+                                 "reason": "net::ERR_NAME_NOT_RESOLVED", "failureClass": None}]
     assert (view["state"], view["stopReason"], view["pagesCaptured"]) == ("succeeded", "max_depth", 1)
     assert view["finishedAt"].endswith("Z") and len(view["finishedAt"]) == 24
     assert [c["crawlId"] for c in listed] == [crawl_id]
