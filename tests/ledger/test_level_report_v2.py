@@ -139,3 +139,23 @@ async def test_v2_reports_stay_idempotent_and_ordered(settings, s3_server):
         assert late.status_code == 409 and "already accepted" in late.json()["error"]
     assert rows(settings.database_url, "SELECT count(*) FROM archives")[0][0] == 1
     assert rows(settings.database_url, "SELECT count(*) FROM crawl_pages")[0][0] == 2
+
+
+async def test_two_replicas_accept_one_report_once(settings, s3_server):
+    """Two ledger instances (own pools, one database) get the same v2 report at once, then a
+    different one for the same depth: one application, the same answer twice, then 409."""
+    import asyncio
+
+    async with open_ledger(settings, s3=store_of(s3_server)) as a, open_ledger(settings, s3=store_of(s3_server)) as b:
+        crawl_id = await start(a, maxDepth=3, maxPages=100)
+        _, result = captured(s3_server, crawl_id, "https://a.test/",
+                             links=[{"href": f"https://a.test/n{i}"} for i in range(50)])
+        body = report(0, [result])
+        first, second = await asyncio.gather(post(a, crawl_id, body), post(b, crawl_id, body))
+        assert (first.status_code, second.status_code) == (200, 200), (first.text, second.text)
+        assert first.json() == second.json() and len(first.json()["next"]) == 50
+        late = await post(b, crawl_id, report(0, [{**result, "links": []}]))
+        assert late.status_code == 409
+    assert rows(settings.database_url, "SELECT count(*) FROM crawl_pages")[0][0] == 51
+    assert rows(settings.database_url, "SELECT pages_captured, current_depth FROM crawls")[0] == (1, 1)
+    assert rows(settings.database_url, "SELECT count(*) FROM archives")[0][0] == 1
