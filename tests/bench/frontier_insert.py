@@ -2,15 +2,19 @@
 crawl already holding 1,000,000 pages, one statement per variant, each on a fresh copy of the
 same database (``CREATE DATABASE … TEMPLATE``). No target: it says which store to keep.
 
-Variants (the SQL the level report would run; every one keeps the dedup exact):
+Variants (the SQL the level report would run):
 
-* ``sha256-unique``: the 001 schema — unique ``(crawl_id, url_hash bytea)``, ``url_hash``
-  generated from ``url_key``; ``INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING``.
+* ``sha256-app-hash (shipped)``: unique ``(crawl_id, url_hash bytea)``, the hash computed by the
+  ledger and inserted (migration 071; exact through the probe chain of ``ledger.crawl.frontier``);
+  ``… no foreign keys``: the same without the two FK triggers (measured, not shipped).
+* ``sha256-unique``: the same index, ``url_hash`` filled in SQL (the trigger of migration 071,
+  as the generated column of 001 did); ``INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING``.
 * ``sha256-unique-sorted``: the same rows sent in ``url_hash`` order (index pages touched in order).
 * ``sha256-fillfactor-70``: the same index rebuilt with fillfactor 70 (room for inserts).
 * ``copy-staging``: COPY into a temporary table, then one ``INSERT … SELECT … ON CONFLICT``.
 * ``hash64-key-unique``: a ``bigint`` 64-bit hash and unique ``(crawl_id, url_hash64, url_key)``
-  (no sha256 column): a collision lands as a second row because the key differs.
+  (no sha256 column): a collision lands as a second row because the key differs (but a key
+  over ~2,700 bytes cannot be indexed at all).
 * ``hash64-recheck``: non-unique ``(crawl_id, url_hash64)`` plus an exact ``url_key`` recheck
   in ``NOT EXISTS`` (dedup relies on the crawl row lock serializing inserts).
 """
@@ -48,6 +52,9 @@ def _links(pages: int, n: int, depth: int) -> list[tuple[str, str]]:
 
 
 PREP = {
+    "sha256-app-hash (shipped)": [],
+    "sha256-app-hash, no foreign keys": ["ALTER TABLE crawl_pages DROP CONSTRAINT crawl_pages_crawl_id_fkey",
+                                         "ALTER TABLE crawl_pages DROP CONSTRAINT crawl_pages_discovered_from_fkey"],
     "sha256-unique": [],
     "sha256-unique-sorted": [],
     "sha256-fillfactor-70": ["ALTER INDEX crawl_pages_crawl_id_url_hash_key SET (fillfactor = 70)",
@@ -76,6 +83,13 @@ def _run(conn: psycopg.Connection, variant: str, crawl_id: str, depth: int, link
     if variant == "sha256-unique-sorted":
         order = sorted(range(len(urls)), key=lambda i: hashlib.sha256(urls[i].encode()).digest())
         urls, hosts = [urls[i] for i in order], [hosts[i] for i in order]
+    if variant.startswith("sha256-app-hash"):
+        hashes = [hashlib.sha256(u.encode()).digest() for u in urls]
+        cur = conn.execute(
+            "INSERT INTO crawl_pages (crawl_id, url, url_key, url_hash, depth, host) SELECT %s, u.url, u.url, u.h, %s, u.host"
+            " FROM unnest(%s::text[], %s::bytea[], %s::text[]) AS u(url, h, host)"
+            " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url_key, url_hash", (crawl_id, depth, urls, hashes, hosts))
+        return len(cur.fetchall())
     if variant.startswith("sha256"):
         cur = conn.execute(
             "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host) SELECT %s, u.url, u.url, %s, u.host"
