@@ -61,6 +61,22 @@ async def held_keys(conn: Any, crawl_id: Any, hashes: Sequence[bytes]) -> dict[b
         return {bytes(h): k for h, k in await cur.fetchall()}
 
 
+async def stored_hashes(conn: Any, crawl_id: Any, keys: Sequence[str | None]) -> list[bytes | None]:
+    """The ``url_hash`` each key's row is stored under (None for None): its first hash, unless
+    another key holds that one — then the position of its probe chain that holds the key (or
+    the first free one, when the crawl does not hold it). One lookup, more only on a collision."""
+    out: list[bytes | None] = [url_hash(k) if k is not None else None for k in keys]
+    todo = [i for i, k in enumerate(keys) if k is not None]
+    n = 0
+    while todo:
+        held = await held_keys(conn, crawl_id, [out[i] for i in todo])  # type: ignore[misc]
+        todo = [i for i in todo if held.get(out[i]) not in (None, keys[i])]  # held by another key
+        n += 1
+        for i in todo:
+            out[i] = probe_hash(keys[i], n)  # type: ignore[arg-type]
+    return out
+
+
 async def insert_rows(conn: Any, crawl_id: Any, depth: int, urls: Sequence[ParsedUrl]) -> dict[str, bytes]:
     """Insert ``urls`` as pending pages of ``depth`` (ids in discovery order); returns
     ``{key: url_hash}`` of the rows that landed. Exact: a URL whose hash is held by another key

@@ -108,9 +108,17 @@ def _sha256(key: str) -> bytes:
 
 
 def _url_key(url: str) -> str | None:
-    """The dedup key of a reported page URL (what step 1 matches), or None when it does not parse."""
+    """The dedup key of a reported page URL, or None when it does not parse."""
     try:
         return parse_http_url(url).key
+    except InvalidUrl:
+        return None
+
+
+def _url_hash(url: str) -> bytes | None:
+    """The ``url_hash`` of a reported page URL, or None when it does not parse."""
+    try:
+        return _sha256(parse_http_url(url).key)
     except InvalidUrl:
         return None
 
@@ -152,15 +160,14 @@ _PAGE_COLUMNS = ("status", "skipReason", "taskId", "correlationId", "submittedAt
 
 
 async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[dict],
-                          keys: list[str | None]) -> set[str]:
+                          hashes: list[bytes | None]) -> set[bytes]:
     """Step 1 in one statement: set state, skip reason, task/correlation ids and times of the
-    rows of level ``depth`` named by ``results`` (``keys``: each result's dedup key, matched
-    within the level, so a row stored further along its probe chain is found too). Two results
-    for one page: the later one wins (as if applied in order). Returns the keys that matched."""
-    last: dict[str, dict] = {}
-    for r, k in zip(results, keys):
-        if k is not None:
-            last[k] = r
+    rows of level ``depth`` named by ``results``. Two results for one page: the later one wins
+    (as if applied in order). Returns the ``url_hash`` of every row that matched."""
+    last: dict[bytes, dict] = {}
+    for r, h in zip(results, hashes):
+        if h is not None:
+            last[h] = r
     if not last:
         return set()
     rows = list(last.items())
@@ -168,13 +175,13 @@ async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[di
         "UPDATE crawl_pages p SET state = v.state, skip_reason = v.skip_reason, task_id = v.task_id,"
         " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at,"
         " gap_from = v.gap_from, failure_class = v.failure_class"
-        " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],"
+        " FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],"
         " %s::timestamptz[], %s::timestamptz[], %s::text[])"
-        " AS v(url_key, state, skip_reason, task_id, correlation_id, submitted_at, finished_at, gap_from, failure_class)"
-        " WHERE p.crawl_id = %s AND p.depth = %s AND p.url_key = v.url_key RETURNING p.url_key",
-        ([k for k, _ in rows], *[[r.get(k) for _, r in rows] for k in _PAGE_COLUMNS], crawl_id, depth),
+        " AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at, gap_from, failure_class)"
+        " WHERE p.crawl_id = %s AND coalesce(p.level, p.depth) = %s AND p.url_hash = v.url_hash RETURNING p.url_hash",
+        ([h for h, _ in rows], *[[r.get(k) for _, r in rows] for k in _PAGE_COLUMNS], crawl_id, depth),
     )
-    return {r["url_key"] for r in await cur.fetchall()}
+    return {bytes(r["url_hash"]) for r in await cur.fetchall()}
 
 
 async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | None) -> list[uuid.UUID]:
@@ -217,8 +224,8 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
     Three ways to the same outcome, chosen by cost:
     * no level may follow (``max_depth``): nothing is looked up or inserted;
     * every candidate fits the page budget: ``ledger.crawl.frontier.insert_then_screen`` (insert
-      first — the unique index tells which were new — while the trap screen runs in a thread;
-      the rows it drops are deleted again in this transaction);
+      first — the unique index tells which were new — plan over the rows that landed, delete
+      the few the plan screens out, all in this transaction);
     * otherwise (the budget may cut): the known ones are looked up, the plan made, its URLs inserted.
     """
     if max_pages_per_host:  # the per-host cap needs counts per host; otherwise one total will do
@@ -311,41 +318,52 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             except CompiledMismatch as exc:
                 raise Refused(exc.status, exc.message, scriptId=exc.script_id) from None
 
-            keys = [_url_key(r["url"]) for r in results]
+            # each reported page's stored url_hash (its key's probe chain, exact under a collision)
+            hashes = await frontier.stored_hashes(conn, crawl_id, [_url_key(r["url"]) for r in results])
             # 1. close the reported rows of this level (matched by dedup key); a result that
             # matches no page of this level is ignored and not counted
-            matched = await _close_reported(conn, crawl_id, depth, results, keys)
-            await redirects.record(conn, crawl_id, depth, results,  # finalUrl: known from now on
-                                   [frontier.url_hash(k) if k is not None else None for k in keys])
-            captured = sum(1 for r, k in zip(results, keys) if k in matched and r["status"] == "captured")
+            matched = await _close_reported(conn, crawl_id, depth, results, hashes)
+            await redirects.record(conn, crawl_id, depth, results, hashes)  # finalUrl: known from now on
+            captured = sum(1 for r, h in zip(results, hashes) if h in matched and r["status"] == "captured")
             # 2. attribution: every result with a taskId, whatever its status
             to_admit = await _attribute(conn, crawl, results, settings.s3_bucket)
             # 3. archive admission and recovery happen after the answer (ledger.archive.verify):
             # nothing is admitted here, so the answer claims no admission
-            # 4. discovered links: inline in the results, else read from S3 (old shape)
-            links, overflow = await discovered_links(results, lambda rs: _read_all_links(services, rs))
-            # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
-            # the host name only, so it is asked once per host)
-            accepted = accept_links(links, seeds, crawl["scope"])
-            drops: Counter[str] = Counter(accepted.drops)
-            drops.pop("duplicate", None)  # in-call duplicates are the same page, not a drop
-            if overflow:
-                drops["links_overflow"] += overflow  # beyond the per-page cap: never sent
-            candidates: list[ParsedUrl] = []
-            verdicts: dict[str, str | None] = {}
-            for p in accepted.urls:
-                if p.host not in verdicts:
-                    verdicts[p.host] = refusal(p.url, settings.allow_private_hosts)
-                if verdicts[p.host]:
-                    drops["private_host"] += 1
-                else:
-                    candidates.append(p)
-            # 6.–7. budget over links not yet known to the crawl (nor the final URL of a redirected
-            # page), then the next level through the unique index (see _plan_and_insert)
-            candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
-            plan, inserted = await _plan_and_insert(conn, crawl, depth + 1, candidates, settings.max_pages_per_host,
-                                                    settings)
-            drops.update(plan.drops)
+            # 4.–7. per link distance of the reported pages, shallowest first: one group (this
+            # depth) unless the level captured pages carried from an earlier level (issue 12)
+            sources = await leases.source_depths(conn, crawl_id, depth, hashes)
+            plan, inserted, discovered, drops = None, [], 0, Counter()
+            for src in sorted(set(sources)) or [depth]:
+                group = [r for r, s in zip(results, sources) if s == src]
+                # 4. discovered links: inline in the results, else read from S3 (old shape)
+                links, overflow = await discovered_links(group, lambda rs: _read_all_links(services, rs))
+                # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
+                # the host name only, so it is asked once per host)
+                accepted = accept_links(links, seeds, crawl["scope"])
+                drops.update(accepted.drops)
+                drops.pop("duplicate", None)  # in-call duplicates are the same page, not a drop
+                if overflow:
+                    drops["links_overflow"] += overflow  # beyond the per-page cap: never sent
+                discovered += len(accepted.urls)
+                candidates: list[ParsedUrl] = []
+                verdicts: dict[str, str | None] = {}
+                for p in accepted.urls:
+                    if p.host not in verdicts:
+                        verdicts[p.host] = refusal(p.url, settings.allow_private_hosts)
+                    if verdicts[p.host]:
+                        drops["private_host"] += 1
+                    else:
+                        candidates.append(p)
+                # 6.–7. budget over links not yet known to the crawl (nor the final URL of a redirected
+                # page), then the next level through the unique index (see _plan_and_insert)
+                candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
+                part, landed = await _plan_and_insert(conn, crawl, src + 1, candidates, settings.max_pages_per_host,
+                                                      settings)
+                drops.update(part.drops)
+                if src < depth:  # found on carried pages: shallower than the next level, captured in it
+                    await leases.lift(conn, crawl_id, [_url_hash(x["url"]) for x in landed], depth + 1)
+                plan = part if plan is None or part.stop_reason else plan
+                inserted += landed
             # issue 12: the hosts' last captures (shared by every crawl), this level's leases end,
             # and pages carried from hosts leased elsewhere join the next level
             inserted = await _level_done(conn, crawl, depth, results, inserted)
@@ -361,7 +379,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                 " state = CASE WHEN %s THEN 'succeeded' ELSE state END,"
                 " finished_at = CASE WHEN %s THEN now() ELSE finished_at END"
                 " WHERE id = %s",
-                (captured, len(accepted.urls), reason, json.dumps(dict(total_drops)),
+                (captured, discovered, reason, json.dumps(dict(total_drops)),
                  json.dumps(merged.scripts), depth if done else depth + 1, done, done, crawl_id),
             )
             answer = {

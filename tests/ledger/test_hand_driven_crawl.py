@@ -50,7 +50,9 @@ def fake_flow_level(s3_server, body: dict, clock: list[datetime]) -> dict:
                             "manifestError": "s3://browserhive/x.result.json: not written within 10000ms"})
             continue
         key = f"{task}_{body['crawl_id']}"
-        put_json(s3_server, key + ".result.json", manifest(task, url=url, bucket=s3_server.bucket))
+        m = manifest(task, url=url, bucket=s3_server.bucket)
+        put_json(s3_server, key + ".result.json", m)
+        put_wacz(s3_server, m["artifacts"]["wacz"], wacz_bytes(url))  # whole: the ledger checks it
         result["manifestLocation"] = f"s3://{s3_server.bucket}/{key}.result.json"
         if body["capture_formats"]["links"]:
             put_json(s3_server, key + ".links.json", {"taskId": task, "url": url, "links": SITE.get(url, [])})
