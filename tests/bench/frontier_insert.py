@@ -61,6 +61,7 @@ PREP = {
                              "REINDEX INDEX crawl_pages_crawl_id_url_hash_key"],
     "copy-staging": [],
     "hash64-key-unique": [
+        "DROP TRIGGER crawl_pages_url_hash ON crawl_pages",  # migration 071's, on url_hash
         "ALTER TABLE crawl_pages ADD COLUMN url_hash64 bigint",
         "UPDATE crawl_pages SET url_hash64 = ('x' || left(encode(url_hash, 'hex'), 16))::bit(64)::bigint",
         "DROP INDEX crawl_pages_crawl_id_url_hash_key",
@@ -68,6 +69,7 @@ PREP = {
         "CREATE UNIQUE INDEX crawl_pages_key64 ON crawl_pages (crawl_id, url_hash64, url_key)",
         "VACUUM ANALYZE crawl_pages"],
     "hash64-recheck": [
+        "DROP TRIGGER crawl_pages_url_hash ON crawl_pages",  # migration 071's, on url_hash
         "ALTER TABLE crawl_pages ADD COLUMN url_hash64 bigint",
         "UPDATE crawl_pages SET url_hash64 = ('x' || left(encode(url_hash, 'hex'), 16))::bit(64)::bigint",
         "DROP INDEX crawl_pages_crawl_id_url_hash_key",
