@@ -107,6 +107,7 @@ class Run:
     proxy: GuardedProxy | None = None  # this capture's egress proxy, once its context is open
     screenshot: dict[str, Any] | None = None  # full-page screenshot facts (report extension)
     marks: list[tuple[str, float]] = field(default_factory=list)  # (phase ended, monotonic s)
+    links: list[dict] | None = None  # the .links.json items, answered inline (waggle extension)
     network_sealed: bool = False
     last_request_end: float | None = None  # monotonic seconds; set when the network is sealed
     files: Any = None  # the .files.FileTaker reading a main document that is a file

@@ -17,6 +17,7 @@ from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
 from ledger.crawl.dispatch import iso_ms
+from ledger.crawl import frontier
 from ledger.crawl.errors import Refused
 from ledger.crawl.guard import refusal
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
@@ -181,16 +182,12 @@ async def start_crawl(
                  spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned)),
             )
             crawl = await cur.fetchone()
-            pages = []
+            landed = await frontier.insert_rows(conn, crawl_id, 0, seeds)  # exact dedup (migration 071)
+            pages, placed = [], set()
             for seed in seeds:
-                cur = await conn.execute(
-                    "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host) VALUES (%s, %s, %s, 0, %s)"
-                    " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url, host",
-                    (crawl_id, seed.url, seed.key, seed.host),
-                )
-                row = await cur.fetchone()
-                if row:
-                    pages.append(dict(row))
+                if seed.key in landed and seed.key not in placed:
+                    placed.add(seed.key)
+                    pages.append({"url": seed.url, "host": seed.host})
     log.info("Crawl started: %s by %s for %s, %d seed pages", crawl_id, subject, org_id, len(pages))
     return dict(crawl), pages
 
