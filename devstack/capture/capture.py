@@ -89,6 +89,8 @@ async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
     run.mark("manifest")
     ctx.last_phases_ms = run.phases_ms()
     answer: dict[str, Any] = {"taskId": run.task_id, "report": report, "manifest": manifest}
+    if report["status"] == "success" and run.links is not None and "links" in report["artifacts"]:
+        answer["links"] = run.links  # waggle extension: the .links.json items inline (docs/internals.md)
     since = run.since_last_request_ms()  # last: the answer is written right after this
     if since is not None:
         answer["sinceLastRequestMs"] = since

@@ -120,6 +120,7 @@ async def write_dom_formats(ctx: Ctx, run: Run, page: Page, cdp, doc_url: str, l
         upload_soon(ctx, run, "html", html.encode("utf-8"))
     if fmts["links"]:
         upload_soon(ctx, run, "links", links_document(run, doc_url, links, links_at))
+        run.links = links
     if fmts["mhtml"]:
         snap = await asyncio.wait_for(cdp.send("Page.captureSnapshot", {"format": "mhtml"}),
                                       run.op_timeout(ctx.settings.operation_ms))

@@ -122,7 +122,7 @@ class GuardedProxy:
         self.last_traffic = None
         self.sealed = False
 
-    async def end_capture(self, drain_s: float = 1.0) -> None:
+    async def end_capture(self, drain_s: float = 0.1) -> None:
         """Seal the proxy (the capture is over): no new connection or request goes out; plain-HTTP
         requests already sent to a site get ``drain_s`` seconds to finish (so their end is seen,
         not guessed); then every connection still open is closed."""

@@ -170,8 +170,7 @@ def teardown_soon(ctx: Ctx, sess: Session) -> None:
 def prepare_soon(ctx: Ctx) -> None:
     """Start measuring the browser's memory and preparing spare contexts (unless that is under
     way, or the browser is due for recycling: the next capture relaunches it first). Started
-    after the answer, not during the capture's tail, so that it does not compete with packaging;
-    with two spares a back-to-back capture still finds one ready."""
+    after the answer, not during the capture's tail, so that it does not compete with packaging."""
     if ctx.preparing is None or ctx.preparing.done():
         ctx.preparing = asyncio.ensure_future(_prepare(ctx))
 

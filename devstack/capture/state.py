@@ -104,13 +104,14 @@ class Run:
     artifacts: dict[str, str] = field(default_factory=dict)
     formats: dict[str, bool] = field(default_factory=dict)
     uploads: list[asyncio.Task] = field(default_factory=list)  # page formats still being written
-    files: Any = None  # the .files.FileTaker reading a main document that is a file
-    final_url: str | None = None  # where the main document ended, when the capture stopped early
     proxy: GuardedProxy | None = None  # this capture's egress proxy, once its context is open
     screenshot: dict[str, Any] | None = None  # full-page screenshot facts (report extension)
     marks: list[tuple[str, float]] = field(default_factory=list)  # (phase ended, monotonic s)
+    links: list[dict] | None = None  # the .links.json items, answered inline (waggle extension)
     network_sealed: bool = False
     last_request_end: float | None = None  # monotonic seconds; set when the network is sealed
+    files: Any = None  # the .files.FileTaker reading a main document that is a file
+    final_url: str | None = None  # where the main document ended, when the capture stopped early
 
     def mark(self, phase: str) -> None:
         """Note that ``phase`` just ended (per-phase timers, :meth:`phases_ms`)."""

@@ -221,16 +221,20 @@ def pages_table(pages: list[dict], title: str = "pages") -> Table:
 
 
 def crawls_table(crawls: list[dict]) -> Table:
-    """``waggle crawls``: one row per crawl, newest first."""
+    """``waggle crawls``: one row per crawl, running ones first (with their level), newest first."""
     table = Table(title="crawls", title_justify="left")
     for col in ("id", "state", "stop reason", "seeds", "captured", "started", "elapsed"):
         table.add_column(col, overflow="fold")
     for c in crawls:
         seeds = c.get("seeds") or []
         seeds_txt = seeds[0] + (f" (+{len(seeds) - 1})" if len(seeds) > 1 else "") if seeds else "–"
+        state = str(c.get("state"))
+        if state == "running" and c.get("currentDepth") is not None:
+            waits = " waiting for hosts" if c.get("levelState") == "waiting" else ""
+            state = f"running (level {c['currentDepth']}{waits})"
         table.add_row(
             str(c.get("crawlId") or c.get("id")),
-            str(c.get("state")),
+            state,
             str(c.get("stopReason") or "–"),
             seeds_txt,
             _n(captured_count(c)),

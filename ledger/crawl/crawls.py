@@ -17,6 +17,7 @@ from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
 from ledger.crawl.dispatch import iso_ms
+from ledger.crawl import frontier
 from ledger.crawl.errors import Refused
 from ledger.crawl.guard import refusal
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
@@ -181,16 +182,12 @@ async def start_crawl(
                  spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned)),
             )
             crawl = await cur.fetchone()
-            pages = []
+            landed = await frontier.insert_rows(conn, crawl_id, 0, seeds)  # exact dedup (migration 071)
+            pages, placed = [], set()
             for seed in seeds:
-                cur = await conn.execute(
-                    "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host) VALUES (%s, %s, %s, 0, %s)"
-                    " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url, host",
-                    (crawl_id, seed.url, seed.key, seed.host),
-                )
-                row = await cur.fetchone()
-                if row:
-                    pages.append(dict(row))
+                if seed.key in landed and seed.key not in placed:
+                    placed.add(seed.key)
+                    pages.append({"url": seed.url, "host": seed.host})
     log.info("Crawl started: %s by %s for %s, %d seed pages", crawl_id, subject, org_id, len(pages))
     return dict(crawl), pages
 
@@ -215,6 +212,7 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "pagesDiscovered": crawl["pages_discovered"],
         "pagesCaptured": crawl["pages_captured"],
         "currentDepth": crawl["current_depth"],
+        "levelState": crawl.get("level_state"),  # planned | waiting (hosts leased elsewhere) | dispatched
         "drops": crawl["drops"],
         "error": crawl["error"],
         "lastJob": job,
@@ -247,7 +245,8 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
         if crawl["state"] == "running":
             # Hosts of the level in flight that still have pages to capture.
             cur = await conn.execute(
-                "SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND state = 'pending'"
+                "SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s"
+                " AND state = 'pending'"
                 " ORDER BY host",
                 (crawl_id, crawl["current_depth"]),
             )
@@ -275,20 +274,37 @@ async def archive_problems(conn: Any, crawl_id: uuid.UUID, limit: int = 5) -> di
             "archiveProblems": [{"url": r["url"], "reason": r["reason"]} for r in found]}
 
 
-async def list_crawls(pool: Any, limit: int = 20) -> list[dict]:
-    """The ``limit`` most recently started crawls (summaries, newest first): ``crawlId, seeds,
-    state, stopReason, startedAt, finishedAt, pagesDiscovered, pagesCaptured, organization,
-    requestedBy, error, currentDepth, maxDepth, maxPages`` and ``pagesFailed, pagesSkipped,
-    pagesPending`` (crawl_pages counts by state)."""
+async def crawl_in_orgs(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> bool:
+    """True when crawl ``crawl_id`` exists and belongs to one of ``orgs``."""
     async with pool.connection() as conn:
-        cur = await conn.execute("SELECT * FROM crawls ORDER BY started_at DESC LIMIT %s", (limit,))
+        cur = await conn.execute("SELECT 1 FROM crawls WHERE id = %s AND org_id = ANY(%s)", (crawl_id, list(orgs)))
+        return await cur.fetchone() is not None
+
+
+async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = None) -> list[dict]:
+    """Every running crawl, then the most recently started others up to ``limit`` in all
+    (summaries, newest first in each group; several crawls run at once, issue 12): ``crawlId,
+    seeds, state, stopReason, startedAt, finishedAt, pagesDiscovered, pagesCaptured,
+    organization, requestedBy, error, currentDepth, levelState, maxDepth, maxPages`` and
+    ``pagesFailed, pagesSkipped, pagesPending`` (crawl_pages counts by state). ``orgs`` (None =
+    every organization) keeps only the crawls of those organizations."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT * FROM ((SELECT * FROM crawls WHERE state = 'running' AND (%(all)s OR org_id = ANY(%(orgs)s)))"
+            " UNION ALL (SELECT * FROM crawls WHERE state <> 'running' AND (%(all)s OR org_id = ANY(%(orgs)s))"
+            " ORDER BY started_at DESC LIMIT %(limit)s)) c"
+            " ORDER BY (c.state = 'running') DESC, c.started_at DESC",
+            {"all": orgs is None, "orgs": list(orgs or []), "limit": limit})
         rows = await cur.fetchall()
+        running = sum(1 for r in rows if r["state"] == "running")
+        rows = rows[:max(limit, running)]
         cur = await conn.execute(
             "SELECT crawl_id, state, count(*) AS n FROM crawl_pages WHERE crawl_id = ANY(%s) GROUP BY 1, 2",
             ([r["id"] for r in rows],))
         counts: dict[tuple[Any, str], int] = {(c["crawl_id"], c["state"]): c["n"] for c in await cur.fetchall()}
     keys = ("crawlId", "seeds", "state", "stopReason", "startedAt", "finishedAt", "pagesDiscovered",
-            "pagesCaptured", "organization", "requestedBy", "error", "currentDepth", "maxDepth", "maxPages")
+            "pagesCaptured", "organization", "requestedBy", "error", "currentDepth", "levelState", "maxDepth",
+            "maxPages")
     out = []
     for r in rows:
         item = {k: v for k, v in crawl_view(r, []).items() if k in keys}

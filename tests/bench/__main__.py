@@ -21,6 +21,8 @@ BENCHMARKS = {
     "signing": "tests.bench.ledger_scale:signing",
     "outbox": "tests.bench.ledger_scale:outbox",
     "reconciler": "tests.bench.ledger_scale:reconciler",
+    "frontier-insert": "tests.bench.frontier_insert:frontier_insert",
+    "level-report-curve": "tests.bench.ledger_scale:level_report_curve",
     "capture": "tests.bench.capture:capture",
     "real-pages": "tests.bench.real_pages:real_pages",
     "politeness-500": "tests.bench.politeness:politeness_500",

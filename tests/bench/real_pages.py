@@ -173,6 +173,7 @@ def _report(ctx: Context, results: dict[str, dict[str, list[dict]]]) -> None:
     keys = ["total", "head", *GROUPS, "tail", "since_last_request"]
     for label, by_page in results.items():
         short = _median(by_page[SHORT], "total")
+        short_own = _median([{"x": r["total"] - r["load"]} for r in by_page[SHORT]], "x")
         for page, rows in by_page.items():
             med = {k: _median(rows, k) for k in keys}
             ctx.detail(f"{label} {page}", {"median_ms": med, "rows": rows})
@@ -181,4 +182,7 @@ def _report(ctx: Context, results: dict[str, dict[str, list[dict]]]) -> None:
                 ctx.metric(f"{label}: {page} (short) capture", med["total"], "ms", note=parts)
             else:
                 ctx.metric(f"{label}: {page} − short", med["total"] - short, "ms", 1000, "<=", parts)
+                own = _median([{"x": r["total"] - r["load"]} for r in rows], "x")
+                ctx.metric(f"{label}: {page} − short, the page's own load excluded",
+                           own - short_own, "ms", 1000, "<=", "round trip − the load phase (navigation to load event)")
         ctx.detail(f"{label} total_ms", {p: summary([r["total"] for r in rows]) for p, rows in by_page.items()})
