@@ -23,6 +23,7 @@ from ledger.crawl.errors import Refused
 from ledger.archive.verify import verify_level
 from ledger.crawl.leases import dispatch_waiting
 from ledger.crawl.levels import record_level
+from ledger.crawl.watchdog import cancel_job
 from ledger.crawl.report_limits import check_counts
 
 router = APIRouter()
@@ -307,14 +308,18 @@ async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
 async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request,
                        background: BackgroundTasks) -> JSONResponse:
     """Close a running crawl as failed → 200 ``{closed: true|false}`` (reason ≤ 2,000 chars);
-    an unknown crawl, or one of another organization, is ``{closed: false}`` alike."""
+    an unknown crawl, or one of another organization, is ``{closed: false}`` alike. Closing
+    cancels the crawl's Windmill job (best effort, after the answer) and skips its pending pages."""
     identity = await submitter(request)
     services = request.app.state.services
-    closed = (await crawl_store.crawl_in_orgs(services.pool, crawl_id, identity.organizations)
-              and await crawl_store.close_failed(services.pool, crawl_id, body.reason))
-    if closed:  # its host leases ended with it
+    job = None
+    if await crawl_store.crawl_in_orgs(services.pool, crawl_id, identity.organizations):
+        job = await crawl_store.close_failed(services.pool, crawl_id, body.reason)
+    if job:  # its level may still be capturing: stop it, or the site keeps getting requests
+        background.add_task(cancel_job, services.http, services.settings, job, "waggle: the crawl was failed")
+    if job is not None:  # its host leases ended with it
         background.add_task(dispatch_waiting, services)
-    return JSONResponse({"closed": closed}, background=background)
+    return JSONResponse({"closed": job is not None}, background=background)
 
 
 @router.post("/api/crawls/{crawl_id}/index")

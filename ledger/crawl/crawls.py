@@ -314,17 +314,26 @@ async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = No
     return out
 
 
-async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None) -> bool:
-    """Close a *running* crawl as failed (``POST /api/crawls/{id}/failed``); True if it was."""
-    async with pool.connection() as conn:
+CLOSED_BEFORE_CAPTURE = "the crawl was failed before this page was captured"
+
+
+async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None) -> str | None:
+    """Close a *running* crawl as failed (``POST /api/crawls/{id}/failed``): its pending pages
+    become ``skipped`` (:data:`CLOSED_BEFORE_CAPTURE`). Returns the crawl's last Windmill job id
+    (``""`` when it has none) when it was closed, None when it was not running."""
+    async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
             "UPDATE crawls SET state = 'failed', stop_reason = 'failed', finished_at = now(), error = %s"
-            " WHERE id = %s AND state = 'running' RETURNING id",
+            " WHERE id = %s AND state = 'running' RETURNING last_job_id",
             (reason or FLOW_FAILED_WITHOUT_REASON, crawl_id),
         )
-        closed = await cur.fetchone() is not None
-    if closed:
-        log.warning("Crawl closed by the flow: %s: %s", crawl_id, (reason or FLOW_FAILED_WITHOUT_REASON)[:200])
-    else:
-        log.info("Nothing to close: %s", crawl_id)
-    return closed
+        row = await cur.fetchone()
+        if row is not None:
+            await conn.execute(
+                "UPDATE crawl_pages SET state = 'skipped', skip_reason = %s WHERE crawl_id = %s AND state = 'pending'",
+                (CLOSED_BEFORE_CAPTURE, crawl_id))
+    if row is not None:
+        log.warning("Crawl failed on request: %s: %s", crawl_id, (reason or FLOW_FAILED_WITHOUT_REASON)[:200])
+        return row["last_job_id"] or ""
+    log.info("Nothing to close: %s", crawl_id)
+    return None

@@ -353,3 +353,18 @@ async def test_another_organizations_crawl_is_not_found(settings, fake_webhook, 
         assert view["state"] == "running"  # the outsider's close did nothing
         both = (await h.client.get("/api/crawls", headers=LedgerHarness.who("alice", "acme,initech"))).json()
     assert {c["crawlId"] for c in both["crawls"]} == {crawl_id, mine}
+
+
+async def test_failing_a_crawl_cancels_its_job_and_skips_its_pending_pages(settings, fake_webhook):
+    """A failed crawl stops capturing: its Windmill job is cancelled (else the site keeps getting
+    requests while another crawl takes the host) and its pages left pending become skipped."""
+    async with open_ledger(settings) as h:
+        crawl_id = (await h.client.post("/api/crawls", json={"seeds": ["https://a.test/", "https://b.test/"],
+                                                              "scripts": []}, headers=WHO)).json()["crawlId"]
+        job = fake_webhook.job_ids[-1]
+        r = await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "operator"}, headers=WHO)
+        assert r.json() == {"closed": True}
+        pages = (await h.client.get(f"/api/crawls/{crawl_id}/pages", headers=WHO)).json()["pages"]
+    assert fake_webhook.cancelled == [job]
+    assert {(p["state"], p["reason"]) for p in pages} == {
+        ("skipped", "the crawl was failed before this page was captured")}
