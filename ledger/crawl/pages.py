@@ -2,9 +2,11 @@
 ``crawl_pages`` row, oldest first (the order the crawl discovered them), keyset-paginated.
 
 Row: ``url, finalUrl (where the main document ended after redirects, issue 13; None when no
-redirect was reported), depth, state, failureClass, reason, captureMs, archiveId``. ``captureMs`` = ``finished_at − submitted_at`` in whole ms
-(None until the page was submitted); ``archiveId`` = the archive registered for the page's
-BrowserHive task (None when there is none).
+redirect was reported), depth, state, failureClass, reason, captureMs, archiveId,
+archiveComplete``. ``captureMs`` = ``finished_at − submitted_at`` in whole ms (None until the
+page was submitted); ``archiveId`` = the archive registered for the page's BrowserHive task
+(None when there is none); ``reason`` of a captured page says why its archive is incomplete
+(a file cut by the size limit, bodies missing, a WACZ check problem), else None.
 """
 
 from __future__ import annotations
@@ -19,18 +21,38 @@ LIMIT_MAX = 500
 _PAGES = """
 SELECT p.id, p.url, p.final_url, p.depth, p.state, p.failure_class, p.skip_reason,
        (extract(epoch FROM p.finished_at - p.submitted_at) * 1000)::bigint AS capture_ms,
-       (SELECT a.id FROM archives a WHERE a.task_id::text = p.task_id ORDER BY a.created_at LIMIT 1) AS archive_id
+       a.id AS archive_id, a.wacz_complete, a.wacz_problem, a.missing_body_count, a.truncated_urls
 FROM crawl_pages p
+LEFT JOIN LATERAL (SELECT * FROM archives a WHERE a.task_id::text = p.task_id ORDER BY a.created_at LIMIT 1) a ON true
 WHERE p.crawl_id = %s AND p.id > %s AND (%s::text IS NULL OR p.state = %s::text)
 ORDER BY p.id LIMIT %s
 """
 
 
+def incomplete_reason(row: dict) -> str | None:
+    """Why a captured page's archive is incomplete, in one line, or None when it is complete
+    (or unknown): the WACZ check's problem, bodies cut by the size limit, bodies missing."""
+    if row.get("wacz_complete") is not False:
+        return None
+    parts = []
+    if row.get("wacz_problem"):
+        parts.append(row["wacz_problem"])
+    if row.get("truncated_urls"):
+        parts.append(f"{len(row['truncated_urls'])} cut by the size limit ({row['truncated_urls'][0]})")
+    if row.get("missing_body_count"):
+        parts.append(f"{row['missing_body_count']} without a body")
+    return "archive incomplete: " + ("; ".join(parts) if parts else "see `waggle archives --missing`")
+
+
 def page_row(row: dict) -> dict:
-    """One API row (camelCase) of a ``crawl_pages`` row read by :data:`_PAGES`."""
+    """One API row (camelCase) of a ``crawl_pages`` row read by :data:`_PAGES`; a captured
+    page whose archive is incomplete says why in ``reason`` (``archiveComplete`` false)."""
+    reason = row["skip_reason"] if row["state"] != "captured" else incomplete_reason(row)
     return dict(
-        url=row["url"], finalUrl=row["final_url"], depth=row["depth"], state=row["state"], failureClass=row["failure_class"], reason=row["skip_reason"],
-        captureMs=row["capture_ms"], archiveId=str(row["archive_id"]) if row["archive_id"] else None,
+        url=row["url"], finalUrl=row["final_url"], depth=row["depth"], state=row["state"],
+        failureClass=row["failure_class"], reason=reason, captureMs=row["capture_ms"],
+        archiveId=str(row["archive_id"]) if row["archive_id"] else None,
+        archiveComplete=row["wacz_complete"] if row["archive_id"] else None,
     )
 
 

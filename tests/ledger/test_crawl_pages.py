@@ -111,7 +111,7 @@ async def test_skipped_pages_keep_their_class(settings):
         r = await h.client.get(f"/api/crawls/{crawl_id}/pages", headers=WHO)
     [page] = r.json()["pages"]
     assert page == {"url": "https://a.test/", "finalUrl": None, "depth": 0, "state": "skipped", "failureClass": "permanent",
-                    "reason": "robots", "captureMs": None, "archiveId": None}
+                    "reason": "robots", "captureMs": None, "archiveId": None, "archiveComplete": None}
 
 
 # -- GET /api/crawls/{id}/pages ------------------------------------------------------------
@@ -131,20 +131,22 @@ async def test_every_page_listed_with_outcome_time_and_archive(settings):
         assert r.status_code == 200, r.text
         with psycopg.connect(settings.database_url) as conn:
             archive_id = conn.execute(
-                "INSERT INTO archives (task_id, bucket, object_key, source_url, captured_at)"
-                " VALUES (%s, 'browserhive', %s, 'https://a.test/1', now()) RETURNING id",
-                (task, f"{task}.wacz")).fetchone()[0]
+                "INSERT INTO archives (task_id, bucket, object_key, source_url, captured_at, wacz_complete,"
+                " truncated_urls, missing_body_count)"
+                " VALUES (%s, 'browserhive', %s, 'https://a.test/1', now(), false, %s, 2) RETURNING id",
+                (task, f"{task}.wacz", ["https://a.test/big.pdf"])).fetchone()[0]
         r = await h.client.get(f"/api/crawls/{crawl_id}/pages", headers=WHO)
         assert r.status_code == 200, r.text
         body = r.json()
         failed = await h.client.get(f"/api/crawls/{crawl_id}/pages?state=failed", headers=WHO)
     assert body["pages"] == [
-        {"url": "https://a.test/1", "finalUrl": "https://a.test/one", "depth": 0, "state": "captured", "failureClass": None, "reason": None,
-         "captureMs": 2345, "archiveId": str(archive_id)},
+        {"url": "https://a.test/1", "finalUrl": "https://a.test/one", "depth": 0, "state": "captured", "failureClass": None,
+         "reason": "archive incomplete: 1 cut by the size limit (https://a.test/big.pdf); 2 without a body",
+         "captureMs": 2345, "archiveId": str(archive_id), "archiveComplete": False},
         {"url": "https://a.test/2", "finalUrl": None, "depth": 0, "state": "failed", "failureClass": "permanent",
-         "reason": "http_error: HTTP 404", "captureMs": 250, "archiveId": None},
+         "reason": "http_error: HTTP 404", "captureMs": 250, "archiveId": None, "archiveComplete": None},
         {"url": "https://a.test/3", "finalUrl": None, "depth": 0, "state": "pending", "failureClass": None, "reason": None,
-         "captureMs": None, "archiveId": None},
+         "captureMs": None, "archiveId": None, "archiveComplete": None},
     ]
     assert body["nextCursor"] is None
     assert [p["url"] for p in failed.json()["pages"]] == ["https://a.test/2"]
