@@ -16,7 +16,9 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ledger.client import render
+import json
+
+from ledger.client import ids, render
 from ledger.client.api import ApiError, CrawlInProgress, LedgerClient
 from ledger.client.config import ClientConfigError, resolve_config
 from ledger.client.follow import (
@@ -103,19 +105,21 @@ def show_archives_with_urls(client: LedgerClient, archives: list[dict], console:
     console.print("signed download URLs:")
     for archive in archives:
         signed = client.sign_url(str(archive["id"]))
-        console.print(f"  {archive.get('sourceUrl')} (valid {signed.get('expiresIn')} s)", soft_wrap=True)
+        console.print(f"  {render.short_id(archive['id'])}  {archive.get('sourceUrl')} (valid {signed.get('expiresIn')} s)",
+                      soft_wrap=True)
         console.print(f"    {signed['url']}", soft_wrap=True, markup=False)
 
 
 def finish(client: LedgerClient, crawl: dict, console: Console, download: Path | None, archive_wait_s: float,
            poll_s: float = POLL_INTERVAL_S) -> int:
-    """Summary, archives (+ signed URLs, + downloads); returns the exit code (0 iff succeeded)."""
+    """Summary, (downloads,) then the archives with their signed URLs last, where a reader looks;
+    returns the exit code (0 iff succeeded)."""
     console.print(render.summary_view(crawl))
     wanted = (render.captured_count(crawl) or 0) > 0
     archives = crawl_archives(client, crawl, wait_s=archive_wait_s, poll_s=poll_s) if wanted else []
-    show_archives_with_urls(client, archives, console)
     if download is not None and archives:
         download_archives(client, archives, download, console)
+    show_archives_with_urls(client, archives, console)
     return 0 if crawl.get("state") == "succeeded" else 1
 
 
@@ -185,15 +189,27 @@ def crawls_command(
     download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save its WACZ files here.", file_okay=False)] = None,
     archive_wait_s: Annotated[float, typer.Option("--archive-wait", help="Seconds to wait for the archives to be listed.")] = 5.0,
     poll_s: Annotated[float, typer.Option("--poll-interval", hidden=True)] = POLL_INTERVAL_S,
+    wide: Wide = False,
+    as_json: AsJson = False,
 ) -> None:
-    """List recent crawls, or show / follow / fail one."""
+    """List recent crawls, or show / follow / fail one (an id or a unique prefix of it)."""
     console = _console()
     if (follow_it or fail_it or download) and not crawl_id:
         raise _fail(console, "--follow, --fail and --download need a crawl id")
+    if as_json and (follow_it or fail_it or download):
+        raise _fail(console, "--json lists crawls or shows one; it does not go with --follow, --fail or --download")
     try:
         with _client() as client:
             if crawl_id is None:
-                console.print(render.crawls_table(client.list_crawls()))
+                crawls = client.list_crawls()
+                if as_json:
+                    _print_json(crawls)
+                else:
+                    console.print(render.crawls_table(crawls, wide=wide))
+                return
+            crawl_id = resolve_crawl_id(client, crawl_id)
+            if as_json:
+                _print_json(client.get_crawl(crawl_id))
                 return
             if fail_it:
                 closed = client.fail_crawl(crawl_id, reason)
@@ -208,8 +224,18 @@ def crawls_command(
     raise typer.Exit(code)
 
 
+Wide = Annotated[bool, typer.Option("--wide", help="Full ids and every column (the object key of archives).")]
+AsJson = Annotated[bool, typer.Option("--json", help="The ledger's JSON, one document on stdout (for scripts).")]
+
+
+def _print_json(value: object) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
 def archives_command(
     before: Annotated[Optional[str], typer.Option("--before", help="Only archives captured before this ISO 8601 time.")] = None,
+    wide: Wide = False,
+    as_json: AsJson = False,
 ) -> None:
     """List the archives you may view, newest first (one page of up to 50)."""
     console = _console()
@@ -218,11 +244,24 @@ def archives_command(
             rows = client.archives_page(before).get("archives", [])
     except (ApiError, ClientConfigError) as exc:
         raise _fail(console, str(exc)) from None
-    console.print(render.archives_table(rows, title=f"archives ({len(rows)})"))
+    if as_json:
+        _print_json(rows)
+        return
+    console.print(render.archives_table(rows, title=f"archives ({len(rows)})", wide=wide))
+
+
+def resolve_archive_id(client: LedgerClient, given: str) -> str:
+    """``given`` as a full archive id: a full UUID as is, else the one visible archive it prefixes."""
+    return ids.resolve(given, (row.get("id") for row in client.iter_archives()), "archive", "waggle archives")
+
+
+def resolve_crawl_id(client: LedgerClient, given: str) -> str:
+    """``given`` as a full crawl id: a full UUID as is, else the one recent crawl it prefixes."""
+    return ids.resolve(given, (c.get("crawlId") or c.get("id") for c in client.list_crawls()), "crawl", "waggle crawls")
 
 
 def url_command(
-    archive_id: Annotated[str, typer.Argument(help="The archive id (from `waggle archives`).")],
+    given_id: Annotated[str, typer.Argument(metavar="ARCHIVE_ID", help="The archive id, or a unique prefix of it (as `waggle archives` shows).")],
     download: Annotated[Optional[Path], typer.Option("--download", help="Also save the WACZ into this directory.", file_okay=False)] = None,
 ) -> None:
     """Print a signed download URL for one archive (valid 300 s) on stdout."""
@@ -230,6 +269,7 @@ def url_command(
     err = Console(stderr=True, highlight=False)
     try:
         with _client() as client:
+            archive_id = resolve_archive_id(client, given_id)
             signed = client.sign_url(archive_id)
             print(signed["url"])
             err.print(f"valid for {signed.get('expiresIn')} s")

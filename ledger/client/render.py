@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -169,38 +170,70 @@ def summary_view(crawl: dict) -> Group:
     return Group(*parts)
 
 
-def crawls_table(crawls: list[dict]) -> Table:
-    """``waggle crawls``: one row per crawl, newest first."""
-    table = Table(title="crawls", title_justify="left")
-    for col in ("id", "state", "stop reason", "seeds", "captured", "started", "elapsed"):
-        table.add_column(col, overflow="fold")
+SHORT_ID = 8  # hex digits of an id shown by default; `waggle url` accepts any unique prefix
+
+
+def short_id(value: object) -> str:
+    """The first :data:`SHORT_ID` characters of an id (a UUID's first group)."""
+    return str(value)[:SHORT_ID]
+
+
+def short_time(value: object) -> str:
+    """``2026-12-01T03:40:12.345Z`` → ``2026-12-01 03:40:12`` (UTC); anything else as given."""
+    parsed = parse_time(value)
+    if parsed is None:
+        return "–" if value in (None, "") else str(value)
+    return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def crawls_table(crawls: list[dict], wide: bool = False) -> Table:
+    """``waggle crawls``: one row per crawl, newest first; short ids unless ``wide``."""
+    table = Table(title="crawls", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("stop reason", overflow="fold")
+    table.add_column("seeds", overflow="fold", ratio=1)
+    table.add_column("captured", no_wrap=True)
+    table.add_column("started" if wide else "started (UTC)", no_wrap=not wide, overflow="fold")
+    table.add_column("elapsed", no_wrap=True)
     for c in crawls:
         seeds = c.get("seeds") or []
         seeds_txt = seeds[0] + (f" (+{len(seeds) - 1})" if len(seeds) > 1 else "") if seeds else "–"
+        crawl_id = str(c.get("crawlId") or c.get("id"))
         table.add_row(
-            str(c.get("crawlId") or c.get("id")),
+            crawl_id if wide else short_id(crawl_id),
             str(c.get("state")),
             str(c.get("stopReason") or "–"),
             seeds_txt,
             _n(captured_count(c)),
-            str(c.get("startedAt") or "–"),
+            str(c.get("startedAt") or "–") if wide else short_time(c.get("startedAt")),
             format_duration(elapsed_s(c)),
         )
     return table
 
 
-def archives_table(archives: list[dict], title: str = "archives") -> Table:
-    """``waggle archives`` and the end of ``waggle crawl``: one row per archive."""
-    table = Table(title=title, title_justify="left")
-    for col in ("id", "source url", "captured", "complete", "object key"):
-        table.add_column(col, overflow="fold")
+def archives_table(archives: list[dict], title: str = "archives", wide: bool = False) -> Table:
+    """``waggle archives`` and the end of ``waggle crawl``: one row per archive.
+
+    Default: short id, source URL, capture time (UTC, seconds), completeness — one line per
+    archive at 80 columns for usual URLs. ``wide``: the full id and the object key too.
+    """
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("source url", overflow="fold", ratio=1)
+    table.add_column("captured (UTC)" if not wide else "captured", no_wrap=not wide, overflow="fold")
+    table.add_column("complete", no_wrap=True)
+    if wide:
+        table.add_column("object key", overflow="fold")
     for a in archives:
         complete = a.get("waczComplete")
-        table.add_row(
-            str(a.get("id")),
+        row = [
+            str(a.get("id")) if wide else short_id(a.get("id")),
             str(a.get("sourceUrl")),
-            str(a.get("capturedAt")),
-            "–" if complete is None else ("yes" if complete else Text("incomplete", style="yellow")),
-            str(a.get("objectKey")),
-        )
+            str(a.get("capturedAt")) if wide else short_time(a.get("capturedAt")),
+            "–" if complete is None else ("yes" if complete else Text("incomplete" if wide else "no", style="yellow")),
+        ]
+        if wide:
+            row.append(str(a.get("objectKey")))
+        table.add_row(*row)
     return table

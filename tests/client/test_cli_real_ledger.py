@@ -38,7 +38,8 @@ def test_crawl_to_the_end_with_archives_and_downloads(ledger_env: RealLedger, tm
     assert len(saved) == 2
 
     listing = runner.invoke(app, ["crawls"], catch_exceptions=False)
-    assert listing.exit_code == 0 and crawl_id in listing.output
+    assert listing.exit_code == 0 and crawl_id[:8] in listing.output
+    assert crawl_id in runner.invoke(app, ["crawls", "--wide"], catch_exceptions=False).output
 
 
 def test_running_crawl_409_then_fail_it(ledger_env: RealLedger):
