@@ -50,7 +50,7 @@ class Settings(BaseSettings):
     state_dir: Path = Field(default_factory=default_state_dir)
     database_url: str | None = None  # None → embedded Postgres (pgserver) under state_dir/pg
     api_host: str = "127.0.0.1"
-    api_port: int = Field(7070, ge=1, le=65535)
+    api_port: int = Field(7070, ge=0, le=65535)  # 0 = an OS-chosen port (tests)
     public_url: str | None = None  # how the flow reaches the ledger; default http://api_host:api_port
 
     # -- identity ----------------------------------------------------------
@@ -80,11 +80,16 @@ class Settings(BaseSettings):
     capture_signing: bool = False
     max_pages: int = Field(1000, ge=1)  # upper bound a caller may ask for
     max_pages_per_host: int | None = None  # trap defence; None = no per-host cap
+    trap_walk_levels: int = Field(5, ge=0)  # parameter_walk: levels a digit-masked query may span (0 = off)
+    trap_query_variants: int = Field(50, ge=0)  # query_variants: distinct queries per path (0 = off)
     allow_private_hosts: bool = False  # WAGGLE_ALLOW_PRIVATE_HOSTS=1 opts out of the guard
     crawl_stall_s: float = 900.0  # watchdog: no progress for this long → crawl failed
     watchdog_interval_s: float = 15.0
     search_url: str | None = None  # no search backend → /index answers 404
     links_max_bytes: int = Field(8 * 1024 * 1024, ge=1024)  # larger .links.json files are skipped
+    wacz_hash_max_bytes: int = Field(64 * 1024 * 1024, ge=0)  # WACZ check: hash listed files up to this total
+    max_running_crawls_per_org: int = Field(4, ge=1)  # more running crawls of one organization → 429
+    lease_interval_s: float = Field(1.0, gt=0)  # lease loop: waiting levels, expired host leases
 
     # -- background work -------------------------------------------------------
     drain_interval_s: float = 5.0  # outbox worker period

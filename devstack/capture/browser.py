@@ -19,9 +19,14 @@ from playwright.async_api import Browser, Playwright, async_playwright
 log = logging.getLogger("devstack.capture.browser")
 
 CHROMIUM = "/usr/bin/chromium"
+# WebRTC would reach any address over UDP (STUN/ICE), past the guarded proxy and its private-host
+# guard (issue 13 item 7): ``disable_non_proxied_udp`` leaves WebRTC only what goes through the
+# proxy, i.e. no UDP at all. Chromium 156 honours ``--webrtc-ip-handling-policy`` (content
+# switch); the older ``--force-webrtc-ip-handling-policy`` is silently ignored (tested).
+WEBRTC_POLICY = "--webrtc-ip-handling-policy=disable_non_proxied_udp"
 FLAGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage",
+    "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage", WEBRTC_POLICY,
 ]
 
 

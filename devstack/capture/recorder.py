@@ -11,6 +11,9 @@ Per exchange the recorder applies, in order: URL policies (``no-archive`` → me
 ``no-body`` → no body), content-type policies (no body), the per-response cap
 ``max_response_bytes`` (``truncated: too-large``) and the task cap ``max_task_bytes``
 (``truncated: task-cap``), contracts.md §A.5, §B.6.
+
+A main document read as a file by :mod:`.files` arrives through :meth:`Recorder.record_file`;
+its navigation, aborted on purpose, is not recorded as a failure.
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ def _target(request: Request) -> str:
     return "worker"
 
 
+MISSING_CAP = 20  # missingBodyUrls listed in a report; missingBodyCount counts all
+
+
 class Recorder:
     """Attach with :meth:`attach` before the first navigation; :meth:`stop` before closing.
 
@@ -89,6 +95,8 @@ class Recorder:
         self._stopped = False
         self._context: BrowserContext | None = None
         self._handlers: list[tuple[str, object]] = []
+        self.files: set[str] = set()  # URLs of main documents read as files (their abort is ours)
+        self._file_headers: dict[str, tuple[list, list]] = {}
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -204,8 +212,42 @@ class Recorder:
         ex = await self._base(request)
         ex.incomplete = "loadingFailed"
         ex.failure = request.failure
+        if ex.url in self.files and ex.resource_type == "document" and "ABORTED" in (ex.failure or "").upper():
+            # A file read by .files: its navigation was aborted on purpose. Keep the raw headers
+            # Chromium used (Set-Cookie, Cookie: the Fetch pause shows filtered ones).
+            resp_headers: list[tuple[str, str]] = []
+            with contextlib.suppress(Exception):
+                response = await request.response()
+                if response is not None:
+                    resp_headers = [(h["name"], h["value"]) for h in await response.headers_array()]
+            self._file_headers[ex.url] = (ex.req_headers, resp_headers)
+            return
         if any(d.url == ex.url for d in self.denied) and ex.failure and "BLOCKED" in ex.failure.upper():
             return  # the denied request itself; already a metadata record
+        self.exchanges.append(ex)
+
+    def expect_file(self, url: str) -> None:
+        """The main document at ``url`` is being read as a file (call before its abort)."""
+        self.files.add(url)
+
+    def record_file(self, ex: Exchange) -> None:
+        """A main document read as a file (:mod:`.files`), after :meth:`stop`: the raw headers
+        of the aborted navigation replace the Fetch pause's when Chromium gave them; URL
+        policies and the task cap apply like to any response (the per-response cap was applied
+        while reading)."""
+        req_headers, resp_headers = self._file_headers.get(ex.url, ([], []))
+        ex.req_headers = req_headers or ex.req_headers
+        ex.resp_headers = resp_headers or ex.resp_headers
+        match = self.policies.match_url(ex.url)
+        if match is not None and match.action in ("no-archive", "deny", "no-body"):
+            ex.withheld, ex.pattern, ex.body = match.action, match.pattern, None
+        elif self.policies.body_withheld_by_type(ex.mime) is not None:
+            ex.withheld, ex.body = "content-type", None
+        elif ex.body is not None and self.body_bytes + len(ex.body) > self.max_task_bytes:
+            ex.truncated, ex.encoded_length, ex.body = "task-cap", len(ex.body), None
+        elif ex.body is not None:
+            self.body_bytes += len(ex.body)
+        self.last_activity = time.monotonic()
         self.exchanges.append(ex)
 
     # -- end ------------------------------------------------------------------------------------
@@ -244,11 +286,21 @@ class Recorder:
         }
 
     def completeness(self) -> dict:
-        """``{bodylessUrls, truncatedUrls, complete}`` — a pure function of the responses (§B.6)."""
+        """``{bodylessUrls, truncatedUrls, missingBodyUrls, missingBodyCount, complete}`` — a
+        pure function of the recorded exchanges (contracts.md §B.6 plus waggle's extension,
+        docs/internals.md "Capture completeness"): ``missingBodyUrls`` = URLs the page requested
+        that never got a response body into the archive (failed, or still pending when the
+        capture stopped — a long-poll), sorted, at most :data:`MISSING_CAP`; ``missingBodyCount``
+        counts them all. ``complete`` ⇔ all three lists are empty."""
         statuses: dict[str, set[int]] = {}
+        answered: set[str] = set()
         for e in self.exchanges:
             if e.status is not None and e.withheld is None:
                 statuses.setdefault(e.url, set()).add(e.status)
+            if e.status is not None and e.incomplete is None:
+                answered.add(e.url)
         bodyless = sorted(u for u, s in statuses.items() if 304 in s and 200 not in s)
         truncated = sorted({e.url for e in self.exchanges if e.truncated})
-        return {"bodylessUrls": bodyless, "truncatedUrls": truncated, "complete": not bodyless and not truncated}
+        missing = sorted({e.url for e in self.exchanges if e.incomplete and e.url not in answered})
+        return {"bodylessUrls": bodyless, "truncatedUrls": truncated, "missingBodyUrls": missing[:MISSING_CAP],
+                "missingBodyCount": len(missing), "complete": not bodyless and not truncated and not missing}

@@ -34,8 +34,12 @@ def _jsonl(rows: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
 
 
-def pages_jsonl(task_id: str, url: str, ts: str, title: str | None) -> bytes:
-    page: dict[str, Any] = {"id": task_id, "url": url, "ts": ts}
+def pages_jsonl(task_id: str, url: str, ts: str, title: str | None, final_url: str | None = None) -> bytes:
+    """Header line + the page line ``{id, url, finalUrl, ts, title?}``: ``url`` is the requested
+    URL (replay opens it and follows the recorded 301/302 records to the final document);
+    ``finalUrl`` is where the main document ended (waggle extension, issue 13 item 3; replay
+    tools keep unknown page fields and ignore them)."""
+    page: dict[str, Any] = {"id": task_id, "url": url, "finalUrl": final_url or url, "ts": ts}
     if title is not None:
         page["title"] = title
     return _jsonl([{"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}, page])

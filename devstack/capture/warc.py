@@ -152,8 +152,8 @@ def _write_exchange(w: WARCWriter, ex: Exchange) -> None:
     w.write_record(resp)
     w.write_record(req)
     if ex.truncated:
-        _write_metadata(w, ex, [("truncated", ex.truncated), ("encodedDataLength", str(ex.encoded_length or 0))],
-                        refers_to=resp_id)
+        _write_metadata(w, ex, [("truncated", ex.truncated), ("encodedDataLength", str(ex.encoded_length or 0)),
+                                ("reason", ex.failure or "")], refers_to=resp_id)
     elif ex.incomplete:
         _write_metadata(w, ex, [("incomplete", "true"), ("reason", ex.incomplete), ("blockedReason", ex.failure or "")],
                         refers_to=resp_id)

@@ -47,11 +47,11 @@ from typing import Any, Optional, Protocol
 
 import httpx
 
-from f.waggle.common import VAR_ENDPOINTS, VAR_TLS_CA, iso_now, read_variable
+from f.waggle.common import VAR_ENDPOINTS, VAR_TLS_CA, iso_now, one_line, read_variable
+from f.waggle.failures import TRANSIENT, classify_report, refusal_class
 
 CAPTURE_DEADLINE_S = 145.0  # 130 s task budget + 10 s manifest write + 5 s slack
 MAX_ATTEMPTS = 2
-RETRYABLE = frozenset({"connection", "timeout", "internal"})
 BUSY_JITTER_MS = (500.0, 1500.0)
 # A host whose gap is longer than this goes round proportionally faster while every browser is
 # busy (down to BUSY_MIN_FACTOR of the window): it is the level's critical path — nothing but
@@ -64,6 +64,15 @@ BACKOFF_MIN_MS = 1000  # what a zero gap becomes (doubling zero would stay zero)
 BACKOFF_CAP_MS = 120_000
 FORMAT_KEYS = ("png", "webp", "html", "links", "mhtml", "wacz")
 NO_MANIFEST = "the capture response carried no manifest outcome"
+
+
+_EPOCH_MINUS_MONOTONIC = time.time() - time.monotonic()
+
+
+def clock() -> float:
+    """Epoch seconds read off the monotonic clock (anchored once per process at import), so
+    the differences crawl_host sleeps by never jump with a wall-clock step."""
+    return _EPOCH_MINUS_MONOTONIC + time.monotonic()
 
 
 class ServerUnavailable(RuntimeError):
@@ -236,7 +245,7 @@ def capture_on_any(
     busy_jitter_ms: tuple[float, float],
     log: Callable[[str], None],
     sent: list[float] | None = None,
-    now: Callable[[], float] = time.time,
+    now: Callable[[], float] = clock,
 ) -> Answer:
     """Submit ``request`` to a free endpoint, starting at ``index mod n`` (see module doc).
 
@@ -283,80 +292,148 @@ def _http_status(report: dict) -> int | None:
     return None
 
 
+def gap_start(body: Any, submitted: float, received: float) -> float:
+    """Epoch s the host's gap runs from (BRIEF contract 1–2, issue 11).
+
+    ``received − sinceLastRequestMs / 1000`` clamped to ``[submitted, received]`` when the
+    answer carries a non-negative integer ``sinceLastRequestMs`` (ms on the capture server's
+    monotonic clock from the end of the page's last request to the answer); ``received``
+    (the answer's arrival, today's rule) when the field is absent or not such an integer.
+    """
+    since = body.get("sinceLastRequestMs") if isinstance(body, dict) else None
+    if not isinstance(since, int) or isinstance(since, bool) or since < 0:
+        return received
+    return min(received, max(submitted, received - since / 1000.0))
+
+
+def remaining_gap_s(gap_ms: int, gap_from: float, now: float) -> float:
+    """Seconds still to wait so that ``gap_ms`` has passed since ``gap_from`` (epoch s); ≥ 0."""
+    return max(0.0, gap_ms / 1000.0 - (now - gap_from))
+
+
+@dataclass
+class Outcome:
+    """One page's outcome: the PageResult, the main document's status when a failed capture
+    had one (for the 429/503 back-off), when the next gap runs from (epoch s), and whether the
+    failure may be retried: only a ``transient`` capture report (a deadline may not — the
+    capture may still be running; a refused submission may not — scheduler.md §4.3)."""
+
+    result: dict
+    doc_status: int | None
+    gap_from: float
+    retryable: bool = False
+
+
+def _failed(url: str, submitted: float, finished: float, reason: str, failure_class: str) -> dict:
+    return {"url": url, "status": "failed", "submittedAt": iso_now(submitted), "finishedAt": iso_now(finished),
+            "gapFrom": iso_now(finished), "skipReason": one_line(reason), "failureClass": failure_class}
+
+
+def _manifest_fields(body: dict) -> dict:
+    """Exactly one manifest field (the ledger refuses anything else); call only with a taskId."""
+    manifest = body.get("manifest") if isinstance(body.get("manifest"), dict) else {}
+    if isinstance(manifest.get("location"), str) and manifest["location"]:
+        return {"manifestLocation": manifest["location"]}
+    if isinstance(manifest.get("error"), str) and manifest["error"]:
+        return {"manifestError": manifest["error"]}
+    return {"manifestError": NO_MANIFEST}
+
+
+def failure_reason(report: dict) -> str:
+    """``"{status}[: {message}][ (HTTP n)]"`` on one line for a report that is not a success."""
+    details = report.get("errorDetails") if isinstance(report.get("errorDetails"), dict) else {}
+    message = details.get("message")
+    reason = str(report.get("status") or "no report")
+    if isinstance(message, str) and message:
+        reason += f": {message}"
+    status_code = _http_status(report)
+    if status_code is not None and str(status_code) not in reason:
+        reason += f" (HTTP {status_code})"
+    return one_line(reason)
+
+
+def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, float],
+                 log: Callable[[str], None]) -> Outcome:
+    """The PageResult of a 200 answer; ``times`` = (submitted, received, gapFrom) in epoch s."""
+    submitted, received, gap_from = times
+    body = body if isinstance(body, dict) else {}
+    report = body.get("report") if isinstance(body.get("report"), dict) else {}
+    ok = report.get("status") == "success"
+    task_id = body.get("taskId") if isinstance(body.get("taskId"), str) and body.get("taskId") else None
+    result: dict = {"url": url, "status": "captured" if ok else "failed"}
+    if task_id:
+        result["taskId"] = task_id
+    result.update(correlationId=crawl_id, submittedAt=iso_now(submitted), finishedAt=iso_now(received),
+                  gapFrom=iso_now(gap_from))
+    if task_id:
+        result.update(_manifest_fields(body))
+    if ok:
+        artifacts = report.get("artifacts") if isinstance(report.get("artifacts"), dict) else {}
+        if isinstance(artifacts.get("links"), str) and artifacts["links"]:
+            result["linksLocation"] = artifacts["links"]
+        return Outcome(result, None, gap_from)
+    status = _http_status(report)
+    failure_class, note = classify_report(report, status)
+    if note:
+        log(f"{url}: {note}")
+    result.update(skipReason=failure_reason(report), failureClass=failure_class)
+    return Outcome(result, status, gap_from, retryable=failure_class == TRANSIENT)
+
+
+def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, crawl_id: str,
+                 sleep: Callable[[float], None], busy_jitter_ms: tuple[float, float],
+                 log: Callable[[str], None], now: Callable[[], float]) -> Outcome:
+    """One submission (after any busy rounds) and its outcome; raises :class:`ServerUnavailable`."""
+    url = request["url"]
+    # submittedAt is politeness evidence (scheduler.md §5): when the submission that got an
+    # answer went out, not when busy rounds began (hosts outnumber browsers, plan_level).
+    sent: list[float] = []
+    try:
+        answer = capture_on_any(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log,
+                                sent=sent, now=now)
+    except ServerUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a deadline (or anything else) fails this page only
+        received = now()
+        reason = str(exc) or type(exc).__name__
+        if isinstance(exc, TimeoutError) and "deadline" not in reason:
+            reason = f"deadline passed: {reason}"
+        return Outcome(_failed(url, sent[-1] if sent else received, received, reason, TRANSIENT), None, received)
+    received = now()
+    if answer.status != 200:
+        # a refusal is never retried (scheduler.md §4.3), whatever its class
+        return Outcome(_failed(url, sent[-1], received, describe_refusal(answer), refusal_class(answer.status)),
+                       None, received)
+    gap_from = gap_start(answer.body, sent[-1], received)
+    return judge_answer(url, crawl_id, answer.body, (sent[-1], received, gap_from), log)
+
+
 def capture_one(
     endpoints: Sequence[Endpoint],
     request: dict,
     index: int,
     *,
     crawl_id: str,
-    gap_ms: Callable[[], int],
+    gap: "HostGap",
     sleep: Callable[[float], None],
     busy_jitter_ms: tuple[float, float],
     log: Callable[[str], None],
-    now: Callable[[], float] = time.time,
-) -> tuple[dict, int | None]:
-    """Capture one page with at most MAX_ATTEMPTS; returns (PageResult, main-document HTTP status)."""
-    url = request["url"]
+    now: Callable[[], float] = clock,
+) -> Outcome:
+    """Capture one page with at most MAX_ATTEMPTS. A 429/503 main document backs the host's
+    ``gap`` off first; only a retryable ``transient`` failure is tried again, once ``gap.ms``
+    has passed since that attempt's ``gapFrom``."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        # submittedAt is politeness evidence (scheduler.md §5): when the submission that got an
-        # answer went out, not when busy rounds began (hosts outnumber browsers, plan_level).
-        sent: list[float] = []
-        try:
-            answer = capture_on_any(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log,
-                                    sent=sent, now=now)
-        except ServerUnavailable:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a deadline (or anything else) fails this page only
-            submitted = iso_now(sent[-1] if sent else now())
-            reason = str(exc) or type(exc).__name__
-            if isinstance(exc, TimeoutError) and "deadline" not in reason:
-                reason = f"deadline passed: {reason}"
-            return {"url": url, "status": "failed", "submittedAt": submitted, "finishedAt": iso_now(now()), "skipReason": reason}, None
-        finished = iso_now(now())
-        submitted = iso_now(sent[-1])
-        if answer.status != 200:
-            return {"url": url, "status": "failed", "submittedAt": submitted, "finishedAt": finished, "skipReason": describe_refusal(answer)}, None
-        body = answer.body if isinstance(answer.body, dict) else {}
-        report = body.get("report") if isinstance(body.get("report"), dict) else {}
-        details = report.get("errorDetails") if isinstance(report.get("errorDetails"), dict) else {}
-        ok = report.get("status") == "success"
-        error_type = details.get("type")
-        if not ok and attempt < MAX_ATTEMPTS and error_type in RETRYABLE:
-            wait = gap_ms()
-            log(f"retrying {url} ({error_type}), waiting {wait} ms")
-            if wait > 0:
-                sleep(wait / 1000.0)
-            continue
-        task_id = body.get("taskId") if isinstance(body.get("taskId"), str) and body.get("taskId") else None
-        result: dict = {"url": url, "status": "captured" if ok else "failed"}
-        if task_id:
-            result["taskId"] = task_id
-        result["correlationId"] = crawl_id
-        result["submittedAt"] = submitted
-        result["finishedAt"] = finished
-        if task_id:  # exactly one manifest field iff a taskId (the ledger rejects anything else)
-            manifest = body.get("manifest") if isinstance(body.get("manifest"), dict) else {}
-            if isinstance(manifest.get("location"), str) and manifest["location"]:
-                result["manifestLocation"] = manifest["location"]
-            elif isinstance(manifest.get("error"), str) and manifest["error"]:
-                result["manifestError"] = manifest["error"]
-            else:
-                result["manifestError"] = NO_MANIFEST
-        if not ok:
-            message = details.get("message")
-            reason = str(report.get("status") or "no report")
-            if isinstance(message, str) and message:
-                reason += f": {message}"
-            status_code = _http_status(report)
-            if status_code is not None and str(status_code) not in reason:
-                reason += f" (HTTP {status_code})"
-            result["skipReason"] = reason
-        else:
-            artifacts = report.get("artifacts") if isinstance(report.get("artifacts"), dict) else {}
-            links = artifacts.get("links")
-            if isinstance(links, str) and links:
-                result["linksLocation"] = links
-        return result, (_http_status(report) if not ok else None)
+        outcome = attempt_once(endpoints, request, index, crawl_id=crawl_id, sleep=sleep,
+                               busy_jitter_ms=busy_jitter_ms, log=log, now=now)
+        if outcome.doc_status in BACKOFF_STATUSES:
+            gap.back_off(outcome.doc_status)
+        if not outcome.retryable or attempt == MAX_ATTEMPTS:
+            return outcome
+        wait = remaining_gap_s(gap.ms, outcome.gap_from, now())
+        log(f"retrying {request['url']} ({outcome.result.get('skipReason', '')[:120]}), waiting {int(wait * 1000)} ms")
+        if wait > 0:
+            sleep(wait)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -371,6 +448,19 @@ def busy_window(busy_jitter_ms: tuple[float, float], gap_ms: int,
     """
     factor = 1.0 if gap_ms <= 0 else min(1.0, max(BUSY_MIN_FACTOR, ref_gap_ms / gap_ms))
     return busy_jitter_ms[0] * factor, busy_jitter_ms[1] * factor
+
+
+@dataclass
+class HostGap:
+    """The host's current gap (ms) for this level; :meth:`back_off` after a 429/503 document."""
+
+    ms: int
+    say: Callable[[str], None]
+
+    def back_off(self, status: int) -> None:
+        new = backed_off_gap(self.ms)
+        self.say(f"main document answered {status}: gap for the rest of this level {self.ms} → {new} ms")
+        self.ms = new
 
 
 def backed_off_gap(gap_ms: int) -> int:
@@ -396,7 +486,7 @@ def capture_host(
     busy_jitter_ms: tuple[float, float] = BUSY_JITTER_MS,
     busy_ref_gap_ms: float = BUSY_REF_GAP_MS,
     log: Callable[[str], None] = print,
-    now: Callable[[], float] = time.time,
+    now: Callable[[], float] = clock,
 ) -> list[dict]:
     """Capture ``urls`` of ``host`` sequentially; one PageResult per URL, in order.
 
@@ -409,25 +499,23 @@ def capture_host(
     def say(text: str) -> None:
         log(f"[{host}] {text}")
 
-    gap = max(0, int(delay_ms or 0))
+    gap = HostGap(max(0, int(delay_ms or 0)), say)
     results: list[dict] = []
     if initial_delay_ms and initial_delay_ms > 0:
         say(f"waiting {int(initial_delay_ms)} ms (rest of the gap since this host's last capture)")
         sleep(initial_delay_ms / 1000.0)
+    gap_from: float | None = None
     for i, url in enumerate(urls):
-        if i > 0 and gap > 0:
-            sleep(gap / 1000.0)
+        if gap_from is not None:
+            wait = remaining_gap_s(gap.ms, gap_from, now())
+            if wait > 0:
+                sleep(wait)
         say(f"{i + 1}/{len(urls)} {url}")
         request = capture_request(url, crawl_id, formats, signing, scripts, artifact_sink)
-        result, doc_status = capture_one(
-            endpoints, request, i, crawl_id=crawl_id, gap_ms=lambda: gap, sleep=sleep,
-            busy_jitter_ms=busy_window(busy_jitter_ms, gap, busy_ref_gap_ms), log=say, now=now,
-        )
-        results.append(result)
-        if doc_status in BACKOFF_STATUSES:
-            new_gap = backed_off_gap(gap)
-            say(f"main document answered {doc_status}: gap for the rest of this level {gap} → {new_gap} ms")
-            gap = new_gap
+        outcome = capture_one(endpoints, request, i, crawl_id=crawl_id, gap=gap, sleep=sleep,
+                              busy_jitter_ms=busy_window(busy_jitter_ms, gap.ms, busy_ref_gap_ms), log=say, now=now)
+        results.append(outcome.result)
+        gap_from = outcome.gap_from
     return results
 
 

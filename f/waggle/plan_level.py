@@ -5,10 +5,12 @@
 """plan_level: group one level's frontier by host, apply robots.txt, compute parallelism.
 
 reference/scheduler.md §4.1, with RFC 9309 fetch statuses (ARCHITECTURE decision 2) and a
-capped Crawl-delay (cases/README C2). Output ``Plan``::
+capped Crawl-delay (cases/README C2); a host's delay is never below the ``hostDelayMs`` the
+ledger sends (other crawls on the same host, issue 12). Output ``Plan``::
 
     {"groups": [{"host", "urls", "delayMs", "initialDelayMs"}],
-     "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large"}],
+     "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large",
+                  "failureClass": "permanent" | "transient"}],
      "slowed": [{"host", "crawlDelayMs", "delayMs", "capped"}],
      "parallelism": int}
 """
@@ -24,6 +26,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from f.waggle.failures import PERMANENT, TRANSIENT
 from f.waggle.common import (
     VAR_ALLOW_PRIVATE,
     VAR_ENDPOINTS,
@@ -117,6 +120,14 @@ def delay_for(per_host_delay_ms: int, crawl_delay_s: float | None) -> tuple[int,
     return max(per_host_delay_ms, min(asked, CRAWL_DELAY_CAP_MS)), asked, capped
 
 
+def shared_delay_ms(items: list[dict]) -> int:
+    """The largest ``hostDelayMs`` the ledger sent for a host (0 when none): the delay of the
+    host's last capture and of every other running crawl on it (issue 12). The host's delay is
+    never below it, so two crawls on one host keep the larger of their delays."""
+    found = [int(i["hostDelayMs"]) for i in items if isinstance(i.get("hostDelayMs"), (int, float))]
+    return max(found, default=0)
+
+
 def initial_delay_for(delay_ms: int, last_finished: object, now: float) -> int:
     """Remaining cross-level gap in ms: ``max(0, delay − (now − lastFinishedAt))``; 0 if unknown."""
     finished = parse_iso(last_finished)
@@ -175,7 +186,9 @@ def plan(
                     reason = "robots-too-large"
                 else:
                     reason = "robots"
-                skipped.append({"url": url, "reason": reason})
+                # robots.txt that could not be read may be readable next time (issue 17: classes)
+                skipped.append({"url": url, "reason": reason,
+                                "failureClass": TRANSIENT if reason == "robots-unreachable" else PERMANENT})
         if not allowed:
             continue
         delay, asked, capped = delay_for(delay_setting, outcome.crawl_delay_s() if outcome else None)
@@ -185,6 +198,10 @@ def plan(
                 log(f"[{host}] Crawl-delay {asked} ms capped at {CRAWL_DELAY_CAP_MS} ms; host slowed to {delay} ms")
             else:
                 log(f"[{host}] Crawl-delay {asked} ms is longer than the setting; host slowed to {delay} ms")
+        shared = shared_delay_ms(items)
+        if shared > delay:
+            log(f"[{host}] another crawl on this host uses a longer delay; host slowed to {shared} ms")
+            delay = shared
         last = next((i.get("lastFinishedAt") for i in items if i.get("lastFinishedAt") is not None), None)
         groups.append(
             {

@@ -12,6 +12,10 @@ error, a refused or non-http(s) redirect → unreachable, the host is skipped th
 Matching: protego 0.7.0 parses; we choose the group ourselves — the group whose user-agent
 (cut at the first space, case-insensitive) equals our product token exactly, else ``*`` —
 because protego's own matching lets a ``Foo`` group apply to ``FooBot`` (cases/README C4).
+Groups are delimited by us too (:func:`relevant_groups`, RFC 9309 §2.1 as Google's reference
+matcher reads it): protego ends a group at an unknown line, ``Crawl-delay`` or ``Sitemap``
+between two ``User-agent`` lines, so the text it parses is rewritten first (unknown lines
+dropped, each group's agents written before its rules).
 
 Size: protego spends ~30 µs on each rule, so the rules that apply to us are deduplicated and
 capped at ``MAX_RULES``; a file with more is not guessed at: every URL of the host is
@@ -27,7 +31,14 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 from protego import Protego
-from protego._protego import _SITE_WIDE_DIRECTIVES, _USER_AGENT_DIRECTIVE, _extract_directive
+from protego._protego import (
+    _CRAWL_DELAY_DIRECTIVE,
+    _DISALLOW_DIRECTIVE,
+    _REQUEST_RATE_DIRECTIVE,
+    _USER_AGENT_DIRECTIVE,
+    _VISIT_TIME_DIRECTIVE,
+    _extract_directive,
+)
 
 PRODUCT_TOKEN = "waggle"
 USER_AGENT = "waggle/0.1 (+polite web archiver; robots token: waggle)"
@@ -47,18 +58,51 @@ def _agent_token(agent: str) -> str:
     return agent.strip().lower().split(" ")[0].split("/")[0]
 
 
-def relevant_groups(text: str, token: str) -> str:
-    """``text`` reduced to the groups that can apply to ``token`` (its own or ``*``), plus site-wide lines.
+_RULE_FIELDS = {"allow"} | _DISALLOW_DIRECTIVE  # the lines that close a group (RFC 9309 §2.1)
+_MEMBER_FIELDS = _RULE_FIELDS | _CRAWL_DELAY_DIRECTIVE | _REQUEST_RATE_DIRECTIVE | _VISIT_TIME_DIRECTIVE
 
-    Groups are delimited exactly as protego delimits them (same directive reader), so the
-    result parses to the same rules for ``token``; other agents' groups are never built,
-    which keeps hostile files (thousands of agents) cheap.
+
+def _agent_matches(agent: str, token: str) -> bool:
+    """True when a ``User-agent`` value names ``token`` (exact product token, see module doc)."""
+    return token in (_agent_token(agent), _agent_token(agent.replace("*", "")))
+
+
+def relevant_groups(text: str, token: str) -> str:
+    """``text`` rewritten to the groups that can apply to ``token`` (its own or ``*``), in a
+    normal form protego groups exactly as RFC 9309 §2.1 and Google's reference matcher do.
+
+    Group boundaries are ours, not protego's: a group is its ``User-agent`` lines plus the
+    lines up to the next ``User-agent`` line that follows an Allow/Disallow line. Nothing else
+    ends a group — not a blank line, comment, ``Sitemap``/``Host`` line, ``Crawl-delay``, or a
+    line no parser knows (``Invalid-Unknown-Line: x``); protego 0.7.0 ends a group at any of
+    the last three. Each kept group is written out as ``User-agent: <token>`` and/or
+    ``User-agent: *`` followed by its member lines only (Allow, Disallow, Crawl-delay,
+    Request-rate, Visit-time); unknown and site-wide lines are dropped, so protego cannot
+    split the group again. Writing our agent under the bare token also merges every group
+    naming us (``waggle``, ``waggle/2.0``) into one, as RFC 9309 §2.2.1 requires. Other
+    agents' groups are never built, which keeps hostile files (thousands of agents) cheap;
+    a rule repeated within a group is written once.
     """
     out: list[str] = []
-    seen: set[str] = set()  # a rule repeated in its group adds nothing; dropping it keeps hostile files cheap
-    previous: str | None = None
-    relevant = False
-    group = 0
+    agents: list[str] = []  # the current group's user-agent values (lower-cased)
+    members: list[str] = []
+    closed = False  # an Allow/Disallow line was seen: the next User-agent line starts a group
+
+    def flush() -> None:
+        ours = any(_agent_matches(a, token) for a in agents)
+        star = "*" in agents
+        if not (ours or star):
+            return
+        if ours:
+            out.append(f"user-agent: {token}")
+        if star:
+            out.append("user-agent: *")
+        seen: set[str] = set()
+        for line in members:
+            if line not in seen:
+                seen.add(line)
+                out.append(line)
+
     for raw in text.splitlines():
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -68,24 +112,15 @@ def relevant_groups(text: str, token: str) -> str:
             continue
         field, value = parsed
         if field in _USER_AGENT_DIRECTIVE:
-            if previous is not None and previous not in _USER_AGENT_DIRECTIVE:
-                relevant = False  # a user-agent line after rules starts a new group
-                group += 1
-            previous = field
-            agent = value.strip().lower()
-            if agent == "*" or token in (_agent_token(agent), _agent_token(agent.replace("*", ""))):
-                relevant = True
-                out.append(line)
-            continue
-        if field not in _SITE_WIDE_DIRECTIVES:
-            previous = field
-        if relevant or field in _SITE_WIDE_DIRECTIVES:
-            key = f"{group}:{field}:{value}" if field in ("allow", "disallow") else None
-            if key is not None:
-                if key in seen:
-                    continue
-                seen.add(key)
-            out.append(line)
+            if closed:
+                flush()
+                agents, members, closed = [], [], False
+            agents.append(value.strip().lower())
+        elif field in _MEMBER_FIELDS:
+            closed = closed or field in _RULE_FIELDS
+            if agents:  # a rule before any user-agent line belongs to no group
+                members.append(f"{field}: {value}")
+    flush()
     return "\n".join(out) + "\n"
 
 
@@ -94,7 +129,7 @@ def count_rules(text: str) -> int:
     count = 0
     for line in text.splitlines():
         parsed = _extract_directive(line)
-        if parsed is not None and parsed[0] in ("allow", "disallow"):
+        if parsed is not None and parsed[0] in _RULE_FIELDS:
             count += 1
     return count
 

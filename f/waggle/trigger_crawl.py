@@ -5,7 +5,8 @@
 """trigger_crawl: the nightly job — start a crawl of the organization's targets and wait for it.
 
 reference/scheduler.md §4.7. ``POST {waggle_url}/api/crawls`` with ``{"fromTargets": {}}``
-(or ``{"fromTargets": {"limit": N}}``); 409 → a crawl is already running: a green skip, no
+(or ``{"fromTargets": {"limit": N}}``); 429 (the organization runs as many crawls as
+``WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG`` allows) or an older ledger's 409 → a green skip, no
 polling; only 202 means accepted. Then poll ``GET /api/crawls/{id}`` (the sleep comes first)
 until ``succeeded`` (returned) or ``failed``/unknown state/deadline (raised).
 """
@@ -71,8 +72,9 @@ def trigger(
     http = client or httpx.Client(timeout=30.0)
     try:
         response = http.post(f"{base}/api/crawls", content=json.dumps(body).encode(), headers=headers)
-        if response.status_code == 409:
-            log("a crawl is already running; skipping")
+        if response.status_code in (409, 429):  # 429: the organization's running-crawl limit (issue 12)
+            log("the organization's running-crawl limit is reached; skipping" if response.status_code == 429
+                else "a crawl is already running; skipping")
             return {"outcome": "skipped"}
         if response.status_code != 202:
             raise TriggerError(failure(response, "POST /api/crawls"))

@@ -3,7 +3,8 @@
 Mounts every router (crawl routes only when the webhook is configured; the archive, picker
 and health routers of the other parts), installs the error policy, picks
 the identity mode once, and in its lifespan opens ``Services`` (unless given) and starts the
-periodic tasks: outbox worker, reconciler, watchdog.
+periodic tasks (``ledger.loops``): outbox worker, reconciler, watchdog, lease loop — each round
+on one replica at a time, so several ledger processes may share one database.
 """
 
 from __future__ import annotations
@@ -24,19 +25,18 @@ from ledger.settings import Settings
 log = logging.getLogger("waggle.api")
 
 
-def _periodic_runners() -> list[Any]:
-    """``run_periodically(services)`` of the outbox worker (#3), reconciler (#3), watchdog (#7)."""
-    from ledger.archive import reconciler
-    from ledger.authz import outbox
-    from ledger.crawl import watchdog
+def _periodic_runners(settings: Settings) -> list[Any]:
+    """One runner per background loop (``ledger.loops``): outbox worker (#3), reconciler (#3),
+    watchdog (#7), lease loop (#12); each round runs on one replica at a time (advisory lock)."""
+    from ledger import loops
 
-    return [outbox.run_periodically, reconciler.run_periodically, watchdog.run_periodically]
+    return loops.runners(settings)
 
 
 def create_app(settings: Settings, services: Services | None = None, *, periodic: bool = True) -> FastAPI:
     """The ledger app. ``services`` given → used as is and not closed (tests); else built from
     ``settings`` at start-up (raises ``MissingSettings``). ``periodic`` starts the background
-    loops: outbox worker, reconciler, watchdog (each ``run_periodically(services)``)."""
+    loops of ``ledger.loops``: outbox worker, reconciler, watchdog, lease loop."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -44,7 +44,7 @@ def create_app(settings: Settings, services: Services | None = None, *, periodic
         app.state.services = services if services is not None else await build_services(settings)
         tasks: list[asyncio.Task] = []
         if periodic:
-            for runner in _periodic_runners():
+            for runner in _periodic_runners(settings):
                 tasks.append(asyncio.create_task(runner(app.state.services), name=runner.__module__))
         try:
             yield
@@ -75,3 +75,9 @@ def create_app(settings: Settings, services: Services | None = None, *, periodic
     else:
         log.info("WAGGLE_CRAWL_WEBHOOK_URL is not set — /api/crawls is not served")
     return app
+
+
+def app_from_env() -> FastAPI:
+    """The app built from the environment's settings (uvicorn factory of ``waggle serve --workers``)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return create_app(Settings())

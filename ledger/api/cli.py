@@ -15,8 +15,14 @@ def register(app: typer.Typer) -> None:
         host: str = typer.Option(None, help="bind address (default WAGGLE_API_HOST, 127.0.0.1)"),
         port: int = typer.Option(None, help="port (default WAGGLE_API_PORT, 7070)"),
         migrate: bool = typer.Option(True, help="apply pending migrations first"),
+        workers: int = typer.Option(1, min=1, max=64, help="worker processes sharing the port (uvicorn workers);"
+                                    " several `waggle serve` on one database are safe too"),
     ) -> None:
-        """Serve the ledger API. Missing required settings are reported together, then exit 1."""
+        """Serve the ledger API. Missing required settings are reported together, then exit 1.
+
+        With ``--workers N`` uvicorn runs N processes on one socket; each builds its app from the
+        environment (this command exports the resolved database URL, host and port), and the
+        background loops run each round on one process at a time (``ledger.loops``)."""
         import uvicorn
 
         from ledger.api.app import create_app
@@ -29,7 +35,7 @@ def register(app: typer.Typer) -> None:
         settings = Settings()
         if host:
             settings.api_host = host
-        if port:
+        if port is not None:  # 0 = an OS-chosen port (tests)
             settings.api_port = port
         try:
             check_required(settings)
@@ -54,4 +60,13 @@ def register(app: typer.Typer) -> None:
 
         for text in policy_notes(settings):
             log.info(text)
+        if workers > 1:
+            import os
+
+            os.environ.update({"WAGGLE_DATABASE_URL": url, "WAGGLE_API_HOST": settings.api_host,
+                               "WAGGLE_API_PORT": str(settings.api_port)})
+            log.info("serving with %d worker processes", workers)
+            uvicorn.run("ledger.api.app:app_from_env", factory=True, workers=workers, host=settings.api_host,
+                        port=settings.api_port, log_level="info")
+            return
         uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port, log_level="info")

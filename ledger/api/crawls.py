@@ -13,9 +13,11 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from ledger.api.authorize import submitter
 from ledger.crawl import crawls as crawl_store
+from ledger.crawl import pages as pages_store
 from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
 from ledger.crawl.dispatch import dispatch_level
 from ledger.crawl.errors import Refused
+from ledger.crawl.leases import dispatch_waiting
 from ledger.crawl.levels import record_level
 
 router = APIRouter()
@@ -56,6 +58,7 @@ def _uuid_text(value: str) -> str:
 
 
 NonEmpty = Annotated[str, Field(min_length=1)]
+FINAL_URL_MAX_CHARS = 8192  # a longer "URL" is not one; usable values are checked by ledger.crawl.redirects
 
 
 class FromTargets(_Strict):
@@ -94,9 +97,31 @@ class PageResult(_Strict):
     correlationId: str | None = None
     submittedAt: AwareDatetime | None = None
     finishedAt: AwareDatetime | None = None
+    gapFrom: AwareDatetime | None = None
+    failureClass: Literal["transient", "permanent", "policy"] | None = None
     linksLocation: str | None = None
+    finalUrl: Annotated[str, Field(min_length=1, max_length=FINAL_URL_MAX_CHARS)] | None = None  # contract 4
     manifestLocation: NonEmpty | None = None
     manifestError: NonEmpty | None = None
+
+    @model_validator(mode="after")
+    def _gap_from_within_capture(self) -> "PageResult":
+        """gapFrom (issue 11) lies in [submittedAt, finishedAt]: the flow clamps it before it
+        reports, so a value outside is a broken or hostile reporter and is refused, not clamped."""
+        if self.gapFrom is None:
+            return self
+        if self.submittedAt is None or self.finishedAt is None:
+            raise ValueError("gapFrom needs submittedAt and finishedAt")
+        if not self.submittedAt <= self.gapFrom <= self.finishedAt:
+            raise ValueError("gapFrom must lie between submittedAt and finishedAt (the page's last request"
+                             " cannot end before the submission or after the answer)")
+        return self
+
+    @model_validator(mode="after")
+    def _class_of_a_failure(self) -> "PageResult":
+        if self.failureClass is not None and self.status == "captured":
+            raise ValueError("failureClass is only for failed or skipped results")
+        return self
 
     @model_validator(mode="after")
     def _manifest_rule(self) -> "PageResult":
@@ -148,7 +173,8 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
 
 @router.post("/api/crawls", status_code=202)
 async def start_crawl(body: CrawlRequest, request: Request, background: BackgroundTasks) -> JSONResponse:
-    """Start a crawl → 202 ``{crawlId}``; 409 ``{error, crawlId, startedAt}`` while one runs."""
+    """Start a crawl → 202 ``{crawlId}``; 429 ``{error, running, limit}`` when the organization
+    already runs ``WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG`` crawls."""
     services = request.app.state.services
     limit = services.settings.max_pages
     if body.maxPages is not None and body.maxPages > limit:
@@ -157,6 +183,7 @@ async def start_crawl(body: CrawlRequest, request: Request, background: Backgrou
     crawl, pages = await crawl_store.start_crawl(
         services.pool, _spec(body), subject=identity.subject, org_id=identity.organizations[0],
         max_pages_limit=limit, allow_private=services.settings.allow_private_hosts,
+        max_running=services.settings.max_running_crawls_per_org,
     )
     background.add_task(dispatch_level, services, crawl, 0, pages)
     return JSONResponse({"crawlId": str(crawl["id"])}, status_code=202, background=background)
@@ -181,6 +208,27 @@ async def get_crawl(crawl_id: uuid.UUID, request: Request) -> dict:
     return view
 
 
+@router.get("/api/crawls/{crawl_id}/pages")
+async def list_pages(crawl_id: uuid.UUID, request: Request, state: str | None = None,
+                     limit: int = pages_store.LIMIT_DEFAULT, cursor: str | None = None) -> dict:
+    """Every page of the crawl, oldest first → ``{pages: [{url, finalUrl?, depth, state,
+    failureClass, reason, captureMs, archiveId}], nextCursor}``; ``state`` filters
+    (captured|failed|skipped|pending), ``limit`` 1–500 (default 100), ``cursor`` = the previous
+    answer's ``nextCursor``. Same authorization as ``GET /api/crawls/{id}`` (404 to outsiders)."""
+    if state is not None and state not in pages_store.STATES:
+        raise Refused(400, f"state must be one of {', '.join(pages_store.STATES)}")
+    if not 1 <= limit <= pages_store.LIMIT_MAX:
+        raise Refused(400, f"limit must be between 1 and {pages_store.LIMIT_MAX}")
+    if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 18):
+        raise Refused(400, "cursor must be the nextCursor of a previous answer")
+    await submitter(request)
+    view = await pages_store.list_pages(request.app.state.services.pool, crawl_id, state=state, limit=limit,
+                                        after=int(cursor or 0))
+    if view is None:
+        raise Refused(404, "not found")
+    return view
+
+
 @router.post("/api/crawls/{crawl_id}/pages")
 async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
                        background: BackgroundTasks) -> JSONResponse:
@@ -192,15 +240,20 @@ async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
     if outcome.dispatch is not None:
         crawl, depth, pages = outcome.dispatch
         background.add_task(dispatch_level, services, crawl, depth, pages)
+    background.add_task(dispatch_waiting, services)  # this level's host leases just ended
     return JSONResponse(outcome.answer, status_code=outcome.status, background=background)
 
 
 @router.post("/api/crawls/{crawl_id}/failed")
-async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request) -> dict:
+async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request,
+                       background: BackgroundTasks) -> JSONResponse:
     """Close a running crawl as failed → 200 ``{closed: true|false}`` (reason ≤ 2,000 chars)."""
     await submitter(request)
-    closed = await crawl_store.close_failed(request.app.state.services.pool, crawl_id, body.reason)
-    return {"closed": closed}
+    services = request.app.state.services
+    closed = await crawl_store.close_failed(services.pool, crawl_id, body.reason)
+    if closed:  # its host leases ended with it
+        background.add_task(dispatch_waiting, services)
+    return JSONResponse({"closed": closed}, background=background)
 
 
 @router.post("/api/crawls/{crawl_id}/index")

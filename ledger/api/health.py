@@ -9,7 +9,10 @@ No authentication (probes call it); it shows no seeds, URLs or subjects. Answer 
      "openfga":  {"ok": bool, "latencyMs": float, "error"?: str},
      "s3":       {"ok": bool, "latencyMs": float, "error"?: str},
      "outbox":   {"pending": int, "oldestPendingAgeS": float | null} | null,
-     "runningCrawl": {"crawlId", "startedAt", "ageS", "currentDepth", "idleS"} | null}
+     "runningCrawl": {"crawlId", "startedAt", "ageS", "currentDepth", "idleS"} | null,
+     "crawls": {"running": int, "waitingLevels": int, "leasedHosts": int} | null}
+
+``runningCrawl`` is the oldest running crawl; several may run at once (issue 12).
 
 200 only when the database, OpenFGA and S3 all answer within :data:`CHECK_TIMEOUT_S`; else 503
 with the same body (each failing part carries its ``error``). OpenFGA is asked for the
@@ -83,6 +86,9 @@ _DB = """
 SELECT
   (SELECT count(*) FROM fga_outbox WHERE processed_at IS NULL) AS pending,
   (SELECT extract(epoch FROM now() - min(created_at)) FROM fga_outbox WHERE processed_at IS NULL) AS oldest_s,
+  (SELECT count(*) FROM crawls WHERE state = 'running') AS running,
+  (SELECT count(*) FROM crawls WHERE state = 'running' AND level_state = 'waiting') AS waiting,
+  (SELECT count(*) FROM host_leases) AS leased,
   now() AS db_now
 """
 _RUNNING = """
@@ -106,6 +112,8 @@ async def _database(pool: Any) -> dict:
             "oldestPendingAgeS": round(float(oldest), 1) if oldest is not None else None,
         },
         "runningCrawl": None,
+        "crawls": {"running": int(stats["running"]), "waitingLevels": int(stats["waiting"]),
+                   "leasedHosts": int(stats["leased"])},
     }
     if crawl:
         out["runningCrawl"] = {
@@ -157,6 +165,7 @@ async def health_report(services: Any) -> tuple[int, dict]:
         "s3": s3,
         "outbox": (db_value or {}).get("outbox"),
         "runningCrawl": (db_value or {}).get("runningCrawl"),
+        "crawls": (db_value or {}).get("crawls"),
     }
     return (200 if healthy else 503), body
 

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from psycopg.types.json import Jsonb
 
 from ledger.archive.manifest import CaptureReport, ManifestInvalid, manifest_key, read_manifest
+from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT, check_many
 from ledger.s3 import ObjectTooLarge, parse_location
 
 log = logging.getLogger("waggle.archive")
@@ -62,13 +63,15 @@ def archive_tuples(archive_id: str, task_id: str, org_id: str, submitted_by: str
     return writes
 
 
-async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submitted_by: str | None) -> Admitted:
+async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submitted_by: str | None,
+                        problem: str | None = None) -> Admitted:
     """Insert the archive of ``report`` and queue its tuples, on ``conn``'s transaction.
 
     Row: bucket/key from the report's own ``artifacts.wacz`` location; ``captured_at`` =
     BrowserHive's timestamp (ms precision, the listing cursor's unit); ``wacz_complete`` and
-    ``signed`` three-valued (NULL written explicitly when absent). Raises ``ValueError`` when
-    the WACZ location is not ``s3://bucket/key``.
+    ``signed`` three-valued (NULL written explicitly when absent). ``problem`` (the ledger's
+    own WACZ check, ``ledger.archive.wacz_check``) forces ``wacz_complete`` false and is stored
+    as ``wacz_problem``. Raises ``ValueError`` when the WACZ location is not ``s3://bucket/key``.
     """
     if not report.has_archive:
         log.warning("capture produced no archive; not adding to the ledger",
@@ -78,8 +81,8 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
     row = await (await conn.execute(
         """
         INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, labels,
-                              wacz_complete, signed, captured_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, date_trunc('milliseconds', %s::timestamptz))
+                              wacz_complete, signed, captured_at, wacz_problem)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, date_trunc('milliseconds', %s::timestamptz), %s)
         ON CONFLICT (bucket, object_key) DO NOTHING
         RETURNING id
         """,
@@ -90,9 +93,10 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
             key,
             report.url,
             list(report.labels),
-            report.completeness.complete if report.completeness else None,
+            _complete(report, problem),
             report.signature.signed if report.signature else None,
             report.timestamp,
+            problem,
         ),
     )).fetchone()
     if row is None:
@@ -106,20 +110,28 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
 
 _BATCH_ARCHIVES_SQL = """
 INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, labels,
-                      wacz_complete, signed, captured_at)
+                      wacz_complete, signed, captured_at, wacz_problem)
 SELECT v.task_id, v.correlation_id, v.bucket, v.object_key, v.source_url, v.labels,
-       v.wacz_complete, v.signed, date_trunc('milliseconds', v.captured_at)
+       v.wacz_complete, v.signed, date_trunc('milliseconds', v.captured_at), v.wacz_problem
 FROM jsonb_to_recordset(%s::jsonb) AS v(n int, task_id uuid, correlation_id text, bucket text,
      object_key text, source_url text, labels text[], wacz_complete boolean, signed boolean,
-     captured_at timestamptz)
+     captured_at timestamptz, wacz_problem text)
 ORDER BY v.n
 ON CONFLICT (bucket, object_key) DO NOTHING
 RETURNING id, bucket, object_key
 """
 
 
+def _complete(report: CaptureReport, problem: str | None) -> bool | None:
+    """``archives.wacz_complete``: false when the ledger's WACZ check found a problem, else the
+    manifest's ``completeness.complete`` (NULL when absent)."""
+    if problem is not None:
+        return False
+    return report.completeness.complete if report.completeness else None
+
+
 async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
-                     submitted_by: str | None) -> list[Admitted | Exception]:
+                     submitted_by: str | None, problems: list[str | None] | None = None) -> list[Admitted | Exception]:
     """:func:`admit_archive` for many reports at once, on ``conn``'s transaction: one INSERT
     into ``archives`` and one into ``fga_outbox`` for the lot, in a savepoint. Returns one
     outcome per report, in order: an :class:`Admitted`, or the exception that kept that report
@@ -127,8 +139,10 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
     :func:`admit_archive` report by report (two reports of one WACZ object: the first is
     ``registered``, the second ``already-known``). When the batch statement fails, every report
     is retried alone in its own savepoint, so one bad row never keeps the others out.
+    ``problems`` (aligned with ``reports``): the WACZ check's finding per report, if any.
     """
     out: list[Admitted | Exception | None] = [None] * len(reports)
+    problems = problems or [None] * len(reports)
     batch: list[tuple[int, CaptureReport, str, str]] = []
     for i, report in enumerate(reports):
         if not report.has_archive:
@@ -147,9 +161,9 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
     rows = [{
         "n": n, "task_id": r.task_id, "correlation_id": r.correlation_id or None, "bucket": bucket,
         "object_key": key, "source_url": r.url, "labels": list(r.labels),
-        "wacz_complete": r.completeness.complete if r.completeness else None,
+        "wacz_complete": _complete(r, problems[i]), "wacz_problem": problems[i],
         "signed": r.signature.signed if r.signature else None, "captured_at": r.timestamp.isoformat(),
-    } for n, (_, r, bucket, key) in enumerate(batch)]
+    } for n, (i, r, bucket, key) in enumerate(batch)]
     try:
         async with conn.transaction():
             cur = await conn.execute(_BATCH_ARCHIVES_SQL, (Jsonb(rows),))
@@ -173,7 +187,8 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
         for i, report, _, _ in batch:
             try:
                 async with conn.transaction():
-                    out[i] = await admit_archive(conn, report, org_id=org_id, submitted_by=submitted_by)
+                    out[i] = await admit_archive(conn, report, org_id=org_id, submitted_by=submitted_by,
+                                                 problem=problems[i])
             except Exception as one:  # noqa: BLE001
                 out[i] = one
         return out  # type: ignore[return-value]
@@ -216,8 +231,28 @@ async def fetch_manifests(s3: Any, keys: list[str]) -> list[CaptureReport | None
     return list(await asyncio.gather(*(read(key) for key in keys)))
 
 
+async def check_archives(s3: Any, manifests: list[CaptureReport],
+                         hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT) -> list[str | None | Exception]:
+    """The WACZ check (``ledger.archive.wacz_check``) of each manifest's archive, aligned with
+    ``manifests``: None (nothing wrong, or no archive to check), the problem line, or the
+    exception that kept the check from deciding (S3 down: the capture is left for the reconciler)."""
+    checks = await check_many(s3, [m.artifacts.wacz if m.has_archive else None for m in manifests],
+                              hash_max_bytes=hash_max_bytes)
+    out: list[str | None | Exception] = []
+    for manifest, check in zip(manifests, checks):
+        if isinstance(check, Exception):
+            out.append(check)
+        elif check is not None and check.problem is not None:
+            log.warning("WACZ is not complete; registered as incomplete",
+                        extra={"taskId": manifest.task_id, "problem": check.problem})
+            out.append(check.problem)
+        else:
+            out.append(None)
+    return out
+
+
 async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted_by: str | None,
-                      results: list[dict]) -> LevelAdmission:
+                      results: list[dict], wacz_hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT) -> LevelAdmission:
     """Fast path for one level report (``results`` as received, camelCase, ledger.md §6.9).
 
     Runs inside the caller's transaction. Manifests are read from the configured ``bucket`` at
@@ -256,8 +291,17 @@ async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted
             out.errors += 1
             continue
         ready.append((index, result, key, manifest))
-    outcomes = await admit_many(conn, [m for _, _, _, m in ready], org_id=org_id, submitted_by=submitted_by)
-    for (index, result, key, manifest), admitted in zip(ready, outcomes):
+    checks = await check_archives(s3, [m for _, _, _, m in ready], wacz_hash_max_bytes)
+    checked = [(r, c) for r, c in zip(ready, checks) if not isinstance(c, Exception)]
+    for (_, _, key, _), check in zip(ready, checks):
+        if isinstance(check, Exception):
+            log.warning("could not check this page's WACZ; reconcile will retry",
+                        extra={"key": key, "error": f"{type(check).__name__}: {check}"})
+            out.errors += 1
+    ready = [r for r, _ in checked]  # a capture whose WACZ could not be checked waits for the reconciler
+    outcomes = await admit_many(conn, [m for _, _, _, m in ready], org_id=org_id, submitted_by=submitted_by,
+                                problems=[c for _, c in checked])  # type: ignore[misc]
+    for ((index, result, key, manifest), problem), admitted in zip(checked, outcomes):
         if isinstance(admitted, Exception):
             log.warning("could not register this page; reconcile will retry",
                         extra={"key": key, "error": f"{type(admitted).__name__}: {admitted}"})
@@ -268,6 +312,6 @@ async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted
             out.admitted_urls.append(result.get("url") or manifest.url)
         else:
             out.skipped += 1
-        if manifest.has_archive and result.get("status") == "failed":
-            out.recovered.add(index)
+        if manifest.has_archive and problem is None and result.get("status") == "failed":
+            out.recovered.add(index)  # a broken WACZ does not turn a failed page into a capture
     return out

@@ -17,7 +17,8 @@ async def _reconcile(settings, since_days: int | None) -> dict:
     s3 = S3Store.from_settings(settings)
     pool = await open_pool(database_url(settings), max_size=2)
     try:
-        return (await reconcile(pool, s3, since_days=since_days)).as_dict()
+        return (await reconcile(pool, s3, since_days=since_days,
+                                wacz_hash_max_bytes=settings.wacz_hash_max_bytes)).as_dict()
     finally:
         await pool.close()
 

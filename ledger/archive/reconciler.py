@@ -15,7 +15,8 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ledger.archive.admission import READ_CONCURRENCY, admit_many, fetch_manifests
+from ledger.archive.admission import READ_CONCURRENCY, admit_many, check_archives, fetch_manifests
+from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT
 from ledger.archive.manifest import CaptureReport, ManifestInvalid
 
 log = logging.getLogger("waggle.reconcile")
@@ -47,7 +48,8 @@ class ReconcileResult:
         return asdict(self)
 
 
-async def reconcile(pool: Any, s3: Any, *, since_days: int | None = None) -> ReconcileResult:
+async def reconcile(pool: Any, s3: Any, *, since_days: int | None = None,
+                    wacz_hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT) -> ReconcileResult:
     """One reconcile pass. ``since_days`` (positive int or None = all time) limits by
     ``submitted_at``. Raises ``ValueError`` for a non-positive ``since_days``.
 
@@ -80,12 +82,28 @@ async def reconcile(pool: Any, s3: Any, *, since_days: int | None = None) -> Rec
                 out.missing += 1
             else:
                 found.append((row, manifest))
+        found = await _checked(s3, found, out, wacz_hash_max_bytes)
         await _admit_found(pool, found, out)
     log.info("Reconcile complete", extra=out.as_dict())
     return out
 
 
-async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport]], out: ReconcileResult) -> None:
+async def _checked(s3: Any, found: list[tuple[dict, CaptureReport]], out: ReconcileResult,
+                   hash_max_bytes: int) -> list[tuple[dict, CaptureReport, str | None]]:
+    """``found`` with each archive's WACZ check (``admission.check_archives``); a capture whose
+    check could not decide (S3 down) is counted in ``errors`` and left for the next pass."""
+    checks = await check_archives(s3, [m for _, m in found], hash_max_bytes)
+    kept: list[tuple[dict, CaptureReport, str | None]] = []
+    for (row, manifest), check in zip(found, checks):
+        if isinstance(check, Exception):
+            log.warning("could not check WACZ", extra={"key": row["manifest_key"], "error": f"{type(check).__name__}: {check}"})
+            out.errors += 1
+        else:
+            kept.append((row, manifest, check))
+    return kept
+
+
+async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport, str | None]], out: ReconcileResult) -> None:
     """Admit one chunk's manifests (each with its submission's organization and submitter) in
     one transaction; counts into ``out``."""
     if not found:
@@ -95,16 +113,17 @@ async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport]], out: 
         async with pool.connection() as conn, conn.transaction():
             # admit_many takes one organization/submitter; a chunk holds few distinct pairs
             groups: dict[tuple[str, str | None], list[int]] = {}
-            for i, (row, _) in enumerate(found):
+            for i, (row, _, _) in enumerate(found):
                 groups.setdefault((row["org_id"], row["submitted_by"]), []).append(i)
             outcomes = [None] * len(found)
             for (org_id, submitted_by), idx in groups.items():
-                got = await admit_many(conn, [found[i][1] for i in idx], org_id=org_id, submitted_by=submitted_by)
+                got = await admit_many(conn, [found[i][1] for i in idx], org_id=org_id, submitted_by=submitted_by,
+                                       problems=[found[i][2] for i in idx])
                 for i, outcome in zip(idx, got):
                     outcomes[i] = outcome
     except Exception as exc:  # noqa: BLE001 - the chunk's transaction did not commit
         outcomes = [exc] * len(found)
-    for (row, _), admitted in zip(found, outcomes):
+    for (row, _, _), admitted in zip(found, outcomes):
         if isinstance(admitted, Exception):
             log.warning("could not register archive",
                         extra={"key": row["manifest_key"], "error": f"{type(admitted).__name__}: {admitted}"})
@@ -122,7 +141,8 @@ async def run_periodically(services: Any) -> None:
     while True:
         try:
             if services.s3 is not None:
-                await reconcile(services.pool, services.s3, since_days=settings.reconcile_since_days)
+                await reconcile(services.pool, services.s3, since_days=settings.reconcile_since_days,
+                                wacz_hash_max_bytes=getattr(settings, "wacz_hash_max_bytes", HASH_MAX_BYTES_DEFAULT))
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001

@@ -145,6 +145,23 @@ class LedgerClient:
         """``GET /api/crawls/{id}`` → the crawl status (ledger.md §6.8 plus issue 2's counters)."""
         return self._call("GET", f"/api/crawls/{crawl_id}").json()
 
+    def iter_pages(self, crawl_id: str, state: str | None = None, limit: int = 500,
+                   max_calls: int = 200) -> Iterator[dict]:
+        """``GET /api/crawls/{id}/pages`` rows, oldest first, following ``nextCursor`` (at most
+        ``max_calls`` calls of ``limit`` rows)."""
+        cursor = None
+        for _ in range(max_calls):
+            params: dict = {"limit": limit}
+            if state:
+                params["state"] = state
+            if cursor:
+                params["cursor"] = cursor
+            body = self._call("GET", f"/api/crawls/{crawl_id}/pages", params=params).json()
+            yield from body.get("pages", [])
+            cursor = body.get("nextCursor")
+            if not cursor:
+                return
+
     def list_crawls(self) -> list[dict]:
         """``GET /api/crawls`` → recent crawls, newest first."""
         body = self._call("GET", "/api/crawls").json()

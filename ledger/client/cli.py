@@ -6,6 +6,7 @@ Exit codes: 0 done (crawl succeeded), 1 crawl failed or an error, 130 interrupte
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 
@@ -16,7 +17,6 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-import json
 
 from ledger.client import ids, render
 from ledger.client.api import ApiError, CrawlInProgress, LedgerClient
@@ -30,6 +30,20 @@ from ledger.client.follow import (
 )
 
 EXIT_INTERRUPTED = 130
+
+Wide = Annotated[bool, typer.Option("--wide", help="Full ids and every column (the object key of archives).")]
+AsJson = Annotated[bool, typer.Option("--json", help="The ledger's JSON, one document on stdout (for scripts).")]
+
+
+def _print_json(value: object) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+class PageState(str, Enum):
+    captured = "captured"
+    failed = "failed"
+    skipped = "skipped"
+    pending = "pending"
 
 
 class Scope(str, Enum):
@@ -189,17 +203,26 @@ def crawls_command(
     download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save its WACZ files here.", file_okay=False)] = None,
     archive_wait_s: Annotated[float, typer.Option("--archive-wait", help="Seconds to wait for the archives to be listed.")] = 5.0,
     poll_s: Annotated[float, typer.Option("--poll-interval", hidden=True)] = POLL_INTERVAL_S,
+    pages: Annotated[bool, typer.Option("--pages", help="With an id: list every page (URL, level, state, failure class, capture ms, reason, archive).")] = False,
+    state: Annotated[Optional[PageState], typer.Option("--state", help="With --pages: only pages in this state.")] = None,
     wide: Wide = False,
-    as_json: AsJson = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The ledger's JSON on stdout (for scripts): the recent crawls, one crawl, or with --pages its pages.")] = False,
 ) -> None:
-    """List recent crawls, or show / follow / fail one (an id or a unique prefix of it)."""
+    """List recent crawls, or show / follow / fail one (an id or a unique prefix of it), or list its pages."""
     console = _console()
-    if (follow_it or fail_it or download) and not crawl_id:
-        raise _fail(console, "--follow, --fail and --download need a crawl id")
+    if (follow_it or fail_it or download or pages) and not crawl_id:
+        raise _fail(console, "--follow, --fail, --download and --pages need a crawl id")
+    if state and not pages:
+        raise _fail(console, "--state goes with --pages")
     if as_json and (follow_it or fail_it or download):
-        raise _fail(console, "--json lists crawls or shows one; it does not go with --follow, --fail or --download")
+        raise _fail(console, "--json lists crawls, shows one or its --pages; it does not go with --follow, --fail or --download")
     try:
         with _client() as client:
+            if crawl_id is not None:
+                crawl_id = resolve_crawl_id(client, crawl_id)
+            if pages:
+                show_pages(client, crawl_id, state.value if state else None, as_json, console)
+                return
             if crawl_id is None:
                 crawls = client.list_crawls()
                 if as_json:
@@ -207,7 +230,6 @@ def crawls_command(
                 else:
                     console.print(render.crawls_table(crawls, wide=wide))
                 return
-            crawl_id = resolve_crawl_id(client, crawl_id)
             if as_json:
                 _print_json(client.get_crawl(crawl_id))
                 return
@@ -224,12 +246,16 @@ def crawls_command(
     raise typer.Exit(code)
 
 
-Wide = Annotated[bool, typer.Option("--wide", help="Full ids and every column (the object key of archives).")]
-AsJson = Annotated[bool, typer.Option("--json", help="The ledger's JSON, one document on stdout (for scripts).")]
+def show_pages(client: LedgerClient, crawl_id: str, state: str | None, as_json: bool, console: Console) -> None:
+    """Print every page of ``crawl_id`` (optionally one state): a table, or JSON rows on stdout."""
+    rows = list(client.iter_pages(crawl_id, state))
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    title = f"pages of crawl {crawl_id}" + (f" ({state})" if state else "") + f": {len(rows)}"
+    console.print(render.pages_table(rows, title=title))
 
 
-def _print_json(value: object) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def archives_command(

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 from rich import box
 from rich.console import Group
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -155,17 +156,29 @@ def summary_view(crawl: dict) -> Group:
     if isinstance(drops, dict) and drops:
         # links the ledger did not follow, per reason (scope, nofollow, trap defences)
         table.add_row("links not followed", ", ".join(f"{reason} {n}" for reason, n in sorted(drops.items())))
+    if crawl.get("archivesIncomplete"):
+        table.add_row("archives incomplete", Text(_n(crawl["archivesIncomplete"]), style="yellow"))
     if crawl.get("error"):
         table.add_row("error", Text(str(crawl["error"]), style="red"))
     parts: list = [table]
+    problems = crawl.get("archiveProblems") or []
+    if problems:  # the ledger's WACZ check: what is missing or does not match (newest first)
+        pt = Table(title="incomplete archives (newest first)", title_justify="left")
+        pt.add_column("url", overflow="fold")
+        pt.add_column("reason", overflow="fold")
+        for p in problems:
+            pt.add_row(str(p.get("url", "")), str(p.get("reason") or "–"))
+        parts.append(pt)
     failures = crawl.get("failures") or []
     if failures:
         ft = Table(title="failures (newest first)", title_justify="left")
         ft.add_column("url", overflow="fold")
         ft.add_column("level", justify="right")
+        ft.add_column("class", no_wrap=True)
         ft.add_column("reason", overflow="fold")
         for f in failures:
-            ft.add_row(str(f.get("url", "")), _n(f.get("depth")), str(f.get("reason") or "–"))
+            ft.add_row(str(f.get("url", "")), _n(f.get("depth")), str(f.get("failureClass") or "–"),
+                       str(f.get("reason") or "–"))
         parts.append(ft)
     return Group(*parts)
 
@@ -184,6 +197,44 @@ def short_time(value: object) -> str:
     if parsed is None:
         return "–" if value in (None, "") else str(value)
     return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+STATE_STYLES = {"captured": "green", "failed": "red", "skipped": "yellow", "pending": "dim"}
+
+
+def _page_cell(page: dict) -> Text:
+    """URL, then on their own lines: ``→ final URL`` when it differs, the reason, and
+    ``archive <id>`` (dim)."""
+    text = Text(str(page.get("url", "")))
+    final = page.get("finalUrl")
+    if final and final != page.get("url"):
+        text.append(f"\n→ {final}")
+    if page.get("reason"):
+        text.append(f"\n{page['reason']}", style=STATE_STYLES.get(str(page.get("state")), ""))
+    if page.get("archiveId"):
+        text.append(f"\narchive {page['archiveId']}", style="dim")
+    return text
+
+
+def _outcome_cell(page: dict) -> Text:
+    state = str(page.get("state") or "?")
+    text = Text(state, style=STATE_STYLES.get(state, ""))
+    if page.get("failureClass"):
+        text.append(f"\n{page['failureClass']}")
+    return text
+
+
+def pages_table(pages: list[dict], title: str = "pages") -> Table:
+    """``waggle crawls ID --pages``: one row per page, readable at 80 columns (the page cell
+    holds URL, final URL, reason and archive id on their own lines and folds long ones)."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_lines=True)
+    table.add_column("page", overflow="fold")
+    table.add_column("lvl", justify="right", no_wrap=True)
+    table.add_column("outcome", no_wrap=True)
+    table.add_column("ms", justify="right", no_wrap=True)
+    for p in pages:
+        table.add_row(_page_cell(p), _n(p.get("depth")), _outcome_cell(p), _n(p.get("captureMs")))
+    return table
 
 
 def crawls_table(crawls: list[dict], wide: bool = False) -> Table:

@@ -24,7 +24,8 @@ def plan_budget(
     ``known`` = pages the crawl already holds (seeds count). Returns ``(to_insert, stop_reason)``:
     1. ``next_depth > max_depth`` → ``([], "max_depth")`` (checked first, wins over pages);
     2. no room left (``max_pages - known <= 0``) → ``([], "max_pages")``;
-    3. more candidates than room → the first ``room`` of them and ``"max_pages"``;
+    3. more candidates than room → ``room`` of them chosen by :func:`interleave_hosts` (hosts
+       take turns, so one host's long link list cannot starve another) and ``"max_pages"``;
     4. otherwise a copy of all candidates and ``None``.
     """
     if next_depth > max_depth:
@@ -33,8 +34,30 @@ def plan_budget(
     if room <= 0:
         return [], "max_pages"
     if len(candidates) > room:
-        return list(candidates[:room]), "max_pages"
+        return interleave_hosts(candidates, room), "max_pages"
     return list(candidates), None
+
+
+def interleave_hosts(candidates: Sequence[T], room: int) -> list[T]:
+    """The ``room`` candidates a round-robin over hosts picks: each host (``.host``; a candidate
+    without one is its own host group ``""``) in order of its first candidate gives its next
+    candidate in discovery order, turn by turn, until ``room`` are chosen. Returned in discovery
+    order. Room 28 over hosts A (22 links) and B (22): 14 each; A (22) and B (8): A 20, B all 8
+    (a host with fewer links than its share leaves its turns to the others)."""
+    queues: dict[str, list[int]] = {}
+    for i, candidate in enumerate(candidates):
+        queues.setdefault(getattr(candidate, "host", "") or "", []).append(i)
+    chosen: list[int] = []
+    turn = 0
+    lanes = list(queues.values())
+    while len(chosen) < room and lanes:
+        lanes = [lane for lane in lanes if turn < len(lane)]
+        for lane in lanes:
+            if len(chosen) == room:
+                break
+            chosen.append(lane[turn])
+        turn += 1
+    return [candidates[i] for i in sorted(chosen)]
 
 
 @dataclass(frozen=True)
@@ -56,19 +79,22 @@ def plan_next_level(
     known: int,
     known_per_host: Mapping[str, int] | None = None,
     max_pages_per_host: int | None = None,
+    shape_counts: object | None = None,
 ) -> LevelPlan:
     """Plan the next level from in-scope, not-yet-known candidates (``ParsedUrl``-like: ``.url``,
     ``.key``, ``.host``).
 
     Order: the depth limit first (nothing is screened when no level follows), then trap
     screening (``ledger.crawl.traps.screen``: dropped URLs do not use the page budget), then
-    :func:`plan_budget`. ``known_per_host`` = pages the crawl already holds per host; ``max_pages_per_host`` = ``WAGGLE_MAX_PAGES_PER_HOST`` (None = no cap).
+    :func:`plan_budget`. ``known_per_host`` = pages the crawl already holds per host; ``max_pages_per_host`` = ``WAGGLE_MAX_PAGES_PER_HOST`` (None = no cap);
+    ``shape_counts`` = ``ledger.crawl.param_traps.ShapeCounts`` for the query-parameter rules (None = off).
     """
     if next_depth > max_depth:
         return LevelPlan([], "max_depth", {})
-    kept, drops = screen_traps(
-        candidates, known_per_host=known_per_host or {}, max_pages_per_host=max_pages_per_host
-    )
+    from ledger.crawl import traps
+
+    kept, drops = traps.screen(candidates, known_per_host=known_per_host or {},
+                               max_pages_per_host=max_pages_per_host, counts=shape_counts)  # type: ignore[arg-type]
     urls, reason = plan_budget(kept, next_depth=next_depth, max_depth=max_depth, max_pages=max_pages, known=known)
     return LevelPlan(urls, reason, drops)
 

@@ -115,13 +115,37 @@ async def _resolve_scripts(conn: AsyncConnection, requested: list[Any] | None) -
     return pinned
 
 
+_ORG_LOCK = 0x7767_6F72  # "wgor": advisory lock namespace, one lock per organization
+
+
+async def _within_org_limit(conn: AsyncConnection, org_id: str, max_running: int) -> None:
+    """Raise :class:`Refused` 429 when ``org_id`` already has ``max_running`` running crawls.
+
+    Takes the organization's advisory transaction lock first, so two starts for one
+    organization (on any replica) count one after the other and never both slip under the limit.
+    """
+    await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_ORG_LOCK, org_id))
+    cur = await conn.execute(
+        "SELECT count(*) AS n, min(started_at) AS oldest FROM crawls WHERE org_id = %s AND state = 'running'",
+        (org_id,))
+    row = await cur.fetchone()
+    if row["n"] >= max_running:
+        log.info("Running-crawl limit reached for %s (%d)", org_id, max_running)
+        raise Refused(429, f"organization {org_id} already has {row['n']} running crawls, the most"
+                           f" WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG ({max_running}) allows; wait for one to finish"
+                           " (waggle crawls) or raise the setting", running=row["n"], limit=max_running)
+
+
 async def start_crawl(
-    pool: Any, spec: CrawlSpec, *, subject: str, org_id: str, max_pages_limit: int, allow_private: bool
+    pool: Any, spec: CrawlSpec, *, subject: str, org_id: str, max_pages_limit: int, allow_private: bool,
+    max_running: int = 4,
 ) -> tuple[dict, list[dict]]:
     """Create a running crawl and its level-0 pages; returns ``(crawl row, pages [{url, host}])``.
 
     Raises :class:`Refused`: 400 (no seeds / unusable seeds / unknown scripts / maxPages above
-    ``WAGGLE_MAX_PAGES``), 409 ``{"error","crawlId","startedAt"}`` while another crawl runs.
+    ``WAGGLE_MAX_PAGES``), 429 ``{"error","running","limit"}`` when the organization already has
+    ``max_running`` running crawls (``WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG``). Other organizations'
+    crawls, and this one's below the limit, run at the same time (issue 12).
     """
     async with pool.connection() as conn:
         async with conn.transaction():
@@ -141,25 +165,16 @@ async def start_crawl(
             max_depth = spec.max_depth if spec.max_depth is not None else (2 if spec.seeds is not None else 0)
             max_pages = spec.max_pages if spec.max_pages is not None else min(max(30, len(seeds)), max_pages_limit)
             pinned = await _resolve_scripts(conn, spec.scripts)
+            await _within_org_limit(conn, org_id, max_running)
             crawl_id = uuid.uuid4()
-            try:
-                async with conn.transaction():  # savepoint: the 409 path needs a usable connection
-                    cur = await conn.execute(
-                        "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms,"
-                        " host_parallelism, org_id, requested_by, scripts)"
-                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb) RETURNING *",
-                        (crawl_id, [s.url for s in seeds], spec.scope, max_depth, max_pages,
-                         spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned)),
-                    )
-                    crawl = await cur.fetchone()
-            except psycopg.errors.UniqueViolation as exc:
-                if not is_unique_violation(exc, "crawls_single_active"):
-                    raise
-                cur = await conn.execute("SELECT id, started_at FROM crawls WHERE state = 'running'")
-                running = await cur.fetchone()
-                log.info("Crawl already in progress")
-                extra = {"crawlId": str(running["id"]), "startedAt": iso_ms(running["started_at"])} if running else {}
-                raise Refused(409, "a crawl is already in progress", **extra) from None
+            cur = await conn.execute(
+                "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms,"
+                " host_parallelism, org_id, requested_by, scripts)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb) RETURNING *",
+                (crawl_id, [s.url for s in seeds], spec.scope, max_depth, max_pages,
+                 spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned)),
+            )
+            crawl = await cur.fetchone()
             pages = []
             for seed in seeds:
                 cur = await conn.execute(
@@ -204,14 +219,15 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
 
 
 async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
-    """The crawl's view with its 5 newest failures (``[{url, depth, reason}]``), or None."""
+    """The crawl's view with its 5 newest failures (``[{url, depth, reason, failureClass}]``), or None."""
     async with pool.connection() as conn:
         cur = await conn.execute("SELECT * FROM crawls WHERE id = %s", (crawl_id,))
         crawl = await cur.fetchone()
         if crawl is None:
             return None
         cur = await conn.execute(
-            "SELECT url, depth, skip_reason AS reason FROM crawl_pages WHERE crawl_id = %s AND state = 'failed'"
+            "SELECT url, depth, skip_reason AS reason, failure_class AS \"failureClass\" FROM crawl_pages"
+            " WHERE crawl_id = %s AND state = 'failed'"
             " ORDER BY id DESC LIMIT 5",
             (crawl_id,),
         )
@@ -220,6 +236,7 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
             "SELECT state, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY state", (crawl_id,)
         )
         by_state = {r["state"]: r["n"] for r in await cur.fetchall()}
+        problems = await archive_problems(conn, crawl_id)
         hosts: list[str] = []
         if crawl["state"] == "running":
             # Hosts of the level in flight that still have pages to capture.
@@ -234,7 +251,22 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
     view["pagesSkipped"] = by_state.get("skipped", 0)
     view["pagesPending"] = by_state.get("pending", 0)
     view["hostsInFlight"] = hosts
+    view.update(problems)
     return view
+
+
+async def archive_problems(conn: Any, crawl_id: uuid.UUID, limit: int = 5) -> dict:
+    """``{"archivesIncomplete": n, "archiveProblems": [{url, reason}]}`` (newest ``limit``): the
+    crawl's archives whose WACZ failed the ledger's check (``archives.wacz_problem``; a crawl's
+    archives carry its id as correlation id)."""
+    cur = await conn.execute(
+        "SELECT source_url AS url, wacz_problem AS reason, count(*) OVER () AS n FROM archives"
+        " WHERE correlation_id = %s AND wacz_problem IS NOT NULL ORDER BY id DESC LIMIT %s",
+        (str(crawl_id), limit),
+    )
+    found = await cur.fetchall()
+    return {"archivesIncomplete": found[0]["n"] if found else 0,
+            "archiveProblems": [{"url": r["url"], "reason": r["reason"]} for r in found]}
 
 
 async def list_crawls(pool: Any, limit: int = 20) -> list[dict]:

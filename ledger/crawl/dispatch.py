@@ -50,21 +50,28 @@ def webhook_body(
 ) -> dict[str, Any]:
     """The flow arguments for level ``depth`` of ``crawl`` (a ``crawls`` row as a dict).
 
-    ``frontier`` items: ``{url, host, lastFinishedAt}`` (ISO string or None). Keys: ``crawl_id,
+    ``frontier`` items: ``{url, host, lastFinishedAt, hostDelayMs?}`` (ISO string or None; ms,
+    sent when known — docs/internals.md "Concurrent crawls and host leases"). Keys: ``crawl_id,
     depth, frontier, per_host_delay_ms, host_parallelism, capture_formats, signing, scripts``.
     """
     return {
         "crawl_id": str(crawl["id"]),
         "depth": depth,
-        "frontier": [
-            {"url": f["url"], "host": f["host"], "lastFinishedAt": f.get("lastFinishedAt")} for f in frontier
-        ],
+        "frontier": [frontier_item(f) for f in frontier],
         "per_host_delay_ms": crawl["per_host_delay_ms"],
         "host_parallelism": crawl["host_parallelism"],
         "capture_formats": capture_formats(settings, following=crawl["max_depth"] > depth),
         "signing": bool(settings.capture_signing),
         "scripts": [webhook_item(s) for s in crawl["scripts"]],
     }
+
+
+def frontier_item(page: dict) -> dict[str, Any]:
+    """``{url, host, lastFinishedAt}`` plus ``hostDelayMs`` when the page carries one."""
+    item = {"url": page["url"], "host": page["host"], "lastFinishedAt": page.get("lastFinishedAt")}
+    if page.get("hostDelayMs") is not None:
+        item["hostDelayMs"] = int(page["hostDelayMs"])
+    return item
 
 
 def job_id_from(text: str) -> str | None:
@@ -100,35 +107,44 @@ async def post_level(http: httpx.AsyncClient, settings: Settings, body: dict) ->
     return job_id_from(resp.text)
 
 
-_LAST_FINISHED = """
-SELECT host, max(finished_at) AS last FROM crawl_pages
-WHERE crawl_id = %s AND host = ANY(%s) AND finished_at IS NOT NULL GROUP BY host
-"""
+async def dispatch_level(services: Any, crawl: dict, depth: int, pages: list[dict] | None = None) -> str | None:
+    """Claim level ``depth`` of ``crawl`` (only ``crawl["id"]`` is read), send it and record the
+    job; never raises. ``pages`` is ignored: the level is what the database holds (its pending
+    pages at ``depth``), so a re-dispatch and a waiting level send the same thing.
 
-
-async def dispatch_level(services: Any, crawl: dict, depth: int, pages: list[dict]) -> str | None:
-    """Send level ``depth`` (``pages``: ``[{url, host}]``) and record the job; never raises.
-
-    Each frontier item carries ``lastFinishedAt`` = the latest finish on its host in this crawl.
-    Success → ``last_job_id/last_job_depth`` (never moving back). Failure → the crawl is closed
-    ``failed`` with the reason. Returns the job id (None when there is none or dispatch failed).
+    The claim (``ledger.crawl.leases.claim_level``) leases the level's hosts, carries the pages
+    of hosts leased elsewhere to the next level, and gives each frontier item the host's
+    ``lastFinishedAt`` and ``hostDelayMs`` (``ledger.crawl.hosts``). Nothing claimed (already
+    dispatched, crawl moved on) or every host leased elsewhere (the level waits) → None, no
+    webhook. Success → ``last_job_id/last_job_depth`` (never moving back) and the job id on the
+    leases. Failure → the crawl is closed ``failed`` with the reason (its leases end with it).
+    Returns the job id (None when there is none, nothing was sent, or dispatch failed).
     """
+    from ledger.crawl.leases import claim_level, lease_seconds, record_job
+
     pool, settings = services.pool, services.settings
     crawl_id = crawl["id"]
     try:
-        hosts = sorted({p["host"] for p in pages})
-        async with pool.connection() as conn:
-            cur = await conn.execute(_LAST_FINISHED, (crawl_id, hosts))
-            last = {r["host"]: iso_ms(r["last"]) for r in await cur.fetchall()}
-        frontier = [{"url": p["url"], "host": p["host"], "lastFinishedAt": last.get(p["host"])} for p in pages]
-        job_id = await post_level(services.http, settings, webhook_body(crawl, depth, frontier, settings))
+        claim = await claim_level(pool, crawl_id, depth, lease_s=lease_seconds(settings))
+        if claim is None:
+            return None
+        if claim.waiting:
+            log.info("Level waits: crawl %s depth %d, every host leased elsewhere: %s", crawl_id, depth,
+                     ", ".join(claim.carried[:10]))
+            return None
+        if claim.carried:
+            log.info("Hosts leased elsewhere, carried to the next level: crawl %s depth %d: %s", crawl_id, depth,
+                     ", ".join(claim.carried[:10]))
+        body = webhook_body(claim.crawl, depth, claim.frontier, settings)
+        job_id = await post_level(services.http, settings, body)
     except Exception as exc:  # every failure closes the crawl; unexpected ones are logged in full
         reason = str(exc) if isinstance(exc, DispatchFailed) else f"could not dispatch level {depth}: {type(exc).__name__}"
         log.error("Could not dispatch a level: crawl %s depth %d: %s", crawl_id, depth, reason,
                   exc_info=not isinstance(exc, DispatchFailed))
         await _close_failed(pool, crawl_id, reason)
         return None
-    log.info("Level dispatched: crawl %s depth %d, %d pages, job %s", crawl_id, depth, len(pages), job_id)
+    log.info("Level dispatched: crawl %s depth %d, %d pages on %d hosts, job %s", crawl_id, depth,
+             len(claim.frontier), len(claim.leased), job_id)
     try:
         async with pool.connection() as conn:
             await conn.execute(
@@ -138,6 +154,8 @@ async def dispatch_level(services: Any, crawl: dict, depth: int, pages: list[dic
                 + (" AND (last_job_depth IS NULL OR last_job_depth <= %s)" if job_id else ""),
                 (job_id, depth, crawl_id, depth) if job_id else (crawl_id,),
             )
+        if job_id:
+            await record_job(pool, crawl_id, depth, job_id)
     except Exception:
         log.exception("Could not record the dispatch: crawl %s depth %d", crawl_id, depth)
     return job_id

@@ -20,9 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.archive.admission import admit_level
+from ledger.crawl import hosts, leases
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
+from ledger.crawl import redirects, shape_store
 from ledger.crawl.guard import refusal
+from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
 from ledger.crawl.scope import accept_links
 from ledger.crawl.scripts import CompiledMismatch, merge_compiled
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
@@ -104,6 +107,7 @@ async def _admit(conn: Any, services: Any, crawl: dict, results: list[dict]) -> 
         org_id=crawl["org_id"],
         submitted_by=crawl["requested_by"],
         results=results,
+        wacz_hash_max_bytes=getattr(services.settings, "wacz_hash_max_bytes", 64 * 1024 * 1024),
     )
     return set(getattr(admission, "recovered", set()) or set())
 
@@ -152,6 +156,11 @@ async def _read_all_links(services: Any, results: list[dict]) -> list:
     return links
 
 
+# PageResult keys stored per page, in the order of _close_reported's unnest columns after url_hash
+_PAGE_COLUMNS = ("status", "skipReason", "taskId", "correlationId", "submittedAt", "finishedAt", "gapFrom",
+                 "failureClass")
+
+
 async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[dict],
                           hashes: list[bytes | None]) -> set[bytes]:
     """Step 1 in one statement: set state, skip reason, task/correlation ids and times of the
@@ -166,13 +175,13 @@ async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[di
     rows = list(last.items())
     cur = await conn.execute(
         "UPDATE crawl_pages p SET state = v.state, skip_reason = v.skip_reason, task_id = v.task_id,"
-        " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at"
+        " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at,"
+        " gap_from = v.gap_from, failure_class = v.failure_class"
         " FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],"
-        " %s::timestamptz[]) AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at)"
+        " %s::timestamptz[], %s::timestamptz[], %s::text[])"
+        " AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at, gap_from, failure_class)"
         " WHERE p.crawl_id = %s AND p.depth = %s AND p.url_hash = v.url_hash RETURNING p.url_hash",
-        ([h for h, _ in rows], [r["status"] for _, r in rows], [r.get("skipReason") for _, r in rows],
-         [r.get("taskId") for _, r in rows], [r.get("correlationId") for _, r in rows],
-         [r.get("submittedAt") for _, r in rows], [r.get("finishedAt") for _, r in rows], crawl_id, depth),
+        ([h for h, _ in rows], *[[r.get(k) for _, r in rows] for k in _PAGE_COLUMNS], crawl_id, depth),
     )
     return {bytes(r["url_hash"]) for r in await cur.fetchall()}
 
@@ -202,7 +211,7 @@ async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | 
 
 
 async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: list[ParsedUrl],
-                           max_pages_per_host: int | None) -> tuple[Any, list[dict]]:
+                           max_pages_per_host: int | None, settings: Any = None) -> tuple[Any, list[dict]]:
     """Steps 6–7: plan the next level (``plan_next_level``: depth limit, traps, page budget)
     over the candidates the crawl does not hold yet, insert it, and return ``(plan, inserted)``
     with ``inserted`` = ``[{url, host}]`` of the rows that landed, in discovery order.
@@ -225,13 +234,18 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
         cur = await conn.execute("SELECT count(*) AS n FROM crawl_pages WHERE crawl_id = %s", (crawl["id"],))
         per_host, known = {}, (await cur.fetchone())["n"]
 
+    counts = None  # the query-parameter trap rules' counts (ledger.crawl.param_traps), read before inserting
+
     def plan_over(new: list[ParsedUrl]) -> Any:
         return plan_next_level(new, next_depth=next_depth, max_depth=crawl["max_depth"],
                                max_pages=crawl["max_pages"], known=known, known_per_host=per_host,
-                               max_pages_per_host=max_pages_per_host)
+                               max_pages_per_host=max_pages_per_host, shape_counts=counts)
 
     if next_depth > crawl["max_depth"] or not candidates:
         return plan_over([]), []
+    counts = await shape_store.load(conn, crawl["id"], [c.key for c in candidates], next_depth=next_depth,
+                                    walk_levels=getattr(settings, "trap_walk_levels", WALK_LEVELS_DEFAULT),
+                                    query_variants=getattr(settings, "trap_query_variants", QUERY_VARIANTS_DEFAULT))
     hashes = [_sha256(c.key) for c in candidates]
     if len(candidates) <= crawl["max_pages"] - known:
         landed = await _insert_rows(conn, crawl["id"], next_depth, candidates)
@@ -243,6 +257,7 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
                 "DELETE FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[])",
                 (crawl["id"], next_depth, [h for c, h in new if c.key not in keep]),
             )
+        await shape_store.save(conn, crawl["id"], [p.key for p in plan.urls], depth=next_depth)
         return plan, [{"url": p.url, "host": p.host} for p in plan.urls]
     cur = await conn.execute(
         "SELECT url_hash FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])",
@@ -253,6 +268,7 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
     if not plan.urls:
         return plan, []
     landed = await _insert_rows(conn, crawl["id"], next_depth, plan.urls)
+    await shape_store.save(conn, crawl["id"], [p.key for p in plan.urls], depth=next_depth)
     return plan, [{"url": p.url, "host": p.host} for p in plan.urls if _sha256(p.key) in landed]
 
 
@@ -267,6 +283,15 @@ async def _insert_rows(conn: Any, crawl_id: Any, depth: int, urls: list[ParsedUr
         (crawl_id, depth, [p.url for p in urls], [p.key for p in urls], [p.host for p in urls]),
     )
     return {bytes(r["url_hash"]) for r in await cur.fetchall()}
+
+
+async def _level_done(conn: Any, crawl: dict, depth: int, results: list[dict], inserted: list[dict]) -> list[dict]:
+    """Record the reported hosts' last captures (``ledger.crawl.hosts``), end this level's host
+    leases, and return the next level: pages carried to ``depth + 1`` earlier (hosts leased
+    elsewhere, ``ledger.crawl.leases``) first, then ``inserted``."""
+    await hosts.record_captures(conn, crawl, results)
+    await conn.execute("DELETE FROM host_leases WHERE crawl_id = %s AND depth = %s", (crawl["id"], depth))
+    return await leases.carried_pages(conn, crawl["id"], depth + 1, inserted) + inserted
 
 
 async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:
@@ -316,6 +341,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             # 1. close the reported rows of this level (matched by dedup key); a result that
             # matches no page of this level is ignored and not counted
             matched = await _close_reported(conn, crawl_id, depth, results, hashes)
+            await redirects.record(conn, crawl_id, depth, results, hashes)  # finalUrl: known from now on
             captured = sum(1 for r, h in zip(results, hashes) if h in matched and r["status"] == "captured")
             # 2. attribution: every result with a taskId, whatever its status
             await _attribute(conn, crawl, results, settings.s3_bucket)
@@ -325,7 +351,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             recovered = 0
             if recover:
                 cur = await conn.execute(
-                    "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL"
+                    "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL, failure_class = NULL"
                     " WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[]) RETURNING url_hash",
                     (crawl_id, depth, [hashes[i] for i in recover]),
                 )
@@ -350,10 +376,15 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                     drops["private_host"] += 1
                 else:
                     candidates.append(p)
-            # 6.–7. budget over links not yet known to the crawl, then the next level through
-            # the unique index (see _plan_and_insert)
-            plan, inserted = await _plan_and_insert(conn, crawl, depth + 1, candidates, settings.max_pages_per_host)
+            # 6.–7. budget over links not yet known to the crawl (nor the final URL of a redirected
+            # page), then the next level through the unique index (see _plan_and_insert)
+            candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
+            plan, inserted = await _plan_and_insert(conn, crawl, depth + 1, candidates, settings.max_pages_per_host,
+                                                    settings)
             drops.update(plan.drops)
+            # issue 12: the hosts' last captures (shared by every crawl), this level's leases end,
+            # and pages carried from hosts leased elsewhere join the next level
+            inserted = await _level_done(conn, crawl, depth, results, inserted)
             # 8. counters and closing
             captured += recovered
             done = not inserted
@@ -363,7 +394,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             await conn.execute(
                 "UPDATE crawls SET pages_captured = pages_captured + %s, pages_discovered = pages_discovered + %s,"
                 " stop_reason = COALESCE(stop_reason, %s), drops = %s::jsonb, last_progress_at = now(),"
-                " scripts = %s::jsonb, current_depth = %s,"
+                " scripts = %s::jsonb, current_depth = %s, level_state = 'planned', level_since = now(),"
                 " state = CASE WHEN %s THEN 'succeeded' ELSE state END,"
                 " finished_at = CASE WHEN %s THEN now() ELSE finished_at END"
                 " WHERE id = %s",

@@ -8,6 +8,9 @@ Pure functions, no I/O. A candidate is dropped, and counted under one reason, wh
   :data:`MAX_REPEATS` (2) times (``/a/b/a/b/a/b/`` — case C7's relative-link loop);
 * ``repeated_hostname`` — one host name embedded in the path or query occurs more than
   :data:`MAX_REPEATS` times (``/a/www.example.net/policies/www.example.net/…``);
+* ``session_id``, ``parameter_walk``, ``query_variants`` — query-parameter traps (calendars,
+  ``?month=N+1`` chains, facet explosions, session ids): ``ledger.crawl.param_traps``, with the
+  crawl's counts per URL shape passed in as ``counts``;
 * ``max_pages_per_host`` — its host already holds ``WAGGLE_MAX_PAGES_PER_HOST`` pages
   (earlier levels plus the candidates kept before it), so one calendar (case C6) cannot eat the
   budget of other hosts.
@@ -27,6 +30,8 @@ from urllib.parse import unquote
 
 import ada_url
 
+from ledger.crawl.param_traps import REASONS as PARAM_REASONS, ShapeCounts, shapes_of
+
 T = TypeVar("T")
 
 MAX_URL_LENGTH = 2048
@@ -36,7 +41,7 @@ URL_TOO_LONG = "url_too_long"
 REPEATED_SEGMENT = "repeated_segment"
 REPEATED_HOSTNAME = "repeated_hostname"
 MAX_PAGES_PER_HOST = "max_pages_per_host"
-REASONS = (URL_TOO_LONG, REPEATED_SEGMENT, REPEATED_HOSTNAME, MAX_PAGES_PER_HOST)
+REASONS = (URL_TOO_LONG, REPEATED_SEGMENT, REPEATED_HOSTNAME, *PARAM_REASONS, MAX_PAGES_PER_HOST)
 
 # A host name inside a path or query: two or more dot-separated labels ending in an
 # alphabetic label (``www.example.net``, ``example.co.uk``), case-insensitive.
@@ -104,8 +109,12 @@ def screen(
     *,
     known_per_host: Mapping[str, int],
     max_pages_per_host: int | None,
+    counts: ShapeCounts | None = None,
 ) -> tuple[list[T], dict[str, int]]:
     """Split next-level candidates into ``(kept, drops)``.
+
+    ``counts``: the crawl's counts per URL shape for the query-parameter rules
+    (``ledger.crawl.shape_store.load``; None = those rules are off); updated as candidates are kept.
 
     ``candidates``: new in-scope URLs in first-seen order (``ParsedUrl``-like or strings);
     ``known_per_host``: pages the crawl already holds per host (same ``host`` form as the
@@ -120,6 +129,9 @@ def screen(
     for candidate in candidates:
         url, key, host = _parts(candidate)
         reason = trap_reason(url, key)
+        shapes = shapes_of(key) if counts is not None else None
+        if reason is None and shapes is not None:
+            reason = counts.reason(key, shapes)  # type: ignore[union-attr]
         if reason is None and cap is not None:
             if known_per_host.get(host, 0) + per_host[host] >= cap:
                 reason = MAX_PAGES_PER_HOST
@@ -127,6 +139,8 @@ def screen(
             drops[reason] += 1
             continue
         per_host[host] += 1
+        if shapes is not None:
+            counts.keep(key, shapes)  # type: ignore[union-attr]
         kept.append(candidate)
     return kept, dict(drops)
 

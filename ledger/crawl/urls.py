@@ -3,13 +3,18 @@
 Three forms of one URL:
 * ``url``  – what is stored and requested: the text as discovered (trimmed) minus the fragment;
 * ``key``  – the dedup key: the WHATWG-serialized URL without the fragment (so ``#a`` / ``#b``
-  variants, ``HTTP://Example.COM:80/`` and ``http://example.com/`` are one page);
+  variants, ``HTTP://Example.COM:80/`` and ``http://example.com/`` are one page), its path and
+  query then normalized per RFC 3986 §6.2.2 (:func:`normalize_percent`): percent-encoded
+  unreserved characters decoded (``%7euser`` = ``%7Euser`` = ``~user``), the hex of every other
+  percent-encoding upper-cased (``%2f`` = ``%2F``; reserved ones such as ``%2F %3F %26`` stay
+  encoded: decoding them would change what the server sees), a stray ``%`` written ``%25``;
 * ``host`` – hostname plus ``:port`` when the port is not the scheme's default;
   ``origin`` – scheme, host and port.
 """
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from ada_url.ada_adapter import ffi as _ffi, lib as _ada
@@ -50,6 +55,26 @@ def _href(text: str) -> str | None:
         _ada.ada_free(url)
 
 
+UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")  # RFC 3986 §2.3
+_PERCENT = re.compile(r"%(?:([0-9A-Fa-f]{2})|)")
+
+
+def _percent(match: re.Match) -> str:
+    hexes = match.group(1)
+    if hexes is None:
+        return "%25"  # a '%' not followed by two hex digits stands for itself
+    char = chr(int(hexes, 16))
+    return char if char in UNRESERVED else "%" + hexes.upper()
+
+
+def normalize_percent(text: str) -> str:
+    """``text`` with RFC 3986 §6.2.2.1–2 percent-encoding normalization: ``%XX`` of an unreserved
+    character (ALPHA / DIGIT / ``-._~``) decoded, every other ``%XX`` upper-cased, a stray ``%``
+    encoded as ``%25``. Idempotent; never decodes a reserved or non-ASCII octet. The same rule
+    in SQL is ``waggle_url_key_060`` (migration 060, which recomputed the stored keys)."""
+    return _PERCENT.sub(_percent, text) if "%" in text else text
+
+
 def parse_http_url(raw: object) -> ParsedUrl:
     """Parse ``raw`` as an absolute http(s) URL.
 
@@ -78,4 +103,7 @@ def parse_http_url(raw: object) -> ParsedUrl:
         raise InvalidUrl(raw)
     requested = text.split("#", 1)[0]
     key = href.split("#", 1)[0]
+    if "%" in key:  # authority is WHATWG-normalized already; path and query start at its end
+        cut = len(scheme) + 3 + len(authority)
+        key = key[:cut] + normalize_percent(key[cut:])
     return ParsedUrl(url=requested, key=key, host=host, origin=f"{scheme}://{host}")

@@ -1,9 +1,10 @@
 """Stuck-crawl watchdog: a running crawl that can no longer finish is closed as failed.
 
-ARCHITECTURE.md decision 5; issue #7. At most one crawl runs (global index), so one stuck
-crawl blocks every later one — the watchdog makes that impossible. Every
-``WAGGLE_WATCHDOG_INTERVAL_S`` it looks at the running crawl and closes it as ``failed`` (with
-an ``error`` that says what happened and what to do) when:
+ARCHITECTURE.md decision 5; issue #7. A stuck crawl holds its hosts' leases and a place in
+its organization's running-crawl limit (issue 12) — the watchdog makes that impossible. Every
+``WAGGLE_WATCHDOG_INTERVAL_S`` it looks at every running crawl and closes it as ``failed``
+(with an ``error`` that says what happened and what to do; closing ends its host leases,
+trigger of migration 050) when:
 
 1. the Windmill job of the level in flight (``last_job_depth == current_depth``) has ended —
    cancelled, failed, or succeeded without the ledger having that level's report — according to
@@ -11,7 +12,9 @@ an ``error`` that says what happened and what to do) when:
    Windmill answers 404 for it;
 2. or nothing happened (no report, no dispatch: ``last_progress_at``) for
    ``WAGGLE_CRAWL_STALL_S`` seconds; its Windmill job, if still queued or running, is cancelled
-   (``POST /api/w/{ws}/jobs_u/queue/cancel/{id}``) so it stops capturing.
+   (``POST /api/w/{ws}/jobs_u/queue/cancel/{id}``) so it stops capturing. A crawl whose level
+   *waits* for another crawl's host lease (``level_state = 'waiting'``) is exempt: it cannot
+   progress until that crawl's level ends, and that crawl is watched itself.
 
 Windmill's address and workspace come from ``WAGGLE_CRAWL_WEBHOOK_URL``
 (``{base}/api/w/{ws}/jobs/run/f/...``), its token from ``WAGGLE_CRAWL_WEBHOOK_TOKEN``. When
@@ -196,7 +199,7 @@ async def check_once(services: Any, *, now: datetime | None = None) -> list[tupl
     settings, pool = services.settings, services.pool
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT id, current_depth, last_job_id, last_job_depth, last_progress_at, now() AS db_now"
+            "SELECT id, current_depth, last_job_id, last_job_depth, last_progress_at, level_state, now() AS db_now"
             " FROM crawls WHERE state = 'running'"
         )
         running = [dict(r) for r in await cur.fetchall()]
@@ -217,6 +220,8 @@ async def check_once(services: Any, *, now: datetime | None = None) -> list[tupl
                 if await _close(pool, crawl, reason):
                     closed.append((str(crawl["id"]), reason))
                 continue
+        if crawl["level_state"] == "waiting":
+            continue  # waits for another crawl's host lease; that crawl is the one watched
         current = now or crawl["db_now"]
         idle_s = (current - crawl["last_progress_at"]).total_seconds()
         if idle_s >= settings.crawl_stall_s:

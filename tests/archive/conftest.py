@@ -34,10 +34,17 @@ async def pool(migrated_db_url: str) -> AsyncIterator[Any]:
 
 @pytest.fixture
 def s3server_put(s3_server):
-    """``put(key, obj)``: upload ``obj`` as JSON at exactly ``key`` in the session bucket."""
-    from tests.archive.helpers import put_json
+    """``put(key, obj)``: upload ``obj`` as JSON at exactly ``key`` in the session bucket; a
+    manifest's WACZ (``artifacts.wacz``) is uploaded too, whole, unless ``wacz=False``."""
+    from tests.archive.helpers import put_json, put_wacz
 
-    return lambda key, data: put_json(s3_server, key, data)
+    def put(key: str, data: Any, wacz: bool = True) -> None:
+        put_json(s3_server, key, data)
+        location = (data.get("artifacts") or {}).get("wacz") if isinstance(data, dict) else None
+        if wacz and isinstance(location, str) and location.startswith("s3://"):
+            put_wacz(s3_server, location)
+
+    return put
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ import psycopg
 from ledger.archive.admission import admit_level
 from ledger.db.pool import open_pool
 from ledger.s3 import S3Store
-from tests.archive.helpers import manifest, put_json
+from tests.archive.helpers import manifest, put_json, wacz_bytes
 from tests.fixtures.ledger import ServerThread
 
 SPEC = [  # name, org, submitter, complete, timestamp
@@ -75,7 +75,7 @@ async def _admit(db_url: str, s3_server: Any, store: S3Store) -> dict[str, dict]
         for name, org, by, complete, ts in SPEC:
             task = str(uuid.uuid4())
             wacz_key = f"org/{org}/2026-09/{task}_crawl 1+x.wacz"
-            body = f"PK\x03\x04 fake wacz of {name} {task}".encode()
+            body = wacz_bytes(f"https://{org}.example/{name}")
             s3_server.client().put_object(Bucket=s3_server.bucket, Key=wacz_key, Body=body,
                                           ContentType="application/wacz+zip")
             mkey = f"org/{org}/2026-09/{task}_crawl 1+x.result.json"

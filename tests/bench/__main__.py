@@ -25,6 +25,7 @@ BENCHMARKS = {
     "politeness-500": "tests.bench.politeness:politeness_500",
     "politeness-2000": "tests.bench.politeness:politeness_2000",
     "orchestration": "tests.bench.orchestration:orchestration",
+    "concurrent-crawls": "tests.bench.concurrent:concurrent_crawls",
 }
 
 

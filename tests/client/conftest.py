@@ -70,7 +70,8 @@ class FakeFlow:
 
     def capture(self, crawl_id: str, url: str, depth: int) -> dict:
         if url.endswith("/broken"):
-            return {"url": url, "status": "failed", "skipReason": "http: 500 Internal Server Error"}
+            return {"url": url, "status": "failed", "skipReason": "http: 500 Internal Server Error",
+                    "failureClass": "transient"}
         task = str(uuid.uuid4())
         key = f"{task}_{crawl_id}"
         body = f"PK\x03\x04 wacz of {url}".encode()

@@ -4,6 +4,7 @@ the way f/waggle/crawl_level does (captures written to S3 as manifest + WACZ + l
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -99,3 +100,32 @@ def test_stack_json_with_the_real_dev_issuer(real_ledger: RealLedger, dev_issuer
     result = runner.invoke(app, ["crawls"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "crawls" in result.output and "refused" not in result.output
+
+
+def test_every_page_listed_table_at_80_columns_and_json(ledger_env: RealLedger, monkeypatch):
+    result = runner.invoke(app, ["crawl", "http://site-a.example/", "--depth", "1", "--delay-ms", "0", "--no-scripts",
+                                 "--poll-interval", "0.05", "--archive-wait", "0"], catch_exceptions=False)
+    crawl_id = re.search(r"crawl (\S+) started", result.output).group(1)
+    monkeypatch.setenv("COLUMNS", "80")
+    table = runner.invoke(app, ["crawls", crawl_id, "--pages"], catch_exceptions=False)
+    assert table.exit_code == 0, table.output
+    lines = table.output.splitlines()
+    assert max(len(line) for line in lines) <= 80, table.output
+    assert f"pages of crawl {crawl_id}: 3" in table.output
+    assert "http://site-a.example/broken" in table.output and "transient" in table.output
+    assert "http: 500 Internal Server Error" in table.output
+    assert len(re.findall(r"archive [0-9a-f-]{36}", table.output)) == 2  # the captured pages' archives
+    as_json = runner.invoke(app, ["crawls", crawl_id, "--pages", "--state", "failed", "--json"],
+                            catch_exceptions=False)
+    rows = json.loads(as_json.output)
+    assert [(r["url"], r["state"], r["failureClass"], r["reason"]) for r in rows] == [
+        ("http://site-a.example/broken", "failed", "transient", "http: 500 Internal Server Error")]
+    shown = runner.invoke(app, ["crawls", crawl_id, "--archive-wait", "0"], catch_exceptions=False)
+    assert "transient" in shown.output  # the summary's failures carry their class
+
+
+def test_pages_options_need_an_id_and_each_other(ledger_env: RealLedger):
+    no_id = runner.invoke(app, ["crawls", "--pages"], catch_exceptions=False)
+    alone = runner.invoke(app, ["crawls", "0193b6a1-3c1d-7a2e-9f00-1234567890ab", "--json"], catch_exceptions=False)
+    assert no_id.exit_code == 1 and "need a crawl id" in no_id.output
+    assert alone.exit_code == 1 and "go with --pages" in alone.output

@@ -60,7 +60,8 @@ def test_report_has_the_contract_shape(site_capture, test_site, s3_server):
     assert body["manifest"] == {"location": stem + ".result.json"}
     assert json.loads(s3_get(s3_server, body["manifest"]["location"])) == rep
     assert rep["timestamp"].endswith("Z") and isinstance(rep["captureProcessingTimeMs"], int)
-    assert rep["completeness"] == {"bodylessUrls": [], "truncatedUrls": [], "complete": True}
+    assert rep["completeness"] == {"bodylessUrls": [], "truncatedUrls": [], "missingBodyUrls": [],
+                                   "missingBodyCount": 0, "complete": True}
     stats = rep["waczStats"]
     assert stats["totalRecorded"] >= 6 and stats["totalBodyBytes"] > 0 and stats["totalDenied"] == 0
     assert rep["settle"]["endedBy"] in ("quiet", "deadline")
@@ -226,7 +227,8 @@ def test_response_cap_truncates_and_reports_incomplete(capture_server, test_site
     r = capture(capture_server, url=test_site.url("/big"), captureFormats=ONLY_WACZ, maxResponseBytes=100_000)
     rep = r.json()["report"]
     assert rep["status"] == "success"
-    assert rep["completeness"] == {"bodylessUrls": [], "truncatedUrls": [test_site.url("/big")], "complete": False}
+    assert rep["completeness"] == {"bodylessUrls": [], "truncatedUrls": [test_site.url("/big")], "missingBodyUrls": [],
+                                   "missingBodyCount": 0, "complete": False}
     assert rep["waczStats"]["totalTruncatedTooLarge"] == 1
     recs = warc_records(wacz_members(s3_get(s3_server, rep["artifacts"]["wacz"]))["archive/data.warc.gz"])
     big = [(x, p) for x, p in recs if x.rec_headers.get_header("WARC-Target-URI") == test_site.url("/big")]

@@ -233,11 +233,12 @@ def test_second_failure_is_returned():
     assert len(calls) == 2 and r["status"] == "failed" and r["skipReason"] == "timeout: boom" and r["taskId"]
 
 
-@pytest.mark.parametrize("kind", ["http", "policy", "artifact_sink", "signing", "cancelled", None])
-def test_non_transient_types_not_retried(kind):
+@pytest.mark.parametrize("kind, cls", [("http", "permanent"), ("policy", "policy"), ("artifact_sink", "permanent"),
+                                       ("signing", "permanent")])
+def test_non_transient_types_not_retried(kind, cls):
     (e,), calls = eps("bh-1", responses=[lambda u, t: capture_reply(u, t, status="failed", error_type=kind)])
     [r] = run([e], ["a"])
-    assert len(calls) == 1 and r["status"] == "failed"
+    assert len(calls) == 1 and r["status"] == "failed" and r["failureClass"] == cls
 
 
 def test_retry_new_submitted_at():
@@ -333,20 +334,23 @@ def test_rate_limited_main_document_backs_off_for_the_rest_of_the_level():
         return lambda u, t: capture_reply(u, t, status="http_error", error_type="http", http_status=status_code)
 
     ok = lambda u, t: capture_reply(u, t)  # noqa: E731
-    (e,), _ = eps("bh-1", responses=[ok, ok, reply(429), ok, reply(503), ok])
+    (e,), _ = eps("bh-1", responses=[ok, reply(429), ok, reply(503), reply(503), ok])
     (other,), _ = eps("bh-9")
     lines: list[str] = []
-    results = run([e], ["p1", "p2", "p3", "p4", "p5", "p6"], delay=300, log=lines.append)
-    other_results = run([other], ["q1", "q2", "q3"], delay=300)
-    assert [r["status"] for r in results] == ["captured", "captured", "failed", "captured", "failed", "captured"]
-    assert "429" in results[2]["skipReason"] and "503" in results[4]["skipReason"]
+    results = run([e], ["p1", "p2", "p3", "p4"], delay=150, log=lines.append)
+    other_results = run([other], ["q1", "q2", "q3"], delay=150)
+    # 429 and 503 are transient: retried once, after the backed-off gap
+    assert [r["status"] for r in results] == ["captured", "captured", "failed", "captured"]
+    assert "503" in results[2]["skipReason"] and results[2]["failureClass"] == "transient"
     gaps = [b - a for a, b in zip(e.times, e.times[1:])]
-    # each bound sits between one pace and the next (300 → 600 → 1200 ms): slack for load
-    assert all(0.29 <= g < 0.55 for g in gaps[:2])          # normal pace before the 429
-    assert 0.59 <= gaps[2] < 1.1 and 0.59 <= gaps[3] < 1.1  # doubled after the 429 (page 3)
-    assert gaps[4] >= 1.19                                   # doubled again after the 503
+    # each bound sits between one pace and the next (150 → 300 → 600 → 1200 ms): slack for load
+    assert 0.149 <= gaps[0] < 0.29                            # normal pace before the 429
+    assert 0.299 <= gaps[1] < 0.55 and 0.299 <= gaps[2] < 0.55  # doubled after the 429 (retry, next page)
+    assert 0.599 <= gaps[3] < 1.1                             # doubled again after the first 503 (retry)
+    assert gaps[4] >= 1.199                                   # and again after the second 503
     other_gaps = [b - a for a, b in zip(other.times, other.times[1:])]
-    assert all(g < 0.55 for g in other_gaps)                 # other hosts keep their pace
+    assert all(g < 0.29 for g in other_gaps)                 # other hosts keep their pace
+    assert [r["status"] for r in other_results] == ["captured"] * 3
     assert any("429" in line and "gap" in line for line in lines)
 
 

@@ -175,6 +175,21 @@ def test_initial_delay_uses_the_robots_delay(serving):
     assert 1800 < result["groups"][0]["initialDelayMs"] <= 2000
 
 
+def test_host_delay_of_another_crawl_slows_the_host_and_its_first_gap(serving):
+    """Issue 12: ``hostDelayMs`` (the larger delay of the crawls on the host) wins over the own
+    delay for every gap of the level, the first one (from another crawl's capture) included;
+    a smaller one or none changes nothing; the robots Crawl-delay still wins when longer."""
+    site = serving(None)
+    lines: list[str] = []
+    item = {**cand(site, "/a", iso_now(time.time() - 1.0)), "hostDelayMs": 4000}
+    group = run([item, {**cand(site, "/b"), "hostDelayMs": 4000}], delay=500, lines=lines)["groups"][0]
+    assert group["delayMs"] == 4000 and 2800 < group["initialDelayMs"] <= 3000
+    assert any("another crawl" in line and "4000 ms" in line for line in lines)
+    assert run([{**cand(site, "/a"), "hostDelayMs": 100}], delay=500)["groups"][0]["delayMs"] == 500
+    slow = serving("User-agent: *\nCrawl-delay: 6\n")
+    assert run([{**cand(slow, "/a"), "hostDelayMs": 4000}], delay=500)["groups"][0]["delayMs"] == 6000
+
+
 # -- grouping by host -------------------------------------------------------------------------
 
 def test_one_group_per_host_in_first_seen_order(serving):

@@ -59,8 +59,12 @@ def test_none_limit_is_absent(ledger):
     assert fake.requests[0].json() == {"fromTargets": {}}
 
 
-def test_409_is_a_skip_without_polling(ledger):
-    fake = ledger((409, {}, {"error": "a crawl is already in progress"}))
+@pytest.mark.parametrize("status, error", [
+    (429, "organization acme already has 4 running crawls"),  # issue 12: the org's running-crawl limit
+    (409, "a crawl is already in progress"),  # an older ledger
+])
+def test_limit_or_409_is_a_skip_without_polling(ledger, status, error):
+    fake = ledger((status, {}, {"error": error}))
     assert go(fake) == {"outcome": "skipped"} and len(fake.requests) == 1
 
 

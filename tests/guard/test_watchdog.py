@@ -81,20 +81,17 @@ def test_running_job_leaves_the_crawl_alone(migrated_db_url, wm):
     assert wm.requests >= 1
 
 
-def test_cancelled_job_closes_the_crawl_and_unblocks_the_next(migrated_db_url, wm):
+def test_cancelled_job_closes_the_crawl(migrated_db_url, wm):
     job = str(uuid.uuid4())
     wm.jobs[job] = completed(job, canceled=True, canceled_by="admin", reason="operator stop")
     with psycopg.connect(migrated_db_url, autocommit=True) as conn:
         crawl_id = insert_crawl(conn, job_id=job, depth=1, job_depth=1)
-        with pytest.raises(psycopg.errors.UniqueViolation):
-            insert_crawl(conn)  # one running crawl blocks every other
         closed = _check(migrated_db_url, _settings(wm.url))
         assert [c for c, _ in closed] == [str(crawl_id)]
         row = crawl_row(conn, crawl_id)
         assert row["state"] == "failed" and row["stop_reason"] == "failed" and row["finished_at"]
         assert "cancelled" in row["error"] and job in row["error"] and "level 1" in row["error"]
         assert "operator stop" in row["error"] and "start a new crawl" in row["error"]
-        insert_crawl(conn)  # no longer blocked
 
 
 def test_failed_job_closes_with_the_flow_error(migrated_db_url, wm):
@@ -231,3 +228,43 @@ def test_run_periodically_closes_within_a_few_intervals(migrated_db_url, wm):
 
         elapsed = run(go())
         assert elapsed < 2.5  # a few 0.1 s intervals (generous: the test machine is shared)
+
+
+def test_lease_of_a_cancelled_job_is_released_by_the_watchdog(migrated_db_url, wm):
+    """Issue 12: a level's host lease held by a Windmill job that was cancelled (no report will
+    come) ends when the watchdog closes the crawl; the host's gap then runs from the close (the
+    job may have captured until then), and another crawl's level waiting for it can be claimed."""
+    from ledger.crawl import leases
+
+    job = str(uuid.uuid4())
+    settings = _settings(wm.url)
+    with psycopg.connect(migrated_db_url, autocommit=True) as conn:
+        holder, waiter = insert_crawl(conn), insert_crawl(conn)
+        for crawl_id, url in ((holder, "https://s.test/"), (waiter, "https://s.test/w")):
+            conn.execute("INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host) VALUES (%s, %s, %s, 0, 's.test')",
+                         (crawl_id, url, url))
+
+    async def claim(crawl_id):
+        services = await open_services(migrated_db_url, settings)
+        try:
+            return await leases.claim_level(services.pool, crawl_id, 0, lease_s=60)
+        finally:
+            await close_services(services)
+
+    assert run(claim(holder)).leased == ["s.test"]
+    assert run(claim(waiter)).waiting
+    with psycopg.connect(migrated_db_url, autocommit=True) as conn:
+        conn.execute("UPDATE crawls SET last_job_id = %s, last_job_depth = 0 WHERE id = %s", (job, holder))
+        conn.execute("UPDATE host_leases SET job_id = %s", (job,))
+        wm.jobs[job] = completed(job, canceled=True, canceled_by="operator")
+        closed = _check(migrated_db_url, settings)
+        assert [c for c, _ in closed] == [str(holder)]
+        assert conn.execute("SELECT count(*) FROM host_leases").fetchone()[0] == 0
+        (age_s,) = conn.execute("SELECT extract(epoch FROM now() - last_capture_at) FROM hosts WHERE host = 's.test'"
+                                ).fetchone()
+        assert 0 <= age_s < 30
+        # the waiting crawl is untouched by the watchdog (it waits, it is not stuck) and now gets the host
+        assert crawl_row(conn, waiter)["state"] == "running"
+    got = run(claim(waiter))
+    assert got.leased == ["s.test"] and got.frontier[0]["hostDelayMs"] == 1000
+    assert got.frontier[0]["lastFinishedAt"] is not None

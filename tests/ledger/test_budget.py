@@ -50,8 +50,8 @@ def test_plan_next_level_depth_first_then_traps_then_budget():
     plan = plan_next_level(urls, next_depth=3, max_depth=2, max_pages=100, known=1)
     assert (plan.urls, plan.stop_reason, plan.drops) == ([], "max_depth", {})
     plan = plan_next_level(urls, next_depth=1, max_depth=2, max_pages=3, known=1)
-    # the trap is screened out before the budget, so it does not use a slot
-    assert [u.url for u in plan.urls] == ["https://a.test/1", "https://a.test/2"]
+    # the trap is screened out before the budget, so it does not use a slot; hosts take turns
+    assert [u.url for u in plan.urls] == ["https://a.test/1", "https://b.test/1"]
     assert plan.stop_reason == "max_pages"
     assert plan.drops.get("repeated_segment") == 1
 
@@ -64,3 +64,41 @@ def test_plan_next_level_per_host_cap():
     assert "https://other.test/" in [u.url for u in plan.urls]
     assert plan.drops.get("max_pages_per_host") == 7
     assert plan.stop_reason is None
+
+
+# -- the budget cut interleaves hosts (issue 13 item 8) ----------------------------------------
+
+def links(host: str, n: int) -> list:
+    return [parse_http_url(f"https://{host}/p{i}") for i in range(n)]
+
+
+def test_two_seeds_22_links_on_a_do_not_starve_b():
+    """Two seeds (a.test, b.test), max-pages 30: level 1 has room 28. A's 22 links come first in
+    discovery order; B's 22 after. Each host gets 14, each its first 14 in discovery order."""
+    cands = links("a.test", 22) + links("b.test", 22)
+    out, why = budget(cands, 1, 2, 30, 2)
+    assert why == "max_pages" and len(out) == 28
+    assert [u.url for u in out if u.host == "a.test"] == [u.url for u in links("a.test", 14)]
+    assert [u.url for u in out if u.host == "b.test"] == [u.url for u in links("b.test", 14)]
+    assert out == [c for c in cands if c in out]  # discovery order kept
+
+
+@pytest.mark.parametrize("sizes, room, shares", [
+    ((22, 8), 28, (20, 8)),      # a small host leaves its turns to the others
+    ((22, 22), 28, (14, 14)),
+    ((5, 5, 5), 7, (3, 2, 2)),    # the first-seen host takes the odd slot
+    ((1, 30, 2), 10, (1, 7, 2)),
+    ((40,), 10, (10,)),           # one host: the first ``room`` in discovery order
+])
+def test_round_robin_shares(sizes, room, shares):
+    hosts = [f"h{i}.test" for i in range(len(sizes))]
+    cands = [c for h, n in zip(hosts, sizes) for c in links(h, n)]
+    out, _ = budget(cands, 1, 5, room, 0)
+    assert tuple(sum(1 for u in out if u.host == h) for h in hosts) == shares
+
+
+def test_interleaved_discovery_order_is_kept_within_each_host():
+    cands = [parse_http_url(u) for u in ["https://b.test/1", "https://a.test/1", "https://b.test/2",
+                                         "https://b.test/3", "https://a.test/2", "https://a.test/3"]]
+    out, _ = budget(cands, 1, 5, 4, 0)
+    assert [u.url for u in out] == ["https://b.test/1", "https://a.test/1", "https://b.test/2", "https://a.test/2"]

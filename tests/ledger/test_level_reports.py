@@ -200,7 +200,8 @@ async def test_reports_are_idempotent_and_ordered(settings, s3_server, fake_webh
         assert after == before
         # the flow carries lastFinishedAt of the host into the next level
         assert fake_webhook.bodies(crawl_id)[1]["frontier"] == [
-            {"url": "https://a.test/next", "host": "a.test", "lastFinishedAt": "2026-09-19T14:53:40.123Z"}]
+            {"url": "https://a.test/next", "host": "a.test", "lastFinishedAt": "2026-09-19T14:53:40.123Z",
+             "hostDelayMs": 2000}]
         # close; a late report is refused, the re-send of an accepted one still answers the same
         await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "operator"}, headers=WHO)
         r = await post(h, crawl_id, report(1, [{"url": "https://a.test/next", "status": "captured"}]))

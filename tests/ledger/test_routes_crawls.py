@@ -183,28 +183,47 @@ async def test_empty_scripts_runs_nothing(settings, fake_webhook):
     assert body["capture_formats"]["links"] is False  # no level can follow a depth-0 crawl
 
 
-async def test_second_crawl_409_with_running_crawl(settings):
-    body = {"seeds": ["https://a.test/"], "scripts": []}
+async def test_second_crawl_runs_beside_the_first_and_waits_for_its_host(settings, fake_webhook):
+    """Issue 12: no 409 for a running crawl. Both crawls run; the second one's only host is
+    leased to the first one's level, so its level waits (no webhook) instead of touching it."""
     async with open_ledger(settings) as h:
-        first = await h.client.post("/api/crawls", json=body, headers=WHO)
-        second = await h.client.post("/api/crawls", json=body, headers=WHO)
-        view = (await h.client.get(f"/api/crawls/{first.json()['crawlId']}", headers=WHO)).json()
-    assert first.status_code == 202 and second.status_code == 409
-    assert second.json() == {"error": "a crawl is already in progress", "crawlId": first.json()["crawlId"],
-                             "startedAt": view["startedAt"]}
-    assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 1
+        first = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"], "scripts": []}, headers=WHO)
+        second = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/x"], "scripts": []}, headers=WHO)
+        third = await h.client.post("/api/crawls", json={"seeds": ["https://b.test/"], "scripts": []}, headers=WHO)
+        assert [r.status_code for r in (first, second, third)] == [202, 202, 202]
+        views = [(await h.client.get(f"/api/crawls/{r.json()['crawlId']}", headers=WHO)).json()
+                 for r in (first, second, third)]
+    assert [v["state"] for v in views] == ["running"] * 3
+    assert sorted(b["crawl_id"] for b in fake_webhook.bodies()) == sorted(
+        [first.json()["crawlId"], third.json()["crawlId"]])
+    state = dict(rows(settings.database_url, "SELECT id::text, level_state FROM crawls"))
+    assert state[second.json()["crawlId"]] == "waiting"
+    leases = rows(settings.database_url, "SELECT host, crawl_id::text FROM host_leases ORDER BY host")
+    assert leases == [("a.test", first.json()["crawlId"]), ("b.test", third.json()["crawlId"])]
 
 
-async def test_concurrent_posts_exactly_one_202(settings, fake_webhook):
-    body = {"seeds": ["https://a.test/"], "scripts": []}
+async def test_org_limit_429_race_free(migrated_db_url, ledger_fga, fake_webhook):
+    """``WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG``: concurrent starts never exceed it (advisory lock
+    per organization); another organization is not counted; a finished crawl frees a place."""
+    settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, max_running_crawls_per_org=2)
+    ledger_fga.write(writes=["user:bob submitter organization:globex"])
     async with open_ledger(settings) as h:
-        answers = await asyncio.gather(*[h.client.post("/api/crawls", json=body, headers=WHO) for _ in range(4)])
-    codes = sorted(a.status_code for a in answers)
-    assert codes == [202, 409, 409, 409]
-    winner = next(a for a in answers if a.status_code == 202).json()["crawlId"]
-    assert all(a.json()["crawlId"] == winner for a in answers if a.status_code == 409)
-    assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 1
-    assert len(fake_webhook.calls) == 1
+        answers = await asyncio.gather(*[
+            h.client.post("/api/crawls", json={"seeds": [f"https://h{i}.test/"], "scripts": []}, headers=WHO)
+            for i in range(6)])
+        codes = sorted(a.status_code for a in answers)
+        assert codes == [202, 202, 429, 429, 429, 429], [a.text for a in answers]
+        refused = next(a for a in answers if a.status_code == 429).json()
+        assert "WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG (2)" in refused["error"] and refused["limit"] == 2
+        other = await h.client.post("/api/crawls", json={"seeds": ["https://o.test/"], "scripts": []},
+                                    headers=LedgerHarness.who("bob", "globex"))
+        assert other.status_code == 202, other.text  # another organization: its own limit
+        done = next(a for a in answers if a.status_code == 202).json()["crawlId"]
+        await h.client.post(f"/api/crawls/{done}/failed", json={"reason": "operator"}, headers=WHO)
+        again = await h.client.post("/api/crawls", json={"seeds": ["https://h9.test/"], "scripts": []}, headers=WHO)
+        assert again.status_code == 202, again.text
+    assert rows(settings.database_url, "SELECT count(*) FROM crawls WHERE org_id = 'acme' AND state = 'running'"
+                )[0][0] == 2
 
 
 async def test_get_unknown_404_and_failures_listed(settings, fake_webhook):

@@ -1,0 +1,196 @@
+"""Main-frame navigations that are files, not pages (issue 13 item 4, issue 17 item 2).
+
+Why: a ``text/csv`` or ``application/octet-stream`` navigation makes Chromium start a download
+(Playwright: ``Download is starting``), and a PDF opens Chromium's PDF viewer, whose
+``Network.getResponseBody`` is the viewer's 601-byte wrapper page, not the PDF. Neither leaves
+the file's bytes where the recorder can read them, and a retry fetches the file again.
+
+How: CDP ``Fetch`` interception at the *response* stage, for ``Document`` requests only (one
+pause per navigation, sub-resources are not touched). A main-frame 2xx response whose type the
+browser would not render as a page (:func:`is_file`) is read here, from the network stream
+(``Fetch.takeResponseBodyAsStream`` + ``IO.read``), at most ``limit`` bytes, and the navigation
+is then aborted (``net::ERR_ABORTED``): the site sends the file once, the browser never
+downloads or renders it. A declared ``Content-Length`` above the limit is not read at all; a
+body that grows past it is cut there. Either way the exchange is marked ``truncated:
+too-large`` (``WARC-Truncated: length``, ``completeness.truncatedUrls``), never silently.
+Everything else (HTML, redirects, iframes, non-2xx) continues untouched.
+
+Playwright's own routes (the deny gate) use ``Fetch`` at the request stage on its own session;
+both interceptions chain in Chromium (tested with a route installed). The pause shows filtered
+response headers (no ``Set-Cookie``): the raw ones come from ``Network.*ExtraInfo`` events of
+this session, which arrive before the pause (the last :data:`RAW_KEPT` requests are kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from devstack.capture.recorder import Exchange
+
+log = logging.getLogger("devstack.capture.files")
+
+# Media types Chromium renders as a page (screenshots, links and text mean something).
+PAGE_TYPES = {"", "text/html", "application/xhtml+xml", "image/svg+xml", "text/plain"}
+READ_CHUNK = 1 << 20
+RAW_KEPT = 64
+
+
+def is_file(mime: str, disposition: str) -> bool:
+    """Whether a main-frame response is a file to archive as-is rather than a page to render:
+    ``Content-Disposition: attachment`` (a download whatever the type), or a media type outside
+    :data:`PAGE_TYPES` (PDF, CSV, JSON, images, archives, media…)."""
+    if disposition.strip().lower().startswith("attachment"):
+        return True
+    return mime.split(";")[0].strip().lower() not in PAGE_TYPES
+
+
+@dataclass
+class TakenFile:
+    """The main document taken as a file: its exchange and what the report says about it."""
+
+    exchange: Exchange
+    mime: str
+    bytes: int  # bytes read (the whole body unless cut)
+    declared: int | None  # Content-Length, when the response gave one
+    eof: bool
+
+    def report(self) -> dict[str, Any]:
+        """``document.file`` of the report: ``{mimeType, bytes, declaredBytes?, truncated?, reason?}``."""
+        out: dict[str, Any] = {"mimeType": self.mime, "bytes": self.bytes}
+        if self.declared is not None:
+            out["declaredBytes"] = self.declared
+        if self.exchange.truncated:
+            out["truncated"] = self.exchange.truncated
+            out["reason"] = self.exchange.failure or "larger than maxResponseBytes"
+        return out
+
+
+@dataclass
+class FileTaker:
+    """Attach to a page's CDP session with :meth:`enable` before the first navigation.
+
+    ``limit`` is the per-response cap (``maxResponseBytes``); ``deadline`` (monotonic seconds)
+    bounds the reading. :attr:`main` is the last main-frame file taken (None for a page)."""
+
+    cdp: Any
+    limit: int
+    deadline: float
+    main_frame: str | None = None
+    main: TakenFile | None = None
+    on_take: Any = None  # called with the URL before the navigation is aborted
+    taken_urls: set[str] = field(default_factory=set)
+    _tasks: set[asyncio.Task] = field(default_factory=set)
+    _raw: dict[tuple[str, str], dict] = field(default_factory=dict)  # (kind, requestId) → raw headers
+
+    async def enable(self) -> None:
+        tree = await self.cdp.send("Page.getFrameTree")
+        self.main_frame = tree["frameTree"]["frame"]["id"]
+        self.cdp.on("Fetch.requestPaused", self._on_paused)
+        self.cdp.on("Network.requestWillBeSentExtraInfo", lambda ev: self._keep("req", ev))
+        self.cdp.on("Network.responseReceivedExtraInfo", lambda ev: self._keep("resp", ev))
+        await self.cdp.send("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0})
+        await self.cdp.send("Fetch.enable", {"patterns": [
+            {"urlPattern": "*", "resourceType": "Document", "requestStage": "Response"}]})
+
+    async def disable(self) -> None:
+        """Stop intercepting (bounded); pending reads are cancelled."""
+        for t in list(self._tasks):
+            t.cancel()
+        with contextlib.suppress(Exception):
+            self.cdp.remove_listener("Fetch.requestPaused", self._on_paused)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.cdp.send("Fetch.disable"), 2)
+
+    async def wait(self, timeout_s: float) -> None:
+        """Wait (bounded) until every file being read is read."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=max(0.01, timeout_s))
+
+    def _keep(self, kind: str, ev: dict) -> None:
+        self._raw[(kind, ev.get("requestId", ""))] = ev.get("headers") or {}
+        while len(self._raw) > RAW_KEPT:
+            self._raw.pop(next(iter(self._raw)))
+
+    def _on_paused(self, ev: dict) -> None:
+        t = asyncio.ensure_future(self._handle(ev))
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    async def _handle(self, ev: dict) -> None:
+        rid = ev["requestId"]
+        try:
+            headers = [(h["name"], h["value"]) for h in ev.get("responseHeaders") or []]
+            status = ev.get("responseStatusCode") or 0
+            first = {k.lower(): v for k, v in reversed(headers)}
+            mime = first.get("content-type", "").split(";")[0].strip().lower()
+            if (ev.get("frameId") != self.main_frame or not 200 <= status < 300 or status == 204
+                    or ev.get("responseErrorReason") or not is_file(mime, first.get("content-disposition", ""))):
+                await self.cdp.send("Fetch.continueResponse", {"requestId": rid})
+                return
+            await self._take(ev, rid, status, headers, mime, first)
+        except Exception as e:  # noqa: BLE001 — the page must never hang on a paused request
+            log.debug("file interception of %s failed: %s", ev.get("request", {}).get("url"), e)
+            with contextlib.suppress(Exception):
+                await self.cdp.send("Fetch.continueResponse", {"requestId": rid})
+
+    async def _take(self, ev: dict, rid: str, status: int, headers: list[tuple[str, str]], mime: str,
+                    first: dict[str, str]) -> None:
+        req = ev["request"]
+        url = req["url"]
+        nid = ev.get("networkId", "")
+        raw_resp = self._raw.get(("resp", nid))
+        if raw_resp:  # raw headers keep Set-Cookie; a repeated header arrives joined by "\n"
+            headers = [(k, part) for k, v in raw_resp.items() for part in str(v).split("\n")]
+        raw_req = self._raw.get(("req", nid)) or req.get("headers") or {}
+        ex = Exchange(url=url, method=req.get("method", "GET"), started=datetime.now(timezone.utc),
+                      resource_type="document", status=status, status_text=ev.get("responseStatusText") or "",
+                      resp_headers=headers, req_headers=[(k, str(v)) for k, v in raw_req.items()])
+        declared = int(first["content-length"]) if first.get("content-length", "").strip().isdigit() else None
+        body, eof = bytearray(), False
+        if declared is not None and declared > self.limit:
+            ex.truncated, ex.encoded_length = "too-large", declared
+            ex.failure = f"Content-Length {declared} exceeds maxResponseBytes {self.limit}; not read"
+        else:
+            body, eof = await self._read(rid)
+            if not eof:  # cut: the body is dropped, as for any response over the cap (contracts §B.6)
+                ex.truncated, ex.encoded_length = "too-large", declared or len(body)
+                ex.failure = (f"body cut after {self.limit} bytes: larger than maxResponseBytes {self.limit}"
+                              if len(body) > self.limit else f"body cut after {len(body)} bytes: capture budget ran out")
+            else:
+                ex.body = bytes(body)
+        self.taken_urls.add(url)
+        if self.on_take is not None:
+            self.on_take(url)
+        self.main = TakenFile(exchange=ex, mime=mime, bytes=min(len(body), self.limit), declared=declared, eof=eof)
+        # The browser must not render or download what was read here: abort the navigation.
+        await self.cdp.send("Fetch.failRequest", {"requestId": rid, "errorReason": "Aborted"})
+
+    async def _read(self, rid: str) -> tuple[bytearray, bool]:
+        stream = (await self.cdp.send("Fetch.takeResponseBodyAsStream", {"requestId": rid}))["stream"]
+        body = bytearray()
+        eof = False
+        try:
+            while len(body) <= self.limit and time.monotonic() < self.deadline:
+                left = self.deadline - time.monotonic()
+                chunk = await asyncio.wait_for(self.cdp.send("IO.read", {"handle": stream, "size": READ_CHUNK}),
+                                               max(0.05, left))
+                data = chunk.get("data") or ""
+                body += base64.b64decode(data) if chunk.get("base64Encoded") else data.encode("utf-8")
+                if chunk.get("eof"):
+                    eof = True
+                    break
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.cdp.send("IO.close", {"handle": stream}), 2)
+        if len(body) > self.limit:
+            eof = False  # the caller sees len > limit: over the cap, not out of time
+        return body, eof

@@ -1,0 +1,145 @@
+"""Loading the page: one navigation per device pixel ratio, each followed by the settle wait,
+banner removal and behaviors (contracts.md §B.1 step "load pages")."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page, Response
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+from devstack.capture.behaviors import run_behaviors
+from devstack.capture.dismiss import DismissFailed, dismiss
+from devstack.capture.recorder import Recorder
+from devstack.capture.settle import settle
+from devstack.capture.state import BudgetExhausted, CaptureFailure, Ctx, Run
+from devstack.capture.warc import reason_phrase
+
+
+@dataclass
+class Loaded:
+    """What loading left for the formats and the WACZ."""
+
+    main_status: int | None = None
+    settle: dict[str, Any] = field(default_factory=dict)  # of the last device pixel ratio
+    limits: dict[str, int] = field(default_factory=dict)  # the settle limits used (ms)
+    behavior_records: list[dict] = field(default_factory=list)
+    ran_behaviors: bool = False
+    dismissal: dict[str, Any] | None = None
+    file: Any = None  # the .files.TakenFile when the main document is a file (nothing else ran)
+
+
+async def trace(run: Run, page: Page, message: str) -> None:
+    """``trace: true`` → a ``[bh]`` line in the page's own console (artifacts unchanged)."""
+    if run.req.get("trace"):
+        try:
+            await asyncio.wait_for(page.evaluate("m => console.log(m)", f"[bh] {message}"), 2)
+        except Exception:  # noqa: BLE001 — tracing never fails a capture
+            pass
+
+
+async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dprs: list[int],
+                     viewport: dict) -> Loaded:
+    """Navigate once per device pixel ratio in ``dprs`` (the first load's status must be 2xx),
+    settle, dismiss banners, run behaviors. Raises :class:`CaptureFailure` / :class:`BudgetExhausted`."""
+    s = ctx.settings
+    req = run.req
+    delay = (req.get("operationDelayMs") or 0) / 1000
+    out = Loaded(limits={**s.settle, **(req.get("loadWait") or {})})
+    behaviors = req.get("behaviors") or []
+    run.step = "load-pages"
+    for i, dpr in enumerate(dprs):
+        if i > 0:
+            await cdp.send("Emulation.setDeviceMetricsOverride", {
+                "width": viewport["width"], "height": viewport["height"], "deviceScaleFactor": dpr, "mobile": False})
+        if delay:
+            await asyncio.sleep(delay)
+        response = await _navigate(ctx, run, page)
+        if i == 0 and run.files is not None and run.files.main is not None:
+            out.file = run.files.main  # a file, not a page: no settle, no behaviors, no other pass
+            out.main_status = out.file.exchange.status
+            out.settle = file_settle(out.limits, dpr)
+            return out
+        if i == 0:
+            out.main_status = await _main_status(run, page, response)
+        out.settle = await settle(run, recorder, out.limits, dpr)
+        await trace(run, page, f"settled ({out.settle['endedBy']}) at devicePixelRatio {dpr}")
+        if req.get("dismissBanners"):
+            out.dismissal = await _dismiss(run, page, dpr)
+        if behaviors:
+            if delay:
+                await asyncio.sleep(delay)
+            out.ran_behaviors = True
+            await trace(run, page, f"running {len(behaviors)} behavior(s)")
+            out.behavior_records += await run_behaviors(run, page, cdp, behaviors,
+                                                        int(min(s.behaviors_ms, run.remaining_s() * 1000)))
+            await settle(run, recorder, {**out.limits, "minMs": 0}, dpr)
+    return out
+
+
+async def _navigate(ctx: Ctx, run: Run, page: Page) -> Response | None:
+    s = ctx.settings
+    try:
+        return await page.goto(run.url, wait_until="load", timeout=run.op_timeout(s.page_load_ms) * 1000)
+    except PlaywrightTimeout as e:
+        if run.remaining_s() <= 0.5:
+            raise BudgetExhausted() from e
+        raise CaptureFailure("timeout", "timeout", f"page load exceeded {s.page_load_ms} ms",
+                             timeoutMs=s.page_load_ms) from e
+    except PlaywrightError as e:
+        if run.files is not None and run.files.main is not None:
+            return None  # aborted on purpose: .files read the main document as a file
+        raise navigation_failure(run, e) from e
+
+
+def navigation_failure(run: Run, e: PlaywrightError) -> CaptureFailure:
+    """A failed navigation: Playwright's first line, with Chromium's ``net::ERR_*`` code,
+    verbatim in ``errorDetails.message`` (crawl_host classifies failures from it). A navigation
+    that became a download the file reader did not take (it takes every 2xx main-frame file, so
+    this is a fallback) also names the URL and says nothing was archived."""
+    msg = str(e).splitlines()[0]
+    low = msg.lower()
+    kind = "connection" if ("closed" in low or "disconnect" in low) else "internal"
+    if "download is starting" in low:
+        msg = f"{msg}: refused download of {run.url}; nothing was archived"
+    return CaptureFailure("failed", kind, msg[:500])
+
+
+def file_settle(limits: dict[str, int], dpr: int) -> dict[str, Any]:
+    """``settle`` of a file capture: no page was loaded, so no wait (``endedBy: "file"``)."""
+    return {"strategy": "fully-loaded", "endedBy": "file", "waitedMs": 0, "devicePixelRatio": dpr,
+            "limits": dict(limits), "load": {}, "network": {}, "cpu": {}, "dom": {}}
+
+
+async def _main_status(run: Run, page: Page, response: Response | None) -> int:
+    if response is None:
+        raise CaptureFailure("failed", "internal", "navigation produced no response")
+    status = response.status
+    if not 200 <= status < 300:
+        await _follow_script_navigation(run, page, response.url)
+        raise CaptureFailure("http_error", "http", f"HTTP {status}", httpStatusCode=status,
+                             httpStatusText=reason_phrase(status, response.status_text))
+    return status
+
+
+async def _follow_script_navigation(run: Run, page: Page, response_url: str) -> None:
+    """A non-2xx page may already be leaving by script (``window.location = '/'`` from a 403
+    page): let that navigation commit (bounded, ≤ 2 s) so ``finalUrl`` says where it ended."""
+    if page.url != response_url:
+        with contextlib.suppress(Exception):
+            await page.wait_for_load_state("domcontentloaded", timeout=run.op_timeout(2000) * 1000)
+    run.final_url = page.url
+
+
+async def _dismiss(run: Run, page: Page, dpr: int) -> dict[str, Any] | None:
+    try:
+        dismissal = await dismiss(page, run.req["dismissBanners"], dpr)
+    except DismissFailed as e:
+        raise CaptureFailure("timeout" if e.timeout else "failed", "timeout" if e.timeout else "internal",
+                             str(e), timeoutMs=5000 if e.timeout else None) from e
+    await trace(run, page, "banner removal done")
+    return dismissal

@@ -1,0 +1,141 @@
+"""The WACZ step (contracts.md §B.1 "package WACZ" → "upload WACZ", §B.5): stop recording,
+write the WARC and its CDXJ index, describe the capture in ``datapackage.json``, zip, upload."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+
+from devstack.capture.behaviors import RUNTIME_JS
+from devstack.capture.load import Loaded
+from devstack.capture.recorder import Recorder
+from devstack.capture.settings import BUILD, SOFTWARE
+from devstack.capture.state import CaptureFailure, Ctx, Run, iso
+from devstack.capture.uploads import upload, uploads_done
+from devstack.capture.warc import cdxj_index, write_warc
+from devstack.capture.wacz import Member, build_wacz, pages_jsonl
+
+CONFORMS_TO = "https://uraitakahito.github.io/browserhive-specs/wacz-profile/1.12.0/"
+
+
+async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, title: str | None,
+                     document: dict, dprs: list[int], viewport: dict) -> dict[str, Any]:
+    """Package and upload the WACZ after every page format was written; returns the report's
+    ``{waczStats, completeness}``. Raises :class:`CaptureFailure` (``artifact_sink``)."""
+    run.step = "package-wacz"
+    await recorder.stop(timeout_s=min(10.0, run.remaining_s()))
+    behaviors = (run.req.get("behaviors") or []) if loaded.ran_behaviors else None
+    wacz_bytes = await anyio.to_thread.run_sync(
+        package, run, recorder, title, document, loaded, dprs, viewport, behaviors)
+    await uploads_done(run)  # the WACZ is written only after every page format was
+    run.step = "upload-wacz"
+    await upload(ctx, run, "wacz", wacz_bytes)
+    return {"waczStats": recorder.stats(), "completeness": recorder.completeness()}
+
+
+def package(run: Run, recorder: Recorder, title: str | None, document: dict, loaded: Loaded, dprs: list[int],
+            viewport: dict, behaviors: list[dict] | None) -> bytes:
+    """The WACZ bytes (blocking: run it in a thread)."""
+    start_iso = iso(run.started)
+    with tempfile.TemporaryDirectory(prefix="capture-") as tmp:
+        warc = Path(tmp) / "data.warc.gz"
+        write_warc(warc, task_id=run.task_id, url=run.url, software=SOFTWARE, exchanges=recorder.exchanges,
+                   denied=recorder.denied, created=run.started)
+        cdxj = cdxj_index(warc)
+        out = Path(tmp) / "out.wacz"
+        build_wacz(out, warc=warc, cdxj=cdxj, pages=pages_jsonl(run.task_id, run.url, start_iso, title,
+                                                                 document.get("url") or run.url),
+                   extra=extra_members(run, behaviors, loaded.behavior_records),
+                   datapackage=datapackage(run, recorder, title, document, loaded, dprs, viewport))
+        return out.read_bytes()
+
+
+async def write_file_capture(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, dprs: list[int],
+                             viewport: dict) -> dict[str, Any]:
+    """The main document is a file (PDF, CSV, a download…) read by :mod:`.files`: the WACZ
+    holds its response record (cut at ``maxResponseBytes`` with the reason recorded); there is
+    no page format (``document.withheld: "file"``, ``document.file`` says what was read).
+    Returns the report fields of a success. Without a WACZ nothing could hold the file: a
+    :class:`CaptureFailure` naming its type and size."""
+    taken = loaded.file
+    ex = taken.exchange
+    await recorder.stop(timeout_s=min(5.0, run.remaining_s()))
+    recorder.record_file(ex)
+    size = f"{taken.declared if taken.declared is not None else taken.bytes} bytes"
+    if not run.formats["wacz"]:
+        raise CaptureFailure("failed", "internal", f"net::ERR_ABORTED: {ex.url} is a file ({taken.mime or 'no type'}, "
+                             f"{size}), archived only in a WACZ, and captureFormats.wacz is false")
+    document: dict[str, Any] = {"url": ex.url, "withheld": "file", "file": taken.report()}
+    run.step = "package-wacz"
+    wacz_bytes = await anyio.to_thread.run_sync(package, run, recorder, None, document, loaded, dprs, viewport, None)
+    run.step = "upload-wacz"
+    await upload(ctx, run, "wacz", wacz_bytes)
+    return {"status": "success", "httpStatusCode": ex.status, "finalUrl": ex.url, "waczStats": recorder.stats(),
+            "completeness": recorder.completeness(), "settle": loaded.settle, "document": document}
+
+
+def extra_members(run: Run, behaviors: list[dict] | None, behavior_records: list[dict]) -> list[Member]:
+    """``behaviors/*`` (when behaviors ran) and ``preload/scripts.jsonl`` (when preloads were given)."""
+    preload = run.req.get("preload") or []
+    extra: list[Member] = []
+    if behaviors is not None:
+        extra.append(Member("behaviors/runtime.js", RUNTIME_JS.encode("utf-8")))
+        extra.append(Member("behaviors/custom.jsonl", _jsonl(
+            {"profile": "browserhive:behaviors/1", "id": b["id"], "source": b["source"]} for b in behaviors)))
+        extra.append(Member("behaviors/reports.jsonl", _jsonl(
+            {"profile": "browserhive:behavior-reports/1", **r} for r in behavior_records)))
+    if preload:
+        extra.append(Member("preload/scripts.jsonl", _jsonl(
+            {"profile": "browserhive:preload/1", "id": p["id"], "source": p["source"]} for p in preload)))
+    return extra
+
+
+def _jsonl(rows) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows).encode("utf-8")
+
+
+def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict, loaded: Loaded,
+                dprs: list[int], viewport: dict) -> dict[str, Any]:
+    """The datapackage fields besides ``resources`` (``browserhive:capture``, contracts.md §B.5)."""
+    req = run.req
+    preload = req.get("preload") or []
+    settings: dict[str, Any] = {
+        "signature": "none", "viewport": viewport, "devicePixelRatios": dprs,
+        "session": req.get("session") or "isolated",
+        "behaviors": [{"id": b["id"], "origin": "custom"} for b in (req.get("behaviors") or [])],
+        "preload": [{"id": p["id"]} for p in preload],
+        "limits": limits_of(recorder),
+        "urlPolicies": run.policies.url_policies, "contentTypePolicies": run.policies.content_type_policies,
+    }
+    if (req.get("acceptLanguage") or "").strip():
+        settings["acceptLanguage"] = req["acceptLanguage"]
+    package = {
+        "name": f"browserhive-{run.task_id}", "software": SOFTWARE, "created": iso(datetime.now(timezone.utc)),
+        "mainPageURL": run.url, "mainPageDate": iso(run.started), "title": title or run.url,
+        "browserhive:capture": {
+            "conformsTo": CONFORMS_TO, "build": BUILD, "browser": {"product": "Chromium (Debian /usr/bin/chromium)"},
+            "settings": settings, "completeness": recorder.completeness(), "settle": archive_settle(loaded.settle),
+            "document": document,
+        },
+    }
+    if loaded.dismissal is not None:
+        package["browserhive:capture"]["dismissal"] = loaded.dismissal
+    return package
+
+
+def limits_of(recorder: Recorder) -> dict[str, int]:
+    """The byte caps the recorder applied."""
+    return {"maxResponseBytes": recorder.max_response_bytes, "maxTaskBytes": recorder.max_task_bytes}
+
+
+def archive_settle(settle: dict[str, Any]) -> dict[str, Any]:
+    """Archive form of ``settle``: signals not reached are ``null`` (the report omits them)."""
+    out = json.loads(json.dumps(settle))
+    for sig in ("network", "cpu", "dom"):
+        out.setdefault(sig, {}).setdefault("quietAtMs", None)
+    return out

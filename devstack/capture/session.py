@@ -1,0 +1,160 @@
+"""A capture's browser session: open it (spare, new or shared context; headers, preloads, deny
+gate, recorder), seal it before the answer, tear it down after the answer.
+
+Sealing (:func:`seal`) stops the recorder and closes the proxy, so nothing reaches a site after
+the capture ended; closing the context and preparing the next spare (:func:`after`) run after
+the response, in the background (``Ctx.after``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import anyio.to_thread
+from playwright.async_api import Browser, BrowserContext, Page
+from playwright.async_api import Error as PlaywrightError
+
+from devstack.capture.files import FileTaker
+from devstack.capture.recorder import Recorder
+from devstack.capture.spare import Opened, open_context
+from devstack.capture.state import CaptureFailure, Ctx, Run
+
+log = logging.getLogger("devstack.capture")
+
+
+@dataclass
+class Session:
+    """The browser side of one capture; fields stay None until opened."""
+
+    shared: bool
+    context: BrowserContext | None = None
+    page: Page | None = None
+    cdp: object | None = None
+    gate: object | None = None  # the deny-gate route handler, when URL policies deny
+
+
+async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder, sess: Session,
+                       viewport: dict, dpr: int) -> None:
+    """Fill ``sess`` with a context for this capture and start recording; raises
+    :class:`CaptureFailure` (``connection``) when the browser is not usable."""
+    s = ctx.settings
+    req = run.req
+    try:
+        await _open_page(ctx, run, browser, sess, viewport, dpr)
+        context = sess.context
+        assert context is not None
+        if (req.get("acceptLanguage") or "").strip():
+            await asyncio.wait_for(context.set_extra_http_headers({"Accept-Language": req["acceptLanguage"]}),
+                                   run.op_timeout(s.operation_ms))
+        for script in req.get("preload") or []:
+            await context.add_init_script(script=script["source"])
+        if run.policies.has_deny():
+            sess.gate = deny_gate(run, recorder)
+            await context.route("**/*", sess.gate)
+        recorder.attach(context)
+        max_resp = recorder.max_response_bytes
+        run.files = FileTaker(sess.cdp, max_resp, run.deadline, on_take=recorder.expect_file)
+        await asyncio.wait_for(run.files.enable(), run.op_timeout(s.operation_ms))
+    except (PlaywrightError, asyncio.TimeoutError) as e:
+        raise CaptureFailure("failed", "connection", f"browser is not usable: {e}"[:500]) from e
+
+
+async def _open_page(ctx: Ctx, run: Run, browser: Browser, sess: Session, viewport: dict, dpr: int) -> None:
+    s = ctx.settings
+    if ctx.shared_context is not None and ctx.shared_context.browser is not browser:
+        ctx.shared_context = None  # its browser was relaunched or recycled
+    if sess.shared and ctx.shared_context is not None:
+        sess.context = ctx.shared_context
+        sess.page = await asyncio.wait_for(sess.context.new_page(), run.op_timeout(s.operation_ms))
+        sess.cdp = await asyncio.wait_for(sess.context.new_cdp_session(sess.page), run.op_timeout(s.operation_ms))
+        return
+    opened: Opened | None = await ctx.spare.take(browser, viewport, dpr)
+    if opened is None:
+        opened = await open_context(browser, ctx.proxy.url, viewport, dpr, run.op_timeout(s.operation_ms))
+    sess.context, sess.page, sess.cdp = opened.context, opened.page, opened.cdp
+    if sess.shared:
+        ctx.shared_context = sess.context
+
+
+def deny_gate(run: Run, recorder: Recorder):
+    """A route handler that aborts requests a ``deny`` URL policy matches (recorded as denied)."""
+    async def gate(route) -> None:
+        request = route.request
+        m = run.policies.match_url(request.url)
+        if m is not None and m.action == "deny":
+            target = "page"
+            try:
+                target = "page" if request.frame.parent_frame is None else "iframe"
+            except PlaywrightError:
+                target = "worker"
+            recorder.record_denied(request.url, request.method, m.pattern, request.resource_type, target)
+            await route.abort("blockedbyclient")
+        else:
+            await route.fallback()
+    return gate
+
+
+def refuse_popups(page: Page) -> dict[str, int]:
+    """Close every popup the page opens; returns the live counter ``{"refused": n}``."""
+    windows = {"refused": 0}
+
+    def on_popup(p: Page) -> None:
+        windows["refused"] += 1
+        asyncio.ensure_future(p.close())
+
+    page.on("popup", on_popup)
+    # A download the file reader did not take (a fallback) must not run on: cancel it at once.
+    page.on("download", lambda d: asyncio.ensure_future(d.cancel()))
+    return windows
+
+
+async def seal(ctx: Ctx, run: Run, recorder: Recorder) -> None:
+    """What must happen before the response: stop recording, seal the proxy (closes every
+    connection and refuses new ones, so the page can no longer reach any site), count."""
+    try:
+        if run.files is not None:
+            await run.files.disable()
+        await recorder.stop(timeout_s=5)
+    except Exception:  # noqa: BLE001 — a crashed browser cannot be stopped politely
+        pass
+    finally:
+        for t in run.uploads:  # a capture that failed early: its writes end on their own
+            t.cancel()
+        await ctx.proxy.end_capture()
+        ctx.browser.capture_done()
+
+
+async def after(ctx: Ctx, sess: Session) -> None:
+    """After the response: close the capture's context (a shared one: its page and deny gate)
+    and, at the same time, measure the browser's memory and prepare the next context unless the
+    browser is due for recycling (the next capture relaunches it first). Never raises."""
+    await asyncio.gather(_close(sess), _prepare(ctx))
+
+
+async def _close(sess: Session) -> None:
+    context, page = sess.context, sess.page
+    try:
+        if sess.shared and context is not None and sess.gate is not None:
+            await asyncio.wait_for(context.unroute("**/*", sess.gate), 5)
+        if context is not None and not sess.shared:
+            await asyncio.wait_for(context.close(), 10)
+        elif page is not None:
+            await asyncio.wait_for(page.close(), 10)
+    except Exception:  # noqa: BLE001 — a crashed browser cannot be closed politely
+        pass
+
+
+async def _prepare(ctx: Ctx) -> None:
+    s = ctx.settings
+    holder = ctx.browser
+    browser = holder.browser
+    if browser is None or not browser.is_connected():
+        return
+    try:
+        await anyio.to_thread.run_sync(holder.measure_rss)
+        if holder.browser is browser and not holder.due_for_recycling():
+            await ctx.spare.fill(browser, ctx.proxy.url, s.viewport, s.device_pixel_ratios[-1], s.operation_ms / 1000)
+    except Exception:  # noqa: BLE001 — preparation is an optimisation; the next capture opens its own
+        log.debug("spare preparation failed", exc_info=True)

@@ -1,0 +1,102 @@
+"""What a capture holds: the server-wide :class:`Ctx`, one capture's :class:`Run`, and the two
+exceptions that end a capture early (:class:`CaptureFailure`, :class:`BudgetExhausted`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from playwright.async_api import BrowserContext
+
+from devstack.capture.browser import BrowserHolder
+from devstack.capture.policies import Policies
+from devstack.capture.proxy import GuardedProxy
+from devstack.capture.settings import ServerSettings
+from devstack.capture.sink import HttpSink, S3Sink
+from devstack.capture.spare import Spare
+
+
+class BudgetExhausted(Exception):
+    """A wait was cut short because the whole-task budget ran out (→ ``timeout`` with ``step``)."""
+
+
+class CaptureFailure(Exception):
+    """Ends a capture early with ``status`` and ``errorDetails``."""
+
+    def __init__(self, status: str, kind: str, message: str, **details: Any):
+        super().__init__(message)
+        self.status = status
+        self.details = {"type": kind, "message": message, **{k: v for k, v in details.items() if v is not None}}
+
+
+def iso(dt: datetime) -> str:
+    """``dt`` as ISO-8601 UTC with milliseconds and ``Z``."""
+    return dt.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Ctx:
+    """What the server holds across captures."""
+
+    settings: ServerSettings
+    browser: BrowserHolder
+    proxy: GuardedProxy
+    s3: S3Sink | None
+    shared_context: BrowserContext | None = None
+    captures: int = 0
+    spare: Spare = field(default_factory=Spare)
+    after: asyncio.Task | None = None  # teardown of the last capture + the next spare
+
+    async def wait_idle(self, timeout_s: float = 30.0) -> None:
+        """Wait (bounded, seconds) until the last capture's teardown and spare preparation are done."""
+        task, self.after = self.after, None
+        if task is not None and not task.done():
+            done, _ = await asyncio.wait([task], timeout=timeout_s)
+            if not done:
+                task.cancel()
+
+    async def aclose(self) -> None:
+        """Stop background work and close the spare and the shared context (server shutdown)."""
+        if self.after is not None:
+            self.after.cancel()
+            await asyncio.wait([self.after], timeout=5)
+            self.after = None
+        await self.spare.discard()
+        if self.shared_context is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.shared_context.close(), 5)
+            self.shared_context = None
+
+
+@dataclass
+class Run:
+    """State of one capture. ``t0`` and ``deadline`` are monotonic seconds."""
+
+    req: dict[str, Any]
+    task_id: str
+    url: str
+    labels: list[str]
+    stem: str
+    sink: S3Sink | HttpSink
+    policies: Policies
+    started: datetime
+    t0: float
+    deadline: float
+    step: str = "check-address"
+    artifacts: dict[str, str] = field(default_factory=dict)
+    formats: dict[str, bool] = field(default_factory=dict)
+    uploads: list[asyncio.Task] = field(default_factory=list)  # page formats still being written
+    files: Any = None  # the .files.FileTaker reading a main document that is a file
+    final_url: str | None = None  # where the main document ended, when the capture stopped early
+
+    def remaining_s(self) -> float:
+        """Seconds left of the whole-task budget (≥ 0)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def op_timeout(self, ms: int) -> float:
+        """Seconds one operation may take: its own limit ``ms``, cut to the budget left (≥ 0.05)."""
+        return max(0.05, min(ms / 1000, self.remaining_s()))

@@ -1,0 +1,237 @@
+"""Is a WACZ in S3 whole? The structural check both admission paths run before an archive may
+be recorded as complete (issue 13 item 6; docs/internals.md "WACZ admission").
+
+What is read (ranged GETs through a zip reader over HTTP ranges, never the whole object unless
+it is small): the object's size (HEAD), the zip's tail (end of central directory and, in
+practice, the central directory itself: one GET of the last :data:`TAIL_BYTES`),
+``datapackage.json``, and every file it lists, hashed against its ``hash`` — as long as the
+listed files total at most ``hash_max_bytes``; above that only the listed sizes are compared
+with the central directory (``WaczCheck.hashed`` is False). A WACZ is *complete* when:
+
+* it is a zip, with ``datapackage.json`` (JSON with a ``resources`` list);
+* it has ``pages/pages.jsonl`` and a CDXJ index (``indexes/*.cdx``, ``*.cdxj``, or the
+  compressed ``*.cdx.gz`` / ``*.idx`` pair);
+* every resource of ``datapackage.json`` is a member of the zip, of the listed ``bytes``, with
+  the listed ``hash`` (``sha256:…``; ``sha512``/``md5`` too), and reads without a zip CRC error.
+
+:func:`check_wacz` returns a :class:`WaczCheck` whose ``problem`` is None or one line naming
+the first fault; it raises ``S3Unavailable`` when the store does not answer (nothing decided).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import json
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ledger.s3 import S3Unavailable, parse_location
+
+TAIL_BYTES = 64 * 1024  # end of central directory + the central directory of a page's WACZ
+BLOCK_BYTES = 1024 * 1024  # one ranged GET while hashing members
+DATAPACKAGE_MAX_BYTES = 1024 * 1024
+HASH_MAX_BYTES_DEFAULT = 64 * 1024 * 1024
+CHECK_CONCURRENCY = 8
+
+
+@dataclass(frozen=True)
+class WaczCheck:
+    """Outcome of one check: ``problem`` (None = complete), ``hashed`` (every listed file's
+    hash was compared), ``requests`` and ``bytes_read`` (its cost in S3 GETs/HEADs and bytes)."""
+
+    problem: str | None
+    hashed: bool = False
+    requests: int = 0
+    bytes_read: int = 0
+
+
+class _RangeFile(io.RawIOBase):
+    """A read-only, seekable view of ``size`` bytes fetched through ``fetch(start, length)``;
+    keeps the segments it fetched, so zipfile's small reads cost no extra GET."""
+
+    def __init__(self, size: int, fetch: Callable[[int, int], bytes]):
+        self.size, self._fetch, self._pos = size, fetch, 0
+        self._segments: list[tuple[int, bytes]] = []
+        self.requests = self.bytes_read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._pos, 2: self.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def prefetch(self, start: int, length: int) -> None:
+        length = min(length, self.size - start)
+        if length > 0:
+            data = self._fetch(start, length)
+            self.requests += 1
+            self.bytes_read += len(data)
+            self._segments = [s for s in self._segments if len(s[1]) <= TAIL_BYTES][-4:] + [(start, data)]
+
+    def readinto(self, buffer: Any) -> int:
+        """Fill ``buffer`` completely unless the end comes first (zipfile relies on full reads)."""
+        want = min(len(buffer), self.size - self._pos)
+        done = 0
+        while done < want:
+            chunk = self._cached(self._pos, want - done)
+            if chunk is None:
+                self.prefetch(self._pos, max(want - done, BLOCK_BYTES))
+                chunk = self._cached(self._pos, want - done)
+            if not chunk:
+                break
+            buffer[done: done + len(chunk)] = chunk
+            done += len(chunk)
+            self._pos += len(chunk)
+        return done
+
+    def _cached(self, pos: int, want: int) -> bytes | None:
+        for start, data in reversed(self._segments):
+            if start <= pos < start + len(data):
+                return data[pos - start: pos - start + want]
+        return None
+
+
+def _has_index(names: set[str]) -> bool:
+    idx = [n for n in names if n.startswith("indexes/")]
+    return any(n.endswith((".cdx", ".cdxj")) for n in idx) or (
+        any(n.endswith(".cdx.gz") for n in idx) and any(n.endswith(".idx") for n in idx))
+
+
+def _digest(zf: zipfile.ZipFile, name: str, algorithm: str) -> str:
+    h = hashlib.new(algorithm)
+    with zf.open(name) as member:
+        for block in iter(lambda: member.read(BLOCK_BYTES), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _resources(zf: zipfile.ZipFile) -> list[dict] | str:
+    info = zf.getinfo("datapackage.json")
+    if info.file_size > DATAPACKAGE_MAX_BYTES:
+        return f"datapackage.json is larger than {DATAPACKAGE_MAX_BYTES} bytes"
+    try:
+        doc = json.loads(zf.read("datapackage.json").decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return "datapackage.json is not JSON"
+    resources = doc.get("resources") if isinstance(doc, dict) else None
+    if not isinstance(resources, list) or not all(isinstance(r, dict) for r in resources):
+        return "datapackage.json has no resources list"
+    return resources
+
+
+def _check_resources(zf: zipfile.ZipFile, resources: list[dict], hash_max_bytes: int) -> tuple[str | None, bool]:
+    """(problem, hashed) for the resources of datapackage.json."""
+    members = {i.filename: i for i in zf.infolist()}
+    total = 0
+    for r in resources:
+        path = r.get("path")
+        if not isinstance(path, str) or path not in members:
+            return f"datapackage.json lists {str(path)[:200]!r}, which the WACZ does not contain", False
+        size = r.get("bytes")
+        if size is not None and size != members[path].file_size:
+            return f"{path}: {members[path].file_size} bytes, datapackage.json says {size}", False
+        total += members[path].file_size
+    hashed = total <= hash_max_bytes
+    if not hashed:
+        return None, False
+    for r in resources:
+        algorithm, _, expected = str(r.get("hash") or "").partition(":")
+        if algorithm not in ("sha256", "sha512", "md5") or not expected:
+            return f"{r['path']}: datapackage.json gives no usable hash ({str(r.get('hash'))[:80]!r})", False
+        if _digest(zf, r["path"], algorithm) != expected.lower():
+            return f"{r['path']}: {algorithm} does not match datapackage.json", False
+    return None, True
+
+
+def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT) -> WaczCheck:
+    """The check over any ranged source (``fetch(start, length) -> bytes``) of ``size`` bytes."""
+    f = _RangeFile(size, fetch)
+    f.prefetch(max(0, size - TAIL_BYTES), TAIL_BYTES)
+    problem, hashed = None, False
+    try:
+        with zipfile.ZipFile(f) as zf:  # type: ignore[arg-type]
+            names = set(zf.namelist())
+            if "datapackage.json" not in names:
+                problem = "the WACZ lacks datapackage.json"
+            elif "pages/pages.jsonl" not in names:
+                problem = "the WACZ lacks pages/pages.jsonl"
+            elif not _has_index(names):
+                problem = "the WACZ lacks its CDXJ index (indexes/*.cdx or *.cdxj)"
+            else:
+                resources = _resources(zf)
+                if isinstance(resources, str):
+                    problem = resources
+                else:
+                    problem, hashed = _check_resources(zf, resources, hash_max_bytes)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as exc:
+        problem = f"the WACZ is not a readable zip: {str(exc)[:200]}"
+    return WaczCheck(problem, hashed, f.requests, f.bytes_read)
+
+
+def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int) -> WaczCheck:
+    client = s3.client
+    try:
+        try:
+            size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+        except ClientError as exc:
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status == 404 or str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
+                return WaczCheck(f"the WACZ object is missing: s3://{bucket}/{key}", requests=1)
+            if status and status >= 500:
+                raise S3Unavailable(f"s3 answered {status} for {key!r}") from exc
+            raise
+
+        def fetch(start: int, length: int) -> bytes:
+            resp = client.get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")
+            with resp["Body"] as body:
+                return body.read()
+
+        check = check_zip(size, fetch, hash_max_bytes=hash_max_bytes)
+        return WaczCheck(check.problem, check.hashed, check.requests + 1, check.bytes_read)
+    except ClientError as exc:
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status and status >= 500:
+            raise S3Unavailable(f"s3 answered {status} while reading {key!r}") from exc
+        raise
+    except BotoCoreError as exc:
+        raise S3Unavailable(f"s3 did not answer while reading {key!r}: {exc}") from exc
+
+
+async def check_wacz(s3: Any, location: str, *, hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT) -> WaczCheck:
+    """Check the WACZ at ``location`` (``s3://bucket/key`` of the manifest's ``artifacts.wacz``)
+    on ``s3``'s endpoint. Raises ``S3Unavailable`` (store down) and ``ValueError`` (location)."""
+    bucket, key = parse_location(location)
+    return await anyio.to_thread.run_sync(_check_sync, s3, bucket, key, hash_max_bytes)
+
+
+async def check_many(s3: Any, locations: Sequence[str | None], *,
+                     hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT) -> list[WaczCheck | None | Exception]:
+    """:func:`check_wacz` for each location (None → None), ≤ :data:`CHECK_CONCURRENCY` at once;
+    one outcome per location, in order: the check, or the exception that stopped it."""
+    gate = asyncio.Semaphore(CHECK_CONCURRENCY)
+
+    async def one(location: str | None) -> WaczCheck | None | Exception:
+        if location is None:
+            return None
+        async with gate:
+            try:
+                return await check_wacz(s3, location, hash_max_bytes=hash_max_bytes)
+            except Exception as exc:  # noqa: BLE001 - counted per capture by the caller
+                return exc
+
+    return list(await asyncio.gather(*(one(loc) for loc in locations)))

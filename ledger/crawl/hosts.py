@@ -1,0 +1,88 @@
+"""Per-host politeness shared by every crawl (table ``hosts``, migration 050; issue 12).
+
+A host's gap runs from its last capture, whichever crawl made it: ``hosts.last_capture_at``
+is the latest ``gapFrom`` (else ``finishedAt``) any level report carried for the host (BRIEF
+contract 2), never moving back; ``last_delay_ms`` is the per-host delay of the crawl that made
+that capture. The frontier of a level carries, per host, ``lastFinishedAt`` = that time and
+``hostDelayMs`` = the largest per-host delay among this crawl, the crawl of that last capture,
+and every other running crawl with pages pending on the host; ``plan_level`` waits and spaces
+the host's captures by ``max(its own delay and Crawl-delay, hostDelayMs)`` (docs/internals.md
+"Concurrent crawls and host leases").
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ledger.crawl.dispatch import iso_ms
+from ledger.crawl.urls import InvalidUrl, parse_http_url
+
+_RECORD = """
+INSERT INTO hosts AS h (host, last_capture_at, last_delay_ms, last_crawl_id)
+SELECT v.host, v.at, %s, %s FROM unnest(%s::text[], %s::timestamptz[]) AS v(host, at) ORDER BY v.host
+ON CONFLICT (host) DO UPDATE SET last_capture_at = EXCLUDED.last_capture_at,
+    last_delay_ms = EXCLUDED.last_delay_ms, last_crawl_id = EXCLUDED.last_crawl_id, updated_at = now()
+WHERE h.last_capture_at < EXCLUDED.last_capture_at
+   OR (h.last_capture_at = EXCLUDED.last_capture_at AND h.last_delay_ms < EXCLUDED.last_delay_ms)
+"""
+
+
+def _when(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return None
+
+
+def last_captures(results: list[dict]) -> dict[str, datetime]:
+    """``{host: latest gap start}`` of a level report's results: ``gapFrom``, else ``finishedAt``
+    (results without either, or with an unusable URL, say nothing about the host)."""
+    latest: dict[str, datetime] = {}
+    for r in results:
+        at = _when(r.get("gapFrom")) or _when(r.get("finishedAt"))
+        if at is None:
+            continue
+        try:
+            host = parse_http_url(r["url"]).host
+        except (InvalidUrl, KeyError, TypeError):
+            continue
+        if host not in latest or at > latest[host]:
+            latest[host] = at
+    return latest
+
+
+async def record_captures(conn: Any, crawl: dict, results: list[dict]) -> int:
+    """Move each reported host's ``last_capture_at`` forward (never back) in the caller's
+    transaction, with this crawl's ``per_host_delay_ms``; returns the hosts reported."""
+    latest = last_captures(results)
+    if not latest:
+        return 0
+    hosts = sorted(latest)
+    await conn.execute(_RECORD, (crawl["per_host_delay_ms"], crawl["id"], hosts, [latest[h] for h in hosts]))
+    return len(hosts)
+
+
+_POLITENESS = """
+SELECT v.host, h.last_capture_at,
+       greatest(%s, h.last_delay_ms,
+                (SELECT max(c.per_host_delay_ms) FROM crawls c
+                 WHERE c.state = 'running' AND c.id <> %s
+                   AND EXISTS (SELECT 1 FROM crawl_pages p
+                               WHERE p.crawl_id = c.id AND p.host = v.host AND p.state = 'pending'))) AS delay_ms
+FROM unnest(%s::text[]) AS v(host) LEFT JOIN hosts h ON h.host = v.host
+"""
+
+
+async def politeness(conn: Any, crawl: dict, hosts: list[str]) -> dict[str, dict]:
+    """``{host: {"lastFinishedAt": ISO | None, "hostDelayMs": int}}`` for a level of ``crawl``
+    (see the module docstring)."""
+    if not hosts:
+        return {}
+    cur = await conn.execute(_POLITENESS, (crawl["per_host_delay_ms"], crawl["id"], sorted(set(hosts))))
+    return {r["host"]: {"lastFinishedAt": iso_ms(r["last_capture_at"]), "hostDelayMs": int(r["delay_ms"])}
+            for r in await cur.fetchall()}

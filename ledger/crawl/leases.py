@@ -1,0 +1,198 @@
+"""Host leases: a host is crawled by at most one level at a time across all crawls (issue 12).
+
+Claiming a level (:func:`claim_level`, one transaction, the crawl row locked) decides what the
+level sends:
+
+* every host of the level's pending pages is leased to it (``host_leases``, one row per host:
+  crawl, depth, job id, expiry) unless another crawl's level holds it, or this crawl does not
+  wait for the host while another running crawl does (``host_waits``): a crawl that just
+  released a host cannot take it straight back from a crawl waiting for it, so none starves;
+  waiting levels are tried oldest first;
+* hosts it could not lease are *carried*: their pending pages move to the next level (depth + 1)
+  and the crawl waits for the host; they are never dropped;
+* when it leased no host at all the level *waits* (``crawls.level_state = 'waiting'``, the crawl
+  stays running) and the lease loop (:func:`dispatch_waiting`) dispatches it when a lease ends.
+
+A lease ends with its level: the level report moves ``current_depth`` and a crawl that stops
+running drops all of its leases (trigger ``crawls_release_leases``, migration 050); an expired
+lease (``WAGGLE_CRAWL_STALL_S`` plus two watchdog intervals after dispatch: the watchdog should
+have closed the crawl by then) has its job cancelled and its crawl closed by :func:`expire_leases`.
+Every step is conditional on the crawl row's state, so two replicas racing claim a level once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.crawl import hosts as host_politeness
+
+log = logging.getLogger("waggle.leases")
+
+PLANNED_GRACE_S = 10.0  # a level still 'planned' after this long lost its dispatcher: resend
+
+_STALE = """
+DELETE FROM host_leases l USING crawls c
+WHERE l.host = ANY(%s) AND c.id = l.crawl_id
+  AND (c.state <> 'running' OR c.current_depth <> l.depth OR l.expires_at < now())
+"""
+
+_ACQUIRE = """
+INSERT INTO host_leases (host, crawl_id, depth, expires_at)
+SELECT v.host, %(crawl)s, %(depth)s, now() + make_interval(secs => %(lease_s)s)
+FROM unnest(%(hosts)s::text[]) AS v(host)
+WHERE EXISTS (SELECT 1 FROM host_waits m WHERE m.host = v.host AND m.crawl_id = %(crawl)s)
+   OR NOT EXISTS (SELECT 1 FROM host_waits w JOIN crawls c ON c.id = w.crawl_id AND c.state = 'running'
+                  WHERE w.host = v.host AND w.crawl_id <> %(crawl)s)
+ORDER BY v.host
+ON CONFLICT (host) DO UPDATE SET job_id = NULL, leased_at = now(), expires_at = EXCLUDED.expires_at
+WHERE host_leases.crawl_id = EXCLUDED.crawl_id AND host_leases.depth = EXCLUDED.depth
+RETURNING host
+"""
+
+_WAIT = """
+INSERT INTO host_waits (host, crawl_id) SELECT h, %s FROM unnest(%s::text[]) AS h ORDER BY h
+ON CONFLICT (host, crawl_id) DO NOTHING
+"""
+
+
+@dataclass
+class Claim:
+    """What :func:`claim_level` decided. ``frontier``: ``[{url, host, lastFinishedAt,
+    hostDelayMs}]`` to send (empty when the level waits)."""
+
+    crawl: dict
+    depth: int
+    leased: list[str] = field(default_factory=list)
+    carried: list[str] = field(default_factory=list)
+    frontier: list[dict] = field(default_factory=list)
+
+    @property
+    def waiting(self) -> bool:
+        return not self.leased
+
+
+def lease_seconds(settings: Any) -> float:
+    """How long a lease is valid: the stall limit plus two watchdog intervals (the watchdog
+    closes a stalled crawl, and thereby ends its leases, before the lease expires)."""
+    return float(settings.crawl_stall_s) + 2 * float(settings.watchdog_interval_s)
+
+
+async def claim_level(pool: Any, crawl_id: Any, depth: int, *, lease_s: float) -> Claim | None:
+    """Lease the hosts of level ``depth`` of ``crawl_id`` and mark it dispatched (or waiting).
+
+    Returns None when there is nothing to claim: the crawl is not running, is at another
+    level, or this level was already dispatched (by this or another replica).
+    """
+    async with pool.connection() as conn, conn.transaction():
+        cur = await conn.execute("SELECT * FROM crawls WHERE id = %s FOR UPDATE", (crawl_id,))
+        crawl = await cur.fetchone()
+        if (crawl is None or crawl["state"] != "running" or crawl["current_depth"] != depth
+                or crawl["level_state"] == "dispatched"):
+            return None
+        cur = await conn.execute(
+            "SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND state = 'pending'"
+            " ORDER BY host", (crawl_id, depth))
+        wanted = [r["host"] for r in await cur.fetchall()]
+        if not wanted:
+            log.warning("Level has no pending page to dispatch: crawl %s depth %d", crawl_id, depth)
+            return None
+        await conn.execute(_STALE, (wanted,))
+        cur = await conn.execute(_ACQUIRE, {"crawl": crawl_id, "depth": depth, "lease_s": lease_s, "hosts": wanted})
+        leased = sorted(r["host"] for r in await cur.fetchall())
+        claim = Claim(dict(crawl), depth, leased, [h for h in wanted if h not in set(leased)])
+        if claim.waiting:
+            await conn.execute(_WAIT, (crawl_id, wanted))
+            await conn.execute(
+                "UPDATE crawls SET level_state = 'waiting',"
+                " level_since = CASE WHEN level_state = 'waiting' THEN level_since ELSE now() END WHERE id = %s",
+                (crawl_id,))
+            return claim
+        if claim.carried:
+            await conn.execute(
+                "UPDATE crawl_pages SET depth = depth + 1 WHERE crawl_id = %s AND depth = %s AND state = 'pending'"
+                " AND host = ANY(%s)", (crawl_id, depth, claim.carried))
+            await conn.execute(_WAIT, (crawl_id, claim.carried))
+        await conn.execute("DELETE FROM host_waits WHERE crawl_id = %s AND host = ANY(%s)", (crawl_id, leased))
+        cur = await conn.execute(
+            "SELECT url, host FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND state = 'pending' ORDER BY id",
+            (crawl_id, depth))
+        pages = await cur.fetchall()
+        polite = await host_politeness.politeness(conn, crawl, leased)
+        claim.frontier = [{"url": p["url"], "host": p["host"], **polite[p["host"]]} for p in pages]
+        await conn.execute(
+            "UPDATE crawls SET level_state = 'dispatched', level_since = now(), last_progress_at = now()"
+            " WHERE id = %s", (crawl_id,))
+    return claim
+
+
+async def record_job(pool: Any, crawl_id: Any, depth: int, job_id: str) -> None:
+    """Note the Windmill job on the level's leases (the watchdog and lease expiry use it)."""
+    async with pool.connection() as conn:
+        await conn.execute("UPDATE host_leases SET job_id = %s WHERE crawl_id = %s AND depth = %s",
+                           (job_id, crawl_id, depth))
+
+
+async def carried_pages(conn: Any, crawl_id: Any, depth: int, inserted: list[dict]) -> list[dict]:
+    """Pending pages already at ``depth`` that are not in ``inserted`` (pages carried there
+    from a level whose host was leased elsewhere), as ``[{url, host}]`` in id order."""
+    cur = await conn.execute(
+        "SELECT url, host FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND state = 'pending' ORDER BY id",
+        (crawl_id, depth))
+    have = {p["url"] for p in inserted}
+    return [dict(r) for r in await cur.fetchall() if r["url"] not in have]
+
+
+async def dispatch_waiting(services: Any, *, planned_grace_s: float = PLANNED_GRACE_S) -> int:
+    """Try every waiting level (oldest first), and every level left 'planned' for more than
+    ``planned_grace_s`` (its replica died before dispatching it); returns how many were sent."""
+    from ledger.crawl.dispatch import dispatch_level
+
+    async with services.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT id, current_depth FROM crawls WHERE state = 'running' AND (level_state = 'waiting'"
+            " OR (level_state = 'planned' AND level_since < now() - make_interval(secs => %s)))"
+            " ORDER BY level_since", (planned_grace_s,))
+        rows = await cur.fetchall()
+    sent = 0
+    for row in rows:
+        if await dispatch_level(services, {"id": row["id"]}, row["current_depth"]):
+            sent += 1
+    return sent
+
+
+async def expire_leases(services: Any) -> list[str]:
+    """Close the crawls whose lease expired (their job cancelled first, best effort), which
+    ends their leases; drop expired leases of crawls no longer at that level. Returns the
+    crawl ids closed."""
+    from ledger.crawl.watchdog import cancel_job
+
+    async with services.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT DISTINCT crawl_id, depth, job_id FROM host_leases WHERE expires_at < now()")
+        expired = [dict(r) for r in await cur.fetchall()]
+    closed: list[str] = []
+    for lease in expired:
+        if lease["job_id"]:
+            await cancel_job(services.http, services.settings, lease["job_id"], "waggle: host lease expired")
+        reason = (f"the host lease of level {lease['depth']} expired (no report within WAGGLE_CRAWL_STALL_S plus"
+                  " two watchdog intervals); its Windmill job was cancelled — check the capture servers and"
+                  " Windmill workers, then start a new crawl")
+        async with services.pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE crawls SET state = 'failed', stop_reason = COALESCE(stop_reason, 'failed'),"
+                " finished_at = now(), error = %s WHERE id = %s AND state = 'running' AND current_depth = %s"
+                " RETURNING id", (reason, lease["crawl_id"], lease["depth"]))
+            if await cur.fetchone():
+                closed.append(str(lease["crawl_id"]))
+                log.warning("Host lease expired; crawl %s closed", lease["crawl_id"])
+            await conn.execute("DELETE FROM host_leases WHERE crawl_id = %s AND depth = %s AND expires_at < now()",
+                               (lease["crawl_id"], lease["depth"]))
+    return closed
+
+
+async def lease_round(services: Any) -> None:
+    """One round of the lease loop: expire leases, then dispatch the levels that wait."""
+    await expire_leases(services)
+    await dispatch_waiting(services)

@@ -1,0 +1,121 @@
+"""Query-parameter traps: calendars, endless ``?page=N+1`` walks, facet explosions, session ids
+(issue 13; cases C6). Pure functions over *shapes* of a URL's dedup key; the crawl's counts per
+shape live in ``crawl_url_shapes`` (migration 062, ``ledger.crawl.shape_store``).
+
+Three rules, checked in this order for a candidate whose key has a query:
+
+* ``session_id`` — the key with its session-id parameters removed (:data:`SESSION_PARAMS`,
+  ``;jsessionid=`` too) names a page the crawl already holds or keeps this level, or the key
+  itself is the session-less form of a session page held: the same page under another
+  session, not a new one.
+* ``parameter_walk`` — its *walk shape* (path, parameter names, values with every digit run
+  masked: ``/cal?m=#&y=#``) already has pages at ``walk_levels`` (setting
+  ``WAGGLE_TRAP_WALK_LEVELS``, default 5) earlier levels: a numeric or date-valued parameter that
+  moves level after level (``?month=N+1`` linked from ``?month=N``, next/previous months,
+  ``?page=N+1`` chains). Siblings found on one level (``?page=2..40`` on one index) do not count.
+* ``query_variants`` — its path (key without query) already holds ``query_variants`` distinct
+  queries (setting ``WAGGLE_TRAP_QUERY_VARIANTS``, default 50): facet and sort combinations.
+
+Seeds are not counted (they enter before any level report).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl
+
+SESSION_ID = "session_id"
+PARAMETER_WALK = "parameter_walk"
+QUERY_VARIANTS = "query_variants"
+REASONS = (SESSION_ID, PARAMETER_WALK, QUERY_VARIANTS)
+
+WALK_LEVELS_DEFAULT = 5
+QUERY_VARIANTS_DEFAULT = 50
+
+#: Parameter names (lower-cased) that carry a session, not a page (Heritrix's canonicalization
+#: strips the same families).
+SESSION_PARAMS = frozenset({
+    "jsessionid", "phpsessid", "sid", "sessionid", "session_id", "sessid", "aspsessionid", "cfid", "cftoken",
+    "zenid", "oscsid", "xtcsid", "s_id", "sess",
+})
+_PATH_SESSION = re.compile(r";jsessionid=[^/?;]*", re.IGNORECASE)
+_DIGITS = re.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """The shapes of one key (None where the rule does not apply): ``path`` (key without query,
+    for a key with one), ``walk`` (digit-masked query, when a value holds a digit),
+    ``sessionless`` (the key without session parameters, when it has some)."""
+
+    path: str | None
+    walk: str | None
+    sessionless: str | None
+
+
+def _is_session(name: str) -> bool:
+    name = name.lower()
+    return name in SESSION_PARAMS or name.startswith("aspsessionid")
+
+
+def shapes_of(key: str) -> Shapes:
+    """:class:`Shapes` of a dedup key (``ledger.crawl.urls`` form, no fragment)."""
+    base, mark, query = key.partition("?")
+    stripped_base = _PATH_SESSION.sub("", base)
+    if not mark:
+        return Shapes(None, None, stripped_base if stripped_base != base else None)
+    pairs = parse_qsl(query, keep_blank_values=True)
+    kept = [p for p in query.split("&") if not _is_session(p.split("=", 1)[0])]
+    has_session = stripped_base != base or len(kept) != len(query.split("&"))
+    sessionless = None
+    if has_session:
+        sessionless = stripped_base + ("?" + "&".join(kept) if kept else "")
+    walk = None
+    values = [(n, v) for n, v in pairs if not _is_session(n)]
+    if any(_DIGITS.search(v) for _, v in values):
+        walk = stripped_base + "?" + "&".join(sorted(f"{n}={_DIGITS.sub('#', v)}" for n, v in values))
+    return Shapes(stripped_base, walk, sessionless)
+
+
+@dataclass
+class ShapeCounts:
+    """What the crawl holds per shape (loaded before a level is planned, updated as candidates
+    are kept): ``variants`` {path: distinct queries}, ``walk_depths`` {walk shape: levels},
+    ``sessionless`` keys the crawl holds (pages without session ids, and session pages'
+    sessionless form)."""
+
+    next_depth: int
+    walk_levels: int = WALK_LEVELS_DEFAULT
+    query_variants: int = QUERY_VARIANTS_DEFAULT
+    variants: dict[str, int] = field(default_factory=dict)
+    walk_depths: dict[str, set[int]] = field(default_factory=dict)
+    sessionless: set[str] = field(default_factory=set)
+
+    def reason(self, key: str, shapes: Shapes) -> str | None:
+        """The rule that drops candidate ``key`` (of these shapes), or None. A key without a
+        session id is dropped too when a session variant of it is held (same page)."""
+        if (shapes.sessionless or key) in self.sessionless:
+            return SESSION_ID
+        if shapes.walk is not None and self.walk_levels > 0:
+            earlier = self.walk_depths.get(shapes.walk, set()) - {self.next_depth}
+            if len(earlier) >= self.walk_levels:
+                return PARAMETER_WALK
+        if shapes.path is not None and self.query_variants > 0:
+            if self.variants.get(shapes.path, 0) >= self.query_variants:
+                return QUERY_VARIANTS
+        return None
+
+    def keep(self, key: str, shapes: Shapes) -> None:
+        """Count a kept candidate (``key``) at ``next_depth``."""
+        self.sessionless.add(shapes.sessionless or key)
+        if shapes.walk is not None:
+            self.walk_depths.setdefault(shapes.walk, set()).add(self.next_depth)
+        if shapes.path is not None:
+            self.variants[shapes.path] = self.variants.get(shapes.path, 0) + 1
+
+
+def needs_counts(keys: Iterable[str]) -> bool:
+    """True when any key has a query or a ``;jsessionid=`` (only those can meet a rule)."""
+    return any("?" in k or ";" in k for k in keys)
