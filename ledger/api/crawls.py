@@ -15,9 +15,8 @@ from ledger.api.authorize import submitter
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl import pages as pages_store
 from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
-from ledger.crawl.dispatch import dispatch_level
+from ledger.crawl.dispatch import dispatch_level, dispatch_waiting
 from ledger.crawl.errors import Refused
-from ledger.crawl.leases import dispatch_waiting
 from ledger.crawl.levels import record_level
 
 router = APIRouter()

@@ -16,7 +16,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
-from ledger.crawl.dispatch import iso_ms
+from ledger.crawl.times import iso_ms
 from ledger.crawl.errors import Refused
 from ledger.crawl.guard import refusal
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
