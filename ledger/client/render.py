@@ -3,7 +3,9 @@
 Reads the crawl status body of ``GET /api/crawls/{id}`` (ledger.md §6.8 and issue 2): ``state``,
 ``stopReason``, ``pagesDiscovered``, ``pagesCaptured``, ``pagesFailed``, ``pagesSkipped``,
 ``lastJob{id, depth}``, ``hostsInFlight``, ``failures[{url, depth, reason}]``, ``error``,
-``startedAt``/``finishedAt``. Counters the ledger does not send are shown as "–".
+``startedAt``/``finishedAt``, and while running ``levelProgress{depth, planned, done, captured,
+failed, capturing[{host, url, since}]}`` (captures as they finish, issue 15). Counters the
+ledger does not send are shown as "–".
 """
 
 from __future__ import annotations
@@ -97,10 +99,32 @@ def _n(value: int | None) -> str:
     return "–" if value is None else str(value)
 
 
+def level_progress(crawl: dict) -> dict | None:
+    """``levelProgress`` of a running crawl (issue 15), or None when the ledger sends none."""
+    value = crawl.get("levelProgress")
+    return value if isinstance(value, dict) and isinstance(value.get("planned"), int) else None
+
+
+def level_pages(progress: dict) -> str:
+    """``12/28 pages`` of the level in flight (captures finished / planned)."""
+    return f"{progress.get('done', 0)}/{progress['planned']} pages"
+
+
+def capturing(progress: dict, limit: int = 6) -> str:
+    """The captures running now, one per busy browser: ``host (url), …``."""
+    items = [c for c in progress.get("capturing") or [] if isinstance(c, dict)]
+    text = ", ".join(f"{c.get('host')} ({c.get('url')})" for c in items[:limit])
+    return text + (" …" if len(items) > limit else "") if items else "–"
+
+
 def status_line(crawl: dict) -> str:
     """One plain line for logs and non-terminal output."""
     hosts = hosts_in_flight(crawl)
     hosts_txt = _n(len(hosts) if isinstance(hosts, list) else hosts)
+    progress = level_progress(crawl)
+    if progress is not None:  # one line per finished capture, and what runs now
+        busy = [c.get("host") for c in progress.get("capturing") or [] if isinstance(c, dict)]
+        hosts_txt += f" · level {level_pages(progress)}" + (f" · capturing {', '.join(map(str, busy))}" if busy else "")
     return (
         f"crawl {crawl.get('crawlId', '?')} {crawl.get('state', '?')}: level {_n(level_of(crawl))}"
         f" · captured {_n(captured_count(crawl))} · failed {_n(failed_count(crawl))}"
@@ -130,6 +154,11 @@ def progress_view(crawl: dict, note: str | None = None) -> Table:
     else:
         hosts_txt = _n(hosts)
     grid.add_row("hosts in flight", hosts_txt)
+    progress = level_progress(crawl)
+    if progress is not None:
+        done = f"{level_pages(progress)} (captured {progress.get('captured', 0)}, failed {progress.get('failed', 0)})"
+        grid.add_row("this level", done)
+        grid.add_row("capturing now", capturing(progress))
     grid.add_row("elapsed", format_duration(elapsed_s(crawl)))
     if note:
         grid.add_row("", Text(note, style="yellow"))
