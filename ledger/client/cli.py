@@ -309,9 +309,51 @@ def url_command(
         raise _fail(console, str(exc)) from None
 
 
+def replay_command(
+    given_ids: Annotated[list[str], typer.Argument(metavar="ARCHIVE_ID...", help="Archive ids or unique prefixes (as `waggle archives` shows).", show_default=False)],
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: a free one).")] = 0,
+    state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="Where pywb's environment and the downloads live (default: $WAGGLE_STATE_DIR or ./.waggle).", file_okay=False)] = None,
+) -> None:
+    """Download archives through signed URLs and replay them with pywb on loopback until Ctrl-C."""
+    from ledger.client import replay
+    from ledger.client.api import download as fetch
+    from ledger.settings import default_state_dir
+
+    console = _console()
+    home = (state_dir or default_state_dir()).resolve() / "replay"
+    try:
+        with _client() as client:
+            rows = {str(r.get("id")): r for r in client.iter_archives()}
+            wanted = list(dict.fromkeys(ids.resolve(g, rows, "archive", "waggle archives") for g in given_ids))
+            waczs = []
+            for archive_id in wanted:
+                path = home / "archives" / f"{archive_id}.wacz"
+                size = fetch(client.sign_url(archive_id)["url"], path)
+                console.print(f"downloaded {render.short_id(archive_id)} ({size} bytes)")
+                waczs.append(path)
+        bin_dir = replay.ensure_env(replay.venv_dir(home.parent), echo=console.print)
+        replay.build_collection(home, waczs, bin_dir)
+        port = port or replay.free_port()
+        server = replay.start_server(home, bin_dir, port)
+    except (ApiError, ClientConfigError, replay.ReplayError) as exc:
+        raise _fail(console, str(exc)) from None
+    console.print("open in a browser (Ctrl-C stops the replay):")
+    for archive_id in wanted:
+        source = (rows.get(archive_id) or {}).get("sourceUrl")
+        target = replay.page_url(port, source) if source else f"http://{replay.HOST}:{port}/{replay.COLLECTION}/"
+        console.print(f"  {render.short_id(archive_id)}  {target}", soft_wrap=True, markup=False)
+    try:
+        server.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        replay.stop(server)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``crawl``, ``crawls``, ``archives`` and ``url`` to the root ``waggle`` app."""
+    """Add ``crawl``, ``crawls``, ``archives``, ``url`` and ``replay`` to the root ``waggle`` app."""
     app.command("crawl")(crawl_command)
     app.command("crawls")(crawls_command)
     app.command("archives")(archives_command)
     app.command("url")(url_command)
+    app.command("replay")(replay_command)
