@@ -10,9 +10,16 @@ COPY devstack ./devstack
 COPY waggle ./waggle
 RUN pip wheel --no-deps --wheel-dir /wheels .
 
+# ReplayWeb.page for the web page's replay: the one pinned npm package (ledger/web/replay).
+FROM docker.io/library/node:20-bookworm-slim AS replay
+WORKDIR /replay
+COPY ledger/web/replay/package.json ledger/web/replay/package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+
 FROM docker.io/library/python:3.11-slim-bookworm
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONUNBUFFERED=1 \
+    WAGGLE_REPLAY_DIR=/app/replay \
     WAGGLE_STATE_DIR=/var/lib/waggle \
     WAGGLE_API_HOST=0.0.0.0 \
     WAGGLE_API_PORT=7070
@@ -21,6 +28,7 @@ COPY --from=build /wheels /wheels
 RUN pip install /wheels/*.whl && rm -rf /wheels
 # Operator tools, runnable inside the compose network: `docker compose exec ledger scripts/doctor`
 COPY scripts/doctor scripts/windmill-variables /app/scripts/
+COPY --from=replay /replay/node_modules/replaywebpage /app/replay
 USER waggle
 WORKDIR /app
 EXPOSE 7070

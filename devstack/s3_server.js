@@ -22,13 +22,25 @@ if (!data) {
 }
 Account.DUMMY_ACCOUNT.createKeyPair(accessKey, secretKey);
 
+// CORS: the ledger's web page replays a WACZ in the browser (ReplayWeb.page's service worker
+// reads it with Range requests through its signed URL), from another loopback origin.
+// The stand-in listens on loopback only, so any origin may read what a signed URL allows.
+const cors = `<CORSConfiguration><CORSRule>
+  <AllowedOrigin>*</AllowedOrigin>
+  <AllowedMethod>GET</AllowedMethod><AllowedMethod>HEAD</AllowedMethod>
+  <AllowedHeader>*</AllowedHeader>
+  <ExposeHeader>Content-Range</ExposeHeader><ExposeHeader>Content-Length</ExposeHeader>
+  <ExposeHeader>Accept-Ranges</ExposeHeader><ExposeHeader>ETag</ExposeHeader>
+  <MaxAgeSeconds>600</MaxAgeSeconds>
+</CORSRule></CORSConfiguration>`;
+
 const server = new S3rver({
   address: host,
   port,
   directory: data,
   silent: process.env.S3_VERBOSE !== '1',
   vhostBuckets: false,
-  configureBuckets: [{ name: bucket, configs: [] }],
+  configureBuckets: [{ name: bucket, configs: [cors] }],
 });
 server.run().then(
   (addr) => process.stdout.write(JSON.stringify({ host: addr.address, port: addr.port }) + '\n'),

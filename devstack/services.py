@@ -80,7 +80,9 @@ def standins(config: StackConfig) -> list[Service]:
                                "--data", str(d / "openfga.json"), f"--preshared-key={config.secret('fga_key')}"),
                 port("openfga"), "/healthz"),
         Service("issuer", _py("devstack.issuer", "--host", HOST, "--port", str(port("issuer")),
-                              "--issuer", url("issuer"), "--audience", "waggle"),
+                              "--issuer", url("issuer"), "--audience", "waggle",
+                              # the ledger's web page signs the local user in with one click
+                              "--user", config.subject, "--organizations", config.organization),
                 port("issuer"), "/.well-known/openid-configuration"),
         Service("tscompile", _py("devstack.tscompile", "--host", HOST, "--port", str(port("tscompile"))),
                 port("tscompile"), "/healthz"),

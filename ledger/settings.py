@@ -58,6 +58,12 @@ class Settings(BaseSettings):
     oidc_audience: str = "waggle"
     dev_identity: bool = False  # WAGGLE_DEV_IDENTITY=1 → trust X-Waggle-Subject/-Organizations
     dev_issuer_port: int = 9099
+    oidc_client_id: str = "waggle"  # the web page's OIDC client (authorization code + PKCE)
+    oidc_client_secret: str | None = None  # only for an issuer that wants a confidential client
+    oidc_scopes: str = "openid"
+    web_url: str | None = None  # the page's URL as browsers see it; default: the request's own
+    replay_dir: Path | None = None  # ReplayWeb.page's files (ui.js, sw.js); default: ledger/web/replay
+    replay_url: str | None = None  # a separate origin for replay (archived scripts run there); see README
 
     # -- OpenFGA -------------------------------------------------------------
     fga_api_url: str = "http://127.0.0.1:8090"

@@ -43,7 +43,7 @@ from devstack.capture.package import write_file_capture, write_wacz
 from devstack.capture.policies import Policies
 from devstack.capture.proxy import checked_addresses
 from devstack.capture.recorder import Recorder
-from devstack.capture.session import Session, after, open_session, refuse_popups, seal
+from devstack.capture.session import Session, after, open_session, refuse_popups, seal, seal_network
 from devstack.capture.settings import ServerSettings
 from devstack.capture.sink import HttpSink, S3Sink
 from devstack.capture.state import BudgetExhausted, CaptureFailure, Ctx, Run, iso
@@ -83,7 +83,11 @@ async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
         processing_ms if processing_ms is not None else int((time.monotonic() - run.t0) * 1000))
     report = _ordered(report)
     manifest = await write_manifest(ctx, run, report)
-    return {"taskId": run.task_id, "report": report, "manifest": manifest}
+    answer: dict[str, Any] = {"taskId": run.task_id, "report": report, "manifest": manifest}
+    since = run.since_last_request_ms()  # last: the answer is written right after this
+    if since is not None:
+        answer["sinceLastRequestMs"] = since
+    return answer
 
 
 def _new_run(ctx: Ctx, req: dict[str, Any], accepted: float) -> Run:
@@ -230,6 +234,7 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         if run.formats["wacz"]:
             result.update(await write_wacz(ctx, run, recorder, loaded, title, document, dprs, viewport))
         else:
+            await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
             await uploads_done(run)
         # Report form of settle: signals not reached are absent (the archive writes null).
         result.update(settle=loaded.settle, document=document, windowsNotOpened=windows["refused"])

@@ -14,6 +14,7 @@ import anyio.to_thread
 from devstack.capture.behaviors import RUNTIME_JS
 from devstack.capture.load import Loaded
 from devstack.capture.recorder import Recorder
+from devstack.capture.session import seal_network
 from devstack.capture.settings import BUILD, SOFTWARE
 from devstack.capture.state import CaptureFailure, Ctx, Run, iso
 from devstack.capture.uploads import upload, uploads_done
@@ -28,7 +29,7 @@ async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, tit
     """Package and upload the WACZ after every page format was written; returns the report's
     ``{waczStats, completeness}``. Raises :class:`CaptureFailure` (``artifact_sink``)."""
     run.step = "package-wacz"
-    await recorder.stop(timeout_s=min(10.0, run.remaining_s()))
+    await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
     behaviors = (run.req.get("behaviors") or []) if loaded.ran_behaviors else None
     wacz_bytes = await anyio.to_thread.run_sync(
         package, run, recorder, title, document, loaded, dprs, viewport, behaviors)

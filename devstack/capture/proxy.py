@@ -18,6 +18,12 @@ the proxy only ever connects to addresses it checked); :meth:`begin_capture` for
 :meth:`end_capture` closes every open connection and seals the proxy — new connections are
 dropped unanswered until the next :meth:`begin_capture` — so nothing outlives a capture, not
 even requests of a page whose context is still being closed.
+
+:attr:`GuardedProxy.last_traffic` (monotonic seconds, None when nothing passed) is when the
+last byte of the capture passed between the browser and a site, either way — or the seal, when
+it cut a plain-HTTP request short — so the capture can say when the site last felt it. Sealing
+lets plain-HTTP requests already sent finish first (bounded), so their end is seen; a TLS
+tunnel's requests are invisible here (the recorder knows them) and a tunnel is cut at once.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -84,6 +91,8 @@ class GuardedProxy:
         self._checked: dict[tuple[str, int], list[str]] = {}
         self.sealed = False
         self.dropped = 0  # connections refused while sealed
+        self.last_traffic: float | None = None
+        self._busy: set[asyncio.Task] = set()  # plain-HTTP requests sent to a site, response not ended
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=HEAD_LIMIT)
@@ -105,15 +114,23 @@ class GuardedProxy:
         self._checked = dict(checked or {})
         self._deny = deny or (lambda url: False)
         self._on_denied = on_denied or (lambda url, method: None)
+        self.last_traffic = None
         self.sealed = False
 
-    async def end_capture(self) -> None:
-        """Seal the proxy and close every connection still open (the capture is over)."""
+    async def end_capture(self, drain_s: float = 1.0) -> None:
+        """Seal the proxy (the capture is over): no new connection or request goes out; plain-HTTP
+        requests already sent to a site get ``drain_s`` seconds to finish (so their end is seen,
+        not guessed); then every connection still open is closed."""
         self.sealed = True
+        if self._busy and drain_s > 0:
+            await asyncio.wait(list(self._busy), timeout=drain_s)
+        cut = bool(self._busy)
         for t in list(self._conns):
             t.cancel()
         if self._conns:
             await asyncio.wait(list(self._conns), timeout=5)
+        if cut:  # a request was cut short: the site felt it end now
+            self.last_traffic = time.monotonic()
         self._deny = lambda url: False
 
     async def close(self) -> None:
@@ -143,7 +160,7 @@ class GuardedProxy:
                 host, _, port_s = target.rpartition(":")
                 host = host.strip("[]")
                 up_r, upstream = await self._open(host, int(port_s), writer)
-                if upstream is None:
+                if upstream is None or self.sealed:
                     return
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
                 await writer.drain()
@@ -158,8 +175,9 @@ class GuardedProxy:
                 await self._refuse(writer, target, "denied by URL policy", record=False)
                 return
             up_r, upstream = await self._open(parts.hostname, parts.port or 80, writer)
-            if upstream is None:
+            if upstream is None or self.sealed:  # sealed meanwhile: this request never goes out
                 return
+            self._busy.add(task)
             path = parts.path or "/"
             if parts.query:
                 path += "?" + parts.query
@@ -167,6 +185,7 @@ class GuardedProxy:
             out += [h for h in lines[1:] if h and h.split(":", 1)[0].strip().lower() not in HOP_BY_HOP]
             out.append("Connection: close")
             upstream.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1"))
+            self.last_traffic = time.monotonic()
             await upstream.drain()
             await self._forward_response(reader, writer, up_r, upstream)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
@@ -179,6 +198,7 @@ class GuardedProxy:
                 if w is not None:
                     w.close()
             self._conns.discard(task)
+            self._busy.discard(task)
 
     async def _open(self, host: str, port: int, writer: asyncio.StreamWriter):
         label = f"{host}:{port}"
@@ -219,6 +239,7 @@ class GuardedProxy:
             head = await asyncio.wait_for(u_r.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
             lines = head.decode("latin-1").split("\r\n")
             kept = [lines[0]] + [h for h in lines[1:] if h and h.split(":", 1)[0].strip().lower() not in ("connection", "keep-alive")]
+            self.last_traffic = time.monotonic()
             c_w.write(("\r\n".join(kept) + "\r\nConnection: close\r\n\r\n").encode("latin-1"))
             await self._pipe(u_r, c_w)
         finally:
@@ -233,13 +254,13 @@ class GuardedProxy:
             a.cancel()
             b.cancel()
 
-    @staticmethod
-    async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
         try:
             while True:
                 chunk = await asyncio.wait_for(src.read(65536), IDLE_TIMEOUT_S)
                 if not chunk:
                     break
+                self.last_traffic = time.monotonic()
                 dst.write(chunk)
                 await dst.drain()
         except (ConnectionError, asyncio.TimeoutError):

@@ -76,7 +76,9 @@ class Recorder:
 
     ``exchanges`` (completion order), ``denied`` (requests never sent) and the counters feed
     the WARC, ``waczStats`` and ``completeness``. ``inflight`` and ``last_activity`` (monotonic
-    seconds) drive the settle wait.
+    seconds) drive the settle wait. ``last_end`` (monotonic seconds, None before any) is when the
+    last request finished or failed as the browser reported it; ``cut`` counts requests still in
+    flight at :meth:`stop` (they end when the proxy is sealed).
     """
 
     def __init__(self, policies: Policies, max_response_bytes: int, max_task_bytes: int,
@@ -90,6 +92,8 @@ class Recorder:
         self.body_bytes = 0
         self.inflight: dict[Request, datetime] = {}
         self.last_activity = time.monotonic()
+        self.last_end: float | None = None
+        self.cut = 0
         self.max_pending = max_pending
         self._tasks: set[asyncio.Task] = set()
         self._stopped = False
@@ -104,8 +108,8 @@ class Recorder:
         self._context = context
         self._handlers = [
             ("request", self._on_request),
-            ("requestfinished", lambda r: self._spawn(self._on_finished(r))),
-            ("requestfailed", lambda r: self._spawn(self._on_failed(r))),
+            ("requestfinished", lambda r: self._ended(r, self._on_finished(r))),
+            ("requestfailed", lambda r: self._ended(r, self._on_failed(r))),
         ]
         for event, handler in self._handlers:
             context.on(event, handler)
@@ -125,6 +129,12 @@ class Recorder:
         t = asyncio.ensure_future(coro)
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
+
+    def _ended(self, request: Request, coro) -> None:
+        # The end is taken when the event arrives, not when its body fetch is done.
+        if not self._stopped and request.url.startswith(("http:", "https:")):
+            self.last_end = time.monotonic()
+        self._spawn(coro)
 
     def _on_request(self, request: Request) -> None:
         if not request.url.startswith(("http:", "https:")):
@@ -260,6 +270,7 @@ class Recorder:
             t.cancel()
         self._stopped = True
         self.detach()
+        self.cut += len(self.inflight)
         for request, started in list(self.inflight.items()):
             self.exchanges.append(Exchange(url=request.url, method=request.method, started=started,
                                            resource_type=request.resource_type, incomplete="stop-while-pending"))

@@ -1,8 +1,9 @@
 """A capture's browser session: open it (spare, new or shared context; headers, preloads, deny
 gate, recorder), seal it before the answer, tear it down after the answer.
 
-Sealing (:func:`seal`) stops the recorder and closes the proxy, so nothing reaches a site after
-the capture ended; closing the context and preparing the next spare (:func:`after`) run after
+Sealing (:func:`seal_network`, as soon as the page formats are taken, and :func:`seal` before
+the answer) stops the recorder and closes the proxy, so nothing reaches a site after the
+capture ended, and notes when the page's last request ended (``sinceLastRequestMs``); closing the context and preparing the next spare (:func:`after`) run after
 the response, in the background (``Ctx.after``).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
 import anyio.to_thread
@@ -17,6 +19,7 @@ from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from devstack.capture.files import FileTaker
+from devstack.capture.proxy import GuardedProxy
 from devstack.capture.recorder import Recorder
 from devstack.capture.spare import Opened, open_context
 from devstack.capture.state import CaptureFailure, Ctx, Run
@@ -110,19 +113,42 @@ def refuse_popups(page: Page) -> dict[str, int]:
     return windows
 
 
-async def seal(ctx: Ctx, run: Run, recorder: Recorder) -> None:
-    """What must happen before the response: stop recording, seal the proxy (closes every
-    connection and refuses new ones, so the page can no longer reach any site), count."""
+async def seal_network(ctx: Ctx, run: Run, recorder: Recorder, timeout_s: float = 5.0) -> None:
+    """Stop recording (waiting ≤ ``timeout_s`` seconds for body fetches) and seal the proxy
+    (closes every connection, refuses new ones: the page can no longer reach any site), then note
+    in ``run.last_request_end`` when the page's last request ended. Idempotent."""
+    if run.network_sealed:
+        return
     try:
         if run.files is not None:
             await run.files.disable()
-        await recorder.stop(timeout_s=5)
+        await recorder.stop(timeout_s=timeout_s)
     except Exception:  # noqa: BLE001 — a crashed browser cannot be stopped politely
         pass
     finally:
+        await ctx.proxy.end_capture()
+        run.network_sealed = True
+        run.last_request_end = last_request_end(recorder, ctx.proxy)
+
+
+def last_request_end(recorder: Recorder, proxy: GuardedProxy) -> float | None:
+    """Monotonic seconds when the page's last network request ended, whichever of the browser's
+    events and the proxy's traffic saw it last; the seal itself when the recorder stopped with
+    requests in flight (they were cut then); None when there was no request."""
+    ends = [t for t in (recorder.last_end, proxy.last_traffic) if t is not None]
+    if recorder.cut:
+        ends.append(time.monotonic())
+    return max(ends) if ends else None
+
+
+async def seal(ctx: Ctx, run: Run, recorder: Recorder) -> None:
+    """What must happen before the response: the network sealed (:func:`seal_network`), page
+    format writes of a capture that failed early cancelled, the capture counted."""
+    try:
+        await seal_network(ctx, run, recorder)
+    finally:
         for t in run.uploads:  # a capture that failed early: its writes end on their own
             t.cancel()
-        await ctx.proxy.end_capture()
         ctx.browser.capture_done()
 
 

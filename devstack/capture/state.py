@@ -92,10 +92,19 @@ class Run:
     uploads: list[asyncio.Task] = field(default_factory=list)  # page formats still being written
     files: Any = None  # the .files.FileTaker reading a main document that is a file
     final_url: str | None = None  # where the main document ended, when the capture stopped early
+    network_sealed: bool = False
+    last_request_end: float | None = None  # monotonic seconds; set when the network is sealed
 
     def remaining_s(self) -> float:
         """Seconds left of the whole-task budget (≥ 0)."""
         return max(0.0, self.deadline - time.monotonic())
+
+    def since_last_request_ms(self) -> int | None:
+        """Whole milliseconds from the end of the page's last network request to now (rounded
+        down), or None when the page made no request (or the network was never sealed)."""
+        if self.last_request_end is None:
+            return None
+        return max(0, int((time.monotonic() - self.last_request_end) * 1000))
 
     def op_timeout(self, ms: int) -> float:
         """Seconds one operation may take: its own limit ``ms``, cut to the budget left (≥ 0.05)."""

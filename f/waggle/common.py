@@ -11,10 +11,12 @@ Windmill deploys this file as ``f/waggle/common`` and the steps import it with
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 
 import httpx
@@ -62,10 +64,27 @@ def read_variable(path: str, getter: Callable[[str], str] | None = None) -> str:
     return str(value)
 
 
-def read_optional_variable(path: str, getter: Callable[[str], str] | None = None) -> str | None:
-    """Like :func:`read_variable` but ``None`` when the variable does not exist (404)."""
+@contextlib.contextmanager
+def _windmill_client_silenced() -> Iterator[None]:
+    """Mute the ``windmill_client`` logger (wmill logs every 404 at ERROR before raising)."""
+    logger = logging.getLogger("windmill_client")
+    was = logger.disabled
+    logger.disabled = True
     try:
-        return read_variable(path, getter)
+        yield
+    finally:
+        logger.disabled = was
+
+
+def read_optional_variable(path: str, getter: Callable[[str], str] | None = None) -> str | None:
+    """Like :func:`read_variable` but ``None`` when the variable does not exist (404).
+
+    An absent optional variable is expected on every level, so nothing is logged for it
+    (issue 17 item 5): wmill's own ERROR line for the 404 is muted; other failures still raise.
+    """
+    try:
+        with _windmill_client_silenced():
+            return read_variable(path, getter)
     except VariableError as exc:
         if ": 404," in str(exc) or "has no value" in str(exc):
             return None

@@ -2,32 +2,36 @@
 # requires-python = ">=3.11"
 # dependencies = ["httpx==0.28.1", "wmill==1.850.0"]
 # ///
-"""crawl_host: capture one host's URLs one at a time, with the gap after each completion.
+"""crawl_host: capture one host's URLs one at a time, the host's gap running from the page's last request.
 
 reference/scheduler.md §4.3 (the politeness core) on BrowserHive v12 (contracts.md §A):
 
 * the first page waits ``initial_delay_ms`` (the remainder of the cross-level gap); every
-  later page waits the host's gap **after** the previous one finished (retry included);
+  later page is submitted once the host's gap has passed since the previous page's
+  ``gapFrom`` (retry included; see below);
 * page ``i`` starts at endpoint ``i mod n``; 429 → next endpoint; all busy → uniform
   0.5–1.5 s and another round; unreachable endpoints are skipped for that page; all
   unreachable → :class:`ServerUnavailable` (fails the level, never a page failure);
-* a 145 s deadline per call; a deadline is a page failure and never moves to another
-  endpoint (the submission may have gone through);
-* at most 2 attempts, retrying only ``connection|timeout|internal``, after the same gap;
+* a 145 s deadline per call; a deadline is a page failure (class ``transient``, not retried:
+  the capture may still be running) and never moves to another endpoint;
+* every failed PageResult has ``failureClass`` (``transient | permanent | policy``, from what
+  happened: f/waggle/failures.py) and a one-line ``skipReason``; at most 2 attempts, retrying
+  only a ``transient`` capture report, after the same gap (a refused submission is not retried);
 * beyond upstream: a main document answering 429 or 503 doubles that host's gap for the
-  rest of the level (capped at :data:`BACKOFF_CAP_MS`, logged) — cases/README C3.
+  rest of the level (capped at :data:`BACKOFF_CAP_MS`, logged; before the retry too) — C3.
 
-Where the gap is measured from (issue 8 item 1, decided): **capture completion**, i.e. when
-the ``POST /captures`` answer arrived, not the page's last request. The site therefore feels
-gap + the capture's tail (settle quiet window, formats, WACZ, uploads, manifest) + the next
-capture's head. Measuring from the page's last network activity would need a time the v12
-answer does not give: ``settle`` times are ms since an unstated moment ("navigation
-returned") and describe only the last device-pixel-ratio pass before behaviors, banner
-removal and screenshots (all of which may still fetch), ``network.quietAtMs`` is absent when
-the settle ends by deadline, and ``timestamp`` is the server's clock at result assembly.
-None bounds the last request from above, so any earlier start could fall below the delay;
-the reply comes only after the whole task and its manifest write ended (contracts.md A.6),
-so it is the one moment known to follow the page's last request.
+Where the gap is measured from (issue 11, superseding issue 8's "from completion"): the
+moment the page's last network request ended, where the capture answer says so. Our capture
+server adds ``sinceLastRequestMs`` to the v12 answer (ms on its own monotonic clock from the
+end of the page's last request to the answer; the page's network is sealed before it
+answers), so ``gapFrom = answer received − sinceLastRequestMs`` needs no cross-machine clock
+comparison; the HTTP transfer of the answer only makes ``gapFrom`` later (safe). It is clamped
+to ``[submittedAt, finishedAt]`` (a claim before the submission or after the answer cannot be
+true) and is ``finishedAt`` when the field is absent: a real BrowserHive v12 keeps the old rule,
+whose ``settle`` times and ``timestamp`` do not bound the last request from above, and the
+answer — sent after the whole task and its manifest write — is the one moment known to follow
+it. All times come from :func:`clock` (epoch seconds read off the monotonic clock). The ledger
+stores ``gapFrom`` and hands it back as the next level's ``lastFinishedAt``.
 
 Hosts may outnumber browsers (plan_level ``parallelism_for``, when sleeping hosts would
 otherwise idle them): a host that finds every endpoint busy goes round again after 0.5–1.5 s — faster for a host with a long gap

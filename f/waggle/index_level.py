@@ -6,7 +6,8 @@
 
 ``POST {waggle_api_url}/api/crawls/{crawl_id}/index`` with the Bearer header only — no body
 and no content-type (a bodyless POST declaring JSON is refused by strict servers).
-404 → no search on this deployment (or no permission): skipped, not an error.
+404 → no search on this deployment (or no permission): skipped, not an error, and not logged
+(it is the same answer on every level: issue 17 item 5; the step's result says ``skipped``).
 """
 
 from __future__ import annotations
@@ -53,8 +54,7 @@ def index(
     finally:
         if client is None:
             http.close()
-    if response.status_code == 404:
-        log("no index endpoint (no search on this deployment, or the token lacks permission); skipping")
+    if response.status_code == 404:  # expected on deployments without search: silent (module doc)
         return {"indexed": 0, "pages": 0, "skipped": True}
     if not 200 <= response.status_code < 300:
         raise IndexError_(f"{what} → {response.status_code} {excerpt(body_text(response), 300)}")

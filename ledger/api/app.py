@@ -68,6 +68,9 @@ def create_app(settings: Settings, services: Services | None = None, *, periodic
 
     for module in (me, scripts, health, archives, picker):
         app.include_router(module.router)
+    from ledger.web import routes as web
+
+    web.mount(app)
     if settings.crawls_enabled:
         from ledger.api import crawls
 

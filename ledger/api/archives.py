@@ -1,6 +1,8 @@
 """Archive routes (reference/ledger.md §6.4–§6.5).
 
-* ``GET /api/archives[?before=<date-time>]`` — newest first by ``captured_at``, 50 rows per
+* ``GET /api/archives[?before=<date-time>][&crawl=<crawl id>][&url=<text>]`` — ``crawl``: only
+  archives captured by that crawl (its pages' task ids); ``url``: only source URLs containing
+  the text (case-insensitive). Newest first by ``captured_at``, 50 rows per
   page in SQL, then filtered with one BatchCheck ``can_view`` (so a page may hold fewer than
   50 rows, even none, while older rows exist). ``before`` is a strict cursor (``captured_at <
   before``, millisecond precision). Rows: ``id, taskId, sourceUrl, labels, waczComplete,
@@ -60,6 +62,24 @@ def parse_before(values: list[str]) -> datetime | None | JSONResponse:
     return when
 
 
+def parse_filters(params: Any) -> tuple[str | None, str | None] | JSONResponse:
+    """``(crawl id, url text)`` of the query, or a 400 response."""
+    crawl = params.get("crawl") or None
+    text = params.get("url") or None
+    if crawl is not None:
+        try:
+            crawl = str(uuid.UUID(crawl))
+        except ValueError:
+            return _bad("crawl must be a crawl id (UUID), e.g. 3f2b8c1e-8d0a-4d59-9f5e-0c6a1b2d3e4f")
+    if text is not None and len(text) > 2000:
+        return _bad("url filter is longer than 2,000 characters")
+    return crawl, text
+
+
+def _like(text: str) -> str:
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 def row_json(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(r["id"]),
@@ -79,18 +99,25 @@ async def list_archives(request: Request) -> Any:
     before = parse_before(request.query_params.getlist("before"))
     if isinstance(before, JSONResponse):
         return before
+    filters = parse_filters(request.query_params)
+    if isinstance(filters, JSONResponse):
+        return filters
+    crawl, text = filters
     identity = await authenticate(request)
     services = request.app.state.services
     async with services.pool.connection() as conn:
         rows = await (await conn.execute(
             """
             SELECT id, task_id, source_url, labels, wacz_complete, captured_at, object_key
-            FROM archives
+            FROM archives a
             WHERE (%(before)s::timestamptz IS NULL OR captured_at < %(before)s::timestamptz)
+              AND (%(url)s::text IS NULL OR source_url ILIKE %(url)s::text)
+              AND (%(crawl)s::uuid IS NULL OR a.task_id::text IN (
+                    SELECT p.task_id FROM crawl_pages p WHERE p.crawl_id = %(crawl)s::uuid AND p.task_id IS NOT NULL))
             ORDER BY captured_at DESC, id DESC
             LIMIT %(limit)s
             """,
-            {"before": before, "limit": PAGE_SIZE},
+            {"before": before, "limit": PAGE_SIZE, "crawl": crawl, "url": _like(text) if text else None},
         )).fetchall()
     if not rows:
         return {"archives": []}

@@ -178,7 +178,8 @@ async def start_crawl(body: CrawlRequest, request: Request, background: Backgrou
     services = request.app.state.services
     limit = services.settings.max_pages
     if body.maxPages is not None and body.maxPages > limit:
-        raise Refused(400, f"maxPages must be between 1 and {limit} (WAGGLE_MAX_PAGES)")
+        why = f"maxPages must be between 1 and {limit} (WAGGLE_MAX_PAGES)"
+        raise Refused(400, why, fields={"maxPages": why})
     identity = await submitter(request)
     crawl, pages = await crawl_store.start_crawl(
         services.pool, _spec(body), subject=identity.subject, org_id=identity.organizations[0],
@@ -191,7 +192,8 @@ async def start_crawl(body: CrawlRequest, request: Request, background: Backgrou
 
 @router.get("/api/crawls")
 async def list_crawls(request: Request, limit: int = 20) -> dict:
-    """The most recent crawls (``limit`` 1–100, default 20), newest first."""
+    """The most recent crawls (``limit`` 1–100, default 20), newest first, with level and page
+    counts by state (see ``ledger.crawl.crawls.list_crawls``)."""
     if not 1 <= limit <= 100:
         raise Refused(400, "limit must be between 1 and 100")
     await submitter(request)
@@ -211,7 +213,7 @@ async def get_crawl(crawl_id: uuid.UUID, request: Request) -> dict:
 @router.get("/api/crawls/{crawl_id}/pages")
 async def list_pages(crawl_id: uuid.UUID, request: Request, state: str | None = None,
                      limit: int = pages_store.LIMIT_DEFAULT, cursor: str | None = None) -> dict:
-    """Every page of the crawl, oldest first → ``{pages: [{url, finalUrl?, depth, state,
+    """Every page of the crawl, oldest first → ``{pages: [{url, finalUrl, depth, state,
     failureClass, reason, captureMs, archiveId}], nextCursor}``; ``state`` filters
     (captured|failed|skipped|pending), ``limit`` 1–500 (default 100), ``cursor`` = the previous
     answer's ``nextCursor``. Same authorization as ``GET /api/crawls/{id}`` (404 to outsiders)."""

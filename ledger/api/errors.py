@@ -1,8 +1,10 @@
 """The error policy (reference/ledger.md §5): 4xx bodies ``{"error": "..."}`` that say what to
 change; anything unexpected → bare ``500 {"error":"internal error"}`` (detail logged only).
 
-* validation errors → 400 naming each field and the rule (never 422);
+* validation errors → 400 naming each field and the rule (never 422); ``fields`` maps each
+  top-level body field at fault to its problems (the web page shows them next to the field);
 * :class:`Unauthenticated` → 401 ``{"error":"unauthenticated"}`` (no reason given);
+* ``CsrfRefused`` (a web-page session call without its ``X-CSRF-Token``) → 403;
 * :class:`NotPermitted` → 404 ``{"error":"not found"}`` (never 403: no existence oracle);
 * OpenFGA not answering (:class:`FgaUnavailable`) → 503 with ``Retry-After``: nothing changed,
   the same request may be sent again (the flow's report retries rely on this);
@@ -54,16 +56,34 @@ def describe_validation(exc: RequestValidationError) -> str:
     return "; ".join(dict.fromkeys(parts)) or "invalid request"
 
 
+def validation_fields(exc: RequestValidationError) -> dict[str, str]:
+    """``{top-level field: "problem; problem"}`` of a body's validation errors (whole-body ones
+    under ``"body"``)."""
+    fields: dict[str, list[str]] = {}
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "path", "query")]
+        fake = RequestValidationError([err])
+        fields.setdefault(loc[0] if loc else "body", []).append(describe_validation(fake))
+    return {k: "; ".join(dict.fromkeys(v)) for k, v in fields.items()}
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers and the last-resort 500 middleware on ``app``."""
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": describe_validation(exc)}, status_code=400)
+        return JSONResponse({"error": describe_validation(exc), "fields": validation_fields(exc)}, status_code=400)
 
     @app.exception_handler(Unauthenticated)
     async def _unauth(request: Request, exc: Unauthenticated) -> JSONResponse:
         return JSONResponse({"error": "unauthenticated"}, status_code=401)
+
+    from ledger.web.auth import CSRF_HEADER, CsrfRefused
+
+    @app.exception_handler(CsrfRefused)
+    async def _csrf(request: Request, exc: CsrfRefused) -> JSONResponse:
+        return JSONResponse({"error": f"this call changes something: send the session's {CSRF_HEADER} header"
+                                      " (GET /auth/session gives it)"}, status_code=403)
 
     @app.exception_handler(NotPermitted)
     async def _denied(request: Request, exc: NotPermitted) -> JSONResponse:

@@ -178,8 +178,14 @@ def startup_notes(settings: Settings, resolver: Any, host: str, port: int) -> li
 
 
 async def authenticate(request: Request) -> Identity:
-    """The caller's identity via the app's resolver; raises :class:`Unauthenticated`."""
+    """The caller's identity via the app's resolver, else (JWT mode, no ``Authorization``) the web
+    page's session cookie (``ledger.web.auth``); raises :class:`Unauthenticated`, or
+    ``CsrfRefused`` for an unsafe session call without its CSRF token."""
     identity = await request.app.state.identity.resolve(request)
+    if identity is None and request.app.state.identity.mode == "jwt":
+        from ledger.web.auth import session_identity
+
+        identity = await session_identity(request)
     if identity is None:
         raise Unauthenticated()
     return identity

@@ -1,6 +1,6 @@
 // The archive picker: lists the caller's archives (GET /api/archives, newest first, 50 a page)
 // and downloads one through a 300 s signed URL (POST /api/archives/{id}/url). No tokens are
-// minted here; names are kept in localStorage, a pasted token only in sessionStorage.
+// minted here; names are kept in localStorage. (In JWT mode GET / is the web page of ledger/web.)
 (function () {
   "use strict";
   const $ = (id) => document.getElementById(id);
@@ -14,11 +14,6 @@
   }
 
   function headers() {
-    if (MODE === "token") {
-      const token = $("token").value.trim();
-      sessionStorage.setItem("waggle.token", token);
-      return token ? { Authorization: "Bearer " + token } : {};
-    }
     const subject = $("subject").value;
     const orgs = $("orgs").value;
     localStorage.setItem("waggle.subject", subject);
@@ -98,22 +93,13 @@
       $("archives").hidden = tbody.children.length === 0;
       $("more").hidden = page.archives.length === 0;
       say(tbody.children.length ? tbody.children.length + " archive(s)" : "No archives you may view.");
-      if (MODE === "token" && !more) {
-        const me = await call("GET", "/api/me");
-        say(tbody.children.length + " archive(s), viewing as " + me.subject +
-            (me.organizations.length ? " (" + me.organizations.join(", ") + ")" : ""));
-      }
     } catch (e) {
       say(e.message, true);
     }
   }
 
-  if (MODE === "token") {
-    $("token").value = sessionStorage.getItem("waggle.token") || "";
-  } else {
-    $("subject").value = localStorage.getItem("waggle.subject") || "";
-    $("orgs").value = localStorage.getItem("waggle.orgs") || "";
-  }
+  $("subject").value = localStorage.getItem("waggle.subject") || "";
+  $("orgs").value = localStorage.getItem("waggle.orgs") || "";
   $("identity").addEventListener("submit", (ev) => { ev.preventDefault(); load(false); });
   $("more").addEventListener("click", () => load(true));
 })();

@@ -1,11 +1,11 @@
-"""``GET /``: the archive picker, one HTML page (reference/ledger.md §6.2, English text).
+"""``GET /``: the archive picker, one HTML page (reference/ledger.md §6.2, English text), for the
+identity modes without sign-in. In JWT mode ``GET /`` is the web page of ``ledger.web`` instead
+(OIDC sign-in, crawls, archives, replay).
 
-The page depends on the identity mode chosen at start-up:
+The picker depends on the identity mode chosen at start-up:
 * **header** (dev identity): inputs ``#subject`` and ``#orgs`` and a load button ``#reload``;
   a warning ``#notice`` when the API listens on a non-loopback address (anyone on the network
   can be anyone); ``MODE = "names"``.
-* **jwt**: a token input ``#token``, a notice naming the issuer and how to get a token;
-  ``MODE = "token"``; after loading it shows who you are viewing as (``GET /api/me``).
 * **deny**: only a warning that no identity is configured — no inputs and no ``<script>``.
 
 The script lists ``GET /api/archives`` (newest first, "More" pages with ``before``), flags
@@ -34,8 +34,8 @@ def _assets() -> tuple[str, str]:
     return (base / "picker.html").read_text(encoding="utf-8"), (base / "picker.js").read_text(encoding="utf-8")
 
 
-def render_picker(mode: str, *, host: str, port: int, issuer: str | None = None) -> str:
-    """The page for identity ``mode`` (``header`` | ``jwt`` | ``deny``) on ``host:port``."""
+def render_picker(mode: str, *, host: str, port: int) -> str:
+    """The page for identity ``mode`` (``header`` | ``deny``) on ``host:port``."""
     page, script = _assets()
     esc = html.escape
     if mode == "header":
@@ -50,17 +50,6 @@ def render_picker(mode: str, *, host: str, port: int, issuer: str | None = None)
                 ' placeholder="acme"></label><button id="reload" type="submit">Load</button></form>')
         js_mode = "names"
         unauth = "401 — the subject is empty (this API identifies by the dev header)"
-    elif mode == "jwt":
-        iss = issuer or ""
-        mint = (f"curl -s -X POST {iss.rstrip('/')}/token -H 'content-type: application/json'"
-                f" -d '{{\"subject\": \"'$USER'\", \"organizations\": [\"acme\"]}}'")
-        notice = (f'<p class="notice" id="jwt-notice">This API identifies callers by JWT ({esc(iss)}); paste a token'
-                  f" that issuer minted. With the dev issuer: <code>{esc(mint)}</code></p>")
-        form = ('<form id="identity"><label>Token <input id="token" name="token" type="password"'
-                ' autocomplete="off" placeholder="eyJ…"></label><button id="reload" type="submit">Load</button></form>')
-        js_mode = "token"
-        unauth = ("401 — this token does not pass (expired, issuer restarted, or another issuer's):"
-                  " fetch a new one and paste it")
     else:
         notice = ('<p class="notice warn" id="notice">No identity is configured on this API, so nobody\'s list'
                   " can be shown (everyone gets 401). Set WAGGLE_OIDC_ISSUER or WAGGLE_DEV_IDENTITY=1.</p>")
@@ -73,11 +62,14 @@ def render_picker(mode: str, *, host: str, port: int, issuer: str | None = None)
 @router.get("/", response_class=HTMLResponse)
 async def picker(request: Request) -> HTMLResponse:
     """The picker page (``text/html; charset=utf-8``), built once per app."""
+    if getattr(request.app.state.identity, "mode", "") == "jwt":
+        from ledger.web.routes import shell
+
+        return shell()  # type: ignore[return-value]
     cached = getattr(request.app.state, "picker_html", None)
     if cached is None:
         resolver = request.app.state.identity
         settings = request.app.state.settings
-        cached = render_picker(getattr(resolver, "mode", "deny"), host=settings.api_host, port=settings.api_port,
-                               issuer=getattr(resolver, "issuer", None))
+        cached = render_picker(getattr(resolver, "mode", "deny"), host=settings.api_host, port=settings.api_port)
         request.app.state.picker_html = cached
     return HTMLResponse(cached, headers={"Cache-Control": "no-store"})

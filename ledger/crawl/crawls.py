@@ -64,6 +64,11 @@ async def _target_seeds(conn: AsyncConnection, org_id: str, limit: int | None) -
     return [r["url"] for r in await cur.fetchall()]
 
 
+def _seed_refusal(message: str) -> Refused:
+    """400 about the seeds, with ``fields`` like a validation error (the web page shows it there)."""
+    return Refused(400, message, fields={"seeds": message})
+
+
 def parse_seeds(raw: list[str], allow_private: bool) -> list[ParsedUrl]:
     """Every seed parsed; raises :class:`Refused` 400 naming the unusable ones (none dropped)."""
     parsed, bad, refused = [], [], []
@@ -78,10 +83,10 @@ def parse_seeds(raw: list[str], allow_private: bool) -> list[ParsedUrl]:
             refused.append(f"{p.url} ({why})")
         parsed.append(p)
     if bad:
-        raise Refused(400, "every seed must be an http(s) URL; unusable: " + ", ".join(repr(b) for b in bad))
+        raise _seed_refusal("every seed must be an http(s) URL; unusable: " + ", ".join(repr(b) for b in bad))
     if refused:
-        raise Refused(400, "seeds on private or local hosts are refused: " + "; ".join(refused)
-                      + " (set WAGGLE_ALLOW_PRIVATE_HOSTS=1 to crawl local sites)")
+        raise _seed_refusal("seeds on private or local hosts are refused: " + "; ".join(refused)
+                            + " (set WAGGLE_ALLOW_PRIVATE_HOSTS=1 to crawl local sites)")
     return parsed
 
 
@@ -153,12 +158,13 @@ async def start_crawl(
             if spec.seeds is not None:
                 raw = spec.seeds
                 if not raw:
-                    raise Refused(400, "seeds must not be empty")
+                    raise _seed_refusal("seeds must not be empty")
             else:
                 raw = await _target_seeds(conn, org_id, spec.from_targets_limit)
                 if not raw:
-                    raise Refused(400, f"no enabled capture targets for this organization ({org_id}):"
-                                       " add some with `waggle targets add --org`")
+                    why = (f"no enabled capture targets for this organization ({org_id}):"
+                           " add some with `waggle targets add --org`")
+                    raise Refused(400, why, fields={"fromTargets": why})
             seeds = parse_seeds(raw, allow_private)
             if len(seeds) > max_pages_limit:
                 raise Refused(400, f"{len(seeds)} seeds are more than WAGGLE_MAX_PAGES ({max_pages_limit}) allows"
@@ -274,13 +280,26 @@ async def archive_problems(conn: Any, crawl_id: uuid.UUID, limit: int = 5) -> di
 
 
 async def list_crawls(pool: Any, limit: int = 20) -> list[dict]:
-    """The ``limit`` most recently started crawls (summaries, newest first)."""
+    """The ``limit`` most recently started crawls (summaries, newest first): ``crawlId, seeds,
+    state, stopReason, startedAt, finishedAt, pagesDiscovered, pagesCaptured, organization,
+    requestedBy, error, currentDepth, maxDepth, maxPages`` and ``pagesFailed, pagesSkipped,
+    pagesPending`` (crawl_pages counts by state)."""
     async with pool.connection() as conn:
         cur = await conn.execute("SELECT * FROM crawls ORDER BY started_at DESC LIMIT %s", (limit,))
         rows = await cur.fetchall()
+        cur = await conn.execute(
+            "SELECT crawl_id, state, count(*) AS n FROM crawl_pages WHERE crawl_id = ANY(%s) GROUP BY 1, 2",
+            ([r["id"] for r in rows],))
+        counts: dict[tuple[Any, str], int] = {(c["crawl_id"], c["state"]): c["n"] for c in await cur.fetchall()}
     keys = ("crawlId", "seeds", "state", "stopReason", "startedAt", "finishedAt", "pagesDiscovered",
-            "pagesCaptured", "organization", "requestedBy", "error")
-    return [{k: v for k, v in crawl_view(r, []).items() if k in keys} for r in rows]
+            "pagesCaptured", "organization", "requestedBy", "error", "currentDepth", "maxDepth", "maxPages")
+    out = []
+    for r in rows:
+        item = {k: v for k, v in crawl_view(r, []).items() if k in keys}
+        for state, key in (("failed", "pagesFailed"), ("skipped", "pagesSkipped"), ("pending", "pagesPending")):
+            item[key] = counts.get((r["id"], state), 0)
+        out.append(item)
+    return out
 
 
 async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None) -> bool:

@@ -1,8 +1,8 @@
 """Every page of a crawl (``GET /api/crawls/{id}/pages``, issue 17 item 4): one row per
 ``crawl_pages`` row, oldest first (the order the crawl discovered them), keyset-paginated.
 
-Row: ``url, finalUrl (only where the ledger stores final URLs), depth, state, failureClass,
-reason, captureMs, archiveId``. ``captureMs`` = ``finished_at − submitted_at`` in whole ms
+Row: ``url, finalUrl (where the main document ended after redirects, issue 13; None when no
+redirect was reported), depth, state, failureClass, reason, captureMs, archiveId``. ``captureMs`` = ``finished_at − submitted_at`` in whole ms
 (None until the page was submitted); ``archiveId`` = the archive registered for the page's
 BrowserHive task (None when there is none).
 """
@@ -16,12 +16,8 @@ STATES = ("captured", "failed", "skipped", "pending")
 LIMIT_DEFAULT = 100
 LIMIT_MAX = 500
 
-_HAS_FINAL_URL = (
-    "SELECT EXISTS (SELECT 1 FROM information_schema.columns"
-    " WHERE table_schema = current_schema() AND table_name = 'crawl_pages' AND column_name = 'final_url')"
-)
 _PAGES = """
-SELECT p.id, p.url, {final} AS final_url, p.depth, p.state, p.failure_class, p.skip_reason,
+SELECT p.id, p.url, p.final_url, p.depth, p.state, p.failure_class, p.skip_reason,
        (extract(epoch FROM p.finished_at - p.submitted_at) * 1000)::bigint AS capture_ms,
        (SELECT a.id FROM archives a WHERE a.task_id::text = p.task_id ORDER BY a.created_at LIMIT 1) AS archive_id
 FROM crawl_pages p
@@ -30,16 +26,12 @@ ORDER BY p.id LIMIT %s
 """
 
 
-def page_row(row: dict, with_final_url: bool) -> dict:
+def page_row(row: dict) -> dict:
     """One API row (camelCase) of a ``crawl_pages`` row read by :data:`_PAGES`."""
-    page = {"url": row["url"]}
-    if with_final_url:
-        page["finalUrl"] = row["final_url"]
-    page.update(
-        depth=row["depth"], state=row["state"], failureClass=row["failure_class"], reason=row["skip_reason"],
+    return dict(
+        url=row["url"], finalUrl=row["final_url"], depth=row["depth"], state=row["state"], failureClass=row["failure_class"], reason=row["skip_reason"],
         captureMs=row["capture_ms"], archiveId=str(row["archive_id"]) if row["archive_id"] else None,
     )
-    return page
 
 
 async def list_pages(pool: Any, crawl_id: uuid.UUID, *, state: str | None, limit: int,
@@ -50,10 +42,7 @@ async def list_pages(pool: Any, crawl_id: uuid.UUID, *, state: str | None, limit
         cur = await conn.execute("SELECT 1 FROM crawls WHERE id = %s", (crawl_id,))
         if await cur.fetchone() is None:
             return None
-        cur = await conn.execute(_HAS_FINAL_URL)
-        with_final_url = bool((await cur.fetchone())["exists"])
-        query = _PAGES.format(final="p.final_url" if with_final_url else "NULL::text")
-        cur = await conn.execute(query, (crawl_id, after, state, state, limit))
+        cur = await conn.execute(_PAGES, (crawl_id, after, state, state, limit))
         rows = await cur.fetchall()
-    pages = [page_row(r, with_final_url) for r in rows]
+    pages = [page_row(r) for r in rows]
     return {"pages": pages, "nextCursor": str(rows[-1]["id"]) if len(rows) == limit else None}

@@ -228,11 +228,12 @@ def run_crawl(info: dict, wm_token: str, delay_ms: int, timeout_s: float = 420) 
             h.stop()
     with psycopg.connect(info["database_url"]) as conn:
         rows = conn.execute(
-            "SELECT url, host, depth, state, submitted_at, finished_at FROM crawl_pages WHERE crawl_id = %s"
-            " ORDER BY submitted_at NULLS LAST", (crawl_id,)).fetchall()
+            "SELECT url, host, depth, state, submitted_at, finished_at, coalesce(gap_from, finished_at)"
+            " FROM crawl_pages WHERE crawl_id = %s ORDER BY submitted_at NULLS LAST", (crawl_id,)).fetchall()
     pages = [{"url": u, "host": h, "depth": d, "state": s,
               "submitted": s_at.timestamp() - offset if s_at else None,
-              "finished": f_at.timestamp() - offset if f_at else None} for u, h, d, s, s_at, f_at in rows]
+              "finished": f_at.timestamp() - offset if f_at else None,
+              "gap_from": g_at.timestamp() - offset if g_at else None} for u, h, d, s, s_at, f_at, g_at in rows]
     return {"crawl_id": crawl_id, "view": view, "hosts": hosts, "pages": pages, "monitor": mon,
             "t_start": t_start, "t_end": t_end, "offset": offset, "captures": caps}
 
@@ -263,7 +264,8 @@ def _merge_browser_retries(caps: list, last_submitted: dict[str, float] | None =
 
 
 def scheduler_gaps(run: dict, delay_ms: int, boundary: bool = False) -> list[float]:
-    """The flow's own view, per host: next ``submittedAt`` − previous ``finishedAt`` − delay (s),
+    """The flow's own view, per host: next ``submittedAt`` − previous ``gapFrom`` (where the flow
+    started the gap: the page's last request, issue 11; ``finishedAt`` without it) − delay (s),
     from ``crawl_pages`` (ms resolution; last attempt of a retried page); within a level, or
     across a level boundary when ``boundary``."""
     delays = {f"127.0.0.1:{h.port}": max(delay_ms / 1000, CRAWL_DELAY_S if i == SLOW_HOST else 0)
@@ -277,7 +279,8 @@ def scheduler_gaps(run: dict, delay_ms: int, boundary: bool = False) -> list[flo
         pages.sort(key=lambda p: p["submitted"])
         for prev, nxt in zip(pages, pages[1:]):
             if (prev["depth"] != nxt["depth"]) == boundary:
-                out.append(nxt["submitted"] - prev["finished"] - delays.get(host, delay_ms / 1000))
+                start = prev.get("gap_from") or prev["finished"]
+                out.append(nxt["submitted"] - start - delays.get(host, delay_ms / 1000))
     return out
 
 
@@ -473,7 +476,7 @@ def _metrics(ctx: Context, label: str, gaps: dict, levels: list[dict], whole: di
     r = [x * 1000 for x in gaps["retry"]]
     sched = [x * 1000 for x in gaps["scheduler"]]
     if not baseline:
-        ctx.metric(f"[{label}] flow-side gap − delay (submit − finish), min", min(sched) if sched else None,
+        ctx.metric(f"[{label}] flow-side gap − delay (submit − gapFrom), min", min(sched) if sched else None,
                    "ms", 0, ">=", f"median {percentile(sched, 50):.0f} ms, p99 {percentile(sched, 99):.0f} ms,"
                    f" n={len(sched)}" if sched else "")
         head, tail = [x * 1000 for x in gaps["head"]], [x * 1000 for x in gaps["tail"]]

@@ -186,7 +186,10 @@ def test_images_are_pinned(services):
 def test_dockerfile_and_dockerignore():
     text = (REPO / "Dockerfile").read_text()
     froms = re.findall(r"^FROM (\S+)", text, re.M)
-    assert froms and all(f.startswith("docker.io/library/python:3.11-") for f in froms)
+    assert froms and all(f.startswith(("docker.io/library/python:3.11-", "docker.io/library/node:")) for f in froms)
+    # the one other stage: ReplayWeb.page's pinned npm package for the web page (no build step)
+    assert re.search(r"^FROM docker\.io/library/node:\d+-bookworm-slim AS replay$", text, re.M)
+    assert "npm ci --ignore-scripts" in text and re.search(r"^ENV .*WAGGLE_REPLAY_DIR=/app/replay", text, re.M | re.S)
     assert re.search(r'^CMD \["waggle", "serve"\]', text, re.M)
     assert re.search(r"^EXPOSE 7070$", text, re.M)
     assert re.search(r"^USER waggle$", text, re.M)  # not root

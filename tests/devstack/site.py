@@ -4,6 +4,8 @@ Routes: ``/start`` 302 → ``/page``; ``/page`` has a ``fetch()`` of ``/api/data
 ``/frame.html``, a lazy image ``/img/lazy.png`` 5000 px below the fold and links; ``/gzip``
 answers chunked + gzip'd (case C9); ``/banner`` has a CMP dialog, a consent wall and a fixed header; ``/missing`` 404; ``/big`` a 300 kB body; ``/slow`` waits
 ``?ms=`` ms; ``/tracker.js`` (policy target); ``/poll`` fetches ``/ping`` every 20 ms for ever. ``hits`` counts requests per path, ``arrivals`` logs (path, monotonic time);
+``responses`` logs (path, monotonic time) as each answer starts its last write (a lower bound of
+when the response ended, on the machine-wide monotonic clock the capture server uses too);
 ``connection_headers`` keeps each request's ``Connection`` header (the capture proxy sends
 ``close``; Chromium itself would send ``keep-alive``).
 """
@@ -75,6 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         for k, v in (extra or {}).items():
             self.send_header(k, v)
+        self.site.responses.append((urlsplit(self.path).path, time.monotonic()))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
@@ -89,6 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(302)
             self.send_header("Location", "/page")
             self.send_header("Content-Length", "0")
+            self.site.responses.append((path, time.monotonic()))
             self.end_headers()
         elif path == "/page":
             self._send(200, PAGE.encode(), "text/html; charset=utf-8", {"Set-Cookie": "sid=abc; Path=/"})
@@ -117,6 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
             for i in range(0, len(body), 100):
                 piece = body[i:i + 100]
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.site.responses.append((path, time.monotonic()))
             self.wfile.write(b"0\r\n\r\n")
         elif path == "/banner":
             self._send(200, BANNER.encode(), "text/html")
@@ -135,6 +140,7 @@ class TestSite:
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
         self.arrivals: list[tuple[str, float]] = []  # (path, monotonic seconds) per request
+        self.responses: list[tuple[str, float]] = []  # (path, monotonic seconds) as each answer's last write starts
         self.connection_headers: list[tuple[str, str]] = []  # (path, Connection header) per request
         handler = type("Handler", (_Handler,), {"site": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)

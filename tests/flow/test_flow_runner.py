@@ -67,7 +67,11 @@ def test_one_level_end_to_end(services, sites):
     assert [(r["url"], r["status"]) for r in report["results"]] == [
         (f"{a.url}/1", "captured"), (f"{a.url}/2", "captured"), (f"{a.url}/3", "captured"),
         (f"{b.url}/x", "captured"), (f"{a.url}/hidden", "skipped")]
-    assert report["results"][-1] == {"url": f"{a.url}/hidden", "status": "skipped", "skipReason": "robots"}
+    assert report["results"][-1] == {"url": f"{a.url}/hidden", "status": "skipped", "skipReason": "robots",
+                                     "failureClass": "permanent"}
+    # no expected-404 noise (issue 17 item 5): neither the missing /index nor absent optional variables
+    logs = runner.logs(job["id"])
+    assert "404" not in logs and "no index endpoint" not in logs, logs
     assert all(r["correlationId"] == "c-1" and r["manifestLocation"] for r in report["results"][:4])
     js_hash = report["compiled"]["scripts"][0]["sha256"]
     assert report["compiled"] == {"typescript": "6.0.3", "hostTypes": "v0.2.0",
@@ -268,7 +272,8 @@ def test_plan_level_main_guards_robots_fetches_unless_opted_out(services, sites)
 
     runner.delete_variable("u/admin/waggle_allow_private_hosts")
     refused = plan_job()
-    assert refused["groups"] == [] and refused["skipped"] == [{"url": f"{a.url}/1", "reason": "robots-unreachable"}]
+    assert refused["groups"] == [] and refused["skipped"] == [{"url": f"{a.url}/1", "reason": "robots-unreachable",
+                                                                  "failureClass": "transient"}]
     assert a.requests == []
     runner.set_variable("u/admin/waggle_allow_private_hosts", "1")
     allowed = plan_job()

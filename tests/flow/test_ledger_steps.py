@@ -231,3 +231,27 @@ def test_4xx_is_not_retried(server):
     with pytest.raises(ReportError):
         report(ledger.url, "tok", "c-1", 0, [], JS, retry_budget_s=10)
     assert len(ledger.requests) == 1
+
+
+# -- issue 17 item 5: no expected-404 noise per level --------------------------------------------
+
+def test_index_404_logs_nothing(server):
+    ledger = server(lambda r: (404, {}, {"error": "not found"}))
+    lines: list[str] = []
+    assert index(ledger.url, "tok", "c-1", retry_budget_s=0, log=lines.append)["skipped"] is True
+    assert lines == []
+
+
+def test_missing_optional_variable_logs_nothing(server, capfd, caplog):
+    import wmill
+
+    from f.waggle.common import read_optional_variable
+
+    windmill = server(lambda r: (404, {}, "Variable not found"))
+    client = wmill.Windmill(base_url=windmill.url, token="t", workspace="waggle")
+    caplog.set_level("DEBUG")
+    assert read_optional_variable("u/admin/waggle_allow_private_hosts", client.get_variable) is None
+    assert windmill.requests[0].path == "/api/w/waggle/variables/get_value/u/admin/waggle_allow_private_hosts"
+    assert [r for r in caplog.records if r.levelno >= 30] == []
+    assert "404" not in capfd.readouterr().err
+    assert not __import__("logging").getLogger("windmill_client").disabled  # muted only during the read

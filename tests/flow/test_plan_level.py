@@ -73,7 +73,7 @@ def test_null_respect_robots_still_reads_robots(serving):
     site = serving(HIDDEN)
     result = run([cand(site, "/links/hidden")], respect=None)
     assert site.fetched == ["/robots.txt"]
-    assert result["groups"] == [] and result["skipped"] == [{"url": f"{site.fake.url}/links/hidden", "reason": "robots"}]
+    assert result["groups"] == [] and result["skipped"] == [{"url": f"{site.fake.url}/links/hidden", "reason": "robots", "failureClass": "permanent"}]
 
 
 def test_omitted_respect_robots_still_reads_robots(serving):
@@ -221,7 +221,7 @@ def test_mixed_host_keeps_allowed(serving):
     a = serving(HIDDEN)
     result = run([cand(a, "/links/hidden"), cand(a, "/links/leaf/1")])
     assert result["groups"][0]["urls"] == [f"{a.fake.url}/links/leaf/1"]
-    assert result["skipped"] == [{"url": f"{a.fake.url}/links/hidden", "reason": "robots"}]
+    assert result["skipped"] == [{"url": f"{a.fake.url}/links/hidden", "reason": "robots", "failureClass": "permanent"}]
 
 
 def test_too_many_rules_skips_the_host_and_says_why(serving):
@@ -231,6 +231,7 @@ def test_too_many_rules_skips_the_host_and_says_why(serving):
     result = run([cand(a, "/open"), cand(a, "/x/1/")], lines=lines)
     assert result["groups"] == []
     assert [s["reason"] for s in result["skipped"]] == ["robots-too-large", "robots-too-large"]
+    assert [s["failureClass"] for s in result["skipped"]] == ["permanent", "permanent"]
     assert any(f"{MAX_RULES + 1} rules" in line for line in lines)
 
 
@@ -239,7 +240,7 @@ def test_repeated_rules_count_once(serving):
     a = serving("User-agent: *\n" + "Disallow: /x/\nAllow: /x/ok\n" * (MAX_RULES + 1))
     result = run([cand(a, "/x/no"), cand(a, "/x/ok"), cand(a, "/y")])
     assert result["groups"][0]["urls"] == [f"{a.fake.url}/x/ok", f"{a.fake.url}/y"]
-    assert result["skipped"] == [{"url": f"{a.fake.url}/x/no", "reason": "robots"}]
+    assert result["skipped"] == [{"url": f"{a.fake.url}/x/no", "reason": "robots", "failureClass": "permanent"}]
 
 
 # -- parallelism ------------------------------------------------------------------------------

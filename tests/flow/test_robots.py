@@ -65,6 +65,7 @@ def test_5xx_skips_every_url_of_the_host_this_level(site):
     result = robots_plan(fake, ["/a", "/b"])
     assert result["groups"] == []
     assert [s["reason"] for s in result["skipped"]] == ["robots-unreachable"] * 2
+    assert [s["failureClass"] for s in result["skipped"]] == ["transient"] * 2  # may be readable next time
 
 
 def test_4xx_means_no_restrictions(site):

@@ -110,8 +110,7 @@ async def test_skipped_pages_keep_their_class(settings):
         assert r.status_code == 200, r.text
         r = await h.client.get(f"/api/crawls/{crawl_id}/pages", headers=WHO)
     [page] = r.json()["pages"]
-    assert page.pop("finalUrl", None) is None  # only where the ledger stores final URLs (issue 13)
-    assert page == {"url": "https://a.test/", "depth": 0, "state": "skipped", "failureClass": "permanent",
+    assert page == {"url": "https://a.test/", "finalUrl": None, "depth": 0, "state": "skipped", "failureClass": "permanent",
                     "reason": "robots", "captureMs": None, "archiveId": None}
 
 
@@ -123,6 +122,7 @@ async def test_every_page_listed_with_outcome_time_and_archive(settings):
         crawl_id = await start(h, ["https://a.test/1", "https://a.test/2", "https://a.test/3"], maxDepth=0)
         r = await post(h, crawl_id, 0, [
             {"url": "https://a.test/1", "status": "captured", "taskId": task, "correlationId": crawl_id,
+             "finalUrl": "https://a.test/one",
              "manifestError": "s3://browserhive/x.result.json: not written", "submittedAt": T0,
              "finishedAt": "2026-09-19T14:00:02.345Z", "gapFrom": "2026-09-19T14:00:01.000Z"},
             {"url": "https://a.test/2", "status": "failed", "skipReason": "http_error: HTTP 404",
@@ -138,13 +138,12 @@ async def test_every_page_listed_with_outcome_time_and_archive(settings):
         assert r.status_code == 200, r.text
         body = r.json()
         failed = await h.client.get(f"/api/crawls/{crawl_id}/pages?state=failed", headers=WHO)
-    pages = [{k: v for k, v in p.items() if k != "finalUrl"} for p in body["pages"]]
-    assert pages == [
-        {"url": "https://a.test/1", "depth": 0, "state": "captured", "failureClass": None, "reason": None,
+    assert body["pages"] == [
+        {"url": "https://a.test/1", "finalUrl": "https://a.test/one", "depth": 0, "state": "captured", "failureClass": None, "reason": None,
          "captureMs": 2345, "archiveId": str(archive_id)},
-        {"url": "https://a.test/2", "depth": 0, "state": "failed", "failureClass": "permanent",
+        {"url": "https://a.test/2", "finalUrl": None, "depth": 0, "state": "failed", "failureClass": "permanent",
          "reason": "http_error: HTTP 404", "captureMs": 250, "archiveId": None},
-        {"url": "https://a.test/3", "depth": 0, "state": "pending", "failureClass": None, "reason": None,
+        {"url": "https://a.test/3", "finalUrl": None, "depth": 0, "state": "pending", "failureClass": None, "reason": None,
          "captureMs": None, "archiveId": None},
     ]
     assert body["nextCursor"] is None

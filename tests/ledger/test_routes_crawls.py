@@ -237,14 +237,15 @@ async def test_get_unknown_404_and_failures_listed(settings, fake_webhook):
         view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
         assert view["lastJob"] is None and view["failures"] == []  # no job id in the answer → none stored
         r = await h.client.post(f"/api/crawls/{crawl_id}/pages", json={"depth": 0, "results": [
-            {"url": "https://nonexistent.invalid/", "status": "failed", "skipReason": "net::ERR_NAME_NOT_RESOLVED"},
+            {"url": "https://nonexistent.invalid/", "status": "failed", "skipReason": "net::ERR_NAME_NOT_RESOLVED",
+             "failureClass": "permanent"},
             {"url": "https://a.test/", "status": "captured"}],
             "compiled": {"typescript": "6.0.3", "hostTypes": "v0.2.0", "scripts": []}}, headers=WHO)
         assert r.json() == {"next": [], "stopReason": "max_depth"}
         view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
         listed = (await h.client.get("/api/crawls", headers=WHO)).json()["crawls"]
     assert view["failures"] == [{"url": "https://nonexistent.invalid/", "depth": 0,
-                                 "reason": "net::ERR_NAME_NOT_RESOLVED"}]
+                                 "reason": "net::ERR_NAME_NOT_RESOLVED", "failureClass": "permanent"}]
     assert (view["state"], view["stopReason"], view["pagesCaptured"]) == ("succeeded", "max_depth", 1)
     assert view["finishedAt"].endswith("Z") and len(view["finishedAt"]) == 24
     assert [c["crawlId"] for c in listed] == [crawl_id]

@@ -1,0 +1,79 @@
+// The web page: sign-in state, the header and a hash router over the views.
+import { api, ApiError, setCsrf } from "./api.js";
+import { archiveList } from "./archives.js";
+import { crawlList, crawlPage } from "./crawls.js";
+import { el } from "./dom.js";
+import { startForm } from "./start.js";
+
+const view = document.getElementById("view");
+let timers = [];
+let session = null;
+
+function clearTimers() { for (const t of timers) clearTimeout(t); timers = []; }
+
+function signIn(reason) {
+  document.getElementById("nav").hidden = true;
+  document.getElementById("signout").hidden = true;
+  document.getElementById("who").textContent = "";
+  view.replaceChildren(el("div", { className: "signin" },
+    el("h1", {}, "waggle"),
+    el("p", { className: "muted" }, reason || "Archive websites politely: start crawls, watch them, open what they captured."),
+    el("p", {}, el("button", { className: "primary", id: "signin", type: "button",
+      onclick: () => { location.href = "/auth/login"; } }, "Sign in")),
+    el("p", {}, el("a", { href: "/auth/login?prompt=login", id: "signin-other" }, "Sign in as someone else"))));
+}
+
+async function route() {
+  clearTimers();
+  if (!session) return;
+  const hash = location.hash || "#/crawls";
+  const [path, qs] = hash.slice(1).split("?");
+  const query = new URLSearchParams(qs || "");
+  const parts = path.split("/").filter(Boolean);
+  for (const link of document.querySelectorAll("#nav a")) {
+    link.classList.toggle("current", link.dataset.view === (parts[0] || "crawls"));
+  }
+  const ctx = {
+    session,
+    later: (fn, ms) => { timers.push(setTimeout(fn, ms)); },
+    refresh: () => route(),
+  };
+  try {
+    if (parts[0] === "crawls" && parts[1]) await crawlPage(view, ctx, parts[1]);
+    else if (parts[0] === "start") startForm(view, ctx);
+    else if (parts[0] === "archives") await archiveList(view, ctx, query);
+    else await crawlList(view, ctx);
+  } catch (e) {
+    if (!(e instanceof ApiError && e.status === 401)) view.append(el("p", { className: "error" }, e.message));
+  }
+}
+
+async function boot() {
+  try {
+    session = await api("GET", "/auth/session");
+  } catch (e) {
+    session = null;
+    signIn();
+    return;
+  }
+  setCsrf(session.csrfToken);
+  document.getElementById("nav").hidden = false;
+  document.getElementById("nav-start").hidden = !session.canSubmit;
+  document.getElementById("who").textContent = session.subject +
+    (session.organizations.length ? " (" + session.organizations.join(", ") + ")" : "");
+  const out = document.getElementById("signout");
+  out.hidden = false;
+  out.onclick = async () => { await api("POST", "/auth/logout"); location.hash = ""; location.reload(); };
+  await route();
+}
+
+window.addEventListener("hashchange", route);
+// A link to the view already shown fires no hashchange: show it afresh (a new form, a new list).
+document.getElementById("nav").addEventListener("click", (ev) => {
+  const link = ev.target.closest("a");
+  if (link && link.getAttribute("href") === location.hash) route();
+});
+window.addEventListener("waggle:signed-out", () => {
+  if (session) { session = null; clearTimers(); signIn("Your session ended (the sign-in expires with its token): sign in again."); }
+});
+boot();

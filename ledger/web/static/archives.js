@@ -1,0 +1,86 @@
+// Archives the user may view (the API filters each page with OpenFGA): filter by crawl and URL,
+// download through the 300 s signed URL, replay a page with ReplayWeb.page (/replay.html).
+import { api } from "./api.js";
+import { el, table, when } from "./dom.js";
+
+async function signed(archive) {
+  return api("POST", "/api/archives/" + encodeURIComponent(archive.id) + "/url");
+}
+
+export async function archiveList(view, ctx, query) {
+  const crawl = el("select", { id: "filter-crawl", name: "crawl" }, el("option", { value: "" }, "all crawls"));
+  const url = el("input", { id: "filter-url", name: "url", type: "search", placeholder: "part of a URL", value: query.get("url") || "" });
+  const status = el("p", { id: "archives-status", className: "muted" }, "Loading…");
+  const tbody = el("tbody");
+  const more = el("button", { type: "button", id: "more", hidden: true }, "More");
+  const filters = el("form", { className: "filters", id: "archive-filters" },
+    el("label", {}, "Crawl", crawl), el("label", {}, "URL contains", url),
+    el("button", { type: "submit", id: "apply" }, "Filter"));
+  view.replaceChildren(el("h1", {}, "Archives"), filters, status,
+    table(["Page", "Captured", ""], [], { id: "archives" }), more);
+  view.querySelector("#archives").replaceChild(tbody, view.querySelector("#archives tbody"));
+
+  try {  // the crawls this user may see name the filter's choices (none for a non-submitter)
+    const data = await api("GET", "/api/crawls?limit=100");
+    for (const c of data.crawls) {
+      crawl.append(el("option", { value: c.crawlId }, when(c.startedAt) + " — " + (c.seeds[0] || c.crawlId)));
+    }
+  } catch (e) { /* 404: not a submitter; the filter offers "all crawls" only */ }
+  const wanted = query.get("crawl") || "";
+  if (wanted && !crawl.querySelector(`option[value="${CSS.escape(wanted)}"]`)) {
+    crawl.append(el("option", { value: wanted }, wanted));
+  }
+  crawl.value = wanted;
+
+  filters.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    if (crawl.value) q.set("crawl", crawl.value);
+    if (url.value.trim()) q.set("url", url.value.trim());
+    location.hash = "#/archives" + (q.toString() ? "?" + q : "");
+  });
+
+  let before = null;
+  async function load() {
+    const q = new URLSearchParams();
+    if (wanted) q.set("crawl", wanted);
+    if (query.get("url")) q.set("url", query.get("url"));
+    if (before) q.set("before", before);
+    try {
+      const page = await api("GET", "/api/archives?" + q);
+      for (const a of page.archives) tbody.append(row(a));
+      if (page.archives.length) before = page.archives[page.archives.length - 1].capturedAt;
+      more.hidden = page.archives.length === 0;
+      status.className = "muted";
+      status.textContent = tbody.children.length ? tbody.children.length + " archive(s)" : "No archives you may view.";
+    } catch (e) {
+      status.className = "error";
+      status.textContent = e.message;
+    }
+  }
+  more.addEventListener("click", load);
+
+  function row(a) {
+    const download = el("button", { type: "button", className: "download", onclick: async () => {
+      try {
+        const s = await signed(a);
+        status.textContent = "Download link valid for " + s.expiresIn + " s.";
+        window.location.assign(s.url);
+      } catch (e) { status.className = "error"; status.textContent = e.message; }
+    } }, "Download");
+    const replay = !ctx.session.replayUrl ? null : el("button", { type: "button", className: "replay", onclick: async () => {
+      try {
+        const s = await signed(a);
+        const q = new URLSearchParams({ source: s.url, url: a.sourceUrl, captured: a.capturedAt });
+        // on its own origin: archived pages run their scripts there, away from this session
+        window.location.assign(ctx.session.replayUrl + "?" + q);
+      } catch (e) { status.className = "error"; status.textContent = e.message; }
+    } }, "Replay");
+    return el("tr", { className: "archive", dataset: { id: a.id } },
+      el("td", { className: "url" }, a.sourceUrl,
+        a.waczComplete === false ? el("span", { className: "badge", title: "some responses were recorded without their body" }, "incomplete") : null),
+      el("td", {}, when(a.capturedAt)),
+      el("td", { className: "buttons" }, download, " ", replay));
+  }
+  await load();
+}

@@ -1,0 +1,164 @@
+// Crawls: the list (newest first, live while one runs) and one crawl's page (facts, hosts in
+// flight, its pages with state and reason, fail with confirmation).
+import { api, ApiError, isMissingRoute } from "./api.js";
+import { el, elapsed, stateBadge, table, when } from "./dom.js";
+
+const LIST_POLL_MS = 2000;
+const CRAWL_POLL_MS = 1500;
+const PAGES_LIMIT = 50;
+
+function level(c) {
+  return c.currentDepth === null || c.currentDepth === undefined ? "—"
+    : c.currentDepth + (c.maxDepth !== null && c.maxDepth !== undefined ? " / " + c.maxDepth : "");
+}
+
+function seedsText(seeds) {
+  if (!seeds || !seeds.length) return "—";
+  return seeds[0] + (seeds.length > 1 ? " +" + (seeds.length - 1) : "");
+}
+
+export async function crawlList(view, ctx) {
+  view.replaceChildren(el("h1", {}, "Crawls"), el("p", { id: "crawls-status", className: "muted" }, "Loading…"));
+  const status = view.querySelector("#crawls-status");
+  let tableNode = null;
+  async function refresh() {
+    let data;
+    try {
+      data = await api("GET", "/api/crawls?limit=50");
+    } catch (e) {
+      // 404 = not a submitter of any organization: there is nothing this user may see.
+      status.textContent = e instanceof ApiError && e.status === 404 ? "No crawls you may see." : e.message;
+      status.className = e.status === 404 ? "muted" : "error";
+      return;
+    }
+    const rows = data.crawls.map((c) => el("tr", { className: "crawl", dataset: { id: c.crawlId, state: c.state } },
+      el("td", {}, el("a", { href: "#/crawls/" + c.crawlId }, when(c.startedAt))),
+      el("td", { className: "url" }, seedsText(c.seeds)),
+      el("td", {}, stateBadge(c.state)),
+      el("td", { className: "stop" }, c.stopReason || ""),
+      el("td", { className: "num level" }, level(c)),
+      el("td", { className: "num captured" }, c.pagesCaptured),
+      el("td", { className: "num failed" }, c.pagesFailed ?? "—"),
+      el("td", { className: "num skipped" }, c.pagesSkipped ?? "—"),
+      el("td", { className: "num" }, elapsed(c.startedAt, c.finishedAt))));
+    const fresh = table(["Started", "Seeds", "State", "Stop reason", { label: "Level", num: true },
+      { label: "Captured", num: true }, { label: "Failed", num: true }, { label: "Skipped", num: true },
+      { label: "Elapsed", num: true }], rows, { id: "crawls" });
+    if (tableNode) tableNode.replaceWith(fresh); else view.append(fresh);
+    tableNode = fresh;
+    const running = data.crawls.filter((c) => c.state === "running").length;
+    status.className = "muted";
+    status.textContent = data.crawls.length
+      ? data.crawls.length + " crawl(s)" + (running ? ", " + running + " running — updating live" : "")
+      : "No crawls yet." + (ctx.session.canSubmit ? " Start one." : "");
+    if (running) ctx.later(refresh, LIST_POLL_MS);
+  }
+  await refresh();
+}
+
+function facts(c) {
+  const pairs = [
+    ["State", stateBadge(c.state)], ["Stop reason", c.stopReason || "—"], ["Level", level(c)],
+    ["Captured", String(c.pagesCaptured)], ["Failed", String(c.pagesFailed)], ["Skipped", String(c.pagesSkipped)],
+    ["Pending", String(c.pagesPending)], ["Discovered", String(c.pagesDiscovered)],
+    ["Max pages", String(c.maxPages)], ["Scope", c.scope], ["Delay per host", c.perHostDelayMs + " ms"],
+    ["Started", when(c.startedAt)], ["Elapsed", elapsed(c.startedAt, c.finishedAt)],
+    ["Organization", c.organization], ["Requested by", c.requestedBy], ["Seeds", (c.seeds || []).join(" ")],
+  ];
+  if (c.error) pairs.push(["Error", c.error]);
+  return el("dl", { className: "facts", id: "crawl-facts" },
+    pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { dataset: { fact: k.toLowerCase() } }, v)]));
+}
+
+function pageRow(p, crawlId) {
+  return el("tr", { className: "page", dataset: { state: p.state } },
+    el("td", { className: "url" }, p.url, p.finalUrl && p.finalUrl !== p.url ? el("div", { className: "muted" }, "→ " + p.finalUrl) : null),
+    el("td", { className: "num" }, p.depth),
+    el("td", {}, stateBadge(p.state)),
+    el("td", { className: "reason" }, [p.failureClass ? "[" + p.failureClass + "] " : "", p.reason || ""].join("")),
+    el("td", { className: "num" }, p.captureMs !== null && p.captureMs !== undefined ? p.captureMs + " ms" : ""),
+    el("td", {}, p.archiveId ? el("a", { href: "#/archives?crawl=" + encodeURIComponent(crawlId) + "&url=" + encodeURIComponent(p.url) }, "archive") : ""));
+}
+
+const PAGE_HEADERS = ["URL", { label: "Depth", num: true }, "State", "Reason", { label: "Capture", num: true }, ""];
+
+async function pagesSection(crawl, box, filter) {
+  const params = new URLSearchParams({ limit: String(PAGES_LIMIT) });
+  if (filter) params.set("state", filter);
+  const path = "/api/crawls/" + crawl.crawlId + "/pages?";
+  try {
+    const data = await api("GET", path + params);
+    const rows = table(PAGE_HEADERS, data.pages.map((p) => pageRow(p, crawl.crawlId)), { id: "pages" });
+    const more = el("button", { type: "button", id: "more-pages", hidden: !data.nextCursor }, "More pages");
+    let cursor = data.nextCursor;
+    more.addEventListener("click", async () => {  // oldest first: the next pages by keyset cursor
+      params.set("cursor", cursor);
+      const next = await api("GET", path + params);
+      rows.tBodies[0].append(...next.pages.map((p) => pageRow(p, crawl.crawlId)));
+      cursor = next.nextCursor;
+      more.hidden = !cursor;
+    });
+    box.replaceChildren(rows, more, el("p", { className: "muted" }, data.pages.length ? "" : "No pages in this state."));
+  } catch (e) {
+    if (!isMissingRoute(e)) {
+      box.replaceChildren(el("p", { className: "error" }, e.message));
+      return;
+    }
+    // An older ledger without GET /api/crawls/{id}/pages: the crawl view's 5 newest failures.
+    const rows = (crawl.failures || []).map((f) => pageRow({ url: f.url, depth: f.depth, state: "failed", reason: f.reason }, crawl.crawlId));
+    box.replaceChildren(
+      el("p", { className: "notice", id: "pages-fallback" },
+        "This ledger does not list a crawl's pages yet (GET /api/crawls/{id}/pages); its newest failures:"),
+      table(PAGE_HEADERS, rows, { id: "pages" }));
+  }
+}
+
+export async function crawlPage(view, ctx, crawlId) {
+  view.replaceChildren(el("p", { className: "muted" }, "Loading…"));
+  let filter = "";
+  const pagesBox = el("div", { id: "pages-box" });
+  const filterSelect = el("select", { id: "page-state", onchange: () => { filter = filterSelect.value; refresh(true); } },
+    ["", "captured", "failed", "skipped", "pending"].map((s) => el("option", { value: s }, s || "all states")));
+  async function refresh(pagesOnly) {
+    let crawl;
+    try {
+      crawl = await api("GET", "/api/crawls/" + encodeURIComponent(crawlId));
+    } catch (e) {
+      view.replaceChildren(el("h1", {}, "Crawl"),
+        el("p", { className: e.status === 404 ? "muted" : "error", id: "crawl-missing" },
+          e.status === 404 || e.status === 400 ? "No such crawl, or not one you may see." : e.message));
+      return;
+    }
+    if (!pagesOnly) {
+      const fail = crawl.state === "running" && ctx.session.canSubmit
+        ? el("button", { className: "danger", id: "fail-crawl", type: "button", onclick: () => failCrawl(crawl) }, "Fail this crawl")
+        : null;
+      view.replaceChildren(...[
+        el("h1", {}, "Crawl ", el("code", {}, crawl.crawlId.slice(0, 8))),
+        el("div", { className: "actions" },
+          el("a", { className: "button", href: "#/archives?crawl=" + crawl.crawlId, id: "crawl-archives" }, "Archives of this crawl"),
+          fail),
+        facts(crawl),
+        crawl.state === "running"
+          ? el("div", { className: "hosts", id: "hosts" }, el("strong", {}, "Hosts in flight: "),
+              crawl.hostsInFlight.length ? crawl.hostsInFlight.map((h) => el("span", {}, h)) : "—")
+          : null,
+        el("h2", {}, "Pages ", filterSelect),
+        pagesBox].filter(Boolean));
+    }
+    await pagesSection(crawl, pagesBox, filter);
+    if (crawl.state === "running" && !pagesOnly) ctx.later(() => refresh(false), CRAWL_POLL_MS);
+  }
+
+  async function failCrawl(crawl) {
+    if (!window.confirm("Fail crawl " + crawl.crawlId.slice(0, 8) + "? It stops after the level in flight; this cannot be undone.")) return;
+    try {
+      await api("POST", "/api/crawls/" + crawl.crawlId + "/failed",
+        { reason: "failed from the web page by " + ctx.session.subject });
+    } catch (e) {
+      window.alert(e.message);
+    }
+    ctx.refresh();
+  }
+  await refresh(false);
+}

@@ -1,0 +1,262 @@
+"""The web page in real Chromium against the whole local stack (issue 16 item 6).
+
+Signs the local user in with one click, starts a crawl of a loopback site from the form (after
+the API's validation errors showed next to their fields), watches it finish, downloads an
+archive, replays the captured page with ReplayWeb.page, fails a second crawl after confirming;
+then an outsider signs in and sees none of it. Screenshots of each view go to ``docs/web-*.png``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.site import Site
+
+pytestmark = pytest.mark.e2e
+os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+MARK = "Waggle dance of the honeybee"
+FINAL = ("succeeded", "failed")
+
+
+def page_html(title: str, links: list[str]) -> str:
+    items = "".join(f'<li><a href="{href}">{href}</a></li>' for href in links)
+    return (f"<!doctype html><html><head><meta charset=utf-8><title>{title}</title></head>"
+            f"<body><h1>{title}</h1><p>{MARK}: a page for the web page test.</p><ul>{items}</ul></body></html>")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Iterator[Site]:
+    root = tmp_path_factory.mktemp("site")
+    (root / "index.html").write_text(page_html("Bees", ["a.html", "b.html"]))
+    (root / "a.html").write_text(page_html("Bees A", ["index.html"]))
+    (root / "b.html").write_text(page_html("Bees B", ["missing.html"]))  # a 404: a failed or captured page
+    s = Site(root, "User-agent: *\nAllow: /\n")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def new_page(browser):
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1100, "height": 720})
+    page = context.new_page()
+    page.set_default_timeout(45000)  # generous: the machine is shared and often loaded
+    return context, page
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(DOCS / f"web-{name}.png"))
+
+
+def crawl_state(page) -> str:
+    return page.inner_text("#crawl-facts dd[data-fact='state']").strip()
+
+
+def wait_final(page, timeout_s: float = 240) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if page.locator("#crawl-facts").count() and crawl_state(page) in FINAL:
+            return crawl_state(page)
+        page.wait_for_timeout(500)
+    raise AssertionError("the crawl did not finish in time: " + page.inner_text("main"))
+
+
+def replayed_text(page, timeout_s: float = 120) -> str:
+    """Text of the replayed page: the innermost frame ReplayWeb.page opens under /replay/w/."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for frame in page.frames:
+            if "/replay/w/" in frame.url:
+                try:
+                    text = frame.inner_text("body", timeout=1000)
+                except Exception:  # the frame navigates while loading
+                    continue
+                if MARK in text:
+                    return text
+        page.wait_for_timeout(500)
+    raise AssertionError("the page was not replayed: frames " + ", ".join(f.url for f in page.frames))
+
+
+@pytest.fixture(scope="module")
+def local(local_stack, browser):
+    context, page = new_page(browser)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def test_local_user_signs_in_with_one_click(local_stack, local) -> None:
+    local.goto(local_stack.api_url + "/")
+    local.wait_for_selector("#signin")
+    shot(local, "signin")
+    local.click("#signin")  # → the ledger's /auth/login → the dev issuer → /auth/callback → /
+    local.wait_for_selector("table#crawls, #crawls-status")
+    assert local.inner_text("#who") == f"{local_stack.subject} ({local_stack.organization})"
+    assert local.locator("#nav-start").is_visible()
+    cookies = {c["name"]: c for c in local.context.cookies()}
+    assert cookies["waggle_session"]["httpOnly"] and cookies["waggle_session"]["sameSite"] == "Lax"
+    storage = local.evaluate("() => JSON.stringify({...localStorage}) + JSON.stringify({...sessionStorage})")
+    assert "ey" not in storage  # no token in web storage
+
+
+def test_start_form_shows_api_errors_next_to_the_fields(local_stack, local, site) -> None:
+    local.goto(local_stack.api_url + "/#/start")
+    local.fill("#seeds", "not a url")
+    local.fill("#maxDepth", "99")
+    local.click("#start")
+    local.wait_for_selector("#maxDepth-error:not(:empty)")
+    assert "less than or equal to 10" in local.inner_text("#maxDepth-error")
+    assert local.get_attribute("#maxDepth", "aria-invalid") == "true"
+    local.fill("#maxDepth", "1")
+    local.click("#start")
+    local.wait_for_selector("#seeds-error:not(:empty)")
+    assert "http(s) URL" in local.inner_text("#seeds-error") and local.inner_text("#maxDepth-error") == ""
+    shot(local, "start")
+    local.check("#fromTargets")  # the organization has no saved targets: said next to that field
+    assert local.is_disabled("#seeds")
+    local.click("#start")
+    local.wait_for_selector("#fromTargets-error:not(:empty)")
+    assert "no enabled capture targets" in local.inner_text("#fromTargets-error")
+    assert local.inner_text("#seeds-error") == "" and "#/start" in local.url
+    local.uncheck("#fromTargets")
+    assert local.is_enabled("#seeds")
+
+
+@pytest.fixture(scope="module")
+def finished_crawl(local_stack, local, site) -> str:
+    local.goto(local_stack.api_url + "/#/start")
+    local.reload()  # a fresh form (the URL may already have been #/start)
+    local.fill("#seeds", site.url + "/index.html")
+    local.fill("#maxDepth", "1")
+    local.fill("#maxPages", "3")
+    local.fill("#perHostDelayMs", "300")
+    local.click("#start")
+    local.wait_for_url(re.compile(r".*#/crawls/[0-9a-f-]{36}$"))
+    crawl_id = local.url.rsplit("/", 1)[1]
+    local.wait_for_selector("#crawl-facts")
+    seen_running = crawl_state(local) == "running"
+    if seen_running:  # live: the same view turns from running to succeeded without a reload
+        local.wait_for_selector("#hosts")
+        local.wait_for_selector("table#pages tr.page")
+        if crawl_state(local) == "running":
+            shot(local, "crawl-running")
+    assert wait_final(local) == "succeeded", local.inner_text("main")
+    return crawl_id
+
+
+def test_crawl_is_watched_to_the_end_with_its_pages(local_stack, local, finished_crawl) -> None:
+    local.wait_for_selector("table#pages tr.page")
+    states = local.locator("table#pages tr.page").evaluate_all("els => els.map(e => e.dataset.state)")
+    assert "captured" in states
+    assert int(local.inner_text("dd[data-fact='captured']")) >= 2
+    shot(local, "crawl")
+    local.goto(local_stack.api_url + "/#/crawls")
+    row = local.locator(f"tr.crawl[data-id='{finished_crawl}']")
+    row.wait_for()
+    assert row.get_attribute("data-state") == "succeeded"
+    assert int(row.locator("td.captured").inner_text()) >= 2 and row.locator("td.level").inner_text() == "1 / 1"
+    assert local.locator("tr.crawl").first.get_attribute("data-id") == finished_crawl  # newest first
+    shot(local, "crawls")
+
+
+def test_archives_download_and_replay(local_stack, local, finished_crawl, site) -> None:
+    local.goto(local_stack.api_url + f"/#/archives?crawl={finished_crawl}")
+    deadline = time.monotonic() + 30
+    while not local.locator("tr.archive").count():  # the outbox delivers tuples within ~1 s
+        assert time.monotonic() < deadline, local.inner_text("main")
+        local.wait_for_timeout(1000)
+        local.reload()
+    urls = local.locator("tr.archive td.url").all_inner_texts()
+    assert all(u.startswith(site.url) for u in urls) and len(urls) >= 2
+    local.fill("#filter-url", "index.html")
+    local.click("#apply")
+    local.wait_for_function("document.querySelectorAll('tr.archive').length === 1")
+    assert local.input_value("#filter-crawl") == finished_crawl
+    shot(local, "archives")
+    row = local.locator("tr.archive").first
+    with local.expect_download() as info:
+        row.locator("button.download").click()
+    download = info.value
+    assert Path(download.path()).read_bytes()[:2] == b"PK"  # a WACZ is a zip
+    assert download.url.startswith(local_stack.info["services"]["s3"])  # straight from the store
+    row.locator("button.replay").click()
+    # replay runs on the twin origin (localhost ↔ 127.0.0.1): archived scripts there see no session
+    local.wait_for_url(re.compile(r"^http://localhost:\d+/replay\.html\?.*"))
+    text = replayed_text(local)
+    assert "Bees" in text
+    shot(local, "replay")
+    assert local.evaluate("document.cookie") == ""
+    assert local.evaluate("async () => (await fetch('/api/archives')).status") == 401
+    assert local.evaluate("async () => (await fetch('/auth/session')).status") == 404
+    on_session_origin = httpx.get(local_stack.api_url + "/replay.html", params={"source": "x", "url": "y"}, timeout=10)
+    assert on_session_origin.status_code == 404 and "replay origin" in on_session_origin.json()["error"]
+
+
+def test_a_running_crawl_is_failed_after_confirmation(local_stack, local, site, finished_crawl) -> None:
+    local.goto(local_stack.api_url + "/#/start")
+    local.fill("#seeds", site.url + "/a.html")
+    local.fill("#maxDepth", "2")
+    local.fill("#perHostDelayMs", "20000")  # slow on purpose: it is still running when failed
+    local.click("#start")
+    local.wait_for_url(re.compile(r".*#/crawls/[0-9a-f-]{36}$"))
+    local.wait_for_selector("#fail-crawl")
+    local.once("dialog", lambda d: d.dismiss())  # "Cancel" leaves it running
+    local.click("#fail-crawl")
+    local.wait_for_timeout(1000)
+    assert crawl_state(local) == "running"
+    local.once("dialog", lambda d: d.accept())
+    local.click("#fail-crawl")
+    assert wait_final(local, 30) == "failed"
+    assert local.inner_text("dd[data-fact='stop reason']") == "failed"
+    assert "failed from the web page by local" in local.inner_text("dd[data-fact='error']")
+
+
+def test_an_outsider_sees_none_of_it(local_stack, browser, finished_crawl) -> None:
+    context, page = new_page(browser)
+    try:
+        page.goto(local_stack.api_url + "/")
+        page.click("#signin-other")  # the dev issuer's form: any subject
+        page.fill("#subject", "mallory")
+        page.fill("#organizations", "elsewhere")
+        page.click("#signin")
+        page.wait_for_selector("#crawls-status")
+        page.wait_for_function("document.getElementById('crawls-status').textContent.includes('No crawls you may see')")
+        assert page.locator("tr.crawl").count() == 0 and page.locator("#nav-start").is_hidden()
+        shot(page, "outsider")
+        page.goto(local_stack.api_url + f"/#/crawls/{finished_crawl}")
+        page.wait_for_selector("#crawl-missing")
+        assert page.locator("#crawl-facts").count() == 0
+        page.goto(local_stack.api_url + f"/#/archives?crawl={finished_crawl}")
+        page.wait_for_function("document.getElementById('archives-status').textContent.includes('No archives')")
+        assert page.locator("tr.archive").count() == 0
+        page.goto(local_stack.api_url + "/#/start")
+        page.wait_for_selector("#start-refused")
+        # the API behind the page says the same: 404, never the crawl
+        status = page.evaluate("async (id) => (await fetch('/api/crawls/' + id)).status", finished_crawl)
+        assert status == 404
+    finally:
+        context.close()
+    assert httpx.get(local_stack.api_url + f"/api/crawls/{finished_crawl}", timeout=10).status_code == 401
