@@ -62,8 +62,27 @@ def status_cmd(state_dir: Path = StateDir) -> None:
         health = "[green]ok[/]" if r["healthy"] else ("[yellow]not answering[/]" if r["running"] else "[red]stopped[/]")
         table.add_row(r["name"], r["url"], str(r["pid"] or ""), health)
     Console().print(table)
+    _print_replicas(next((r for r in rows if r["name"] == "ledger" and r["healthy"]), None))
     if not all(r["healthy"] for r in rows) or len(rows) <= 1:
         raise typer.Exit(1)
+
+
+def _print_replicas(ledger: dict | None) -> None:
+    """The ledger processes on the stack's database (``GET /api/health`` ``replicas``) and the
+    crawls they run, under the table; nothing when the ledger does not answer."""
+    import httpx
+
+    if ledger is None:
+        return
+    try:
+        body = httpx.get(f"{ledger['url']}/api/health", timeout=5).json()
+    except (httpx.HTTPError, ValueError):
+        return
+    replicas = body.get("replicas") or []
+    crawls = body.get("crawls") or {}
+    typer.echo(f"ledger replicas: {len(replicas)} ({', '.join(r['id'] for r in replicas) or 'none seen'});"
+               f" running crawls {crawls.get('running', '?')}, waiting levels {crawls.get('waitingLevels', '?')},"
+               f" leased hosts {crawls.get('leasedHosts', '?')}")
 
 
 @app.command("issuer")

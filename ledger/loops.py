@@ -98,8 +98,38 @@ def loops(settings: Any) -> list[Loop]:
     return out
 
 
+HEARTBEAT_S = 5.0
+REPLICA_FRESH_S = 30.0  # a replica seen within this long counts as alive
+
+
+def replica_id() -> str:
+    """``hostname:pid`` of this process."""
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+async def heartbeat(services: Any) -> None:
+    """Every :data:`HEARTBEAT_S`: note this process in ``ledger_replicas`` (every replica does;
+    rows unseen for a day are dropped). Errors are logged, never raised."""
+    me = replica_id()
+    while True:
+        try:
+            async with services.pool.connection() as conn:
+                await conn.execute("INSERT INTO ledger_replicas (id) VALUES (%s)"
+                                   " ON CONFLICT (id) DO UPDATE SET seen_at = now()", (me,))
+                await conn.execute("DELETE FROM ledger_replicas WHERE seen_at < now() - interval '1 day'")
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001
+            log.warning("replica heartbeat failed", exc_info=True)
+        await asyncio.sleep(HEARTBEAT_S)
+
+
 def runners(settings: Any) -> list[Callable[[Any], Awaitable[None]]]:
-    """``runner(services)`` coroutines functions for the app lifespan, one per loop."""
+    """``runner(services)`` coroutine functions for the app lifespan: the heartbeat, then one
+    per loop."""
 
     def bind(loop: Loop) -> Callable[[Any], Awaitable[None]]:
         async def runner(services: Any) -> None:
@@ -108,4 +138,4 @@ def runners(settings: Any) -> list[Callable[[Any], Awaitable[None]]]:
         runner.__module__ = f"waggle.loops.{loop.name}"
         return runner
 
-    return [bind(loop) for loop in loops(settings)]
+    return [heartbeat, *(bind(loop) for loop in loops(settings))]

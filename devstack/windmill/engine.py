@@ -40,6 +40,7 @@ import time
 import traceback
 import uuid
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from multiprocessing.connection import wait as wait_exited
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -47,7 +48,7 @@ import yaml
 
 from devstack.windmill.expr import ExpressionError, transform
 from devstack.windmill.store import Store
-from devstack.windmill.spares import Spares
+from devstack.windmill.spares import PROCESS_LOCK, Spares
 
 
 class Canceled(Exception):
@@ -446,8 +447,10 @@ class Engine:
         if canceled:
             _kill(proc)
         try:
-            proc.join()
-            code = proc.exitcode
+            wait_exited([proc.sentinel])  # readable once the step exited; its status is read under the lock
+            with PROCESS_LOCK:
+                proc.join()
+                code = proc.exitcode
         finally:
             with job.lock:
                 job.procs.discard(proc)

@@ -17,6 +17,13 @@ from collections import deque
 from devstack.windmill.wrapper import spare_child
 
 
+# Serializes Process.start() (whose _cleanup() polls every child) with the final join of a
+# step: a forkserver child's exit status is read once from its sentinel, and two threads
+# reading it at once leave one with EOF, which multiprocessing turns into exit code 255 — a
+# step that succeeded then reads as failed (seen with several flows at once, issue 12).
+PROCESS_LOCK = threading.Lock()
+
+
 class Spares:
     """Up to ``size`` idle step processes of the multiprocessing context ``ctx``."""
 
@@ -31,7 +38,8 @@ class Spares:
     def _fork(self):
         reader, writer = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(target=spare_child, args=(reader,), name="step-spare", daemon=False)
-        proc.start()
+        with PROCESS_LOCK:
+            proc.start()
         reader.close()  # the child has its own copy
         return proc, writer
 

@@ -357,6 +357,22 @@ def failure_reason(report: dict) -> str:
     return one_line(reason)
 
 
+FINAL_URL_MAX_CHARS = 8192  # the ledger's limit for PageResult.finalUrl
+
+
+def usable_final_url(value: Any) -> str | None:
+    """The report's ``finalUrl`` when the ledger can take it (a string of 1–8,192 characters
+    without NUL or lone surrogates), else None: a page-chosen value must never cost the level
+    its report. Whether it is a usable http(s) URL is the ledger's judgement."""
+    if not isinstance(value, str) or not 0 < len(value) <= FINAL_URL_MAX_CHARS or "\x00" in value:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
+
+
 def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, float],
                  log: Callable[[str], None]) -> Outcome:
     """The PageResult of a 200 answer; ``times`` = (submitted, received, gapFrom) in epoch s."""
@@ -370,6 +386,9 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
         result["taskId"] = task_id
     result.update(correlationId=crawl_id, submittedAt=iso_now(submitted), finishedAt=iso_now(received),
                   gapFrom=iso_now(gap_from))
+    final_url = usable_final_url(report.get("finalUrl"))
+    if final_url is not None:  # contract 4: where the main document ended (HTTP or JS redirects)
+        result["finalUrl"] = final_url
     if task_id:
         result.update(_manifest_fields(body))
     if ok:

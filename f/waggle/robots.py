@@ -13,8 +13,8 @@ Matching: protego 0.7.0 parses; we choose the group ourselves — the group whos
 (cut at the first space, case-insensitive) equals our product token exactly, else ``*`` —
 because protego's own matching lets a ``Foo`` group apply to ``FooBot`` (cases/README C4).
 Groups are delimited by us too (:func:`relevant_groups`, RFC 9309 §2.1 as Google's reference
-matcher reads it): protego ends a group at an unknown line, ``Crawl-delay`` or ``Sitemap``
-between two ``User-agent`` lines, so the text it parses is rewritten first (unknown lines
+matcher reads it): protego ends a group at an unknown line or a ``Crawl-delay`` (also
+``Request-rate``/``Visit-time``) between two ``User-agent`` lines, so the text it parses is rewritten first (unknown lines
 dropped, each group's agents written before its rules).
 
 Size: protego spends ~30 µs on each rule, so the rules that apply to us are deduplicated and
@@ -74,8 +74,8 @@ def relevant_groups(text: str, token: str) -> str:
     Group boundaries are ours, not protego's: a group is its ``User-agent`` lines plus the
     lines up to the next ``User-agent`` line that follows an Allow/Disallow line. Nothing else
     ends a group — not a blank line, comment, ``Sitemap``/``Host`` line, ``Crawl-delay``, or a
-    line no parser knows (``Invalid-Unknown-Line: x``); protego 0.7.0 ends a group at any of
-    the last three. Each kept group is written out as ``User-agent: <token>`` and/or
+    line no parser knows (``Invalid-Unknown-Line: x``); protego 0.7.0 ends a group at the
+    last two (and at ``Request-rate``/``Visit-time``). Each kept group is written out as ``User-agent: <token>`` and/or
     ``User-agent: *`` followed by its member lines only (Allow, Disallow, Crawl-delay,
     Request-rate, Visit-time); unknown and site-wide lines are dropped, so protego cannot
     split the group again. Writing our agent under the bare token also merges every group

@@ -10,7 +10,8 @@ No authentication (probes call it); it shows no seeds, URLs or subjects. Answer 
      "s3":       {"ok": bool, "latencyMs": float, "error"?: str},
      "outbox":   {"pending": int, "oldestPendingAgeS": float | null} | null,
      "runningCrawl": {"crawlId", "startedAt", "ageS", "currentDepth", "idleS"} | null,
-     "crawls": {"running": int, "waitingLevels": int, "leasedHosts": int} | null}
+     "crawls": {"running": int, "waitingLevels": int, "leasedHosts": int} | null,
+     "replicas": [{"id": "host:pid", "startedAt", "seenAgoS", "self": bool}] | null}
 
 ``runningCrawl`` is the oldest running crawl; several may run at once (issue 12).
 
@@ -99,12 +100,23 @@ FROM crawls WHERE state = 'running' ORDER BY started_at LIMIT 1
 """
 
 
+_REPLICAS = """
+SELECT id, started_at, extract(epoch FROM now() - seen_at) AS seen_s FROM ledger_replicas
+WHERE seen_at > now() - make_interval(secs => %s) ORDER BY started_at
+"""
+
+
 async def _database(pool: Any) -> dict:
+    from ledger.loops import REPLICA_FRESH_S, replica_id
+
     async with pool.connection(timeout=CHECK_TIMEOUT_S) as conn:
         cur = await conn.execute(_DB)
         stats = await cur.fetchone()
         cur = await conn.execute(_RUNNING)
         crawl = await cur.fetchone()
+        cur = await conn.execute(_REPLICAS, (REPLICA_FRESH_S,))
+        replicas = [{"id": r["id"], "startedAt": iso_ms(r["started_at"]), "seenAgoS": round(float(r["seen_s"]), 1),
+                     "self": r["id"] == replica_id()} for r in await cur.fetchall()]
     oldest = stats["oldest_s"]
     out: dict = {
         "outbox": {
@@ -114,6 +126,7 @@ async def _database(pool: Any) -> dict:
         "runningCrawl": None,
         "crawls": {"running": int(stats["running"]), "waitingLevels": int(stats["waiting"]),
                    "leasedHosts": int(stats["leased"])},
+        "replicas": replicas,
     }
     if crawl:
         out["runningCrawl"] = {
@@ -166,6 +179,7 @@ async def health_report(services: Any) -> tuple[int, dict]:
         "outbox": (db_value or {}).get("outbox"),
         "runningCrawl": (db_value or {}).get("runningCrawl"),
         "crawls": (db_value or {}).get("crawls"),
+        "replicas": (db_value or {}).get("replicas"),
     }
     return (200 if healthy else 503), body
 

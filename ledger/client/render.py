@@ -267,10 +267,11 @@ def pages_table(pages: list[dict], title: str = "pages") -> Table:
 
 
 def crawls_table(crawls: list[dict], wide: bool = False) -> Table:
-    """``waggle crawls``: one row per crawl, newest first; short ids unless ``wide``."""
+    """``waggle crawls``: one row per crawl, running ones first (with their level), newest first;
+    short ids unless ``wide``."""
     table = Table(title="crawls", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
     table.add_column("id", no_wrap=True)
-    table.add_column("state", no_wrap=True)
+    table.add_column("state", overflow="fold")
     table.add_column("stop reason", overflow="fold")
     table.add_column("seeds", overflow="fold", ratio=1)
     table.add_column("captured", no_wrap=True)
@@ -280,9 +281,13 @@ def crawls_table(crawls: list[dict], wide: bool = False) -> Table:
         seeds = c.get("seeds") or []
         seeds_txt = seeds[0] + (f" (+{len(seeds) - 1})" if len(seeds) > 1 else "") if seeds else "–"
         crawl_id = str(c.get("crawlId") or c.get("id"))
+        state = str(c.get("state"))
+        if state == "running" and c.get("currentDepth") is not None:
+            waits = " waiting for hosts" if c.get("levelState") == "waiting" else ""
+            state = f"running (level {c['currentDepth']}{waits})"
         table.add_row(
             crawl_id if wide else short_id(crawl_id),
-            str(c.get("state")),
+            state,
             str(c.get("stopReason") or "–"),
             seeds_txt,
             _n(captured_count(c)),

@@ -216,6 +216,7 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "pagesDiscovered": crawl["pages_discovered"],
         "pagesCaptured": crawl["pages_captured"],
         "currentDepth": crawl["current_depth"],
+        "levelState": crawl.get("level_state"),  # planned | waiting (hosts leased elsewhere) | dispatched
         "drops": crawl["drops"],
         "error": crawl["error"],
         "lastJob": job,
@@ -248,7 +249,8 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
         if crawl["state"] == "running":
             # Hosts of the level in flight that still have pages to capture.
             cur = await conn.execute(
-                "SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND state = 'pending'"
+                "SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s"
+                " AND state = 'pending'"
                 " ORDER BY host",
                 (crawl_id, crawl["current_depth"]),
             )
@@ -280,19 +282,26 @@ async def archive_problems(conn: Any, crawl_id: uuid.UUID, limit: int = 5) -> di
 
 
 async def list_crawls(pool: Any, limit: int = 20) -> list[dict]:
-    """The ``limit`` most recently started crawls (summaries, newest first): ``crawlId, seeds,
-    state, stopReason, startedAt, finishedAt, pagesDiscovered, pagesCaptured, organization,
-    requestedBy, error, currentDepth, maxDepth, maxPages`` and ``pagesFailed, pagesSkipped,
-    pagesPending`` (crawl_pages counts by state)."""
+    """Every running crawl, then the most recently started others up to ``limit`` in all
+    (summaries, newest first in each group; several crawls run at once, issue 12): ``crawlId,
+    seeds, state, stopReason, startedAt, finishedAt, pagesDiscovered, pagesCaptured,
+    organization, requestedBy, error, currentDepth, levelState, maxDepth, maxPages`` and
+    ``pagesFailed, pagesSkipped, pagesPending`` (crawl_pages counts by state)."""
     async with pool.connection() as conn:
-        cur = await conn.execute("SELECT * FROM crawls ORDER BY started_at DESC LIMIT %s", (limit,))
+        cur = await conn.execute(
+            "SELECT * FROM ((SELECT * FROM crawls WHERE state = 'running')"
+            " UNION ALL (SELECT * FROM crawls WHERE state <> 'running' ORDER BY started_at DESC LIMIT %s)) c"
+            " ORDER BY (c.state = 'running') DESC, c.started_at DESC", (limit,))
         rows = await cur.fetchall()
+        running = sum(1 for r in rows if r["state"] == "running")
+        rows = rows[:max(limit, running)]
         cur = await conn.execute(
             "SELECT crawl_id, state, count(*) AS n FROM crawl_pages WHERE crawl_id = ANY(%s) GROUP BY 1, 2",
             ([r["id"] for r in rows],))
         counts: dict[tuple[Any, str], int] = {(c["crawl_id"], c["state"]): c["n"] for c in await cur.fetchall()}
     keys = ("crawlId", "seeds", "state", "stopReason", "startedAt", "finishedAt", "pagesDiscovered",
-            "pagesCaptured", "organization", "requestedBy", "error", "currentDepth", "maxDepth", "maxPages")
+            "pagesCaptured", "organization", "requestedBy", "error", "currentDepth", "levelState", "maxDepth",
+            "maxPages")
     out = []
     for r in rows:
         item = {k: v for k, v in crawl_view(r, []).items() if k in keys}

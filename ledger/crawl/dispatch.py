@@ -38,11 +38,13 @@ def capture_formats(settings: Settings, *, following: bool) -> dict[str, bool]:
 
 
 def webhook_body(
-    crawl: dict, depth: int, frontier: list[dict], settings: Settings
+    crawl: dict, depth: int, frontier: list[dict], settings: Settings, *, following: bool | None = None
 ) -> dict[str, Any]:
     """The flow arguments for level ``depth`` of ``crawl`` (a ``crawls`` row as a dict).
 
-    ``frontier`` items: ``{url, host, lastFinishedAt, hostDelayMs?}`` (ISO string or None; ms,
+    ``following`` (default: ``max_depth > depth``) asks for links: True when a page of the level
+    is shallower than ``max_depth`` (a carried page may be). ``frontier`` items: ``{url, host,
+    lastFinishedAt, hostDelayMs?}`` (ISO string or None; ms,
     sent when known — docs/internals.md "Concurrent crawls and host leases"). Keys: ``crawl_id,
     depth, frontier, per_host_delay_ms, host_parallelism, capture_formats, signing, scripts``.
     """
@@ -52,7 +54,8 @@ def webhook_body(
         "frontier": [frontier_item(f) for f in frontier],
         "per_host_delay_ms": crawl["per_host_delay_ms"],
         "host_parallelism": crawl["host_parallelism"],
-        "capture_formats": capture_formats(settings, following=crawl["max_depth"] > depth),
+        "capture_formats": capture_formats(
+            settings, following=crawl["max_depth"] > depth if following is None else following),
         "signing": bool(settings.capture_signing),
         "scripts": [webhook_item(s) for s in crawl["scripts"]],
     }
@@ -125,7 +128,7 @@ async def dispatch_level(services: Any, crawl: dict, depth: int, pages: list[dic
         if claim.carried:
             log.info("Hosts leased elsewhere, carried to the next level: crawl %s depth %d: %s", crawl_id, depth,
                      ", ".join(claim.carried[:10]))
-        body = webhook_body(claim.crawl, depth, claim.frontier, settings)
+        body = webhook_body(claim.crawl, depth, claim.frontier, settings, following=claim.following)
         job_id = await post_level(services.http, settings, body)
     except Exception as exc:  # every failure closes the crawl; unexpected ones are logged in full
         reason = str(exc) if isinstance(exc, DispatchFailed) else f"could not dispatch level {depth}: {type(exc).__name__}"

@@ -8,8 +8,9 @@ level sends:
   wait for the host while another running crawl does (``host_waits``): a crawl that just
   released a host cannot take it straight back from a crawl waiting for it, so none starves;
   waiting levels are tried oldest first;
-* hosts it could not lease are *carried*: their pending pages move to the next level (depth + 1)
-  and the crawl waits for the host; they are never dropped;
+* hosts it could not lease are *carried*: their pending pages move to the next level
+  (``crawl_pages.level``; their ``depth``, the link distance, stays) and the crawl waits for the
+  host; they are never dropped;
 * when it leased no host at all the level *waits* (``crawls.level_state = 'waiting'``, the crawl
   stays running) and the lease loop (:func:`dispatch_waiting`) dispatches it when a lease ends.
 
@@ -67,6 +68,7 @@ class Claim:
     leased: list[str] = field(default_factory=list)
     carried: list[str] = field(default_factory=list)
     frontier: list[dict] = field(default_factory=list)
+    following: bool = False  # a page of the level is shallower than maxDepth: ask for links
 
     @property
     def waiting(self) -> bool:
@@ -79,12 +81,26 @@ def lease_seconds(settings: Any) -> float:
     return float(settings.crawl_stall_s) + 2 * float(settings.watchdog_interval_s)
 
 
-async def claim_level(pool: Any, crawl_id: Any, depth: int, *, lease_s: float) -> Claim | None:
+async def claim_level(pool: Any, crawl_id: Any, depth: int, *, lease_s: float, attempts: int = 3) -> Claim | None:
     """Lease the hosts of level ``depth`` of ``crawl_id`` and mark it dispatched (or waiting).
 
     Returns None when there is nothing to claim: the crawl is not running, is at another
-    level, or this level was already dispatched (by this or another replica).
+    level, or this level was already dispatched (by this or another replica). Two claims
+    racing for the same hosts that Postgres aborts as a deadlock are retried (``attempts``).
     """
+    import psycopg
+
+    for attempt in range(attempts):
+        try:
+            return await _claim(pool, crawl_id, depth, lease_s)
+        except psycopg.errors.DeadlockDetected:
+            if attempt == attempts - 1:
+                raise
+            log.info("Lease claim deadlocked with another claim; retrying: crawl %s depth %d", crawl_id, depth)
+    return None
+
+
+async def _claim(pool: Any, crawl_id: Any, depth: int, lease_s: float) -> Claim | None:
     async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute("SELECT * FROM crawls WHERE id = %s FOR UPDATE", (crawl_id,))
         crawl = await cur.fetchone()
@@ -92,8 +108,8 @@ async def claim_level(pool: Any, crawl_id: Any, depth: int, *, lease_s: float) -
                 or crawl["level_state"] == "dispatched"):
             return None
         cur = await conn.execute(
-            "SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND state = 'pending'"
-            " ORDER BY host", (crawl_id, depth))
+            "SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s"
+            " AND state = 'pending' ORDER BY host", (crawl_id, depth))
         wanted = [r["host"] for r in await cur.fetchall()]
         if not wanted:
             log.warning("Level has no pending page to dispatch: crawl %s depth %d", crawl_id, depth)
@@ -111,14 +127,15 @@ async def claim_level(pool: Any, crawl_id: Any, depth: int, *, lease_s: float) -
             return claim
         if claim.carried:
             await conn.execute(
-                "UPDATE crawl_pages SET depth = depth + 1 WHERE crawl_id = %s AND depth = %s AND state = 'pending'"
-                " AND host = ANY(%s)", (crawl_id, depth, claim.carried))
+                "UPDATE crawl_pages SET level = %s WHERE crawl_id = %s AND coalesce(level, depth) = %s"
+                " AND state = 'pending' AND host = ANY(%s)", (depth + 1, crawl_id, depth, claim.carried))
             await conn.execute(_WAIT, (crawl_id, claim.carried))
         await conn.execute("DELETE FROM host_waits WHERE crawl_id = %s AND host = ANY(%s)", (crawl_id, leased))
         cur = await conn.execute(
-            "SELECT url, host FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND state = 'pending' ORDER BY id",
-            (crawl_id, depth))
+            "SELECT url, host, depth FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s"
+            " AND state = 'pending' ORDER BY id", (crawl_id, depth))
         pages = await cur.fetchall()
+        claim.following = any(p["depth"] < crawl["max_depth"] for p in pages)
         polite = await host_politeness.politeness(conn, crawl, leased)
         claim.frontier = [{"url": p["url"], "host": p["host"], **polite[p["host"]]} for p in pages]
         await conn.execute(
@@ -134,12 +151,12 @@ async def record_job(pool: Any, crawl_id: Any, depth: int, job_id: str) -> None:
                            (job_id, crawl_id, depth))
 
 
-async def carried_pages(conn: Any, crawl_id: Any, depth: int, inserted: list[dict]) -> list[dict]:
-    """Pending pages already at ``depth`` that are not in ``inserted`` (pages carried there
-    from a level whose host was leased elsewhere), as ``[{url, host}]`` in id order."""
+async def carried_pages(conn: Any, crawl_id: Any, level: int, inserted: list[dict]) -> list[dict]:
+    """Pending pages of ``level`` that are not in ``inserted`` (pages carried there from a level
+    whose host was leased elsewhere), as ``[{url, host}]`` in id order."""
     cur = await conn.execute(
-        "SELECT url, host FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND state = 'pending' ORDER BY id",
-        (crawl_id, depth))
+        "SELECT url, host FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s"
+        " AND state = 'pending' ORDER BY id", (crawl_id, level))
     have = {p["url"] for p in inserted}
     return [dict(r) for r in await cur.fetchall() if r["url"] not in have]
 
@@ -172,3 +189,23 @@ async def expire_leases(services: Any) -> list[str]:
             await conn.execute("DELETE FROM host_leases WHERE crawl_id = %s AND depth = %s AND expires_at < now()",
                                (lease["crawl_id"], lease["depth"]))
     return closed
+
+
+async def source_depths(conn: Any, crawl_id: Any, level: int, hashes: list[bytes | None]) -> list[int]:
+    """The link distance (``depth``) of each reported page of ``level`` (``level`` itself for a
+    result that names no page of the crawl): links found on a carried page are one deeper than
+    *it*, not than the level that captured it."""
+    known = [h for h in hashes if h is not None]
+    if not known:
+        return [level] * len(hashes)
+    cur = await conn.execute("SELECT url_hash, depth FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])",
+                             (crawl_id, known))
+    depth_of = {bytes(r["url_hash"]): r["depth"] for r in await cur.fetchall()}
+    return [min(level, depth_of.get(h, level)) if h is not None else level for h in hashes]
+
+
+async def lift(conn: Any, crawl_id: Any, hashes: list[bytes], level: int) -> None:
+    """Put new pages (found on carried pages, so shallower than ``level``) into ``level``."""
+    if hashes:
+        await conn.execute("UPDATE crawl_pages SET level = %s WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])"
+                           " AND depth < %s", (level, crawl_id, hashes, level))

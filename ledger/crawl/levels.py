@@ -180,7 +180,7 @@ async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[di
         " FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],"
         " %s::timestamptz[], %s::timestamptz[], %s::text[])"
         " AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at, gap_from, failure_class)"
-        " WHERE p.crawl_id = %s AND p.depth = %s AND p.url_hash = v.url_hash RETURNING p.url_hash",
+        " WHERE p.crawl_id = %s AND coalesce(p.level, p.depth) = %s AND p.url_hash = v.url_hash RETURNING p.url_hash",
         ([h for h, _ in rows], *[[r.get(k) for _, r in rows] for k in _PAGE_COLUMNS], crawl_id, depth),
     )
     return {bytes(r["url_hash"]) for r in await cur.fetchall()}
@@ -352,7 +352,8 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             if recover:
                 cur = await conn.execute(
                     "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL, failure_class = NULL"
-                    " WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[]) RETURNING url_hash",
+                    " WHERE crawl_id = %s AND coalesce(level, depth) = %s AND url_hash = ANY(%s::bytea[])"
+                    " RETURNING url_hash",
                     (crawl_id, depth, [hashes[i] for i in recover]),
                 )
                 landed = {bytes(r["url_hash"]) for r in await cur.fetchall()}
@@ -360,28 +361,39 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             if recovered:
                 log.info("recovered captures the flow could not see: crawl %s depth %d: %d",
                          crawl_id, depth, recovered)
-            # 4. discovered links, read concurrently, kept in result order
-            links = await _read_all_links(services, results)
-            # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
-            # the host name only, so it is asked once per host)
-            accepted = accept_links(links, seeds, crawl["scope"])
-            drops: Counter[str] = Counter(accepted.drops)
-            drops.pop("duplicate", None)  # in-call duplicates are the same page, not a drop
-            candidates: list[ParsedUrl] = []
-            verdicts: dict[str, str | None] = {}
-            for p in accepted.urls:
-                if p.host not in verdicts:
-                    verdicts[p.host] = refusal(p.url, settings.allow_private_hosts)
-                if verdicts[p.host]:
-                    drops["private_host"] += 1
-                else:
-                    candidates.append(p)
-            # 6.–7. budget over links not yet known to the crawl (nor the final URL of a redirected
-            # page), then the next level through the unique index (see _plan_and_insert)
-            candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
-            plan, inserted = await _plan_and_insert(conn, crawl, depth + 1, candidates, settings.max_pages_per_host,
-                                                    settings)
-            drops.update(plan.drops)
+            # 4.–7. per link distance of the reported pages, shallowest first: one group (this
+            # depth) unless the level captured pages carried from an earlier level (issue 12)
+            sources = await leases.source_depths(conn, crawl_id, depth, hashes)
+            plan, inserted, discovered, drops = None, [], 0, Counter()
+            for src in sorted(set(sources)) or [depth]:
+                group = [r for r, s in zip(results, sources) if s == src]
+                # 4. discovered links, read concurrently, kept in result order
+                links = await _read_all_links(services, group)
+                # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
+                # the host name only, so it is asked once per host)
+                accepted = accept_links(links, seeds, crawl["scope"])
+                drops.update(accepted.drops)
+                drops.pop("duplicate", None)  # in-call duplicates are the same page, not a drop
+                discovered += len(accepted.urls)
+                candidates: list[ParsedUrl] = []
+                verdicts: dict[str, str | None] = {}
+                for p in accepted.urls:
+                    if p.host not in verdicts:
+                        verdicts[p.host] = refusal(p.url, settings.allow_private_hosts)
+                    if verdicts[p.host]:
+                        drops["private_host"] += 1
+                    else:
+                        candidates.append(p)
+                # 6.–7. budget over links not yet known to the crawl (nor the final URL of a redirected
+                # page), then the next level through the unique index (see _plan_and_insert)
+                candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
+                part, landed = await _plan_and_insert(conn, crawl, src + 1, candidates, settings.max_pages_per_host,
+                                                      settings)
+                drops.update(part.drops)
+                if src < depth:  # found on carried pages: shallower than the next level, captured in it
+                    await leases.lift(conn, crawl_id, [_url_hash(x["url"]) for x in landed], depth + 1)
+                plan = part if plan is None or part.stop_reason else plan
+                inserted += landed
             # issue 12: the hosts' last captures (shared by every crawl), this level's leases end,
             # and pages carried from hosts leased elsewhere join the next level
             inserted = await _level_done(conn, crawl, depth, results, inserted)
@@ -398,7 +410,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                 " state = CASE WHEN %s THEN 'succeeded' ELSE state END,"
                 " finished_at = CASE WHEN %s THEN now() ELSE finished_at END"
                 " WHERE id = %s",
-                (captured, len(accepted.urls), reason, json.dumps(dict(total_drops)),
+                (captured, discovered, reason, json.dumps(dict(total_drops)),
                  json.dumps(merged.scripts), depth if done else depth + 1, done, done, crawl_id),
             )
             answer = {

@@ -34,12 +34,13 @@ REASONS = (SESSION_ID, PARAMETER_WALK, QUERY_VARIANTS)
 WALK_LEVELS_DEFAULT = 5
 QUERY_VARIANTS_DEFAULT = 50
 
-#: Parameter names (lower-cased) that carry a session, not a page (Heritrix's canonicalization
-#: strips the same families).
-SESSION_PARAMS = frozenset({
-    "jsessionid", "phpsessid", "sid", "sessionid", "session_id", "sessid", "aspsessionid", "cfid", "cftoken",
-    "zenid", "oscsid", "xtcsid", "s_id", "sess",
-})
+#: Parameter names (lower-cased) that always carry a session, not a page (Heritrix's
+#: canonicalization strips the same families; ``aspsessionid…`` by prefix).
+SESSION_PARAMS = frozenset({"jsessionid", "phpsessid", "aspsessionid", "cfid", "cftoken", "zenid", "oscsid", "xtcsid"})
+#: Generic names that are a session only with a token-like value (``?sid=`` is a story id on
+#: some sites): at least 16 letters, digits, ``-`` or ``_``.
+GENERIC_SESSION_PARAMS = frozenset({"sid", "sessionid", "session_id", "sessid", "s_id", "sess"})
+_TOKEN = re.compile(r"[0-9A-Za-z_-]{16,}")
 _PATH_SESSION = re.compile(r";jsessionid=[^/?;]*", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
 
@@ -55,9 +56,13 @@ class Shapes:
     sessionless: str | None
 
 
-def _is_session(name: str) -> bool:
+def _is_session(pair: str) -> bool:
+    """True when one raw ``name=value`` query pair carries a session id."""
+    name, _, value = pair.partition("=")
     name = name.lower()
-    return name in SESSION_PARAMS or name.startswith("aspsessionid")
+    if name in SESSION_PARAMS or name.startswith("aspsessionid"):
+        return True
+    return name in GENERIC_SESSION_PARAMS and _TOKEN.fullmatch(value) is not None
 
 
 def shapes_of(key: str) -> Shapes:
@@ -66,14 +71,13 @@ def shapes_of(key: str) -> Shapes:
     stripped_base = _PATH_SESSION.sub("", base)
     if not mark:
         return Shapes(None, None, stripped_base if stripped_base != base else None)
-    pairs = parse_qsl(query, keep_blank_values=True)
-    kept = [p for p in query.split("&") if not _is_session(p.split("=", 1)[0])]
-    has_session = stripped_base != base or len(kept) != len(query.split("&"))
+    raw = query.split("&")
+    kept = [p for p in raw if not _is_session(p)]
     sessionless = None
-    if has_session:
+    if stripped_base != base or len(kept) != len(raw):
         sessionless = stripped_base + ("?" + "&".join(kept) if kept else "")
     walk = None
-    values = [(n, v) for n, v in pairs if not _is_session(n)]
+    values = parse_qsl("&".join(kept), keep_blank_values=True)
     if any(_DIGITS.search(v) for _, v in values):
         walk = stripped_base + "?" + "&".join(sorted(f"{n}={_DIGITS.sub('#', v)}" for n, v in values))
     return Shapes(stripped_base, walk, sessionless)

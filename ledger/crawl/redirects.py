@@ -51,7 +51,7 @@ async def record(conn: Any, crawl_id: Any, depth: int, results: Sequence[dict],
         "UPDATE crawl_pages p SET final_url = v.final_url,"
         " final_url_key = CASE WHEN v.final_key <> p.url_key THEN v.final_key END"
         " FROM unnest(%s::bytea[], %s::text[], %s::text[]) AS v(url_hash, final_url, final_key)"
-        " WHERE p.crawl_id = %s AND p.depth = %s AND p.url_hash = v.url_hash",
+        " WHERE p.crawl_id = %s AND coalesce(p.level, p.depth) = %s AND p.url_hash = v.url_hash",
         (hs, [rows[h][0] for h in hs], [rows[h][1] for h in hs], crawl_id, depth),
     )
     return cur.rowcount

@@ -102,11 +102,11 @@ def run_crawls(api_url: str, token: str, database_url: str, hosts: list[Host], p
     t_end = time.monotonic()
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
-            "SELECT crawl_id::text, url, host, depth, state, submitted_at, finished_at FROM crawl_pages"
+            "SELECT crawl_id::text, url, host, depth, state, submitted_at, finished_at, skip_reason FROM crawl_pages"
             " WHERE crawl_id = ANY(%s::uuid[]) ORDER BY submitted_at NULLS LAST", (ids,)).fetchall()
-    pages = [{"crawl": c, "url": u, "host": h, "depth": d, "state": s,
+    pages = [{"crawl": c, "url": u, "host": h, "depth": d, "state": s, "reason": why,
               "submitted": s_at.timestamp() - offset if s_at else None,
-              "finished": f_at.timestamp() - offset if f_at else None} for c, u, h, d, s, s_at, f_at in rows]
+              "finished": f_at.timestamp() - offset if f_at else None} for c, u, h, d, s, s_at, f_at, why in rows]
     return {"crawls": [{"id": cid, "plan": plan, "view": views[cid]} for cid, plan in zip(ids, plans)],
             "pages": pages, "offset": offset, "t_start": t_start, "t_end": t_end}
 

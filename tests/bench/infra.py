@@ -121,8 +121,10 @@ class Ledger:
 
 
 @contextlib.contextmanager
-def ledger(env: dict[str, str], *, log_dir: Path | None = None, timeout_s: float = 60.0) -> Iterator[Ledger]:
-    """``waggle serve`` in a subprocess with ``env`` (``WAGGLE_*``) on a free loopback port."""
+def ledger(env: dict[str, str], *, log_dir: Path | None = None, timeout_s: float = 60.0,
+           workers: int = 1) -> Iterator[Ledger]:
+    """``waggle serve [--workers N]`` in a subprocess with ``env`` (``WAGGLE_*``) on a free
+    loopback port."""
     port = free_port()
     full = {k: v for k, v in os.environ.items() if not k.startswith("WAGGLE_")}
     full.update(env)
@@ -131,7 +133,8 @@ def ledger(env: dict[str, str], *, log_dir: Path | None = None, timeout_s: float
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="waggle-bench-ledger-"))
     log_path = log_dir / "ledger.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([str(BIN / "waggle"), "serve"], cwd=ROOT, env=full, stdout=log,
+        argv = [str(BIN / "waggle"), "serve"] + (["--workers", str(workers)] if workers > 1 else [])
+        proc = subprocess.Popen(argv, cwd=ROOT, env=full, stdout=log,
                                 stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

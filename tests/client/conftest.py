@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
-from tests.archive.helpers import manifest, put_json
+from tests.archive.helpers import manifest, put_json, wacz_bytes
 from tests.client.fake_ledger import FakeLedger
 from tests.client.servers import serve_in_thread
 from tests.fixtures.ledger import ServerThread
@@ -74,7 +74,7 @@ class FakeFlow:
                     "failureClass": "transient"}
         task = str(uuid.uuid4())
         key = f"{task}_{crawl_id}"
-        body = f"PK\x03\x04 wacz of {url}".encode()
+        body = wacz_bytes(url)  # a whole WACZ: the ledger checks it before calling it complete
         self.s3.client().put_object(Bucket=self.s3.bucket, Key=f"{key}.wacz", Body=body)
         self.wacz[f"{key}.wacz"] = body
         put_json(self.s3, f"{key}.result.json",

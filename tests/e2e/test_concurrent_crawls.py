@@ -22,8 +22,11 @@ def test_two_crawls_share_a_host_politely(local_stack):
     finally:
         for h in hosts:
             h.stop()
-    assert [c["view"]["state"] for c in run["crawls"]] == ["succeeded", "succeeded"], [c["view"] for c in run["crawls"]]
-    assert [c["view"]["pagesCaptured"] for c in run["crawls"]] == [6, 6]
+    assert [c["view"]["state"] for c in run["crawls"]] == ["succeeded", "succeeded"], "\n".join(
+        str(c["view"].get("error")) for c in run["crawls"])
+    pages = "\n".join(f"{p['crawl'][:8]} {p['url']} depth {p['depth']} {p['state']} {p['reason']}"
+                      for p in run["pages"])
+    assert [c["view"]["pagesCaptured"] for c in run["crawls"]] == [6, 6], pages
     gaps = felt_gaps(run, hosts, {})
     assert gaps["unattributed"] == []
     shared = gaps["per_host"]["host0"]

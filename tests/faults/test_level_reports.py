@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from ledger.s3 import S3Store
-from tests.archive.helpers import manifest, put_json
+from tests.archive.helpers import manifest, put_json, put_wacz, wacz_bytes
 from tests.fixtures.ledger import ledger_settings, open_ledger
 
 pytestmark = pytest.mark.fault
@@ -35,7 +35,9 @@ def test_concurrent_duplicates_apply_once_and_late_reports_change_nothing(
     seeds = [f"https://dup.test/{i}" for i in range(3)]
     tasks = [str(uuid.uuid4()) for _ in seeds]
     for task, url in zip(tasks, seeds):
-        put_json(s3_server, f"{task}_dup.result.json", manifest(task, url=url, bucket=s3_server.bucket))
+        m = manifest(task, url=url, bucket=s3_server.bucket)
+        put_json(s3_server, f"{task}_dup.result.json", m)
+        put_wacz(s3_server, m["artifacts"]["wacz"], wacz_bytes(url))
     links_key = f"{uuid.uuid4()}_dup.links.json"
     s3_server.client().put_object(Bucket=s3_server.bucket, Key=links_key, Body=json.dumps(
         {"taskId": tasks[0], "url": seeds[0], "links": [{"href": "https://dup.test/next"}]}).encode())

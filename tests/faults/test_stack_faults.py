@@ -66,9 +66,9 @@ def _api(stack) -> httpx.Client:
 def _start(api: httpx.Client, seeds: list[str], **extra) -> str:
     body = {"seeds": seeds, "maxDepth": 0, "perHostDelayMs": 0, "scripts": [], **extra}
     deadline = time.monotonic() + 60
-    while True:  # an earlier test's crawl may still be closing
+    while True:  # earlier tests' crawls may still be closing (the organization's running-crawl limit)
         r = api.post("/api/crawls", json=body)
-        if r.status_code != 409 or time.monotonic() > deadline:
+        if r.status_code not in (409, 429) or time.monotonic() > deadline:
             break
         time.sleep(1)
     assert r.status_code == 202, r.text

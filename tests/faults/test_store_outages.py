@@ -25,7 +25,7 @@ from ledger.crawl import watchdog
 from ledger.db.pool import open_pool
 from ledger.s3 import S3Store
 from ledger.services import Services
-from tests.archive.helpers import manifest, put_json
+from tests.archive.helpers import manifest, put_json, put_wacz, wacz_bytes
 from tests.fixtures.fga import FgaProcess, create_store
 from tests.fixtures.ledger import ledger_settings
 
@@ -76,7 +76,9 @@ def test_s3_and_openfga_out_during_a_level_then_back(migrated_db_url, fake_webho
     seeds = [f"https://pages.test/{i}" for i in range(PAGES)]
     tasks = [str(uuid.uuid4()) for _ in seeds]
     for task, url in zip(tasks, seeds):
-        put_json(s3_proc, f"{task}_crawl-1.result.json", manifest(task, url=url, bucket=s3_proc.bucket))
+        m = manifest(task, url=url, bucket=s3_proc.bucket)
+        put_json(s3_proc, f"{task}_crawl-1.result.json", m)
+        put_wacz(s3_proc, m["artifacts"]["wacz"], wacz_bytes(url))
 
     async def scenario():
         nonlocal s3_proc

@@ -359,3 +359,27 @@ def test_backed_off_gap_doubles_caps_and_never_shortens():
     assert backed_off_gap(0) == 1000
     assert backed_off_gap(BACKOFF_CAP_MS - 1) == BACKOFF_CAP_MS
     assert backed_off_gap(BACKOFF_CAP_MS * 2) == BACKOFF_CAP_MS * 2  # a longer Crawl-delay is kept
+
+
+# -- finalUrl (contract 4, issue 13 item 3) -----------------------------------------------------
+
+def _with_final(final, status="success"):
+    def reply(u, t):
+        body = capture_reply(u, t, status=status, error_type=None if status == "success" else "http")
+        body["report"]["finalUrl"] = final
+        return body
+    return reply
+
+
+@pytest.mark.parametrize("status", ["success", "http_error"])  # an HTTP redirect, or a JS one off an error page
+def test_final_url_is_passed_through(status):
+    (e,), _ = eps("bh-1", responses=[_with_final("https://a.test/new", status)])
+    [r] = run([e], ["a"])
+    assert r["finalUrl"] == "https://a.test/new"
+
+
+@pytest.mark.parametrize("final", [None, "", 42, "https://a.test/" + "x" * 8200, "https://a.test/\x00", "https://a.test/\ud800"])
+def test_final_url_the_ledger_would_refuse_is_left_out(final):
+    (e,), _ = eps("bh-1", responses=[_with_final(final)])
+    [r] = run([e], ["a"])
+    assert "finalUrl" not in r and r["status"] == "captured"

@@ -97,7 +97,7 @@ def test_query_variants_cap_per_path():
 
 
 @pytest.mark.parametrize("variant", [
-    "https://s.test/page?id=4&PHPSESSID=abc123", "https://s.test/page?sid=9f8e&id=4",
+    "https://s.test/page?id=4&PHPSESSID=abc123", "https://s.test/page?sid=9f8e7d6c5b4a39281706&id=4",
     "https://s.test/page;jsessionid=A1B2?id=4", "https://s.test/page?id=4&ASPSESSIONIDQQ=XY",
 ])
 def test_session_ids_do_not_make_new_pages(variant):
@@ -109,10 +109,20 @@ def test_session_ids_do_not_make_new_pages(variant):
 
 def test_session_variants_among_themselves():
     crawl = Crawl()
-    kept = crawl.level(1, [f"https://s.test/p?sid={i}" for i in range(5)] + ["https://s.test/q?x=1"])
-    assert kept == ["https://s.test/p?sid=0", "https://s.test/q?x=1"]
-    assert crawl.level(2, ["https://s.test/p?sid=99", "https://s.test/p"]) == []
+    token = "0123456789abcdef{:04d}".format
+    kept = crawl.level(1, [f"https://s.test/p?sid={token(i)}" for i in range(5)] + ["https://s.test/q?x=1"])
+    assert kept == [f"https://s.test/p?sid={token(0)}", "https://s.test/q?x=1"]
+    assert crawl.level(2, [f"https://s.test/p?sid={token(99)}", "https://s.test/p"]) == []
     assert crawl.drops == {pt.SESSION_ID: 6}
+
+
+def test_a_short_sid_is_a_page_id_not_a_session():
+    """``?sid=`` names stories on some sites: only a token-like value is a session."""
+    crawl = Crawl()
+    assert crawl.level(1, ["https://news.test/article.pl"]) == ["https://news.test/article.pl"]
+    stories = [f"https://news.test/article.pl?sid=06/01/{d:02d}" for d in range(1, 6)]
+    assert crawl.level(2, stories) == stories
+    assert crawl.drops == {}
 
 
 def test_rules_off_and_urls_without_query_untouched():

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from ledger.api.app import create_app
 from ledger.cli import app as waggle
-from tests.archive.helpers import manifest, put_json
+from tests.archive.helpers import manifest, put_json, put_wacz, wacz_bytes
 from tests.fixtures.ledger import ServerThread, ledger_settings
 
 SITE = {  # page → links found on it
@@ -50,7 +50,9 @@ def fake_flow_level(s3_server, body: dict, clock: list[datetime]) -> dict:
                             "manifestError": "s3://browserhive/x.result.json: not written within 10000ms"})
             continue
         key = f"{task}_{body['crawl_id']}"
-        put_json(s3_server, key + ".result.json", manifest(task, url=url, bucket=s3_server.bucket))
+        m = manifest(task, url=url, bucket=s3_server.bucket)
+        put_json(s3_server, key + ".result.json", m)
+        put_wacz(s3_server, m["artifacts"]["wacz"], wacz_bytes(url))  # whole: the ledger checks it
         result["manifestLocation"] = f"s3://{s3_server.bucket}/{key}.result.json"
         if body["capture_formats"]["links"]:
             put_json(s3_server, key + ".links.json", {"taskId": task, "url": url, "links": SITE.get(url, [])})
@@ -121,7 +123,7 @@ def test_crawl_by_hand(migrated_db_url, ledger_fga, dev_issuer, fake_webhook, s3
     assert view["pagesCaptured"] == 4  # seed, a, b (recovered from its manifest), d
     assert view["pagesDiscovered"] == 3 + 3  # the last level asked for no links
     assert view["drops"] == {"nofollow": 1, "out_of_scope": 1}
-    assert view["failures"] == [{"url": FAILED, "depth": 1, "reason": "timeout"}]
+    assert view["failures"] == [{"url": FAILED, "depth": 1, "reason": "timeout", "failureClass": None}]
     assert (view["pagesFailed"], view["pagesSkipped"], view["hostsInFlight"]) == (1, 0, [])
     assert view["lastJob"] == {"id": fake_webhook.job_ids[-1], "depth": 2}
     assert view["scripts"][0]["jsSha256"] and view["scripts"][0]["compiledWith"]["typescript"] == "6.0.3"

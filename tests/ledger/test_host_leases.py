@@ -59,8 +59,8 @@ async def test_shared_host_carried_then_sent_with_the_other_crawls_time_and_dela
         # a holds s.test: b's level 0 sends b.test only and carries s.test/x to level 1
         assert {f["host"] for f in frontier(fake_webhook, a)} == {"a.test", "s.test"}
         assert [f["url"] for f in frontier(fake_webhook, b)] == ["https://b.test/"]
-        assert rows(settings.database_url, "SELECT depth, state FROM crawl_pages WHERE url = 'https://s.test/x'"
-                    ) == [(1, "pending")]
+        assert rows(settings.database_url, "SELECT depth, level, state FROM crawl_pages WHERE url = 'https://s.test/x'"
+                    ) == [(0, 1, "pending")]  # carried to level 1, still a seed (depth 0)
         # a reports: its leases end, s.test's last capture is a's
         answer = await report(h, a, 0, [captured("https://a.test/", "2026-09-19T14:53:39.000Z"),
                                         captured("https://s.test/", "2026-09-19T14:53:41.000Z")])
@@ -72,6 +72,8 @@ async def test_shared_host_carried_then_sent_with_the_other_crawls_time_and_dela
         assert frontier(fake_webhook, b) == [{"url": "https://s.test/x", "host": "s.test",
                                               "lastFinishedAt": "2026-09-19T14:53:41.000Z", "hostDelayMs": 5000}]
         assert rows(settings.database_url, "SELECT host, crawl_id::text, depth FROM host_leases") == [("s.test", b, 1)]
+        # level 1 = maxDepth, but the carried seed is at depth 0: its links are asked for
+        assert fake_webhook.bodies(b)[-1]["capture_formats"]["links"] is True
     # the host row: a's capture time and delay (b captured nothing on s.test yet)
     assert rows(settings.database_url, "SELECT last_capture_at::text, last_delay_ms FROM hosts WHERE host = 's.test'"
                 ) == [("2026-09-19 14:53:41+00", 5000)]
@@ -109,7 +111,8 @@ async def test_releaser_cannot_take_a_host_back_from_a_waiter(settings, fake_web
                          " (%s, 'https://a.test/', 'https://a.test/', 1, 'a.test')", (a, a))
         await report(h, a, 0, [captured("https://s.test/", "2026-09-19T14:53:41.000Z")])
         assert [f["url"] for f in frontier(fake_webhook, a)] == ["https://a.test/"]
-        assert rows(settings.database_url, "SELECT depth FROM crawl_pages WHERE url = 'https://s.test/next'") == [(2,)]
+        assert rows(settings.database_url, "SELECT depth, level FROM crawl_pages WHERE url = 'https://s.test/next'"
+                    ) == [(1, 2)]
         await report(h, b, 0, [captured("https://b.test/", "2026-09-19T14:53:42.000Z")])
         assert [f["url"] for f in frontier(fake_webhook, b)] == ["https://s.test/b"]
         assert rows(settings.database_url, "SELECT crawl_id::text FROM host_leases WHERE host = 's.test'") == [(b,)]

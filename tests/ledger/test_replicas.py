@@ -132,3 +132,53 @@ def test_two_replicas_drain_each_outbox_row_once(replicas, migrated_db_url, ledg
         assert len(counts) == rows and {n for _, n in counts} == {1}
         assert conn.execute("SELECT count(*) FROM fga_outbox WHERE attempts > 0").fetchone()[0] == 0
     assert ledger_fga.check("user:r7", "owner", "capture_job:replica-7")
+
+
+def test_health_lists_both_replicas(replicas):
+    deadline = time.monotonic() + 15
+    seen: list = []
+    while time.monotonic() < deadline:
+        body = httpx.get(f"{replicas[0]}/api/health", timeout=10).json()
+        seen = body["replicas"]
+        if len(seen) == 2:
+            break
+        time.sleep(0.5)
+    assert len(seen) == 2 and sum(r["self"] for r in seen) == 1, seen
+    assert body["crawls"] == {"running": 0, "waitingLevels": 0, "leasedHosts": 0}
+
+
+def test_a_loop_round_runs_on_one_holder_at_a_time(migrated_db_url):
+    """``ledger.loops.run_exclusive``: while one round holds the loop's advisory lock, a round of
+    the same loop elsewhere (another pool = another replica) is skipped; another loop is not."""
+    from ledger.db.pool import open_pool
+    from ledger.loops import run_exclusive
+
+    async def go():
+        a, b = await open_pool(migrated_db_url, max_size=2), await open_pool(migrated_db_url, max_size=2)
+        try:
+            inside = asyncio.Event()
+            release = asyncio.Event()
+
+            async def long_round():
+                inside.set()
+                await release.wait()
+
+            first = asyncio.create_task(run_exclusive(a, 1, long_round))
+            await inside.wait()
+            ran: list[int] = []
+
+            async def mark(key):
+                ran.append(key)
+
+            skipped = await run_exclusive(b, 1, lambda: mark(1))
+            other = await run_exclusive(b, 2, lambda: mark(2))
+            release.set()
+            assert await first is True
+            after = await run_exclusive(b, 1, lambda: mark(1))
+            return skipped, other, after, ran
+        finally:
+            await a.close()
+            await b.close()
+
+    skipped, other, after, ran = asyncio.run(go())
+    assert (skipped, other, after, ran) == (False, True, True, [2, 1])

@@ -44,6 +44,7 @@ def test_status_lists_every_service_healthy(local_stack) -> None:
     for name, url in local_stack.info["services"].items():
         assert name in done.stdout and url in done.stdout
     assert "postgres" in done.stdout
+    assert "ledger replicas: 1 (" in done.stdout  # issue 12: the ledger processes on the stack's database
 
 
 def test_stack_json_and_the_five_variables(local_stack) -> None:

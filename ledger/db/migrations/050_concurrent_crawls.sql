@@ -81,3 +81,11 @@ END $$;
 CREATE TRIGGER crawls_release_leases AFTER UPDATE OF state, current_depth ON crawls
     FOR EACH ROW WHEN (NEW.state IS DISTINCT FROM OLD.state OR NEW.current_depth IS DISTINCT FROM OLD.current_depth)
     EXECUTE FUNCTION waggle_release_leases();
+
+-- Ledger processes sharing this database (heartbeat every few seconds; `GET /api/health` and
+-- `waggle dev status` list the ones seen lately).
+CREATE TABLE ledger_replicas (
+    id          text PRIMARY KEY,  -- hostname:pid
+    started_at  timestamptz NOT NULL DEFAULT now(),
+    seen_at     timestamptz NOT NULL DEFAULT now()
+);
