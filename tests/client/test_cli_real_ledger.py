@@ -43,18 +43,24 @@ def test_crawl_to_the_end_with_archives_and_downloads(ledger_env: RealLedger, tm
     assert crawl_id in runner.invoke(app, ["crawls", "--wide"], catch_exceptions=False).output
 
 
-def test_running_crawl_409_then_fail_it(ledger_env: RealLedger):
-    ledger_env.flow.hold = True  # the level never reports: the crawl stays running
-    first = runner.invoke(app, ["crawl", "http://site-a.example/", "--no-scripts", "--detach"], catch_exceptions=False)
-    assert first.exit_code == 0, first.output
-    running = re.search(r"crawl (\S+) started", first.output).group(1)
-    second = runner.invoke(app, ["crawl", "http://site-b.example/", "--no-scripts"], catch_exceptions=False)
-    assert second.exit_code == 1
-    assert f"crawl {running} is already running (started 20" in second.output
-    failed = runner.invoke(app, ["crawls", running, "--fail", "--reason", "not today"], catch_exceptions=False)
+def test_crawls_run_side_by_side_up_to_the_org_limit_then_fail_one(ledger_env: RealLedger):
+    ledger_env.flow.hold = True  # levels never report: every crawl stays running
+    limit = ledger_env.settings.max_running_crawls_per_org
+    started = []
+    for i in range(limit):
+        run = runner.invoke(app, ["crawl", f"http://site-{i}.example/", "--no-scripts", "--detach"],
+                            catch_exceptions=False)
+        assert run.exit_code == 0, run.output  # a running crawl no longer blocks another
+        started.append(re.search(r"crawl (\S+) started", run.output).group(1))
+    over = runner.invoke(app, ["crawl", "http://site-x.example/", "--no-scripts", "--detach"], catch_exceptions=False)
+    assert over.exit_code == 1
+    assert f"already has {limit} running crawls" in over.output and "Traceback" not in over.output
+    failed = runner.invoke(app, ["crawls", started[0], "--fail", "--reason", "not today"], catch_exceptions=False)
     assert failed.exit_code == 0 and "failed." in failed.output
-    shown = runner.invoke(app, ["crawls", running, "--archive-wait", "0"], catch_exceptions=False)
+    shown = runner.invoke(app, ["crawls", started[0], "--archive-wait", "0"], catch_exceptions=False)
     assert shown.exit_code == 1 and "not today" in shown.output
+    again = runner.invoke(app, ["crawl", "http://site-y.example/", "--no-scripts", "--detach"], catch_exceptions=False)
+    assert again.exit_code == 0, again.output  # the failed crawl freed its place
 
 
 def test_sigint_without_terminal_fails_the_real_crawl(ledger_env: RealLedger):
@@ -126,6 +132,10 @@ def test_every_page_listed_table_at_80_columns_and_json(ledger_env: RealLedger, 
 
 def test_pages_options_need_an_id_and_each_other(ledger_env: RealLedger):
     no_id = runner.invoke(app, ["crawls", "--pages"], catch_exceptions=False)
-    alone = runner.invoke(app, ["crawls", "0193b6a1-3c1d-7a2e-9f00-1234567890ab", "--json"], catch_exceptions=False)
+    alone = runner.invoke(app, ["crawls", "0193b6a1-3c1d-7a2e-9f00-1234567890ab", "--state", "failed"],
+                          catch_exceptions=False)
     assert no_id.exit_code == 1 and "need a crawl id" in no_id.output
-    assert alone.exit_code == 1 and "go with --pages" in alone.output
+    assert alone.exit_code == 1 and "--state goes with --pages" in alone.output
+    # --json without --pages prints the crawl itself (issue 15): an unknown one is named as such
+    unknown = runner.invoke(app, ["crawls", "0193b6a1-3c1d-7a2e-9f00-1234567890ab", "--json"], catch_exceptions=False)
+    assert unknown.exit_code == 1 and "not found" in unknown.output
