@@ -93,6 +93,11 @@ class Settings(BaseSettings):
     watchdog_interval_s: float = 15.0
     search_url: str | None = None  # no search backend → /index answers 404
     links_max_bytes: int = Field(8 * 1024 * 1024, ge=1024)  # larger .links.json files are skipped
+    # level report bodies (hostile input, issue 14): inline links per result (the flow is told
+    # this cap and counts the rest in linksOverflow), links and results per report
+    report_links_per_page: int = Field(1000, ge=0, le=100_000)
+    report_links_max: int = Field(200_000, ge=0)
+    report_results_max: int = Field(20_000, ge=1)
     wacz_hash_max_bytes: int = Field(64 * 1024 * 1024, ge=0)  # WACZ check: hash listed files up to this total
     max_running_crawls_per_org: int = Field(4, ge=1)  # more running crawls of one organization → 429
     lease_interval_s: float = Field(1.0, gt=0)  # lease loop: waiting levels, expired host leases

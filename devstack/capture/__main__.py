@@ -32,7 +32,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Serve
     ap.add_argument("--s3-region", default=env("BROWSERHIVE_S3_REGION", "us-east-1"))
     ap.add_argument("--s3-key-prefix", default=env("BROWSERHIVE_S3_KEY_PREFIX", ""))
     ap.add_argument("--chromium", default="/usr/bin/chromium")
-    ap.add_argument("--max-response-bytes", type=int, default=20 * 1024 * 1024)
+    ap.add_argument("--max-response-bytes", type=int, default=20 * 1024 * 1024,
+                    help="per-response body cap in bytes (default 20 MiB); a larger body, a file or download "
+                         "included, is dropped and recorded as truncated (WARC-Truncated: length) with its reason")
     ap.add_argument("--max-task-bytes", type=int, default=200 * 1024 * 1024)
     ap.add_argument("--task-total-ms", type=int, default=130_000)
     ap.add_argument("--page-load-ms", type=int, default=30_000)

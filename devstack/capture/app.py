@@ -24,7 +24,6 @@ from devstack.restjson import error_response as _error
 from devstack.capture import names
 from devstack.capture.browser import BrowserHolder, BrowserUnavailable
 from devstack.capture.capture import Ctx, run_capture
-from devstack.capture.proxy import GuardedProxy
 from devstack.capture.settings import BUILD, ServerSettings
 from devstack.capture.sink import S3Sink
 from devstack.capture.validation import ValidationError, validate_request
@@ -34,23 +33,20 @@ log = logging.getLogger("devstack.capture")
 
 def create_app(settings: ServerSettings) -> FastAPI:
     """The capture server app; the lifespan launches Chromium (refuses to start without it)."""
-    proxy = GuardedProxy(allow_private=settings.allow_private)
     holder = BrowserHolder(settings.chromium, settings.recycle_every, settings.max_rss_mb)
     s3 = (S3Sink(settings.s3_endpoint, settings.s3_bucket, settings.s3_access_key, settings.s3_secret_key,
                  settings.s3_region, settings.s3_key_prefix) if settings.s3_endpoint else None)
-    ctx = Ctx(settings=settings, browser=holder, proxy=proxy, s3=s3)
+    ctx = Ctx(settings=settings, browser=holder, s3=s3)
     lock = asyncio.Lock()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        await proxy.start()
         await holder.start()
         try:
             yield
         finally:
             await ctx.aclose()
             await holder.close()
-            await proxy.close()
 
     app = FastAPI(title="BrowserHive v12 stand-in", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.ctx = ctx
@@ -104,7 +100,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         # Not part of the v12 contract: observability of the stand-in (recycling, C13).
         out["standin"] = {"captures": ctx.captures, "sparesTaken": ctx.spare.taken,
                           "launches": holder.launches, "recycles": holder.recycles,
-                          "capturesSinceLaunch": holder.captures_since_launch, "allowPrivate": settings.allow_private}
+                          "capturesSinceLaunch": holder.captures_since_launch, "allowPrivate": settings.allow_private,
+                          "lastPhasesMs": ctx.last_phases_ms}
         return out
 
     if settings.faults_endpoint:

@@ -124,10 +124,11 @@ class BrowserHolder:
         self.last_rss_mb = browser_rss_mb()
         return self.last_rss_mb
 
-    def due_for_recycling(self) -> bool:
-        """Whether the next :meth:`ensure` relaunches: ``recycle_every`` captures done, or the
-        last measured RSS (measured now when there is none yet) above ``max_rss_mb``."""
-        if self.captures_since_launch >= self.recycle_every:
+    def due_for_recycling(self, ahead: int = 0) -> bool:
+        """Whether the next :meth:`ensure` relaunches: ``recycle_every`` captures done (counting
+        ``ahead`` captures not yet counted), or the last measured RSS (measured now when there is
+        none yet) above ``max_rss_mb``."""
+        if self.captures_since_launch + ahead >= self.recycle_every:
             return True
         rss = self.last_rss_mb if self.last_rss_mb is not None else self.measure_rss()
         return rss > self.max_rss_mb

@@ -12,11 +12,12 @@ load per device pixel ratio; :mod:`.settle` wait; :mod:`.behaviors` with ``__bh`
 png → webp → html → links → mhtml (:mod:`.formats`) → package and upload the WACZ
 (:mod:`.package`) → manifest (:mod:`.uploads`).
 
-What keeps a capture short (issue 8 item 5): page-format uploads run concurrently with the next
-format and with WACZ packaging (the WACZ is uploaded only after all of them were written); the
-browser context is closed after the response — the proxy is sealed first, so nothing reaches a
-site after the capture ended — and the next context is prepared meanwhile (:mod:`.spare`); the
-next capture waits for that work (:meth:`Ctx.wait_idle`) before it starts.
+What keeps a capture short (issue 8 item 5, issue 11 item 3): page-format uploads run
+concurrently with the next format and with WACZ packaging (the WACZ is uploaded only after all of
+them were written); the page's network is sealed right after the formats and the next context
+is prepared from then on, while the WACZ is packaged (:mod:`.spare`); the browser context is
+closed after the response, in the background — each context has its own sealed proxy, so the
+next capture does not wait for that teardown (:meth:`Ctx.wait_idle`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from devstack.capture.package import write_file_capture, write_wacz
 from devstack.capture.policies import Policies
 from devstack.capture.proxy import checked_addresses
 from devstack.capture.recorder import Recorder
-from devstack.capture.session import Session, after, open_session, refuse_popups, seal, seal_network
+from devstack.capture.session import Session, open_session, refuse_popups, seal, seal_network, teardown_soon
 from devstack.capture.settings import ServerSettings
 from devstack.capture.sink import HttpSink, S3Sink
 from devstack.capture.state import BudgetExhausted, CaptureFailure, Ctx, Run, iso
@@ -58,12 +59,14 @@ __all__ = ["Ctx", "Run", "run_capture", "CaptureFailure", "BudgetExhausted", "RU
 async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
     """Run one capture; returns the ``CaptureResponse`` body (always, never raises).
 
-    Leaves ``ctx.after`` running (context teardown, next spare); the next call waits for it.
-    That wait counts against this task's budget, so a hung teardown cannot push the answer past
-    the caller's deadline."""
+    Leaves background work in ``ctx`` (context teardown, next spare); the next call waits only
+    for what it must (:meth:`Ctx.wait_idle`), and that wait counts against its task budget, so a
+    hung teardown cannot push the answer past the caller's deadline. The answer carries
+    ``sinceLastRequestMs`` (docs/capture-server.md) when the page made a request."""
     accepted = time.monotonic()
     await ctx.wait_idle()
     run = _new_run(ctx, req, accepted)
+    run.mark("wait-idle")
     report: dict[str, Any] = {"taskId": run.task_id}
     if req.get("correlationId") is not None:
         report["correlationId"] = req["correlationId"]
@@ -83,7 +86,11 @@ async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
         processing_ms if processing_ms is not None else int((time.monotonic() - run.t0) * 1000))
     report = _ordered(report)
     manifest = await write_manifest(ctx, run, report)
+    run.mark("manifest")
+    ctx.last_phases_ms = run.phases_ms()
     answer: dict[str, Any] = {"taskId": run.task_id, "report": report, "manifest": manifest}
+    if report["status"] == "success" and run.links is not None and "links" in report["artifacts"]:
+        answer["links"] = run.links  # waggle extension: the .links.json items inline (docs/internals.md)
     since = run.since_last_request_ms()  # last: the answer is written right after this
     if since is not None:
         answer["sinceLastRequestMs"] = since
@@ -154,10 +161,12 @@ def _ordered(report: dict[str, Any]) -> dict[str, Any]:
 async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
     await _forced_faults(ctx)
     checked = await _check_address(ctx, run)
+    run.mark("check-address")
     first = run.policies.match_url(run.url)
     if first is not None and first.action == "deny":
         return {"status": "success", "document": {"withheld": "deny"}, "windowsNotOpened": 0}
     browser = await _browser(ctx)
+    run.mark("browser")
     return await _record(ctx, run, browser, checked)
 
 
@@ -207,21 +216,24 @@ async def _browser(ctx: Ctx) -> Browser:
 
 async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str, int], list[str]]) -> dict[str, Any]:
     """Everything from "start recording" to the WACZ upload; the page's network is sealed
-    before this returns, its teardown left to ``ctx.after``."""
+    before this returns, its teardown left to the background (:func:`session.teardown_soon`)."""
     s, req = ctx.settings, run.req
     run.step = "start-recording"
     dprs = req.get("devicePixelRatios") or s.device_pixel_ratios
     viewport = req.get("viewport") or s.viewport
     max_resp = min(int(req.get("maxResponseBytes") or s.max_response_bytes), s.max_response_bytes)
     recorder = Recorder(run.policies, max_resp, s.max_task_bytes, max_pending=s.max_pending_requests)
-    ctx.proxy.begin_capture(
-        deny=lambda u: (m := run.policies.match_url(u)) is not None and m.action == "deny",
-        on_denied=lambda u, method: recorder.record_denied(u, method, run.policies.match_url(u).pattern),
-        checked=checked,  # the target was just checked: no second lookup
-    )
     sess = Session(shared=req.get("session") == "shared")
     try:
         await open_session(ctx, run, browser, recorder, sess, viewport, dprs[-1])
+        assert sess.proxy is not None
+        sess.proxy.begin_capture(
+            deny=lambda u: (m := run.policies.match_url(u)) is not None and m.action == "deny",
+            on_denied=lambda u, method: recorder.record_denied(u, method, run.policies.match_url(u).pattern),
+            checked=checked,  # the target was just checked: no second lookup
+        )
+        run.proxy = sess.proxy
+        run.mark("open-session")
         assert sess.page is not None
         windows = refuse_popups(sess.page)
         loaded = await load_pages(ctx, run, sess.page, sess.cdp, recorder, dprs, viewport)
@@ -235,10 +247,14 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
             result.update(await write_wacz(ctx, run, recorder, loaded, title, document, dprs, viewport))
         else:
             await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
+            run.mark("seal")
             await uploads_done(run)
+            run.mark("uploads")
         # Report form of settle: signals not reached are absent (the archive writes null).
         result.update(settle=loaded.settle, document=document, windowsNotOpened=windows["refused"])
+        if run.screenshot is not None:  # extension: docs/capture-server.md
+            result["screenshot"] = run.screenshot
         return result
     finally:
         await seal(ctx, run, recorder)
-        ctx.after = asyncio.ensure_future(after(ctx, sess))
+        teardown_soon(ctx, sess)

@@ -59,6 +59,7 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
         if delay:
             await asyncio.sleep(delay)
         response = await _navigate(ctx, run, page)
+        run.mark("load")
         if i == 0 and run.files is not None and run.files.main is not None:
             out.file = run.files.main  # a file, not a page: no settle, no behaviors, no other pass
             out.main_status = out.file.exchange.status
@@ -67,6 +68,7 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
         if i == 0:
             out.main_status = await _main_status(run, page, response)
         out.settle = await settle(run, recorder, out.limits, dpr)
+        run.mark("settle")
         await trace(run, page, f"settled ({out.settle['endedBy']}) at devicePixelRatio {dpr}")
         if req.get("dismissBanners"):
             out.dismissal = await _dismiss(run, page, dpr)
@@ -78,6 +80,7 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
             out.behavior_records += await run_behaviors(run, page, cdp, behaviors,
                                                         int(min(s.behaviors_ms, run.remaining_s() * 1000)))
             await settle(run, recorder, {**out.limits, "minMs": 0}, dpr)
+        run.mark("dismiss-behaviors")
     return out
 
 

@@ -30,12 +30,16 @@ async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, tit
     ``{waczStats, completeness}``. Raises :class:`CaptureFailure` (``artifact_sink``)."""
     run.step = "package-wacz"
     await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
+    run.mark("seal")
     behaviors = (run.req.get("behaviors") or []) if loaded.ran_behaviors else None
     wacz_bytes = await anyio.to_thread.run_sync(
         package, run, recorder, title, document, loaded, dprs, viewport, behaviors)
+    run.mark("package-wacz")
     await uploads_done(run)  # the WACZ is written only after every page format was
+    run.mark("uploads")
     run.step = "upload-wacz"
     await upload(ctx, run, "wacz", wacz_bytes)
+    run.mark("upload-wacz")
     return {"waczStats": recorder.stats(), "completeness": recorder.completeness()}
 
 
@@ -65,7 +69,7 @@ async def write_file_capture(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loa
     :class:`CaptureFailure` naming its type and size."""
     taken = loaded.file
     ex = taken.exchange
-    await recorder.stop(timeout_s=min(5.0, run.remaining_s()))
+    await seal_network(ctx, run, recorder, timeout_s=min(5.0, run.remaining_s()))
     recorder.record_file(ex)
     size = f"{taken.declared if taken.declared is not None else taken.bytes} bytes"
     if not run.formats["wacz"]:
@@ -126,6 +130,8 @@ def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict,
     }
     if loaded.dismissal is not None:
         package["browserhive:capture"]["dismissal"] = loaded.dismissal
+    if run.screenshot is not None:  # extension: docs/capture-server.md
+        package["browserhive:capture"]["screenshot"] = run.screenshot
     return package
 
 

@@ -24,6 +24,9 @@ last byte of the capture passed between the browser and a site, either way — o
 it cut a plain-HTTP request short — so the capture can say when the site last felt it. Sealing
 lets plain-HTTP requests already sent finish first (bounded), so their end is seen; a TLS
 tunnel's requests are invisible here (the recorder knows them) and a tunnel is cut at once.
+Each request gets its drain time counted from when it was sent, not from the seal: a request
+already outstanding that long (a long-poll the site holds) is cut at once instead of adding the
+drain to every such capture (issue 17 item 3: it was a full second beyond the settle wait).
 """
 
 from __future__ import annotations
@@ -78,7 +81,8 @@ class GuardedProxy:
     the rest); ``on_denied(url, method)`` is told about each.
     """
 
-    def __init__(self, allow_private: bool = False, checker: Callable[[str, int, bool], list[str]] = checked_addresses):
+    def __init__(self, allow_private: bool = False, checker: Callable[[str, int, bool], list[str]] = checked_addresses,
+                 sealed: bool = False):
         self.allow_private = allow_private
         self._checker = checker
         self._server: asyncio.base_events.Server | None = None
@@ -89,10 +93,11 @@ class GuardedProxy:
         self._deny: Callable[[str], bool] = lambda url: False
         self._on_denied: Callable[[str, str], None] = lambda url, method: None
         self._checked: dict[tuple[str, int], list[str]] = {}
-        self.sealed = False
+        self.sealed = sealed  # a context's own proxy starts sealed: nothing goes out before its capture
         self.dropped = 0  # connections refused while sealed
         self.last_traffic: float | None = None
-        self._busy: set[asyncio.Task] = set()  # plain-HTTP requests sent to a site, response not ended
+        self._busy: dict[asyncio.Task, float] = {}  # plain-HTTP requests sent to a site, response
+        # not ended → monotonic seconds when sent
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=HEAD_LIMIT)
@@ -117,13 +122,15 @@ class GuardedProxy:
         self.last_traffic = None
         self.sealed = False
 
-    async def end_capture(self, drain_s: float = 1.0) -> None:
+    async def end_capture(self, drain_s: float = 0.1) -> None:
         """Seal the proxy (the capture is over): no new connection or request goes out; plain-HTTP
         requests already sent to a site get ``drain_s`` seconds to finish (so their end is seen,
         not guessed); then every connection still open is closed."""
         self.sealed = True
-        if self._busy and drain_s > 0:
-            await asyncio.wait(list(self._busy), timeout=drain_s)
+        if self._busy and drain_s > 0:  # each request's drain runs from when it was sent
+            left = max(self._busy.values()) + drain_s - time.monotonic()
+            if left > 0:
+                await asyncio.wait(list(self._busy), timeout=left)
         cut = bool(self._busy)
         for t in list(self._conns):
             t.cancel()
@@ -177,7 +184,7 @@ class GuardedProxy:
             up_r, upstream = await self._open(parts.hostname, parts.port or 80, writer)
             if upstream is None or self.sealed:  # sealed meanwhile: this request never goes out
                 return
-            self._busy.add(task)
+            self._busy[task] = time.monotonic()
             path = parts.path or "/"
             if parts.query:
                 path += "?" + parts.query
@@ -198,7 +205,7 @@ class GuardedProxy:
                 if w is not None:
                     w.close()
             self._conns.discard(task)
-            self._busy.discard(task)
+            self._busy.pop(task, None)
 
     async def _open(self, host: str, port: int, writer: asyncio.StreamWriter):
         label = f"{host}:{port}"

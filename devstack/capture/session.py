@@ -2,9 +2,11 @@
 gate, recorder), seal it before the answer, tear it down after the answer.
 
 Sealing (:func:`seal_network`, as soon as the page formats are taken, and :func:`seal` before
-the answer) stops the recorder and closes the proxy, so nothing reaches a site after the
-capture ended, and notes when the page's last request ended (``sinceLastRequestMs``); closing the context and preparing the next spare (:func:`after`) run after
-the response, in the background (``Ctx.after``).
+the answer) stops the recorder and closes the context's own proxy, so nothing reaches a site
+after the capture ended, and notes when the page's last request ended (``sinceLastRequestMs``).
+Closing the context and its proxy (:func:`teardown_soon`) and preparing spares
+(:func:`prepare_soon`) run after the answer, in the background (``Ctx.teardowns``,
+``Ctx.preparing``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Session:
     context: BrowserContext | None = None
     page: Page | None = None
     cdp: object | None = None
+    proxy: GuardedProxy | None = None  # the context's own egress proxy
     gate: object | None = None  # the deny-gate route handler, when URL policies deny
 
 
@@ -68,17 +71,19 @@ async def _open_page(ctx: Ctx, run: Run, browser: Browser, sess: Session, viewpo
     s = ctx.settings
     if ctx.shared_context is not None and ctx.shared_context.browser is not browser:
         ctx.shared_context = None  # its browser was relaunched or recycled
-    if sess.shared and ctx.shared_context is not None:
-        sess.context = ctx.shared_context
+    if sess.shared and ctx.shared_context is not None and ctx.shared_proxy is not None:
+        sess.context, sess.proxy = ctx.shared_context, ctx.shared_proxy
         sess.page = await asyncio.wait_for(sess.context.new_page(), run.op_timeout(s.operation_ms))
         sess.cdp = await asyncio.wait_for(sess.context.new_cdp_session(sess.page), run.op_timeout(s.operation_ms))
         return
-    opened: Opened | None = await ctx.spare.take(browser, viewport, dpr)
+    opened: Opened | None = await ctx.spare.take(browser, viewport, dpr, run.op_timeout(s.operation_ms))
     if opened is None:
-        opened = await open_context(browser, ctx.proxy.url, viewport, dpr, run.op_timeout(s.operation_ms))
-    sess.context, sess.page, sess.cdp = opened.context, opened.page, opened.cdp
+        opened = await open_context(browser, s.allow_private, viewport, dpr, run.op_timeout(s.operation_ms))
+    sess.context, sess.page, sess.cdp, sess.proxy = opened.context, opened.page, opened.cdp, opened.proxy
     if sess.shared:
-        ctx.shared_context = sess.context
+        if ctx.shared_proxy is not None:
+            await ctx.shared_proxy.close()
+        ctx.shared_context, ctx.shared_proxy = sess.context, sess.proxy
 
 
 def deny_gate(run: Run, recorder: Recorder):
@@ -126,16 +131,17 @@ async def seal_network(ctx: Ctx, run: Run, recorder: Recorder, timeout_s: float 
     except Exception:  # noqa: BLE001 — a crashed browser cannot be stopped politely
         pass
     finally:
-        await ctx.proxy.end_capture()
+        if run.proxy is not None:
+            await run.proxy.end_capture()
         run.network_sealed = True
-        run.last_request_end = last_request_end(recorder, ctx.proxy)
+        run.last_request_end = last_request_end(recorder, run.proxy)
 
 
-def last_request_end(recorder: Recorder, proxy: GuardedProxy) -> float | None:
+def last_request_end(recorder: Recorder, proxy: GuardedProxy | None) -> float | None:
     """Monotonic seconds when the page's last network request ended, whichever of the browser's
     events and the proxy's traffic saw it last; the seal itself when the recorder stopped with
     requests in flight (they were cut then); None when there was no request."""
-    ends = [t for t in (recorder.last_end, proxy.last_traffic) if t is not None]
+    ends = [t for t in (recorder.last_end, proxy.last_traffic if proxy else None) if t is not None]
     if recorder.cut:
         ends.append(time.monotonic())
     return max(ends) if ends else None
@@ -152,11 +158,21 @@ async def seal(ctx: Ctx, run: Run, recorder: Recorder) -> None:
         ctx.browser.capture_done()
 
 
-async def after(ctx: Ctx, sess: Session) -> None:
-    """After the response: close the capture's context (a shared one: its page and deny gate)
-    and, at the same time, measure the browser's memory and prepare the next context unless the
-    browser is due for recycling (the next capture relaunches it first). Never raises."""
-    await asyncio.gather(_close(sess), _prepare(ctx))
+def teardown_soon(ctx: Ctx, sess: Session) -> None:
+    """After the response, in the background: close the capture's context and its proxy (a shared
+    session: its page and deny gate only). Never raises. The next capture waits for it only
+    when it was a shared session's (:meth:`Ctx.wait_idle`)."""
+    ctx.teardowns.append(asyncio.ensure_future(_close(sess)))
+    ctx.teardown_blocks = sess.shared
+    prepare_soon(ctx)
+
+
+def prepare_soon(ctx: Ctx) -> None:
+    """Start measuring the browser's memory and preparing spare contexts (unless that is under
+    way, or the browser is due for recycling: the next capture relaunches it first). Started
+    after the answer, not during the capture's tail, so that it does not compete with packaging."""
+    if ctx.preparing is None or ctx.preparing.done():
+        ctx.preparing = asyncio.ensure_future(_prepare(ctx))
 
 
 async def _close(sess: Session) -> None:
@@ -170,6 +186,8 @@ async def _close(sess: Session) -> None:
             await asyncio.wait_for(page.close(), 10)
     except Exception:  # noqa: BLE001 — a crashed browser cannot be closed politely
         pass
+    if sess.proxy is not None and not sess.shared:
+        await sess.proxy.close()
 
 
 async def _prepare(ctx: Ctx) -> None:
@@ -181,6 +199,6 @@ async def _prepare(ctx: Ctx) -> None:
     try:
         await anyio.to_thread.run_sync(holder.measure_rss)
         if holder.browser is browser and not holder.due_for_recycling():
-            await ctx.spare.fill(browser, ctx.proxy.url, s.viewport, s.device_pixel_ratios[-1], s.operation_ms / 1000)
+            await ctx.spare.fill(browser, s.allow_private, s.viewport, s.device_pixel_ratios[-1], s.operation_ms / 1000)
     except Exception:  # noqa: BLE001 — preparation is an optimisation; the next capture opens its own
         log.debug("spare preparation failed", exc_info=True)

@@ -40,36 +40,50 @@ def iso(dt: datetime) -> str:
 
 @dataclass
 class Ctx:
-    """What the server holds across captures."""
+    """What the server holds across captures.
+
+    Background work a capture leaves behind: ``teardowns`` (closing its context and proxy after
+    the answer) and ``preparing`` (spare contexts, started after the answer). The next
+    capture does not wait for a teardown (each context has its own proxy, sealed) except a
+    shared session's, whose context it reuses; it waits for older teardowns only when more than
+    one is pending (bounded work in the background)."""
 
     settings: ServerSettings
     browser: BrowserHolder
-    proxy: GuardedProxy
     s3: S3Sink | None
     shared_context: BrowserContext | None = None
+    shared_proxy: GuardedProxy | None = None
     captures: int = 0
     spare: Spare = field(default_factory=Spare)
-    after: asyncio.Task | None = None  # teardown of the last capture + the next spare
+    teardowns: list[asyncio.Task] = field(default_factory=list)
+    teardown_blocks: bool = False  # the last teardown was a shared session's: wait for it
+    preparing: asyncio.Task | None = None
+    last_phases_ms: dict[str, int] = field(default_factory=dict)  # of the last capture (observability)
 
     async def wait_idle(self, timeout_s: float = 30.0) -> None:
-        """Wait (bounded, seconds) until the last capture's teardown and spare preparation are done."""
-        task, self.after = self.after, None
-        if task is not None and not task.done():
-            done, _ = await asyncio.wait([task], timeout=timeout_s)
-            if not done:
-                task.cancel()
+        """Before a capture: wait (bounded, seconds) for the teardowns that must end first."""
+        self.teardowns = [t for t in self.teardowns if not t.done()]
+        must = self.teardowns if self.teardown_blocks else self.teardowns[:-1]
+        if must:
+            done, pending = await asyncio.wait(must, timeout=timeout_s)
+            for t in pending:
+                t.cancel()
 
     async def aclose(self) -> None:
         """Stop background work and close the spare and the shared context (server shutdown)."""
-        if self.after is not None:
-            self.after.cancel()
-            await asyncio.wait([self.after], timeout=5)
-            self.after = None
+        for t in [*self.teardowns, *([self.preparing] if self.preparing else [])]:
+            t.cancel()
+        if self.teardowns or self.preparing:
+            await asyncio.wait([*self.teardowns, *([self.preparing] if self.preparing else [])], timeout=5)
+        self.teardowns, self.preparing = [], None
         await self.spare.discard()
         if self.shared_context is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.shared_context.close(), 5)
             self.shared_context = None
+        if self.shared_proxy is not None:
+            await self.shared_proxy.close()
+            self.shared_proxy = None
 
 
 @dataclass
@@ -90,10 +104,27 @@ class Run:
     artifacts: dict[str, str] = field(default_factory=dict)
     formats: dict[str, bool] = field(default_factory=dict)
     uploads: list[asyncio.Task] = field(default_factory=list)  # page formats still being written
-    files: Any = None  # the .files.FileTaker reading a main document that is a file
-    final_url: str | None = None  # where the main document ended, when the capture stopped early
+    proxy: GuardedProxy | None = None  # this capture's egress proxy, once its context is open
+    screenshot: dict[str, Any] | None = None  # full-page screenshot facts (report extension)
+    marks: list[tuple[str, float]] = field(default_factory=list)  # (phase ended, monotonic s)
+    links: list[dict] | None = None  # the .links.json items, answered inline (waggle extension)
     network_sealed: bool = False
     last_request_end: float | None = None  # monotonic seconds; set when the network is sealed
+    files: Any = None  # the .files.FileTaker reading a main document that is a file
+    final_url: str | None = None  # where the main document ended, when the capture stopped early
+
+    def mark(self, phase: str) -> None:
+        """Note that ``phase`` just ended (per-phase timers, :meth:`phases_ms`)."""
+        self.marks.append((phase, time.monotonic()))
+
+    def phases_ms(self) -> dict[str, int]:
+        """Milliseconds each marked phase took, from the previous mark (the first from ``t0``)."""
+        out: dict[str, int] = {}
+        prev = self.t0
+        for phase, t in self.marks:
+            out[phase] = out.get(phase, 0) + int((t - prev) * 1000)
+            prev = t
+        return out
 
     def remaining_s(self) -> float:
         """Seconds left of the whole-task budget (≥ 0)."""

@@ -69,6 +69,9 @@ BACKOFF_MIN_MS = 1000  # what a zero gap becomes (doubling zero would stay zero)
 BACKOFF_CAP_MS = 120_000
 FORMAT_KEYS = ("png", "webp", "html", "links", "mhtml", "wacz")
 NO_MANIFEST = "the capture response carried no manifest outcome"
+# Links per PageResult sent inline to the ledger (the rest counted in linksOverflow); the
+# ledger's WAGGLE_REPORT_LINKS_PER_PAGE (sent as the flow input links_per_page) wins.
+LINKS_PER_PAGE = 1000
 
 
 _EPOCH_MINUS_MONOTONIC = time.time() - time.monotonic()
@@ -357,6 +360,47 @@ def failure_reason(report: dict) -> str:
     return one_line(reason)
 
 
+def inline_links(body: dict, cap: int) -> dict:
+    """``{"links": [{href, rel}], "linksOverflow": n}`` from the capture answer's inline
+    ``links`` (waggle's v12 extension, docs/internals.md "Level report v2"), at most ``cap``
+    links in answer order (``linksOverflow`` = how many more there were, only when > 0).
+    ``{}`` when the answer has no inline links (a real BrowserHive v12): the result then
+    carries only ``linksLocation`` and the ledger reads the ``.links.json`` itself."""
+    items = body.get("links")
+    if not isinstance(items, list):
+        return {}
+    kept: list[dict] = []
+    usable = 0
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("href"), str) or not item["href"]:
+            continue
+        usable += 1
+        if len(kept) < cap:
+            rel = item.get("rel")
+            kept.append({"href": item["href"], "rel": rel if isinstance(rel, str) else None})
+    out: dict = {"links": kept}
+    if usable > len(kept):
+        out["linksOverflow"] = usable - len(kept)
+    return out
+
+
+SUMMARY_STATUSES = frozenset({"success", "failed", "timeout", "http_error"})
+
+
+def manifest_summary(report: dict) -> dict:
+    """What archive admission needs from the ``.result.json``, as this answer's ``report``
+    said it (the manifest is that report serialized, contracts.md §B.3): ``{status, wacz?}``,
+    or ``{}`` when the report's status is not a v12 one (the result then has no summary, and
+    the ledger checks the manifest's task id only). The ledger admits only after reading the
+    manifest and finding it agrees."""
+    status = report.get("status")
+    if status not in SUMMARY_STATUSES:
+        return {}
+    summary: dict = {"status": status}
+    artifacts = report.get("artifacts") if isinstance(report.get("artifacts"), dict) else {}
+    if isinstance(artifacts.get("wacz"), str) and artifacts["wacz"]:
+        summary["wacz"] = artifacts["wacz"]
+    return summary
 FINAL_URL_MAX_CHARS = 8192  # the ledger's limit for PageResult.finalUrl
 
 
@@ -374,8 +418,9 @@ def usable_final_url(value: Any) -> str | None:
 
 
 def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, float],
-                 log: Callable[[str], None]) -> Outcome:
-    """The PageResult of a 200 answer; ``times`` = (submitted, received, gapFrom) in epoch s."""
+                 log: Callable[[str], None], links_per_page: int = LINKS_PER_PAGE) -> Outcome:
+    """The PageResult of a 200 answer; ``times`` = (submitted, received, gapFrom) in epoch s.
+    Level report v2: inline ``links`` (≤ ``links_per_page``) and a ``manifestSummary``."""
     submitted, received, gap_from = times
     body = body if isinstance(body, dict) else {}
     report = body.get("report") if isinstance(body.get("report"), dict) else {}
@@ -391,10 +436,13 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
         result["finalUrl"] = final_url
     if task_id:
         result.update(_manifest_fields(body))
+        if "manifestLocation" in result and (summary := manifest_summary(report)):
+            result["manifestSummary"] = summary
     if ok:
         artifacts = report.get("artifacts") if isinstance(report.get("artifacts"), dict) else {}
         if isinstance(artifacts.get("links"), str) and artifacts["links"]:
             result["linksLocation"] = artifacts["links"]
+        result.update(inline_links(body, links_per_page))
         return Outcome(result, None, gap_from)
     status = _http_status(report)
     failure_class, note = classify_report(report, status)
@@ -406,7 +454,8 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
 
 def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, crawl_id: str,
                  sleep: Callable[[float], None], busy_jitter_ms: tuple[float, float],
-                 log: Callable[[str], None], now: Callable[[], float]) -> Outcome:
+                 log: Callable[[str], None], now: Callable[[], float],
+                 links_per_page: int = LINKS_PER_PAGE) -> Outcome:
     """One submission (after any busy rounds) and its outcome; raises :class:`ServerUnavailable`."""
     url = request["url"]
     # submittedAt is politeness evidence (scheduler.md §5): when the submission that got an
@@ -429,7 +478,7 @@ def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, cr
         return Outcome(_failed(url, sent[-1], received, describe_refusal(answer), refusal_class(answer.status)),
                        None, received)
     gap_from = gap_start(answer.body, sent[-1], received)
-    return judge_answer(url, crawl_id, answer.body, (sent[-1], received, gap_from), log)
+    return judge_answer(url, crawl_id, answer.body, (sent[-1], received, gap_from), log, links_per_page)
 
 
 def capture_one(
@@ -443,13 +492,14 @@ def capture_one(
     busy_jitter_ms: tuple[float, float],
     log: Callable[[str], None],
     now: Callable[[], float] = clock,
+    links_per_page: int = LINKS_PER_PAGE,
 ) -> Outcome:
     """Capture one page with at most MAX_ATTEMPTS. A 429/503 main document backs the host's
     ``gap`` off first; only a retryable ``transient`` failure is tried again, once ``gap.ms``
     has passed since that attempt's ``gapFrom``."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
         outcome = attempt_once(endpoints, request, index, crawl_id=crawl_id, sleep=sleep,
-                               busy_jitter_ms=busy_jitter_ms, log=log, now=now)
+                               busy_jitter_ms=busy_jitter_ms, log=log, now=now, links_per_page=links_per_page)
         if outcome.doc_status in BACKOFF_STATUSES:
             gap.back_off(outcome.doc_status)
         if not outcome.retryable or attempt == MAX_ATTEMPTS:
@@ -521,6 +571,7 @@ def capture_host(
     log: Callable[[str], None] = print,
     now: Callable[[], float] = clock,
     on_page: Callable[..., None] | None = None,
+    links_per_page: int = LINKS_PER_PAGE,
 ) -> list[dict]:
     """Capture ``urls`` of ``host`` sequentially; one PageResult per URL, in order.
 
@@ -550,7 +601,8 @@ def capture_host(
         _notify(on_page, say, url, "started")
         request = capture_request(url, crawl_id, formats, signing, scripts, artifact_sink)
         outcome = capture_one(endpoints, request, i, crawl_id=crawl_id, gap=gap, sleep=sleep,
-                              busy_jitter_ms=busy_window(busy_jitter_ms, gap.ms, busy_ref_gap_ms), log=say, now=now)
+                              busy_jitter_ms=busy_window(busy_jitter_ms, gap.ms, busy_ref_gap_ms), log=say, now=now,
+                              links_per_page=links_per_page)
         results.append(outcome.result)
         _notify(on_page, say, url, "done", outcome.result)
         gap_from = outcome.gap_from
@@ -567,6 +619,7 @@ def main(
     scripts: list[dict],
     initial_delay_ms: int = 0,
     artifact_sink: Optional[dict] = None,
+    links_per_page: Optional[int] = None,
 ):
     missing = [n for n, v in (("crawl_id", crawl_id), ("host", host), ("urls", urls),
                               ("capture_formats", capture_formats), ("signing", signing), ("scripts", scripts)) if v is None]
@@ -584,6 +637,7 @@ def main(
             artifact_sink=artifact_sink or None,
             delay_ms=per_host_delay_ms or 0, initial_delay_ms=initial_delay_ms or 0,
             on_page=on_page,
+            links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
         )
     finally:
         on_page.close()

@@ -6,7 +6,10 @@
   page in SQL, then filtered with one BatchCheck ``can_view`` (so a page may hold fewer than
   50 rows, even none, while older rows exist). ``before`` is a strict cursor (``captured_at <
   before``, millisecond precision). Rows: ``id, taskId, sourceUrl, labels, waczComplete,
-  capturedAt, objectKey`` (bucket is not returned).
+  capturedAt, objectKey`` (bucket is not returned), and why an archive is incomplete, as its
+  manifest said (issue 17 item 3; null when it did not say): ``missingBodyUrls`` (≤ 20 URLs the
+  page requested that have no response body in the archive), ``missingBodyCount`` (all of
+  them), ``truncatedUrls`` (≤ 20 bodies a size cap dropped).
 * ``POST /api/archives/{id}/url`` — the only enforcement point: Check ``can_view`` with the
   caller's organizations as contextual ``member`` tuples and ``current_time``; denied or not
   in the ledger → 404 ``{"error":"not found"}``; else a presigned S3 GET valid 300 s:
@@ -89,6 +92,9 @@ def row_json(r: dict[str, Any]) -> dict[str, Any]:
         "waczComplete": r["wacz_complete"],
         "capturedAt": iso_ms(r["captured_at"]),
         "objectKey": r["object_key"],
+        "missingBodyUrls": None if r["missing_body_urls"] is None else list(r["missing_body_urls"]),
+        "missingBodyCount": r["missing_body_count"],
+        "truncatedUrls": None if r["truncated_urls"] is None else list(r["truncated_urls"]),
     }
 
 
@@ -108,7 +114,8 @@ async def list_archives(request: Request) -> Any:
     async with services.pool.connection() as conn:
         rows = await (await conn.execute(
             """
-            SELECT id, task_id, source_url, labels, wacz_complete, captured_at, object_key
+            SELECT id, task_id, source_url, labels, wacz_complete, captured_at, object_key,
+                   missing_body_urls, missing_body_count, truncated_urls
             FROM archives a
             WHERE (%(before)s::timestamptz IS NULL OR captured_at < %(before)s::timestamptz)
               AND (%(url)s::text IS NULL OR source_url ILIKE %(url)s::text)

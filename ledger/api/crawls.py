@@ -4,31 +4,42 @@ is configured (``WAGGLE_CRAWL_WEBHOOK_URL`` + ``_TOKEN``)."""
 
 from __future__ import annotations
 
+import re
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from typing_extensions import Required, TypedDict
 
 from ledger.api.authorize import submitter
+from ledger.api.identity import Identity
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl import pages as pages_store
 from ledger.crawl import progress as progress_store
 from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
 from ledger.crawl.dispatch import dispatch_level, dispatch_waiting
 from ledger.crawl.errors import Refused
+from ledger.archive.verify import verify_level
 from ledger.crawl.levels import record_level
+from ledger.crawl.report_limits import check_counts
 
 router = APIRouter()
 
 REASON_MAX_CHARS = 2000
+HREF_MAX_CHARS = 8192  # longer is no URL a crawl follows (traps.url_too_long is far lower)
+REL_MAX_CHARS = 256
+LOCATION_MAX_CHARS = 2048
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def _storable(value: object, path: str = "body") -> None:
     """Refuse text Postgres cannot store: NUL characters and lone UTF-16 surrogates."""
     if isinstance(value, str):
-        if "\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value):
+        if _UNSTORABLE.search(value):
             raise ValueError(f"{path} contains a NUL character or a lone surrogate; remove it")
     elif isinstance(value, dict):
         for key, item in value.items():
@@ -41,11 +52,15 @@ def _storable(value: object, path: str = "body") -> None:
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    # False for models only ever validated inside one that walks (the level report's parts):
+    # a report of 100,000 links is walked once, not once per nesting level
+    walks_text: ClassVar[bool] = True
 
     @model_validator(mode="before")
     @classmethod
     def _no_unstorable_text(cls, data: object) -> object:
-        _storable(data, cls.__name__)
+        if cls.walks_text:
+            _storable(data, cls.__name__)
         return data
 
 
@@ -59,6 +74,24 @@ def _uuid_text(value: str) -> str:
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 FINAL_URL_MAX_CHARS = 8192  # a longer "URL" is not one; usable values are checked by ledger.crawl.redirects
+
+
+class DiscoveredLink(TypedDict, total=False):
+    """One inline link (``.links.json`` item without ``text``). A TypedDict, not a model: a
+    report may carry 100,000 of them (a third of the validation cost); its text is checked by
+    the report's walk (:class:`_Strict`)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+    href: Required[Annotated[str, Field(min_length=1, max_length=HREF_MAX_CHARS)]]
+    rel: Annotated[str | None, Field(max_length=REL_MAX_CHARS)]
+
+
+class ManifestSummary(BaseModel):
+    """What the capture answer's report said of its manifest: ``status`` and ``wacz``."""
+
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["success", "failed", "timeout", "http_error"]
+    wacz: str | None = Field(None, min_length=1, max_length=LOCATION_MAX_CHARS)
 
 
 class FromTargets(_Strict):
@@ -90,6 +123,11 @@ class CrawlRequest(_Strict):
 
 
 class PageResult(_Strict):
+    """One page's outcome (ledger.md §6.9) plus level report v2 (docs/internals.md): inline
+    ``links``, ``linksOverflow`` and ``manifestSummary``. Counts are capped by
+    :func:`ledger.crawl.report_limits.check_counts` (413), shapes here (400)."""
+
+    walks_text: ClassVar[bool] = False  # LevelReport's walk covers it
     url: NonEmpty
     status: Literal["captured", "failed", "skipped"]
     skipReason: str | None = None
@@ -103,6 +141,9 @@ class PageResult(_Strict):
     finalUrl: Annotated[str, Field(min_length=1, max_length=FINAL_URL_MAX_CHARS)] | None = None  # contract 4
     manifestLocation: NonEmpty | None = None
     manifestError: NonEmpty | None = None
+    links: list[DiscoveredLink] | None = None
+    linksOverflow: int | None = Field(None, ge=0, le=10_000_000)
+    manifestSummary: ManifestSummary | None = None
 
     @model_validator(mode="after")
     def _gap_from_within_capture(self) -> "PageResult":
@@ -131,6 +172,8 @@ class PageResult(_Strict):
                 raise ValueError("a result with taskId needs exactly one of manifestLocation or manifestError")
         elif has_location or has_error:
             raise ValueError("manifestLocation and manifestError need a taskId")
+        if self.manifestSummary is not None and not has_location:
+            raise ValueError("manifestSummary needs a manifestLocation (it describes that manifest)")
         return self
 
 
@@ -190,20 +233,31 @@ async def start_crawl(body: CrawlRequest, request: Request, background: Backgrou
     return JSONResponse({"crawlId": str(crawl["id"])}, status_code=202, background=background)
 
 
+async def _member(request: Request, crawl_id: uuid.UUID) -> Identity:
+    """``submitter`` plus: the crawl belongs to one of the caller's organizations. A crawl of
+    another organization is as absent as an unknown id (404): several organizations' crawls
+    run side by side (issue 12), and none may read or close another's."""
+    identity = await submitter(request)
+    if not await crawl_store.crawl_in_orgs(request.app.state.services.pool, crawl_id, identity.organizations):
+        raise Refused(404, "not found")
+    return identity
+
+
 @router.get("/api/crawls")
 async def list_crawls(request: Request, limit: int = 20) -> dict:
     """The most recent crawls (``limit`` 1–100, default 20), newest first, with level and page
     counts by state (see ``ledger.crawl.crawls.list_crawls``)."""
     if not 1 <= limit <= 100:
         raise Refused(400, "limit must be between 1 and 100")
-    await submitter(request)
-    return {"crawls": await crawl_store.list_crawls(request.app.state.services.pool, limit)}
+    identity = await submitter(request)
+    return {"crawls": await crawl_store.list_crawls(request.app.state.services.pool, limit,
+                                                    orgs=identity.organizations)}
 
 
 @router.get("/api/crawls/{crawl_id}")
 async def get_crawl(crawl_id: uuid.UUID, request: Request) -> dict:
     """State, stop reason, limits, counters, drops, last job, 5 newest failures, pinned scripts."""
-    await submitter(request)
+    await _member(request, crawl_id)
     view = await crawl_store.get_crawl(request.app.state.services.pool, crawl_id)
     if view is None:
         raise Refused(404, "not found")
@@ -223,7 +277,7 @@ async def list_pages(crawl_id: uuid.UUID, request: Request, state: str | None = 
         raise Refused(400, f"limit must be between 1 and {pages_store.LIMIT_MAX}")
     if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 18):
         raise Refused(400, "cursor must be the nextCursor of a previous answer")
-    await submitter(request)
+    await _member(request, crawl_id)
     view = await pages_store.list_pages(request.app.state.services.pool, crawl_id, state=state, limit=limit,
                                         after=int(cursor or 0))
     if view is None:
@@ -235,14 +289,17 @@ async def list_pages(crawl_id: uuid.UUID, request: Request, state: str | None = 
 async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
                        background: BackgroundTasks) -> JSONResponse:
     """The level report → 200 ``{next: [{url, host, depth}], stopReason}``; see ledger.crawl.levels."""
-    await submitter(request)
     services = request.app.state.services
+    check_counts(body.results, services.settings)
+    await _member(request, crawl_id)
     report = body.model_dump(mode="json", exclude_unset=True)
     outcome = await record_level(services, crawl_id, report)
     if outcome.dispatch is not None:
         crawl, depth, pages = outcome.dispatch
         background.add_task(dispatch_level, services, crawl, depth, pages)
     background.add_task(dispatch_waiting, services)  # this level's host leases just ended
+    if outcome.verify is not None:  # admission after the answer, last (S3 reads: seconds)
+        background.add_task(verify_level, services, crawl_id, *outcome.verify)
     return JSONResponse(outcome.answer, status_code=outcome.status, background=background)
 
 
@@ -274,10 +331,12 @@ async def post_progress(crawl_id: uuid.UUID, body: ProgressEvent, request: Reque
 @router.post("/api/crawls/{crawl_id}/failed")
 async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request,
                        background: BackgroundTasks) -> JSONResponse:
-    """Close a running crawl as failed → 200 ``{closed: true|false}`` (reason ≤ 2,000 chars)."""
-    await submitter(request)
+    """Close a running crawl as failed → 200 ``{closed: true|false}`` (reason ≤ 2,000 chars);
+    an unknown crawl, or one of another organization, is ``{closed: false}`` alike."""
+    identity = await submitter(request)
     services = request.app.state.services
-    closed = await crawl_store.close_failed(services.pool, crawl_id, body.reason)
+    closed = (await crawl_store.crawl_in_orgs(services.pool, crawl_id, identity.organizations)
+              and await crawl_store.close_failed(services.pool, crawl_id, body.reason))
     if closed:  # its host leases ended with it
         background.add_task(dispatch_waiting, services)
     return JSONResponse({"closed": closed}, background=background)
@@ -286,7 +345,7 @@ async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request,
 @router.post("/api/crawls/{crawl_id}/index")
 async def index_level(crawl_id: uuid.UUID, request: Request) -> dict:
     """Search indexing: 404 while no search backend is configured (``WAGGLE_SEARCH_URL``)."""
-    await submitter(request)
+    await submitter(request)  # answers nothing of the crawl
     if not request.app.state.services.settings.search_url:
         raise Refused(404, "no search backend is configured (WAGGLE_SEARCH_URL); nothing to index")
     raise Refused(501, "search indexing is not implemented in this ledger")

@@ -153,21 +153,50 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 class BodyLimitMiddleware:
-    """413 ``{"error": ...}`` for a request whose declared Content-Length exceeds
-    :data:`MAX_BODY_BYTES` (32 MiB), before the body is read."""
+    """413 ``{"error": ...}`` for a request whose body exceeds :data:`MAX_BODY_BYTES`
+    (32 MiB): refused before reading when the declared Content-Length says so; otherwise
+    (chunked bodies) the app is handed an ended body once the limit is passed and its answer
+    is replaced by the 413 (the app's own body parser would turn any error into a 400)."""
 
     def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES):
         self.app, self.max_bytes = app, max_bytes
 
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps({"error": f"the body is larger than {self.max_bytes // (1024 * 1024)} MiB;"
+                                    " send less per request"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            declared = dict(scope.get("headers") or []).get(b"content-length")
-            if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-                body = json.dumps({"error": f"the body is larger than {self.max_bytes // (1024 * 1024)} MiB;"
-                                            " send less per request"}).encode()
-                await send({"type": "http.response.start", "status": 413,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        received = 0
+        too_large = False
+
+        async def counting_receive() -> Any:
+            nonlocal received, too_large
+            if too_large:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message.get("type") == "http.request":
+                received += len(message.get("body") or b"")
+                if received > self.max_bytes:
+                    too_large = True
+                    return {"type": "http.request", "body": b"", "more_body": False}
+            return message
+
+        async def guarded_send(message: Any) -> None:
+            if too_large:
+                if message["type"] == "http.response.start":
+                    await self._refuse(send)
+                return  # the app's own answer to a cut-off body is dropped
+            await send(message)
+
+        await self.app(scope, counting_receive, guarded_send)

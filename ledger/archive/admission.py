@@ -78,11 +78,13 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
                     extra={"taskId": report.task_id, "status": report.status})
         return Admitted("no-archive")
     bucket, key = parse_location(report.artifacts.wacz or "")
+    comp = report.completeness_row()
     row = await (await conn.execute(
         """
         INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, labels,
-                              wacz_complete, signed, captured_at, wacz_problem)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, date_trunc('milliseconds', %s::timestamptz), %s)
+                              wacz_complete, signed, captured_at, wacz_problem, missing_body_urls,
+                              missing_body_count, truncated_urls)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, date_trunc('milliseconds', %s::timestamptz), %s, %s, %s, %s)
         ON CONFLICT (bucket, object_key) DO NOTHING
         RETURNING id
         """,
@@ -97,6 +99,9 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
             report.signature.signed if report.signature else None,
             report.timestamp,
             problem,
+            comp["missing_body_urls"],
+            comp["missing_body_count"],
+            comp["truncated_urls"],
         ),
     )).fetchone()
     if row is None:
@@ -110,12 +115,15 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
 
 _BATCH_ARCHIVES_SQL = """
 INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, labels,
-                      wacz_complete, signed, captured_at, wacz_problem)
+                      wacz_complete, signed, captured_at, wacz_problem, missing_body_urls, missing_body_count,
+                      truncated_urls)
 SELECT v.task_id, v.correlation_id, v.bucket, v.object_key, v.source_url, v.labels,
-       v.wacz_complete, v.signed, date_trunc('milliseconds', v.captured_at), v.wacz_problem
+       v.wacz_complete, v.signed, date_trunc('milliseconds', v.captured_at), v.wacz_problem,
+       v.missing_body_urls, v.missing_body_count, v.truncated_urls
 FROM jsonb_to_recordset(%s::jsonb) AS v(n int, task_id uuid, correlation_id text, bucket text,
      object_key text, source_url text, labels text[], wacz_complete boolean, signed boolean,
-     captured_at timestamptz, wacz_problem text)
+     captured_at timestamptz, wacz_problem text, missing_body_urls text[], missing_body_count int,
+     truncated_urls text[])
 ORDER BY v.n
 ON CONFLICT (bucket, object_key) DO NOTHING
 RETURNING id, bucket, object_key
@@ -124,10 +132,10 @@ RETURNING id, bucket, object_key
 
 def _complete(report: CaptureReport, problem: str | None) -> bool | None:
     """``archives.wacz_complete``: false when the ledger's WACZ check found a problem, else the
-    manifest's ``completeness.complete`` (NULL when absent)."""
+    manifest's completeness (false when it names a URL without a body; NULL when absent)."""
     if problem is not None:
         return False
-    return report.completeness.complete if report.completeness else None
+    return report.completeness_row()["wacz_complete"]
 
 
 async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
@@ -161,8 +169,9 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
     rows = [{
         "n": n, "task_id": r.task_id, "correlation_id": r.correlation_id or None, "bucket": bucket,
         "object_key": key, "source_url": r.url, "labels": list(r.labels),
-        "wacz_complete": _complete(r, problems[i]), "wacz_problem": problems[i],
         "signed": r.signature.signed if r.signature else None, "captured_at": r.timestamp.isoformat(),
+        **r.completeness_row(),
+        "wacz_complete": _complete(r, problems[i]), "wacz_problem": problems[i],
     } for n, (i, r, bucket, key) in enumerate(batch)]
     try:
         async with conn.transaction():

@@ -50,10 +50,41 @@ class Artifacts(_Lenient):
     wacz: str | None = None
 
 
+MISSING_KEPT = 20  # missing-body / truncated URLs kept per archive (the capture's own cap)
+
+
 class Completeness(_Lenient):
+    """``completeness`` (contracts.md §B.3, §B.6) plus waggle's extension ``missingBodyUrls``
+    (capped list) and ``missingBodyCount`` (docs/internals.md "Capture completeness"), absent
+    from a real BrowserHive v12. ``complete`` as read is ANDed with the lists being empty, so a
+    manifest that names a URL without a body is never taken as complete."""
+
     bodyless_urls: list[str] = Field(default_factory=list, alias="bodylessUrls")
     truncated_urls: list[str] = Field(default_factory=list, alias="truncatedUrls")
+    missing_body_urls: list[str] | None = Field(None, alias="missingBodyUrls")
+    missing_body_count: StrictInt | None = Field(None, alias="missingBodyCount", ge=0)
     complete: StrictBool
+
+    @property
+    def is_complete(self) -> bool:
+        return (self.complete and not self.bodyless_urls and not self.truncated_urls
+                and not self.missing_body_urls and not self.missing_body_count)
+
+    def row(self) -> dict[str, Any]:
+        """The archive row's completeness columns: ``wacz_complete``, ``missing_body_urls`` (≤
+        :data:`MISSING_KEPT`), ``missing_body_count`` (never below the list's length),
+        ``truncated_urls`` (≤ :data:`MISSING_KEPT`); NULL where the manifest said nothing."""
+        urls = self.missing_body_urls
+        count = self.missing_body_count
+        if urls is not None or count is not None:
+            count = max(count or 0, len(urls or []))
+        return {"wacz_complete": self.is_complete,
+                "missing_body_urls": None if urls is None else list(urls[:MISSING_KEPT]),
+                "missing_body_count": count, "truncated_urls": list(self.truncated_urls[:MISSING_KEPT])}
+
+
+NO_COMPLETENESS = {"wacz_complete": None, "missing_body_urls": None, "missing_body_count": None,
+                   "truncated_urls": None}
 
 
 class Signature(_Lenient):
@@ -119,6 +150,10 @@ class CaptureReport(_Lenient):
         if value.tzinfo is None:
             raise ValueError("timestamp must carry a time zone offset (RFC 3339)")
         return value
+
+    def completeness_row(self) -> dict[str, Any]:
+        """The archive row's completeness columns (all NULL when the manifest has none)."""
+        return self.completeness.row() if self.completeness else dict(NO_COMPLETENESS)
 
     @property
     def has_archive(self) -> bool:

@@ -2,7 +2,9 @@
 
 Pending = ``capture_submissions`` rows with ``manifest_key`` and no archive of that task id
 (optionally submitted within the last N days). Each manifest is read again at exactly the
-recorded key of the configured bucket and admitted with the submission's organization and
+recorded key of the configured bucket, checked against the submission's manifest summary
+(``ledger.archive.verify.disagreement``; a disagreeing one is recorded in ``verify_error`` and
+never admitted) and admitted with the submission's organization and
 submitter (reference/ledger.md §9.5); reads run concurrently and a chunk's captures are admitted
 in one transaction, each capture alone again when that fails. It never lists the bucket
 and never builds a key. Runs as ``waggle reconcile`` and periodically inside the service.
@@ -18,16 +20,17 @@ from typing import Any
 from ledger.archive.admission import READ_CONCURRENCY, admit_many, check_archives, fetch_manifests
 from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT
 from ledger.archive.manifest import CaptureReport, ManifestInvalid
+from ledger.archive.verify import disagreement, record_disagreement
 
 log = logging.getLogger("waggle.reconcile")
 
 CHUNK = 200  # pending rows per round: reads in flight together, one admission transaction
 
 PENDING_SQL = """
-SELECT s.task_id, s.org_id, s.submitted_by, s.manifest_key
+SELECT s.task_id, s.org_id, s.submitted_by, s.manifest_key, s.manifest_summary
 FROM capture_submissions s
 LEFT JOIN archives a ON a.task_id = s.task_id
-WHERE a.task_id IS NULL AND s.manifest_key IS NOT NULL
+WHERE a.task_id IS NULL AND s.manifest_key IS NOT NULL AND s.verify_error IS NULL
   AND (%(since_days)s::int IS NULL OR s.submitted_at >= now() - make_interval(days => %(since_days)s::int))
 ORDER BY s.submitted_at, s.task_id
 """
@@ -80,12 +83,23 @@ async def reconcile(pool: Any, s3: Any, *, since_days: int | None = None,
                 log.warning("Manifest is not where the capture reported writing it",
                             extra={"taskId": str(row["task_id"]), "key": key})
                 out.missing += 1
+            elif (reason := disagreement(manifest, row["task_id"], row.get("manifest_summary"))) is not None:
+                log.warning("manifest disagrees with the capture answer; not admitted",
+                            extra={"taskId": str(row["task_id"]), "key": key, "reason": reason})
+                await _record(pool, row["task_id"], reason)
+                out.skipped += 1
             else:
                 found.append((row, manifest))
         found = await _checked(s3, found, out, wacz_hash_max_bytes)
         await _admit_found(pool, found, out)
     log.info("Reconcile complete", extra=out.as_dict())
     return out
+
+
+async def _record(pool: Any, task_id: Any, reason: str) -> None:
+    """Keep a refusal (``verify_error``) so later passes leave the submission alone."""
+    async with pool.connection() as conn:
+        await record_disagreement(conn, task_id, reason)
 
 
 async def _checked(s3: Any, found: list[tuple[dict, CaptureReport]], out: ReconcileResult,

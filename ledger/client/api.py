@@ -171,24 +171,25 @@ class LedgerClient:
         """``POST /api/crawls/{id}/failed {reason}`` (≤ 2,000 chars) → True when this call closed it."""
         return bool(self._call("POST", f"/api/crawls/{crawl_id}/failed", json={"reason": reason[:2000]}).json().get("closed"))
 
-    def archives_page(self, before: str | None = None) -> dict:
-        """``GET /api/archives[?before=]`` → the raw page body ``{"archives": [...], ...}``."""
-        params = {"before": before} if before else None
-        return self._call("GET", "/api/archives", params=params).json()
+    def archives_page(self, before: str | None = None, crawl: str | None = None) -> dict:
+        """``GET /api/archives[?before=][&crawl=]`` → the raw page body ``{"archives": [...], ...}``."""
+        params = {k: v for k, v in (("before", before), ("crawl", crawl)) if v}
+        return self._call("GET", "/api/archives", params=params or None).json()
 
-    def iter_archives(self, since: str | None = None, max_pages: int = 200) -> Iterator[dict]:
+    def iter_archives(self, since: str | None = None, max_pages: int = 200,
+                      crawl: str | None = None) -> Iterator[dict]:
         """Archives newest first, following the ``before`` cursor (the last row's ``capturedAt``).
 
         Stops at the first row captured before ``since`` (ISO 8601), or at an empty page: the
         ledger pages before filtering by permission, so a short page does not mean the end,
-        but an empty one leaves no cursor (ledger.md §6.5).
+        but an empty one leaves no cursor (ledger.md §6.5). ``crawl``: only that crawl's archives.
         """
         from ledger.client.render import parse_time
 
         floor = parse_time(since)
         before = None
         for _ in range(max_pages):
-            rows = self.archives_page(before).get("archives", [])
+            rows = self.archives_page(before, crawl).get("archives", [])
             for row in rows:
                 captured = parse_time(row.get("capturedAt"))
                 if floor is not None and captured is not None and captured < floor:

@@ -262,8 +262,10 @@ def archives_command(
     before: Annotated[Optional[str], typer.Option("--before", help="Only archives captured before this ISO 8601 time.")] = None,
     wide: Wide = False,
     as_json: AsJson = False,
+    missing: Annotated[bool, typer.Option("--missing", help="Also list, per incomplete archive, the URLs without a body in it.")] = False,
 ) -> None:
-    """List the archives you may view, newest first (one page of up to 50)."""
+    """List the archives you may view, newest first (one page of up to 50); incomplete ones say
+    how many URLs lack a body."""
     console = _console()
     try:
         with _client() as client:
@@ -274,6 +276,8 @@ def archives_command(
         _print_json(rows)
         return
     console.print(render.archives_table(rows, title=f"archives ({len(rows)})", wide=wide))
+    if missing:
+        console.print(render.missing_table(rows))
 
 
 def resolve_archive_id(client: LedgerClient, given: str) -> str:

@@ -143,10 +143,10 @@ def crawl_archives(
     poll_s: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[dict]:
-    """The archives captured during ``crawl`` (capturedAt within its run), oldest first.
+    """The archives captured by ``crawl`` (``GET /api/archives?crawl=``), oldest first.
 
-    One crawl runs at a time, so the window [startedAt, finishedAt] identifies its captures.
-    The listing lags the crawl by the outbox delay (tuples reach OpenFGA every few seconds), so
+    Several crawls run at once, so only the ledger's crawl filter tells whose captures they are
+    (a time window would take a neighbour's). The listing lags the crawl by the outbox delay (tuples reach OpenFGA every few seconds), so
     this polls until as many archives as ``pagesCaptured`` are visible or ``wait_s`` passes.
     """
     start = crawl.get("startedAt")
@@ -155,7 +155,7 @@ def crawl_archives(
     deadline = time.monotonic() + wait_s
     while True:
         rows = []
-        for row in client.iter_archives(since=start):
+        for row in client.iter_archives(since=start, crawl=crawl.get("crawlId")):
             captured = render.parse_time(row.get("capturedAt"))
             if end is not None and captured is not None and (captured - end).total_seconds() > 5:
                 continue

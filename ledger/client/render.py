@@ -307,18 +307,53 @@ def archives_table(archives: list[dict], title: str = "archives", wide: bool = F
     table.add_column("id", no_wrap=True)
     table.add_column("source url", overflow="fold", ratio=1)
     table.add_column("captured (UTC)" if not wide else "captured", no_wrap=not wide, overflow="fold")
-    table.add_column("complete", no_wrap=True)
+    table.add_column("complete", overflow="fold")
     if wide:
         table.add_column("object key", overflow="fold")
     for a in archives:
-        complete = a.get("waczComplete")
         row = [
             str(a.get("id")) if wide else short_id(a.get("id")),
             str(a.get("sourceUrl")),
             str(a.get("capturedAt")) if wide else short_time(a.get("capturedAt")),
-            "–" if complete is None else ("yes" if complete else Text("incomplete" if wide else "no", style="yellow")),
+            complete_cell(a),
         ]
         if wide:
             row.append(str(a.get("objectKey")))
         table.add_row(*row)
+    return table
+
+
+def complete_cell(a: dict) -> str | Text:
+    """``yes``, ``–`` (unknown) or ``incomplete`` with why, when the manifest said:
+    ``incomplete (3 without body, 1 cut)``."""
+    complete = a.get("waczComplete")
+    if complete is None:
+        return "–"
+    if complete:
+        return "yes"
+    why = []
+    missing = a.get("missingBodyCount")
+    if missing:
+        why.append(f"{missing} without body")
+    if a.get("truncatedUrls"):
+        why.append(f"{len(a['truncatedUrls'])} cut")
+    return Text("incomplete" + (f" ({', '.join(why)})" if why else ""), style="yellow")
+
+
+def missing_table(archives: list[dict]) -> Table:
+    """``waggle archives --missing``: per incomplete archive, the URLs without a body in it
+    (``without body``: failed or still pending when the capture stopped; ``cut``: a size cap
+    dropped it); ``… N more`` when the manifest listed only the first ones."""
+    table = Table(title="URLs without a body in the archive", title_justify="left")
+    for col in ("archive", "url", "why"):
+        table.add_column(col, overflow="fold")
+    for a in archives:
+        urls = a.get("missingBodyUrls") or []
+        for url in urls:
+            table.add_row(str(a.get("id")), str(url), "without body")
+        more = (a.get("missingBodyCount") or 0) - len(urls)
+        if more > 0:
+            table.add_row(str(a.get("id")), f"… {more} more", "without body")
+        for url in a.get("truncatedUrls") or []:
+            table.add_row(str(a.get("id")), str(url), "cut")
     return table

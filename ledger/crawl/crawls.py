@@ -16,6 +16,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
+from ledger.crawl import frontier
 from ledger.crawl.progress import level_progress
 from ledger.crawl.times import iso_ms
 from ledger.crawl.errors import Refused
@@ -182,16 +183,12 @@ async def start_crawl(
                  spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned)),
             )
             crawl = await cur.fetchone()
-            pages = []
+            landed = await frontier.insert_rows(conn, crawl_id, 0, seeds)  # exact dedup (migration 071)
+            pages, placed = [], set()
             for seed in seeds:
-                cur = await conn.execute(
-                    "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host) VALUES (%s, %s, %s, 0, %s)"
-                    " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url, host",
-                    (crawl_id, seed.url, seed.key, seed.host),
-                )
-                row = await cur.fetchone()
-                if row:
-                    pages.append(dict(row))
+                if seed.key in landed and seed.key not in placed:
+                    placed.add(seed.key)
+                    pages.append({"url": seed.url, "host": seed.host})
     log.info("Crawl started: %s by %s for %s, %d seed pages", crawl_id, subject, org_id, len(pages))
     return dict(crawl), pages
 
@@ -281,17 +278,27 @@ async def archive_problems(conn: Any, crawl_id: uuid.UUID, limit: int = 5) -> di
             "archiveProblems": [{"url": r["url"], "reason": r["reason"]} for r in found]}
 
 
-async def list_crawls(pool: Any, limit: int = 20) -> list[dict]:
+async def crawl_in_orgs(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> bool:
+    """True when crawl ``crawl_id`` exists and belongs to one of ``orgs``."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT 1 FROM crawls WHERE id = %s AND org_id = ANY(%s)", (crawl_id, list(orgs)))
+        return await cur.fetchone() is not None
+
+
+async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = None) -> list[dict]:
     """Every running crawl, then the most recently started others up to ``limit`` in all
     (summaries, newest first in each group; several crawls run at once, issue 12): ``crawlId,
     seeds, state, stopReason, startedAt, finishedAt, pagesDiscovered, pagesCaptured,
     organization, requestedBy, error, currentDepth, levelState, maxDepth, maxPages`` and
-    ``pagesFailed, pagesSkipped, pagesPending`` (crawl_pages counts by state)."""
+    ``pagesFailed, pagesSkipped, pagesPending`` (crawl_pages counts by state). ``orgs`` (None =
+    every organization) keeps only the crawls of those organizations."""
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT * FROM ((SELECT * FROM crawls WHERE state = 'running')"
-            " UNION ALL (SELECT * FROM crawls WHERE state <> 'running' ORDER BY started_at DESC LIMIT %s)) c"
-            " ORDER BY (c.state = 'running') DESC, c.started_at DESC", (limit,))
+            "SELECT * FROM ((SELECT * FROM crawls WHERE state = 'running' AND (%(all)s OR org_id = ANY(%(orgs)s)))"
+            " UNION ALL (SELECT * FROM crawls WHERE state <> 'running' AND (%(all)s OR org_id = ANY(%(orgs)s))"
+            " ORDER BY started_at DESC LIMIT %(limit)s)) c"
+            " ORDER BY (c.state = 'running') DESC, c.started_at DESC",
+            {"all": orgs is None, "orgs": list(orgs or []), "limit": limit})
         rows = await cur.fetchall()
         running = sum(1 for r in rows if r["state"] == "running")
         rows = rows[:max(limit, running)]

@@ -46,7 +46,8 @@ def webhook_body(
     is shallower than ``max_depth`` (a carried page may be). ``frontier`` items: ``{url, host,
     lastFinishedAt, hostDelayMs?}`` (ISO string or None; ms,
     sent when known — docs/internals.md "Concurrent crawls and host leases"). Keys: ``crawl_id,
-    depth, frontier, per_host_delay_ms, host_parallelism, capture_formats, signing, scripts``.
+    depth, frontier, per_host_delay_ms, host_parallelism, capture_formats, signing, scripts,
+    links_per_page`` (the last beyond upstream: inline links per PageResult, issue 14).
     """
     return {
         "crawl_id": str(crawl["id"]),
@@ -58,6 +59,7 @@ def webhook_body(
             settings, following=crawl["max_depth"] > depth if following is None else following),
         "signing": bool(settings.capture_signing),
         "scripts": [webhook_item(s) for s in crawl["scripts"]],
+        "links_per_page": settings.report_links_per_page,
     }
 
 

@@ -5,7 +5,10 @@ transaction, plus waggle's ordering rules:
 * a different report for a recorded depth, a report for a depth other than the level in
   flight, or a report for a crawl that is not running → 409, nothing changes.
 
-The next level is dispatched by the caller after commit (``LevelOutcome.dispatch``).
+The next level is dispatched by the caller after commit (``LevelOutcome.dispatch``), and
+archive admission runs after the answer too (``LevelOutcome.verify`` →
+``ledger.archive.verify.verify_level``): the report reads S3 only for results of the old shape
+(``linksLocation`` without inline ``links``, docs/internals.md "Level report v2").
 """
 
 from __future__ import annotations
@@ -19,13 +22,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.archive.admission import admit_level
-from ledger.crawl import hosts, leases
+from ledger.crawl import frontier, hosts, leases
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
 from ledger.crawl import redirects, shape_store
 from ledger.crawl.guard import refusal
 from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
+from ledger.crawl.report_links import discovered_links
 from ledger.crawl.scope import accept_links
 from ledger.crawl.scripts import CompiledMismatch, merge_compiled
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
@@ -41,6 +44,9 @@ class LevelOutcome:
     status: int
     answer: dict
     dispatch: tuple[dict, int, list[dict]] | None = None  # (crawl row, depth, pages) to send
+    # after the answer: (depth, task ids reported failed, task ids to admit) for
+    # ledger.archive.verify.verify_level (admission reads S3 off the report's critical path)
+    verify: tuple[int, set[str], list[str]] | None = None
 
 
 def report_hash(report: dict) -> str:
@@ -95,27 +101,18 @@ async def _read_links(s3: Any, key: str, max_bytes: int) -> list | None:
     return doc["links"]
 
 
-async def _admit(conn: Any, services: Any, crawl: dict, results: list[dict]) -> set[int]:
-    """Archive admission hook (issue #3, ``ledger.archive.admission.admit_level``): indices of
-    results the manifests show as captured although reported otherwise."""
-    if services.s3 is None:
-        return set()
-    admission = await admit_level(
-        conn,
-        services.s3,
-        bucket=services.settings.s3_bucket,
-        org_id=crawl["org_id"],
-        submitted_by=crawl["requested_by"],
-        results=results,
-        wacz_hash_max_bytes=getattr(services.settings, "wacz_hash_max_bytes", 64 * 1024 * 1024),
-    )
-    return set(getattr(admission, "recovered", set()) or set())
-
-
 def _sha256(key: str) -> bytes:
     """``crawl_pages.url_hash`` of a dedup key: SHA-256 of its UTF-8 bytes (the column is
     ``waggle_sha256(url_key)``, migration 001); computed here so lookups use the index directly."""
     return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def _url_key(url: str) -> str | None:
+    """The dedup key of a reported page URL, or None when it does not parse."""
+    try:
+        return parse_http_url(url).key
+    except InvalidUrl:
+        return None
 
 
 def _url_hash(url: str) -> bytes | None:
@@ -126,12 +123,12 @@ def _url_hash(url: str) -> bytes | None:
         return None
 
 
-async def _read_all_links(services: Any, results: list[dict]) -> list:
-    """Every result's ``.links.json`` items, concatenated in result order; files are read
-    concurrently (≤ ``LINKS_READ_CONCURRENCY``). Raises :class:`Refused` 503 when the store does
-    not answer (no later file is started then)."""
+async def _read_all_links(services: Any, results: list[dict]) -> list[list]:
+    """Each result's ``.links.json`` items (one list per result, in order; empty when skipped);
+    files are read concurrently (≤ ``LINKS_READ_CONCURRENCY``). Raises :class:`Refused` 503 when
+    the store does not answer (no later file is started then)."""
     if services.s3 is None:
-        return []
+        return [[] for _ in results]
     max_bytes = getattr(services.settings, "links_max_bytes", LINKS_MAX_BYTES_DEFAULT)
     keys = [links_key(r.get("linksLocation") or "") for r in results]
     gate = asyncio.Semaphore(LINKS_READ_CONCURRENCY)
@@ -147,13 +144,14 @@ async def _read_all_links(services: Any, results: list[dict]) -> list:
                 failed.set()
                 raise
 
-    found = await asyncio.gather(*(read(k) for k in keys if k), return_exceptions=True)
-    links: list = []
+    async def none() -> None:
+        return None
+
+    found = await asyncio.gather(*(read(k) if k else none() for k in keys), return_exceptions=True)
     for item in found:
         if isinstance(item, BaseException):
             raise item
-        links.extend(item or [])
-    return links
+    return [item or [] for item in found]
 
 
 # PageResult keys stored per page, in the order of _close_reported's unnest columns after url_hash
@@ -186,9 +184,11 @@ async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[di
     return {bytes(r["url_hash"]) for r in await cur.fetchall()}
 
 
-async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | None) -> None:
+async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | None) -> list[uuid.UUID]:
     """Step 2 in one statement: a ``capture_submissions`` row for every result with a taskId
-    (``ON CONFLICT (task_id) DO NOTHING``; within one report the first result of a task wins)."""
+    (``ON CONFLICT (task_id) DO NOTHING``; within one report the first result of a task wins),
+    with the flow's ``manifestSummary`` when given. Returns the task ids with a manifest key
+    (what admission will read after the answer)."""
     rows: dict[uuid.UUID, tuple] = {}
     for r in results:
         if not r.get("taskId"):
@@ -197,17 +197,22 @@ async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | 
         if task in rows:
             continue
         manifest_key, manifest_error = manifest_outcome(r, bucket)
-        rows[task] = (str(task), r.get("correlationId") or str(crawl["id"]), manifest_key, manifest_error)
+        summary = r.get("manifestSummary")
+        rows[task] = (str(task), r.get("correlationId") or str(crawl["id"]), manifest_key, manifest_error,
+                      json.dumps(summary) if summary is not None else None)
     if not rows:
-        return
+        return []
     cols = list(zip(*rows.values()))
     await conn.execute(
-        "INSERT INTO capture_submissions (task_id, correlation_id, org_id, submitted_by, manifest_key, manifest_error)"
-        " SELECT v.task_id, v.correlation_id, %s, %s, v.manifest_key, v.manifest_error"
-        " FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[]) AS v(task_id, correlation_id, manifest_key, manifest_error)"
+        "INSERT INTO capture_submissions (task_id, correlation_id, org_id, submitted_by, manifest_key, manifest_error,"
+        " manifest_summary)"
+        " SELECT v.task_id, v.correlation_id, %s, %s, v.manifest_key, v.manifest_error, v.summary"
+        " FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::jsonb[])"
+        " AS v(task_id, correlation_id, manifest_key, manifest_error, summary)"
         " ON CONFLICT (task_id) DO NOTHING",
         (crawl["org_id"], crawl["requested_by"], *[list(c) for c in cols]),
     )
+    return [t for t, (_, _, key, _, _) in rows.items() if key is not None]
 
 
 async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: list[ParsedUrl],
@@ -218,10 +223,9 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
 
     Three ways to the same outcome, chosen by cost:
     * no level may follow (``max_depth``): nothing is looked up or inserted;
-    * every candidate fits the page budget: the candidates are inserted first (``ON CONFLICT DO
-      NOTHING`` — the unique index tells which were new in the same pass), planned over the rows
-      that landed, and the few the plan screens out (traps, per-host cap) deleted again, all in
-      this transaction (no separate lookup of 100,000 keys);
+    * every candidate fits the page budget: ``ledger.crawl.frontier.insert_then_screen`` (insert
+      first — the unique index tells which were new — plan over the rows that landed, delete
+      the few the plan screens out, all in this transaction);
     * otherwise (the budget may cut): the known ones are looked up, the plan made, its URLs inserted.
     """
     if max_pages_per_host:  # the per-host cap needs counts per host; otherwise one total will do
@@ -246,43 +250,20 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
     counts = await shape_store.load(conn, crawl["id"], [c.key for c in candidates], next_depth=next_depth,
                                     walk_levels=getattr(settings, "trap_walk_levels", WALK_LEVELS_DEFAULT),
                                     query_variants=getattr(settings, "trap_query_variants", QUERY_VARIANTS_DEFAULT))
-    hashes = [_sha256(c.key) for c in candidates]
     if len(candidates) <= crawl["max_pages"] - known:
-        landed = await _insert_rows(conn, crawl["id"], next_depth, candidates)
-        new = [(c, h) for c, h in zip(candidates, hashes) if h in landed]
-        plan = plan_over([c for c, _ in new])
-        if len(plan.urls) < len(new):
-            keep = {p.key for p in plan.urls}
-            await conn.execute(
-                "DELETE FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[])",
-                (crawl["id"], next_depth, [h for c, h in new if c.key not in keep]),
-            )
+        plan, urls = await frontier.insert_then_screen(conn, crawl, next_depth, candidates, plan_over)
         await shape_store.save(conn, crawl["id"], [p.key for p in plan.urls], depth=next_depth)
-        return plan, [{"url": p.url, "host": p.host} for p in plan.urls]
-    cur = await conn.execute(
-        "SELECT url_hash FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])",
-        (crawl["id"], hashes),
-    )
-    known_hashes = {bytes(r["url_hash"]) for r in await cur.fetchall()}
-    plan = plan_over([c for c, h in zip(candidates, hashes) if h not in known_hashes])
+        return plan, [{"url": p.url, "host": p.host} for p in urls]
+    # known = held under the key's first hash (a key held further along its probe chain is
+    # found by the insert, which then does not land it)
+    held = await frontier.held_keys(conn, crawl["id"], [frontier.url_hash(c.key) for c in candidates])
+    known_keys = set(held.values())
+    plan = plan_over([c for c in candidates if c.key not in known_keys])
     if not plan.urls:
         return plan, []
-    landed = await _insert_rows(conn, crawl["id"], next_depth, plan.urls)
+    landed = await frontier.insert_rows(conn, crawl["id"], next_depth, plan.urls)
     await shape_store.save(conn, crawl["id"], [p.key for p in plan.urls], depth=next_depth)
-    return plan, [{"url": p.url, "host": p.host} for p in plan.urls if _sha256(p.key) in landed]
-
-
-async def _insert_rows(conn: Any, crawl_id: Any, depth: int, urls: list[ParsedUrl]) -> set[bytes]:
-    """Insert ``urls`` as pending pages of ``depth`` in one statement, ``ON CONFLICT (crawl_id,
-    url_hash) DO NOTHING``; returns the ``url_hash`` of the rows that landed."""
-    cur = await conn.execute(
-        "INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host)"
-        " SELECT %s, u.url, u.url_key, %s, u.host"
-        " FROM unnest(%s::text[], %s::text[], %s::text[]) AS u(url, url_key, host)"
-        " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url_hash",
-        (crawl_id, depth, [p.url for p in urls], [p.key for p in urls], [p.host for p in urls]),
-    )
-    return {bytes(r["url_hash"]) for r in await cur.fetchall()}
+    return plan, [{"url": p.url, "host": p.host} for p in plan.urls if p.key in landed]
 
 
 async def _level_done(conn: Any, crawl: dict, depth: int, results: list[dict], inserted: list[dict]) -> list[dict]:
@@ -337,43 +318,32 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             except CompiledMismatch as exc:
                 raise Refused(exc.status, exc.message, scriptId=exc.script_id) from None
 
-            hashes = [_url_hash(r["url"]) for r in results]
+            # each reported page's stored url_hash (its key's probe chain, exact under a collision)
+            hashes = await frontier.stored_hashes(conn, crawl_id, [_url_key(r["url"]) for r in results])
             # 1. close the reported rows of this level (matched by dedup key); a result that
             # matches no page of this level is ignored and not counted
             matched = await _close_reported(conn, crawl_id, depth, results, hashes)
             await redirects.record(conn, crawl_id, depth, results, hashes)  # finalUrl: known from now on
             captured = sum(1 for r, h in zip(results, hashes) if h in matched and r["status"] == "captured")
             # 2. attribution: every result with a taskId, whatever its status
-            await _attribute(conn, crawl, results, settings.s3_bucket)
-            # 3. archive admission; recover pages whose manifest shows a capture
-            recover = [i for i in sorted(await _admit(conn, services, crawl, results))
-                       if 0 <= i < len(results) and results[i]["status"] != "captured" and hashes[i] is not None]
-            recovered = 0
-            if recover:
-                cur = await conn.execute(
-                    "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL, failure_class = NULL"
-                    " WHERE crawl_id = %s AND coalesce(level, depth) = %s AND url_hash = ANY(%s::bytea[])"
-                    " RETURNING url_hash",
-                    (crawl_id, depth, [hashes[i] for i in recover]),
-                )
-                landed = {bytes(r["url_hash"]) for r in await cur.fetchall()}
-                recovered = sum(1 for i in recover if hashes[i] in landed)
-            if recovered:
-                log.info("recovered captures the flow could not see: crawl %s depth %d: %d",
-                         crawl_id, depth, recovered)
+            to_admit = await _attribute(conn, crawl, results, settings.s3_bucket)
+            # 3. archive admission and recovery happen after the answer (ledger.archive.verify):
+            # nothing is admitted here, so the answer claims no admission
             # 4.–7. per link distance of the reported pages, shallowest first: one group (this
             # depth) unless the level captured pages carried from an earlier level (issue 12)
             sources = await leases.source_depths(conn, crawl_id, depth, hashes)
             plan, inserted, discovered, drops = None, [], 0, Counter()
             for src in sorted(set(sources)) or [depth]:
                 group = [r for r, s in zip(results, sources) if s == src]
-                # 4. discovered links, read concurrently, kept in result order
-                links = await _read_all_links(services, group)
+                # 4. discovered links: inline in the results, else read from S3 (old shape)
+                links, overflow = await discovered_links(group, lambda rs: _read_all_links(services, rs))
                 # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
                 # the host name only, so it is asked once per host)
                 accepted = accept_links(links, seeds, crawl["scope"])
                 drops.update(accepted.drops)
                 drops.pop("duplicate", None)  # in-call duplicates are the same page, not a drop
+                if overflow:
+                    drops["links_overflow"] += overflow  # beyond the per-page cap: never sent
                 discovered += len(accepted.urls)
                 candidates: list[ParsedUrl] = []
                 verdicts: dict[str, str | None] = {}
@@ -398,7 +368,6 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             # and pages carried from hosts leased elsewhere join the next level
             inserted = await _level_done(conn, crawl, depth, results, inserted)
             # 8. counters and closing
-            captured += recovered
             done = not inserted
             reason = plan.stop_reason or ("completed" if done else None)
             total_drops = Counter({k: int(v) for k, v in (crawl["drops"] or {}).items()})
@@ -425,4 +394,6 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
              len(results), captured, len(inserted), f" (stopped: {reason})" if done else "")
     crawl = dict(crawl)
     crawl["scripts"] = merged.scripts
-    return LevelOutcome(200, answer, None if done else (crawl, depth + 1, inserted))
+    failed = {str(r["taskId"]) for r in results if r.get("taskId") and r["status"] != "captured"}
+    return LevelOutcome(200, answer, None if done else (crawl, depth + 1, inserted),
+                        (depth, failed, [str(t) for t in to_admit]) if to_admit else None)

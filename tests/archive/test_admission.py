@@ -64,6 +64,27 @@ async def test_fast_path_registers_and_queues_tuples(pool, s3server_put, s3store
     ])
 
 
+async def test_missing_bodies_are_stored_capped_and_make_the_archive_incomplete(pool, s3server_put, s3store) -> None:
+    """Issue 17 item 3: the manifest's missingBodyUrls (capped at 20) and missingBodyCount are
+    kept; a manifest that names URLs without a body is incomplete even if it says complete."""
+    urls = [f"https://example.org/poll/{i:02d}" for i in range(25)]
+    task, key = unique_key()
+    s3server_put(key, manifest(task, completeness={
+        "bodylessUrls": [], "truncatedUrls": ["https://example.org/big.bin"], "missingBodyUrls": urls,
+        "missingBodyCount": 31, "complete": False}))
+    task2, key2 = unique_key()
+    s3server_put(key2, manifest(task2, completeness={
+        "bodylessUrls": [], "truncatedUrls": [], "missingBodyUrls": ["https://example.org/poll"],
+        "missingBodyCount": 1, "complete": True}))
+    got = await fast_path(pool, s3store, [result(task, key), result(task2, key2)])
+    assert got.registered == 2
+    by_task = {str(a["task_id"]): a for a in await rows(pool, "SELECT * FROM archives")}
+    a, b = by_task[task], by_task[task2]
+    assert a["wacz_complete"] is False and a["missing_body_urls"] == urls[:20] and a["missing_body_count"] == 31
+    assert a["truncated_urls"] == ["https://example.org/big.bin"]
+    assert b["wacz_complete"] is False and b["missing_body_urls"] == ["https://example.org/poll"]
+
+
 async def test_fast_path_then_reconciler_is_a_no_op(pool, s3server_put, s3store) -> None:
     task, key = unique_key()
     s3server_put(key, manifest(task))

@@ -171,19 +171,16 @@ async def _profile_captures(url: str, s3_server, n: int) -> tuple[float, str]:
 
     from devstack.capture.browser import BrowserHolder
     from devstack.capture.capture import Ctx, run_capture
-    from devstack.capture.proxy import GuardedProxy
     from devstack.capture.settings import ServerSettings
     from devstack.capture.sink import S3Sink
     from devstack.capture.validation import validate_request
 
     settings = ServerSettings(allow_private=True, s3_endpoint=s3_server.endpoint,
                               s3_access_key=s3_server.access_key_id, s3_secret_key=s3_server.secret_access_key)
-    proxy = GuardedProxy(allow_private=True)
     holder = BrowserHolder(settings.chromium, settings.recycle_every, settings.max_rss_mb)
     sink = S3Sink(settings.s3_endpoint, settings.s3_bucket, settings.s3_access_key, settings.s3_secret_key,
                   settings.s3_region, settings.s3_key_prefix)
-    cctx = Ctx(settings=settings, browser=holder, proxy=proxy, s3=sink)
-    await proxy.start()
+    cctx = Ctx(settings=settings, browser=holder, s3=sink)
     await holder.start()
     times: list[float] = []
     try:
@@ -200,7 +197,6 @@ async def _profile_captures(url: str, s3_server, n: int) -> tuple[float, str]:
     finally:
         await cctx.aclose()
         await holder.close()
-        await proxy.close()
     return statistics.median(times), profiler.output_text(unicode=False, color=False)
 
 

@@ -4,10 +4,14 @@ All against real parts: Postgres (pgserver), the S3 stand-in, the OpenFGA stand-
 ``waggle serve`` in a subprocess, reached over loopback HTTP.
 
 * ``level-report``: a crawl holding 1,000,000 pages (bulk-loaded with COPY) receives a level
-  report of 1,000 captured results whose ``.links.json`` files name 100,000 links (90 % new,
-  10 % already known). Target ≤ 2 s for the ``POST /api/crawls/:id/pages`` round trip. A
-  second copy of the same database is then run in-process under pyinstrument to say where
-  the time goes.
+  report of 1,000 captured results carrying 100,000 links inline (level report v2; 90 % new,
+  10 % already known) and manifest summaries. Target ≤ 2 s for the ``POST
+  /api/crawls/:id/pages`` round trip; then the admission after the answer (1,000 manifests
+  from S3) is timed, and the old shape (``linksLocation`` only: 1,000 ``.links.json`` read
+  before answering) on a fresh copy. A third copy is run in-process under pyinstrument to say
+  where the time goes.
+* ``level-report-curve``: the same report in-process (``record_level``, v2 body) at 10k / 100k /
+  1M pages held × 10k / 100k links.
 * ``signing``: ``POST /api/archives/:id/url`` with a fixed-concurrency async load generator.
   Targets ≥ 300 req/s and p99 ≤ 50 ms.
 * ``outbox``: 7,000 queued rows (one archive = 3 tuples per row) delivered by
@@ -115,17 +119,73 @@ def _load_crawl(db_url: str, *, pages: int, pending: int, depth: int) -> tuple[s
     return crawl_id, pending_urls
 
 
-def _report_body(crawl_id: str, depth: int, pending_urls: list[str], task_ids: list[str]) -> dict:
+def _report_body(crawl_id: str, depth: int, pending_urls: list[str], task_ids: list[str],
+                 links: list[list[dict]] | None = None) -> dict:
+    """The level report. With ``links`` (one list per result): level report v2 — inline links
+    and a manifest summary, as crawl_host sends them when the capture answer has inline links;
+    without: the old shape (``linksLocation`` only, what a real BrowserHive v12 allows)."""
     results = []
-    for url, task in zip(pending_urls, task_ids):
-        results.append({
+    for j, (url, task) in enumerate(zip(pending_urls, task_ids)):
+        result = {
             "url": url, "status": "captured", "taskId": task, "correlationId": crawl_id,
             "submittedAt": "2026-11-29T12:00:00Z", "finishedAt": "2026-11-29T12:00:01Z",
             "manifestLocation": f"s3://browserhive/{task}_{crawl_id}.result.json",
             "linksLocation": f"s3://browserhive/{task}_{crawl_id}.links.json",
-        })
+        }
+        if links is not None:
+            result["links"] = [{"href": item["href"], "rel": item["rel"]} for item in links[j]]
+            result["manifestSummary"] = {"status": "success", "wacz": f"s3://browserhive/{task}_{crawl_id}.wacz"}
+        results.append(result)
     return {"depth": depth, "results": results,
             "compiled": {"typescript": "6.0.3", "hostTypes": "v0.2.0", "scripts": []}}
+
+
+def _links_of(crawl_id: str, pending_urls: list[str], pages: int, n_results: int, links_per: int,
+              depth: int) -> list[list[dict]]:
+    """Each result's links: 10 % pages the crawl holds (captured at depth 1–2), 90 % new."""
+    out = []
+    known_base = HOSTS  # first captured non-seed page index
+    done = pages - n_results
+    for j in range(len(pending_urls)):
+        host_i = j % HOSTS
+        links = []
+        for k in range(links_per):
+            if k < links_per // 10:
+                n = known_base + ((j * 97 + k * 7919) % (done - known_base))
+                n = n - n % HOSTS + host_i
+                if n >= done:
+                    n -= HOSTS
+                d = 1 if n < done // 3 else 2
+                href = f"{_site(host_i)}/d{d}/p{n}"
+            else:
+                href = f"{_site(host_i)}/d{depth + 1}/r{j}/l{k}"
+            links.append({"href": href, "text": f"link {k}", "rel": None})
+        out.append(links)
+    return out
+
+
+def _post_report(url: str, crawl_id: str, payload: bytes) -> tuple[float, dict]:
+    t0 = time.monotonic()
+    resp = httpx.post(f"{url}/api/crawls/{crawl_id}/pages", content=payload,
+                      headers={**infra.who(SUBJECT, ORG), "Content-Type": "application/json"}, timeout=600)
+    elapsed = time.monotonic() - t0
+    if resp.status_code != 200:
+        raise RuntimeError(f"level report answered {resp.status_code}: {resp.text[:500]}")
+    return elapsed, resp.json()
+
+
+def _count(db_url: str, sql: str) -> int:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
+def _until_archives(db_url: str, want: int, since: float, budget_s: float = 120.0) -> float | None:
+    """Seconds from ``since`` until ``archives`` holds ``want`` rows (None: not within budget)."""
+    while time.monotonic() - since < budget_s:
+        if _count(db_url, "SELECT count(*) FROM archives") >= want:
+            return time.monotonic() - since
+        time.sleep(0.05)
+    return None
 
 
 def _pyinstrument_text(profiler) -> str:
@@ -147,60 +207,53 @@ def level_report(ctx: Context) -> None:
         ctx.detail("copy_load_s", round(time.monotonic() - t0, 2))
         # artifacts: one manifest + one links file per result; links 90 % new, 10 % known pages
         task_ids = [str(uuid.uuid4()) for _ in pending_urls]
+        links = _links_of(crawl_id, pending_urls, pages, n_results, links_per, depth)
         objects: dict[str, bytes] = {}
-        known_base = HOSTS  # first captured non-seed page index
         for j, (url, task) in enumerate(zip(pending_urls, task_ids)):
-            host_i = j % HOSTS
-            links = []
-            for k in range(links_per):
-                if k < links_per // 10:
-                    done = pages - n_results
-                    n = known_base + ((j * 97 + k * 7919) % (done - known_base))
-                    n = n - n % HOSTS + host_i
-                    if n >= done:
-                        n -= HOSTS
-                    d = 1 if n < done // 3 else 2
-                    href = f"{_site(host_i)}/d{d}/p{n}"
-                else:
-                    href = f"{_site(host_i)}/d{depth + 1}/r{j}/l{k}"
-                links.append({"href": href, "text": f"link {k}", "rel": None})
             objects[f"{task}_{crawl_id}.links.json"] = json.dumps(
-                {"url": url, "finalUrl": url, "links": links}).encode()
+                {"url": url, "finalUrl": url, "links": links[j]}).encode()
             objects[f"{task}_{crawl_id}.result.json"] = json.dumps(_manifest(task, crawl_id, url)).encode()
         t0 = time.monotonic()
         _put_all(s3_server, objects)
         ctx.detail("s3_upload_s", round(time.monotonic() - t0, 2))
-        body = _report_body(crawl_id, depth, pending_urls, task_ids)
+        body = _report_body(crawl_id, depth, pending_urls, task_ids, links)
+        old_body = _report_body(crawl_id, depth, pending_urls, task_ids)
         tpl_name = pg.db_name(template)
-
-        # 1. timed: the real route on `waggle serve`, over loopback HTTP
-        db_http = pg.new_db(template=tpl_name)
-        env = infra.ledger_env(db_http, store, s3_server, hook, WAGGLE_DRAIN_INTERVAL_S="3600",
-                               WAGGLE_RECONCILE_INTERVAL_S="3600", WAGGLE_WATCHDOG_INTERVAL_S="3600")
-        with infra.ledger(env, workers=workers) as led:
-            payload = json.dumps(body).encode()
-            t0 = time.monotonic()
-            resp = httpx.post(f"{led.url}/api/crawls/{crawl_id}/pages", content=payload,
-                              headers={**infra.who(SUBJECT, ORG), "Content-Type": "application/json"}, timeout=600)
-            elapsed = time.monotonic() - t0
-            if resp.status_code != 200:
-                raise RuntimeError(f"level report answered {resp.status_code}: {resp.text[:500]}")
-            answer = resp.json()
-        with psycopg.connect(db_http) as conn:
-            archives = conn.execute("SELECT count(*) FROM archives").fetchone()[0]
-            total = conn.execute("SELECT count(*) FROM crawl_pages").fetchone()[0]
+        env = None
         expected_new = n_results * (links_per - links_per // 10)
-        ctx.detail("answer_next", len(answer["next"]))
-        ctx.detail("archives_admitted", archives)
-        ctx.detail("pages_after", total)
-        ctx.detail("request_bytes", len(payload))
-        if len(answer["next"]) != expected_new or archives != n_results:
-            raise RuntimeError(f"unexpected outcome: next {len(answer['next'])} (want {expected_new}),"
-                               f" archives {archives} (want {n_results})")
-        ctx.metric("level report round trip", elapsed, "s", 2.0, "<=",
-                   f"{n_results} results, {n_results * links_per:,} links, {pages:,} pages held")
 
-        # 2. where the time goes: the same report in-process under pyinstrument on a fresh copy
+        # 1. timed: the real route on `waggle serve`, over loopback HTTP (v2 body), then the
+        #    admission that follows the answer; 2. the old shape on a fresh copy (fallback)
+        for label, report in (("v2", body), ("old shape", old_body)):
+            db_http = pg.new_db(template=tpl_name)
+            env = infra.ledger_env(db_http, store, s3_server, hook, WAGGLE_DRAIN_INTERVAL_S="3600",
+                                   WAGGLE_RECONCILE_INTERVAL_S="3600", WAGGLE_WATCHDOG_INTERVAL_S="3600")
+            with psycopg.connect(db_http, autocommit=True) as conn:
+                conn.execute("CHECKPOINT")  # every report meets a fresh checkpoint (full-page writes)
+            with infra.ledger(env) as led:
+                payload = json.dumps(report).encode()
+                elapsed, answer = _post_report(led.url, crawl_id, payload)
+                answered = time.monotonic()
+                admitted_after = _until_archives(db_http, n_results, answered)
+            archives = _count(db_http, "SELECT count(*) FROM archives")
+            total = _count(db_http, "SELECT count(*) FROM crawl_pages")
+            ctx.detail(f"{label}: answer_next", len(answer["next"]))
+            ctx.detail(f"{label}: archives_admitted", archives)
+            ctx.detail(f"{label}: pages_after", total)
+            ctx.detail(f"{label}: request_bytes", len(payload))
+            if len(answer["next"]) != expected_new or archives != n_results:
+                raise RuntimeError(f"{label}: unexpected outcome: next {len(answer['next'])} (want {expected_new}),"
+                                   f" archives {archives} (want {n_results})")
+            if label == "v2":
+                ctx.metric("level report round trip", elapsed, "s", 2.0, "<=",
+                           f"{n_results} results, {n_results * links_per:,} links inline, {pages:,} pages held")
+                ctx.metric("  admission after the answer (1,000 manifests)", admitted_after, "s",
+                           note="answer → last archive row; off the critical path")
+            else:
+                ctx.metric("  old shape (linksLocation only, real BrowserHive v12)", elapsed, "s",
+                           note="the ledger reads 1,000 .links.json before answering")
+
+        # 3. where the time goes: the same report in-process under pyinstrument on a fresh copy
         #    of the same crawl, with per-statement wall times
         db_prof = pg.new_db(template=tpl_name)
         phases, text = asyncio.run(_profile_level(db_prof, env, crawl_id, body))
@@ -220,7 +273,7 @@ async def _profile_level(db_url: str, env: dict[str, str], crawl_id: str, body: 
     """Run ``record_level`` in-process on a fresh copy; returns (phase seconds, profile text).
 
     Phases are timed by wrapping the module-level functions that ``record_level`` calls
-    (admission, links reads, scope, budget) — no change to the ledger's code.
+    (frontier insert, links reads, scope, budget) — no change to the ledger's code.
     """
     from pyinstrument import Profiler
 
@@ -252,12 +305,19 @@ async def _profile_level(db_url: str, env: dict[str, str], crawl_id: str, body: 
                 phases[name] = phases.get(name, 0.0) + time.monotonic() - t
         return wrapper
 
-    originals = (levels._admit, levels._read_all_links, levels.accept_links, levels.plan_next_level)
-    levels._admit = timed_async("admission (manifests + archives + outbox)", levels._admit)
-    levels._read_all_links = timed_async("read .links.json (S3, concurrent)", levels._read_all_links)
+    import ledger.crawl.frontier as frontier
+
+    originals = (frontier.insert_rows, levels._read_all_links, levels.accept_links, levels.plan_next_level)
+    frontier.insert_rows = timed_async("frontier insert (frontier.insert_rows)", frontier.insert_rows)
+    levels._read_all_links = timed_async("read .links.json (S3, old shape only)", levels._read_all_links)
     levels.accept_links = timed("scope filter (accept_links)", levels.accept_links)
     levels.plan_next_level = timed("budget (plan_next_level)", levels.plan_next_level)
-    report = json.loads(json.dumps(body))
+    from ledger.api.crawls import LevelReport
+
+    payload = json.dumps(body).encode()
+    t = time.monotonic()
+    report = LevelReport.model_validate_json(payload).model_dump(mode="json", exclude_unset=True)
+    phases["body validation + dump (pydantic, in the route)"] = time.monotonic() - t
     queries: dict[str, list] = {}
     original_execute = psycopg.AsyncConnection.execute
 
@@ -281,10 +341,10 @@ async def _profile_level(db_url: str, env: dict[str, str], crawl_id: str, body: 
         if outcome.status != 200:
             raise RuntimeError(f"in-process level report: {outcome.status} {outcome.answer}")
     finally:
-        levels._admit, levels._read_all_links, levels.accept_links, levels.plan_next_level = originals
+        frontier.insert_rows, levels._read_all_links, levels.accept_links, levels.plan_next_level = originals
         psycopg.AsyncConnection.execute = original_execute
         await services.close()
-    named = sum(v for k, v in phases.items() if not k.startswith("total"))
+    named = sum(v for k, v in phases.items() if not k.startswith("total") and "in the route" not in k)
     phases["other (SQL of steps 1, 2, 6, 7, the guard, counters)"] = phases["total record_level"] - named
     top = sorted(queries.items(), key=lambda kv: -kv[1][1])[:6]
     phases["queries"] = {q: {"calls": n, "seconds": round(secs, 3)} for q, (n, secs) in top}
@@ -532,8 +592,8 @@ def reconciler(ctx: Context) -> None:
                note=f"{looked:,} looked at in {secs:.0f} s ({registered:,} registered, rest missing in S3)")
     ctx.metric("reconciler: projected pass over all", out["pending_query_s"] + n / rate, "s",
                note=f"{n:,} pending at the measured rate")
-    ctx.metric("  per submission: S3 GET latency (manifest)", out["s3_s"] / looked * 1000, "ms",
-               note=f"≤ {READ_CONCURRENCY} in flight")
+    ctx.metric("  per submission: manifest read wall time", out["s3_s"] / looked * 1000, "ms",
+               note=f"chunk wall / chunk size, ≤ {READ_CONCURRENCY} GETs in flight")
     ctx.metric("  per registered archive: batched admission", out["admit_s"] / max(1, registered) * 1000, "ms",
                note=f"one transaction per {CHUNK} rows")
 
@@ -548,14 +608,14 @@ async def _reconcile(db: str, s3_server, budget_s: float) -> dict:
     s3 = S3Store(s3_server.endpoint, s3_server.bucket, access_key_id=s3_server.access_key_id,
                  secret_access_key=s3_server.secret_access_key)
     stats = {"looked_at": 0, "s3_s": 0.0, "admit_s": 0.0}
-    fetch, admit = rec.fetch_manifest, rec.admit_many
+    fetch, admit = rec.fetch_manifests, rec.admit_many
 
-    async def counted_fetch(*a, **kw):
+    async def counted_fetch(s3, keys, *a, **kw):  # one chunk's manifests, read concurrently
         t = time.monotonic()
         try:
-            return await fetch(*a, **kw)
+            return await fetch(s3, keys, *a, **kw)
         finally:
-            stats["looked_at"] += 1
+            stats["looked_at"] += len(keys)
             stats["s3_s"] += time.monotonic() - t
 
     async def timed_admit(*a, **kw):
@@ -565,7 +625,7 @@ async def _reconcile(db: str, s3_server, budget_s: float) -> dict:
         finally:
             stats["admit_s"] += time.monotonic() - t
 
-    rec.fetch_manifest, rec.admit_many = counted_fetch, timed_admit
+    rec.fetch_manifests, rec.admit_many = counted_fetch, timed_admit
     try:
         t = time.monotonic()
         async with pool.connection() as conn:
@@ -579,7 +639,7 @@ async def _reconcile(db: str, s3_server, budget_s: float) -> dict:
             stats["finished"] = False
         stats["seconds"] = time.monotonic() - t0
     finally:
-        rec.fetch_manifest, rec.admit_many = fetch, admit
+        rec.fetch_manifests, rec.admit_many = fetch, admit
         await pool.close()
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in stats.items()}
 
@@ -590,3 +650,76 @@ BENCHMARKS = {
     "outbox": outbox,
     "reconciler": reconciler,
 }
+
+
+# -- level report scale curve -----------------------------------------------------------------
+
+
+def level_report_curve(ctx: Context) -> None:
+    """The v2 level report in-process (``record_level``, no HTTP, no admission) at 10k / 100k /
+    1M pages held × 10k / 100k links (100 links per result): how the cost grows."""
+    sizes = [10_000, 100_000] if ctx.quick else [10_000, 100_000, 1_000_000]
+    links_per, depth = 100, 3
+    with infra.postgres() as pg, infra.s3() as s3_server, infra.fga() as store, infra.webhook() as hook:
+        for pages in sizes:
+            template = pg.new_db()
+            _migrate(template)
+            crawl_id, pending_urls = _load_crawl(template, pages=pages, pending=1000, depth=depth)
+            for n_results in (100, 1000):
+                urls = pending_urls[:n_results]
+                tasks = [str(uuid.uuid4()) for _ in urls]
+                links = _links_of(crawl_id, urls, pages, 1000, links_per, depth)
+                body = _report_body(crawl_id, depth, urls, tasks, links)
+                db = pg.new_db(template=pg.db_name(template))
+                with psycopg.connect(db, autocommit=True) as conn:
+                    conn.execute("CHECKPOINT")
+                env = infra.ledger_env(db, store, s3_server, hook)
+                secs, phases = asyncio.run(_timed_level(db, env, crawl_id, body))
+                ctx.detail(f"{pages} pages, {n_results * links_per} links", phases)
+                ctx.metric(f"{pages:,} pages held, {n_results * links_per:,} links", secs, "s",
+                           note=f"insert {phases['insert']:.2f} s, validation {phases['validation']:.2f} s")
+
+
+async def _timed_level(db_url: str, env: dict[str, str], crawl_id: str, body: dict) -> tuple[float, dict]:
+    """Validate ``body`` as the route does and apply it with ``record_level``; (seconds, phases)."""
+    import ledger.crawl.levels as levels
+    from ledger.api.crawls import LevelReport
+    from ledger.crawl.report_limits import check_counts
+    from ledger.services import build_services
+    from ledger.settings import Settings
+
+    settings = Settings(_env_file=None, **{k[len("WAGGLE_"):].lower(): v for k, v in env.items()
+                                           if k.startswith("WAGGLE_")})
+    settings.database_url = db_url
+    services = await build_services(settings)
+    import ledger.crawl.frontier as frontier
+
+    phases = {"insert": 0.0}
+    insert = frontier.insert_rows
+
+    async def timed_insert(*a, **kw):
+        t = time.monotonic()
+        try:
+            return await insert(*a, **kw)
+        finally:
+            phases["insert"] += time.monotonic() - t
+
+    frontier.insert_rows = timed_insert
+    try:
+        payload = json.dumps(body).encode()
+        t0 = time.monotonic()
+        parsed = LevelReport.model_validate_json(payload)
+        check_counts(parsed.results, settings)
+        report = parsed.model_dump(mode="json", exclude_unset=True)
+        phases["validation"] = time.monotonic() - t0
+        outcome = await levels.record_level(services, uuid.UUID(crawl_id), report)
+        secs = time.monotonic() - t0
+        if outcome.status != 200:
+            raise RuntimeError(f"in-process level report: {outcome.status} {outcome.answer}")
+    finally:
+        frontier.insert_rows = insert
+        await services.close()
+    return secs, {k: round(v, 3) for k, v in phases.items()}
+
+
+BENCHMARKS["level-report-curve"] = level_report_curve

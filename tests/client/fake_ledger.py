@@ -171,6 +171,9 @@ class FakeLedger:
                         "waczComplete": j % 2 == 0,
                         "capturedAt": iso(c.level_done_at(i) - timedelta(milliseconds=10 * (j + 1))),
                         "objectKey": f"{task}_{c.id[:8]}.wacz",
+                        "missingBodyUrls": [] if j % 2 == 0 else [url + "poll"],
+                        "missingBodyCount": 0 if j % 2 == 0 else 3,
+                        "truncatedUrls": [],
                     })
         rows = [r for r in rows if r["id"] not in self.hidden_archives]
         return sorted(rows, key=lambda r: r["capturedAt"], reverse=True)

@@ -130,9 +130,13 @@ def test_crawls_archives_and_url(fake_ledger: FakeLedger, client_env, tmp_path):
     row = fake_ledger.archives()[0]
     assert row["id"][:8] in archives.output and row["sourceUrl"] in archives.output
     assert row["id"] not in archives.output and row["objectKey"] not in archives.output  # --wide shows those
-    assert " no" in archives.output  # waczComplete false is flagged
+    assert "incomplete (3 without body)" in archives.output  # waczComplete false is flagged, with why
     wide = run("archives", "--wide")
-    assert row["id"] in wide.output and row["objectKey"] in wide.output and "incomplete" in wide.output
+    assert row["id"] in wide.output and row["objectKey"] in wide.output
+    incomplete = next(r for r in fake_ledger.archives() if not r["waczComplete"])
+    listed = run("archives", "--missing")
+    assert listed.exit_code == 0, listed.output
+    assert incomplete["missingBodyUrls"][0] in listed.output and "… 2 more" in listed.output
 
     signed = run("url", row["id"], "--download", str(tmp_path))
     assert signed.exit_code == 0

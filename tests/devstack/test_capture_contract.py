@@ -343,6 +343,22 @@ def test_no_request_reaches_the_site_after_the_answer(capture_server, test_site)
     assert [round(t - answered, 3) for t in pings if t > answered + 0.5] == []
 
 
+def test_a_closing_context_cannot_reach_a_site_during_the_next_capture(capture_server, test_site):
+    """The next capture starts while the polling page's context may still be closing (it does not
+    wait for that teardown): the old context's own proxy stays sealed, so no poll gets through
+    the next capture's open network."""
+    r = capture(capture_server, url=test_site.url("/poll"), captureFormats=ONLY_WACZ,
+                loadWait={"minMs": 300, "maxMs": 600, "quietMs": 200, "networkConcurrency": 0})
+    answered = time.monotonic()
+    nxt = capture(capture_server, url=test_site.url("/slow?ms=800"), captureFormats=ONLY_WACZ,
+                  loadWait={"minMs": 0, "maxMs": 600, "quietMs": 0, "networkConcurrency": 0})
+    assert r.json()["report"]["status"] == nxt.json()["report"]["status"] == "success"
+    time.sleep(1.0)
+    pings = [t for p, t in list(test_site.arrivals) if p == "/ping"]
+    assert len([t for t in pings if t <= answered]) >= 3
+    assert [round(t - answered, 3) for t in pings if t > answered + 0.5] == []
+
+
 @pytest.mark.fault
 def test_c10_crash_during_upload_leaves_no_manifest(s3_server, test_site, tmp_path):
     """Knob for case C10: the process dies after the first artifact upload, before the manifest."""

@@ -79,6 +79,9 @@ def test_links_json(site_capture, test_site, s3_server):
     assert hrefs == [test_site.url("/other?x=1"), "https://example.com/ext"]  # de-duplicated, no mailto:
     assert links["links"][1]["rel"] == "nofollow" and links["links"][0]["rel"] is None
     assert links["links"][0]["text"] == "Other page"
+    # waggle's extension: the same links inline in the answer, beside (not inside) the report
+    assert site_capture["body"]["links"] == links["links"]
+    assert "links" not in site_capture["body"]["report"]
 
 
 def test_all_browser_traffic_went_through_the_guarded_proxy(site_capture):

@@ -57,6 +57,17 @@ def test_posts_json_and_reads_the_answer(hive):
     assert req.json()["captureFormats"] == FORMATS
 
 
+def test_inline_links_travel_from_the_answer_into_the_page_result(hive):
+    def with_links(req):
+        body = capture_reply(req.json()["url"], "x")
+        body["links"] = [{"href": f"http://site/{i}", "text": "t", "rel": None} for i in range(1500)]
+        return 200, {}, body
+
+    [r] = crawl([hive(with_links).url], ["http://site/a"])
+    assert len(r["links"]) == 1000 and r["links"][0] == {"href": "http://site/0", "rel": None}
+    assert r["linksOverflow"] == 500 and r["linksLocation"] == "s3://b/x.links.json"
+
+
 def test_busy_429_goes_to_the_next_endpoint(hive):
     busy = hive(lambda r: (429, {"x-amzn-errortype": "Busy"}, {"message": "busy"}))
     free = hive(ok)

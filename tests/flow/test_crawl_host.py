@@ -84,6 +84,50 @@ def test_links_location_on_success_only():
     assert "linksLocation" not in run([e], ["a"])[0]
 
 
+def _with_links(items, wacz="s3://b/x.wacz"):
+    def reply(u, t):
+        body = capture_reply(u, t)
+        body["report"]["artifacts"]["wacz"] = wacz
+        body["links"] = items
+        return body
+    return reply
+
+
+def test_inline_links_and_manifest_summary_from_the_answer():
+    items = [{"href": "https://m/a", "text": "A", "rel": None}, {"href": "https://m/b", "rel": "nofollow"},
+             {"href": ""}, "junk", {"href": 5}]  # unusable items are not sent and not counted
+    (e,), _ = eps("bh-1", responses=[_with_links(items)])
+    [r] = run([e], ["a"])
+    assert r["links"] == [{"href": "https://m/a", "rel": None}, {"href": "https://m/b", "rel": "nofollow"}]
+    assert "linksOverflow" not in r and r["linksLocation"] == "s3://b/x.links.json"
+    assert r["manifestSummary"] == {"status": "success", "wacz": "s3://b/x.wacz"}
+
+
+def test_inline_links_capped_with_overflow_counted():
+    items = [{"href": f"https://m/{i}", "rel": None} for i in range(7)]
+    (e,), _ = eps("bh-1", responses=[_with_links(items)])
+    [r] = capture_host([e], "m", ["a"], "c1", formats=FORMATS, signing=False, scripts=[], delay_ms=0,
+                       busy_jitter_ms=(1, 2), log=lambda _m: None, links_per_page=3)
+    assert [x["href"] for x in r["links"]] == ["https://m/0", "https://m/1", "https://m/2"]
+    assert r["linksOverflow"] == 4
+
+
+def test_no_inline_links_keeps_the_old_shape():
+    (e,), _ = eps("bh-1")  # a real BrowserHive v12 answer: links only as an S3 location
+    [r] = run([e], ["a"])
+    assert "links" not in r and r["linksLocation"] == "s3://b/x.links.json"
+    assert r["manifestSummary"] == {"status": "success"}
+
+
+def test_failed_capture_summary_and_no_links():
+    (e,), _ = eps("bh-1", responses=[lambda u, t: {**capture_reply(u, t, status="timeout", error_type="timeout"),
+                                                   "links": [{"href": "https://m/a"}]}])
+    [r] = run([e], ["a"])
+    assert r["status"] == "failed" and "links" not in r and r["manifestSummary"] == {"status": "timeout"}
+    (e,), _ = eps("bh-1", responses=[lambda u, t: capture_reply(u, t, manifest={"error": "s3://b/x: denied"})])
+    assert "manifestSummary" not in run([e], ["a"])[0]  # no manifest to describe
+
+
 # -- manifest outcome -----------------------------------------------------------------------
 
 def test_manifest_location_carried_verbatim():

@@ -57,7 +57,9 @@ def fake_flow_level(s3_server, body: dict, clock: list[datetime]) -> dict:
         if body["capture_formats"]["links"]:
             put_json(s3_server, key + ".links.json", {"taskId": task, "url": url, "links": SITE.get(url, [])})
             result["linksLocation"] = f"s3://{s3_server.bucket}/{key}.links.json"
-        if url == FAILED_BUT_ARCHIVED:
+        if url == FAILED_BUT_ARCHIVED:  # a whole WACZ: only that turns a failed page into a capture
+            doc = manifest(task, url=url, bucket=s3_server.bucket)
+            put_wacz(s3_server, doc["artifacts"]["wacz"], wacz_bytes(url))
             results.append({**result, "status": "failed", "skipReason": "result aged out of the cache"})
         else:
             results.append({**result, "status": "captured"})
@@ -101,7 +103,11 @@ def test_crawl_by_hand(migrated_db_url, ledger_fga, dev_issuer, fake_webhook, s3
                 answers.append(r.json())
                 if r.json()["stopReason"] is not None:
                     break
-            view = api.get(f"/api/crawls/{crawl_id}", headers=user).json()
+            # admission and recovery run after the answer (ledger.archive.verify): wait for them
+            recovered_by = time.monotonic() + 15
+            while (view := api.get(f"/api/crawls/{crawl_id}", headers=user).json())["pagesCaptured"] < 4:
+                assert time.monotonic() < recovered_by, f"recovery after the answer did not happen: {view}"
+                time.sleep(0.05)
             bodies = fake_webhook.bodies(crawl_id)
     finally:
         server.stop()

@@ -140,7 +140,8 @@ async def test_defaults_stored_and_webhook_body(settings, fake_webhook):
     assert call["headers"]["authorization"] == "Bearer wm-token"
     body = call["body"]
     assert set(body) == {"crawl_id", "depth", "frontier", "per_host_delay_ms", "host_parallelism",
-                         "capture_formats", "signing", "scripts"}
+                         "capture_formats", "signing", "scripts", "links_per_page"}
+    assert body["links_per_page"] == 1000  # WAGGLE_REPORT_LINKS_PER_PAGE (level report v2)
     assert body["capture_formats"] == {"png": False, "webp": False, "html": False, "links": True,
                                        "mhtml": False, "wacz": True}
     assert body["signing"] is False and body["depth"] == 0 and body["crawl_id"] == crawl_id
@@ -327,3 +328,28 @@ async def test_crawl_routes_absent_without_webhook(migrated_db_url, ledger_fga):
         assert r.status_code == 404
         assert r.json() == {"error": "Route POST:/api/crawls not found"}
         assert (await h.client.get("/healthz")).json() == {"status": "ok"}
+
+
+async def test_another_organizations_crawl_is_not_found(settings, fake_webhook, ledger_fga):
+    """Crawls of several organizations run side by side: a submitter of one organization can
+    neither list, read, page through, report on nor close a crawl of another (404 as unknown)."""
+    ledger_fga.write(writes=["user:carol submitter organization:initech"])
+    carol = LedgerHarness.who("carol", "initech")
+    async with open_ledger(settings) as h:
+        crawl_id = (await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"], "scripts": []},
+                                        headers=WHO)).json()["crawlId"]
+        mine = (await h.client.post("/api/crawls", json={"seeds": ["https://c.test/"], "scripts": []},
+                                    headers=carol)).json()["crawlId"]
+        listed = (await h.client.get("/api/crawls", headers=carol)).json()["crawls"]
+        assert [c["crawlId"] for c in listed] == [mine]
+        r = await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "not yours"}, headers=carol)
+        assert r.json() == {"closed": False}  # as for an unknown crawl
+        for method, path, body in (("GET", "", None), ("GET", "/pages", None),
+                                   ("POST", "/pages", {"depth": 0, "results": [], "compiled": {
+                                       "typescript": "6.0.3", "hostTypes": "v0.2.0", "scripts": []}})):
+            r = await h.client.request(method, f"/api/crawls/{crawl_id}{path}", json=body, headers=carol)
+            assert (r.status_code, r.json()) == (404, {"error": "not found"}), (method, path, r.text)
+        view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
+        assert view["state"] == "running"  # the outsider's close did nothing
+        both = (await h.client.get("/api/crawls", headers=LedgerHarness.who("alice", "acme,initech"))).json()
+    assert {c["crawlId"] for c in both["crawls"]} == {crawl_id, mine}

@@ -1,0 +1,188 @@
+"""Long real pages (issue 11 item 4): where a capture's time goes on Debian's Python 3.11 docs.
+
+Parts: ``/usr/share/doc/python3.11/html`` (package ``python3.11-doc``) served on 127.0.0.1 by a
+request-logging server, the S3 stand-in, and one ``python -m devstack.capture`` process.
+
+For each page of :data:`PAGES` (the docs' long documents plus a short one), with 1 s idle before
+each capture (as a crawl's delay leaves the server) and the server's default settle wait:
+
+* **crawl formats** (``wacz`` + ``links``, what ``WAGGLE_CAPTURE_FORMATS`` gives a crawl) and
+  **all formats** (all six, ``fullPage``): the round trip, and the server's own per-phase timers
+  (``GET /status`` → ``standin.lastPhasesMs``): head (submit → the site's first request), load,
+  settle, formats, seal, WACZ, uploads, manifest, tail (the site's last request → answer) and
+  ``sinceLastRequestMs``;
+* **target**: each long page's capture within 1 s of the short page's (median round trip, crawl
+  formats and all formats alike);
+* one in-process capture of the longest page under pyinstrument (profile text in the JSON).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import tempfile
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+
+from tests.bench import infra
+from tests.bench.harness import Context, summary
+
+DOCS = Path("/usr/share/doc/python3.11/html")
+SHORT = "copyright.html"
+PAGES = [SHORT, "contents.html", "whatsnew/3.11.html", "glossary.html", "license.html", "library/os.html"]
+ALL = {"png": True, "webp": True, "html": True, "links": True, "mhtml": True, "wacz": True}
+CRAWL = {**{k: False for k in ALL}, "links": True, "wacz": True}
+# Phases in the order the server marks them (devstack/capture/*: Run.mark); grouped for the table.
+GROUPS = {
+    "head (server)": ("wait-idle", "check-address", "browser", "open-session"),
+    "load": ("load",),
+    "settle": ("settle", "dismiss-behaviors"),
+    "formats": ("title-links", "screenshots", "dom-formats"),
+    "seal": ("seal",),
+    "WACZ": ("package-wacz",),
+    "uploads": ("uploads", "upload-wacz"),
+    "manifest": ("manifest",),
+}
+
+
+class _Logged(SimpleHTTPRequestHandler):
+    arrivals: list[float] = []  # replaced per server: monotonic arrival of every request
+
+    def do_GET(self) -> None:
+        self.arrivals.append(time.monotonic())
+        super().do_GET()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def docs_site():
+    """The docs served on 127.0.0.1; yields (base URL, arrivals list)."""
+    if not (DOCS / "contents.html").exists():
+        raise RuntimeError(f"{DOCS} missing: apt-get install python3.11-doc")
+    arrivals: list[float] = []
+    handler = type("_DocsLogged", (_Logged,), {"arrivals": arrivals})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(DOCS)))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/", arrivals
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _request(url: str, formats: dict) -> dict:
+    return {"url": url, "labels": ["bench"], "correlationId": "real-pages", "captureFormats": formats,
+            "signing": False, "fullPage": formats["png"]}
+
+
+def _one(client: httpx.Client, base: str, url: str, formats: dict, arrivals: list[float]) -> dict:
+    """One capture; returns its round trip, head, tail, sinceLastRequestMs and phases (ms)."""
+    t = time.monotonic()
+    r = client.post(f"{base}/captures", json=_request(url, formats))
+    answered = time.monotonic()
+    body = r.json()
+    if r.status_code != 200:
+        raise RuntimeError(f"capture of {url} answered {r.status_code}: {r.text[:400]}")
+    mine = [a for a in list(arrivals) if t <= a <= answered]
+    phases = client.get(f"{base}/status").json()["standin"]["lastPhasesMs"]
+    row = {"total": (answered - t) * 1000, "since_last_request": body.get("sinceLastRequestMs"),
+           "head": (min(mine) - t) * 1000 if mine else None, "tail": (answered - max(mine)) * 1000 if mine else None,
+           "requests": len(mine), "status": body["report"]["status"]}
+    if body["report"]["status"] != "success":
+        row["error"] = body["report"].get("errorDetails")
+    for group, names in GROUPS.items():
+        row[group] = sum(phases.get(n, 0) for n in names)
+    row["phases"] = phases
+    return row
+
+
+def _median(rows: list[dict], key: str) -> float | None:
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+async def _profile(url: str, s3_server, formats: dict) -> str:
+    """One in-process capture of ``url`` (after one warm-up) under pyinstrument; the profile text."""
+    from pyinstrument import Profiler
+
+    from devstack.capture.browser import BrowserHolder
+    from devstack.capture.capture import Ctx, run_capture
+    from devstack.capture.settings import ServerSettings
+    from devstack.capture.sink import S3Sink
+    from devstack.capture.validation import validate_request
+
+    s = ServerSettings(allow_private=True, s3_endpoint=s3_server.endpoint,
+                       s3_access_key=s3_server.access_key_id, s3_secret_key=s3_server.secret_access_key)
+    holder = BrowserHolder(s.chromium, s.recycle_every, s.max_rss_mb)
+    sink = S3Sink(s.s3_endpoint, s.s3_bucket, s.s3_access_key, s.s3_secret_key, s.s3_region, s.s3_key_prefix)
+    cctx = Ctx(settings=s, browser=holder, s3=sink)
+    await holder.start()
+    try:
+        await run_capture(cctx, validate_request(_request(url, formats)))
+        profiler = Profiler(async_mode="enabled", interval=0.002)
+        with profiler:
+            await run_capture(cctx, validate_request(_request(url, formats)))
+        await cctx.wait_idle()
+    finally:
+        await cctx.aclose()
+        await holder.close()
+    return profiler.output_text(unicode=False, color=False, show_all=False)
+
+
+def real_pages(ctx: Context) -> None:
+    """Captures of the Python docs' longest pages vs a short one, per phase (target: within 1 s)."""
+    reps = 1 if ctx.quick else 3
+    from devstack.serving import start_module
+
+    results: dict[str, dict[str, list[dict]]] = {"crawl": {}, "all": {}}
+    with docs_site() as (site, arrivals), infra.s3() as s3_server, tempfile.TemporaryDirectory() as tmp:
+        proc, base = start_module(
+            "devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
+            "--s3-access-key", s3_server.access_key_id, "--s3-secret-key", s3_server.secret_access_key,
+            tmp_dir=tmp)
+        try:
+            with httpx.Client(timeout=180) as client:
+                _one(client, base, site + SHORT, ALL, arrivals)  # warm-up
+                for label, formats in (("crawl", CRAWL), ("all", ALL)):
+                    for _ in range(reps):
+                        for page in PAGES:
+                            time.sleep(1.0)
+                            results[label].setdefault(page, []).append(_one(client, base, site + page, formats, arrivals))
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except Exception:  # noqa: BLE001
+                proc.kill()
+                proc.wait(5)
+        import asyncio
+
+        ctx.detail("profile_contents_all_formats", asyncio.run(_profile(site + "contents.html", s3_server, ALL)))
+    _report(ctx, results)
+
+
+def _report(ctx: Context, results: dict[str, dict[str, list[dict]]]) -> None:
+    keys = ["total", "head", *GROUPS, "tail", "since_last_request"]
+    for label, by_page in results.items():
+        short = _median(by_page[SHORT], "total")
+        short_own = _median([{"x": r["total"] - r["load"]} for r in by_page[SHORT]], "x")
+        for page, rows in by_page.items():
+            med = {k: _median(rows, k) for k in keys}
+            ctx.detail(f"{label} {page}", {"median_ms": med, "rows": rows})
+            parts = ", ".join(f"{k} {med[k]:.0f}" for k in keys[1:] if med[k] is not None)
+            if page == SHORT:
+                ctx.metric(f"{label}: {page} (short) capture", med["total"], "ms", note=parts)
+            else:
+                ctx.metric(f"{label}: {page} − short", med["total"] - short, "ms", 1000, "<=", parts)
+                own = _median([{"x": r["total"] - r["load"]} for r in rows], "x")
+                ctx.metric(f"{label}: {page} − short, the page's own load excluded",
+                           own - short_own, "ms", 1000, "<=", "round trip − the load phase (navigation to load event)")
+        ctx.detail(f"{label} total_ms", {p: summary([r["total"] for r in rows]) for p, rows in by_page.items()})
