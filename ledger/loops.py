@@ -9,7 +9,7 @@ processes each row is handled by one round at a time:
   tuple in id order across replicas (its ``FOR UPDATE SKIP LOCKED`` also guards ``waggle fga drain``);
 * reconciler (``ledger.archive.reconciler.reconcile``): one pass at a time, no double reads;
 * watchdog (``ledger.crawl.watchdog.check_once``): one close per stuck crawl;
-* lease loop (``ledger.crawl.leases.lease_round``): expired host leases, waiting levels
+* lease loop (``ledger.crawl.dispatch.lease_round``): expired host leases, waiting levels
   (each claim is also race-free on its own: the crawl row is locked).
 
 A replica that dies mid-round releases its lock with its connection; another takes the next round.
@@ -82,7 +82,7 @@ async def _watchdog(services: Any) -> None:
 
 
 async def _leases(services: Any) -> None:
-    from ledger.crawl.leases import lease_round
+    from ledger.crawl.dispatch import lease_round
 
     await lease_round(services)
 

@@ -51,6 +51,7 @@ from typing import Any, Optional, Protocol
 
 import httpx
 
+from f.waggle.progress import poster as progress_poster
 from f.waggle.common import VAR_ENDPOINTS, VAR_TLS_CA, iso_now, one_line, read_variable
 from f.waggle.failures import TRANSIENT, classify_report, refusal_class
 
@@ -543,6 +544,15 @@ def backed_off_gap(gap_ms: int) -> int:
     return max(gap_ms, min(doubled, BACKOFF_CAP_MS))
 
 
+def _notify(on_page: Callable[..., None] | None, say: Callable[[str], None], *event: object) -> None:
+    if on_page is None:
+        return
+    try:
+        on_page(*event)
+    except Exception as exc:  # noqa: BLE001 - progress is a courtesy; the capture goes on
+        say(f"progress hook failed ({type(exc).__name__}: {exc})")
+
+
 def capture_host(
     endpoints: Sequence[Endpoint],
     host: str,
@@ -560,12 +570,15 @@ def capture_host(
     busy_ref_gap_ms: float = BUSY_REF_GAP_MS,
     log: Callable[[str], None] = print,
     now: Callable[[], float] = clock,
+    on_page: Callable[..., None] | None = None,
     links_per_page: int = LINKS_PER_PAGE,
 ) -> list[dict]:
     """Capture ``urls`` of ``host`` sequentially; one PageResult per URL, in order.
 
     Raises :class:`ServerUnavailable` (aborting the host and so the level) when every
     endpoint is unreachable for a page. ``sleep``/``now`` are injectable for tests (real timers).
+    ``on_page(url, "started")`` / ``on_page(url, "done", result)`` around each capture (progress
+    events, :mod:`f.waggle.progress`); whatever it raises is logged, never fails the page.
     """
     if not endpoints:
         raise ValueError("no BrowserHive endpoints")
@@ -585,11 +598,13 @@ def capture_host(
             if wait > 0:
                 sleep(wait)
         say(f"{i + 1}/{len(urls)} {url}")
+        _notify(on_page, say, url, "started")
         request = capture_request(url, crawl_id, formats, signing, scripts, artifact_sink)
         outcome = capture_one(endpoints, request, i, crawl_id=crawl_id, gap=gap, sleep=sleep,
                               busy_jitter_ms=busy_window(busy_jitter_ms, gap.ms, busy_ref_gap_ms), log=say, now=now,
                               links_per_page=links_per_page)
         results.append(outcome.result)
+        _notify(on_page, say, url, "done", outcome.result)
         gap_from = outcome.gap_from
     return results
 
@@ -613,6 +628,7 @@ def main(
     targets = parse_endpoints(read_variable(VAR_ENDPOINTS))
     ca_pem = read_variable(VAR_TLS_CA)  # must exist; empty = plaintext only
     client = build_client(targets, ca_pem)
+    on_page = progress_poster(crawl_id, log=lambda text: print(f"[{host}] {text}"))
     try:
         endpoints = [HttpEndpoint(t, client) for t in targets]
         return capture_host(
@@ -620,7 +636,9 @@ def main(
             formats=capture_formats, signing=signing, scripts=scripts,
             artifact_sink=artifact_sink or None,
             delay_ms=per_host_delay_ms or 0, initial_delay_ms=initial_delay_ms or 0,
+            on_page=on_page,
             links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
         )
     finally:
+        on_page.close()
         client.close()

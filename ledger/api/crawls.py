@@ -17,11 +17,11 @@ from ledger.api.authorize import submitter
 from ledger.api.identity import Identity
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl import pages as pages_store
+from ledger.crawl import progress as progress_store
 from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
-from ledger.crawl.dispatch import dispatch_level
+from ledger.crawl.dispatch import dispatch_level, dispatch_waiting
 from ledger.crawl.errors import Refused
 from ledger.archive.verify import verify_level
-from ledger.crawl.leases import dispatch_waiting
 from ledger.crawl.levels import record_level
 from ledger.crawl.watchdog import cancel_job
 from ledger.crawl.report_limits import check_counts
@@ -302,6 +302,31 @@ async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
     if outcome.verify is not None:  # admission after the answer, last (S3 reads: seconds)
         background.add_task(verify_level, services, crawl_id, *outcome.verify)
     return JSONResponse(outcome.answer, status_code=outcome.status, background=background)
+
+
+class ProgressEvent(_Strict):
+    """One capture event of ``crawl_host`` (issue 15): a page's capture started, or ended."""
+
+    url: str = Field(min_length=1, max_length=FINAL_URL_MAX_CHARS)
+    phase: Literal["started", "done"]
+    status: Literal["captured", "failed"] | None = None
+
+    @model_validator(mode="after")
+    def _status_with_done(self) -> "ProgressEvent":
+        if (self.phase == "done") != (self.status is not None):
+            raise ValueError("status (captured|failed) goes with phase 'done', and only with it")
+        return self
+
+
+@router.post("/api/crawls/{crawl_id}/progress")
+async def post_progress(crawl_id: uuid.UUID, body: ProgressEvent, request: Request) -> dict:
+    """A capture started or ended → 200 ``{"recorded": true}`` (idempotent; the flow's token, the
+    level report's authorization). 404 unknown crawl; 409 not running, or ``url`` not a pending
+    page of its level in flight. Shown in ``GET /api/crawls/{id}`` ``levelProgress``."""
+    await submitter(request)
+    if not await progress_store.record(request.app.state.services.pool, crawl_id, body.url, body.phase, body.status):
+        raise Refused(404, "not found")
+    return {"recorded": True}
 
 
 @router.post("/api/crawls/{crawl_id}/failed")

@@ -32,7 +32,7 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from ledger.crawl.dispatch import iso_ms
+from ledger.crawl.times import iso_ms
 
 router = APIRouter()
 

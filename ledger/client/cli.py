@@ -17,7 +17,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ledger.client import render
+
+from ledger.client import ids, render
 from ledger.client.api import ApiError, CrawlInProgress, LedgerClient
 from ledger.client.config import ClientConfigError, resolve_config
 from ledger.client.follow import (
@@ -29,6 +30,13 @@ from ledger.client.follow import (
 )
 
 EXIT_INTERRUPTED = 130
+
+Wide = Annotated[bool, typer.Option("--wide", help="Full ids and every column (the object key of archives).")]
+AsJson = Annotated[bool, typer.Option("--json", help="The ledger's JSON, one document on stdout (for scripts).")]
+
+
+def _print_json(value: object) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 class PageState(str, Enum):
@@ -111,19 +119,21 @@ def show_archives_with_urls(client: LedgerClient, archives: list[dict], console:
     console.print("signed download URLs:")
     for archive in archives:
         signed = client.sign_url(str(archive["id"]))
-        console.print(f"  {archive.get('sourceUrl')} (valid {signed.get('expiresIn')} s)", soft_wrap=True)
+        console.print(f"  {render.short_id(archive['id'])}  {archive.get('sourceUrl')} (valid {signed.get('expiresIn')} s)",
+                      soft_wrap=True)
         console.print(f"    {signed['url']}", soft_wrap=True, markup=False)
 
 
 def finish(client: LedgerClient, crawl: dict, console: Console, download: Path | None, archive_wait_s: float,
            poll_s: float = POLL_INTERVAL_S) -> int:
-    """Summary, archives (+ signed URLs, + downloads); returns the exit code (0 iff succeeded)."""
+    """Summary, (downloads,) then the archives with their signed URLs last, where a reader looks;
+    returns the exit code (0 iff succeeded)."""
     console.print(render.summary_view(crawl))
     wanted = (render.captured_count(crawl) or 0) > 0
     archives = crawl_archives(client, crawl, wait_s=archive_wait_s, poll_s=poll_s) if wanted else []
-    show_archives_with_urls(client, archives, console)
     if download is not None and archives:
         download_archives(client, archives, download, console)
+    show_archives_with_urls(client, archives, console)
     return 0 if crawl.get("state") == "succeeded" else 1
 
 
@@ -195,21 +205,33 @@ def crawls_command(
     poll_s: Annotated[float, typer.Option("--poll-interval", hidden=True)] = POLL_INTERVAL_S,
     pages: Annotated[bool, typer.Option("--pages", help="With an id: list every page (URL, level, state, failure class, capture ms, reason, archive).")] = False,
     state: Annotated[Optional[PageState], typer.Option("--state", help="With --pages: only pages in this state.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="With --pages: print the rows as JSON instead of a table.")] = False,
+    wide: Wide = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The ledger's JSON on stdout (for scripts): the recent crawls, one crawl, or with --pages its pages.")] = False,
 ) -> None:
-    """List recent crawls, or show / follow / fail one, or list its pages."""
+    """List recent crawls, or show / follow / fail one (an id or a unique prefix of it), or list its pages."""
     console = _console()
     if (follow_it or fail_it or download or pages) and not crawl_id:
         raise _fail(console, "--follow, --fail, --download and --pages need a crawl id")
-    if (state or as_json) and not pages:
-        raise _fail(console, "--state and --json go with --pages")
+    if state and not pages:
+        raise _fail(console, "--state goes with --pages")
+    if as_json and (follow_it or fail_it or download):
+        raise _fail(console, "--json lists crawls, shows one or its --pages; it does not go with --follow, --fail or --download")
     try:
         with _client() as client:
+            if crawl_id is not None:
+                crawl_id = resolve_crawl_id(client, crawl_id)
             if pages:
                 show_pages(client, crawl_id, state.value if state else None, as_json, console)
                 return
             if crawl_id is None:
-                console.print(render.crawls_table(client.list_crawls()))
+                crawls = client.list_crawls()
+                if as_json:
+                    _print_json(crawls)
+                else:
+                    console.print(render.crawls_table(crawls, wide=wide))
+                return
+            if as_json:
+                _print_json(client.get_crawl(crawl_id))
                 return
             if fail_it:
                 closed = client.fail_crawl(crawl_id, reason)
@@ -234,8 +256,12 @@ def show_pages(client: LedgerClient, crawl_id: str, state: str | None, as_json: 
     console.print(render.pages_table(rows, title=title))
 
 
+
+
 def archives_command(
     before: Annotated[Optional[str], typer.Option("--before", help="Only archives captured before this ISO 8601 time.")] = None,
+    wide: Wide = False,
+    as_json: AsJson = False,
     missing: Annotated[bool, typer.Option("--missing", help="Also list, per incomplete archive, the URLs without a body in it.")] = False,
 ) -> None:
     """List the archives you may view, newest first (one page of up to 50); incomplete ones say
@@ -246,13 +272,26 @@ def archives_command(
             rows = client.archives_page(before).get("archives", [])
     except (ApiError, ClientConfigError) as exc:
         raise _fail(console, str(exc)) from None
-    console.print(render.archives_table(rows, title=f"archives ({len(rows)})"))
+    if as_json:
+        _print_json(rows)
+        return
+    console.print(render.archives_table(rows, title=f"archives ({len(rows)})", wide=wide))
     if missing:
         console.print(render.missing_table(rows))
 
 
+def resolve_archive_id(client: LedgerClient, given: str) -> str:
+    """``given`` as a full archive id: a full UUID as is, else the one visible archive it prefixes."""
+    return ids.resolve(given, (row.get("id") for row in client.iter_archives()), "archive", "waggle archives")
+
+
+def resolve_crawl_id(client: LedgerClient, given: str) -> str:
+    """``given`` as a full crawl id: a full UUID as is, else the one recent crawl it prefixes."""
+    return ids.resolve(given, (c.get("crawlId") or c.get("id") for c in client.list_crawls()), "crawl", "waggle crawls")
+
+
 def url_command(
-    archive_id: Annotated[str, typer.Argument(help="The archive id (from `waggle archives`).")],
+    given_id: Annotated[str, typer.Argument(metavar="ARCHIVE_ID", help="The archive id, or a unique prefix of it (as `waggle archives` shows).")],
     download: Annotated[Optional[Path], typer.Option("--download", help="Also save the WACZ into this directory.", file_okay=False)] = None,
 ) -> None:
     """Print a signed download URL for one archive (valid 300 s) on stdout."""
@@ -260,6 +299,7 @@ def url_command(
     err = Console(stderr=True, highlight=False)
     try:
         with _client() as client:
+            archive_id = resolve_archive_id(client, given_id)
             signed = client.sign_url(archive_id)
             print(signed["url"])
             err.print(f"valid for {signed.get('expiresIn')} s")
@@ -273,9 +313,51 @@ def url_command(
         raise _fail(console, str(exc)) from None
 
 
+def replay_command(
+    given_ids: Annotated[list[str], typer.Argument(metavar="ARCHIVE_ID...", help="Archive ids or unique prefixes (as `waggle archives` shows).", show_default=False)],
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: a free one).")] = 0,
+    state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="Where pywb's environment and the downloads live (default: $WAGGLE_STATE_DIR or ./.waggle).", file_okay=False)] = None,
+) -> None:
+    """Download archives through signed URLs and replay them with pywb on loopback until Ctrl-C."""
+    from ledger.client import replay
+    from ledger.client.api import download as fetch
+    from ledger.settings import default_state_dir
+
+    console = _console()
+    home = (state_dir or default_state_dir()).resolve() / "replay"
+    try:
+        with _client() as client:
+            rows = {str(r.get("id")): r for r in client.iter_archives()}
+            wanted = list(dict.fromkeys(ids.resolve(g, rows, "archive", "waggle archives") for g in given_ids))
+            waczs = []
+            for archive_id in wanted:
+                path = home / "archives" / f"{archive_id}.wacz"
+                size = fetch(client.sign_url(archive_id)["url"], path)
+                console.print(f"downloaded {render.short_id(archive_id)} ({size} bytes)")
+                waczs.append(path)
+        bin_dir = replay.ensure_env(replay.venv_dir(home.parent), echo=console.print)
+        replay.build_collection(home, waczs, bin_dir)
+        port = port or replay.free_port()
+        server = replay.start_server(home, bin_dir, port)
+    except (ApiError, ClientConfigError, replay.ReplayError) as exc:
+        raise _fail(console, str(exc)) from None
+    console.print("open in a browser (Ctrl-C stops the replay):")
+    for archive_id in wanted:
+        source = (rows.get(archive_id) or {}).get("sourceUrl")
+        target = replay.page_url(port, source) if source else f"http://{replay.HOST}:{port}/{replay.COLLECTION}/"
+        console.print(f"  {render.short_id(archive_id)}  {target}", soft_wrap=True, markup=False)
+    try:
+        server.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        replay.stop(server)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``crawl``, ``crawls``, ``archives`` and ``url`` to the root ``waggle`` app."""
+    """Add ``crawl``, ``crawls``, ``archives``, ``url`` and ``replay`` to the root ``waggle`` app."""
     app.command("crawl")(crawl_command)
     app.command("crawls")(crawls_command)
     app.command("archives")(archives_command)
     app.command("url")(url_command)
+    app.command("replay")(replay_command)

@@ -3,13 +3,16 @@
 Reads the crawl status body of ``GET /api/crawls/{id}`` (ledger.md §6.8 and issue 2): ``state``,
 ``stopReason``, ``pagesDiscovered``, ``pagesCaptured``, ``pagesFailed``, ``pagesSkipped``,
 ``lastJob{id, depth}``, ``hostsInFlight``, ``failures[{url, depth, reason}]``, ``error``,
-``startedAt``/``finishedAt``. Counters the ledger does not send are shown as "–".
+``startedAt``/``finishedAt``, and while running ``levelProgress{depth, planned, done, captured,
+failed, capturing[{host, url, since}]}`` (captures as they finish, issue 15). Counters the
+ledger does not send are shown as "–".
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from rich import box
 from rich.console import Group
 from rich import box
 from rich.table import Table
@@ -96,10 +99,32 @@ def _n(value: int | None) -> str:
     return "–" if value is None else str(value)
 
 
+def level_progress(crawl: dict) -> dict | None:
+    """``levelProgress`` of a running crawl (issue 15), or None when the ledger sends none."""
+    value = crawl.get("levelProgress")
+    return value if isinstance(value, dict) and isinstance(value.get("planned"), int) else None
+
+
+def level_pages(progress: dict) -> str:
+    """``12/28 pages`` of the level in flight (captures finished / planned)."""
+    return f"{progress.get('done', 0)}/{progress['planned']} pages"
+
+
+def capturing(progress: dict, limit: int = 6) -> str:
+    """The captures running now, one per busy browser: ``host (url), …``."""
+    items = [c for c in progress.get("capturing") or [] if isinstance(c, dict)]
+    text = ", ".join(f"{c.get('host')} ({c.get('url')})" for c in items[:limit])
+    return text + (" …" if len(items) > limit else "") if items else "–"
+
+
 def status_line(crawl: dict) -> str:
     """One plain line for logs and non-terminal output."""
     hosts = hosts_in_flight(crawl)
     hosts_txt = _n(len(hosts) if isinstance(hosts, list) else hosts)
+    progress = level_progress(crawl)
+    if progress is not None:  # one line per finished capture, and what runs now
+        busy = [c.get("host") for c in progress.get("capturing") or [] if isinstance(c, dict)]
+        hosts_txt += f" · level {level_pages(progress)}" + (f" · capturing {', '.join(map(str, busy))}" if busy else "")
     return (
         f"crawl {crawl.get('crawlId', '?')} {crawl.get('state', '?')}: level {_n(level_of(crawl))}"
         f" · captured {_n(captured_count(crawl))} · failed {_n(failed_count(crawl))}"
@@ -129,6 +154,11 @@ def progress_view(crawl: dict, note: str | None = None) -> Table:
     else:
         hosts_txt = _n(hosts)
     grid.add_row("hosts in flight", hosts_txt)
+    progress = level_progress(crawl)
+    if progress is not None:
+        done = f"{level_pages(progress)} (captured {progress.get('captured', 0)}, failed {progress.get('failed', 0)})"
+        grid.add_row("this level", done)
+        grid.add_row("capturing now", capturing(progress))
     grid.add_row("elapsed", format_duration(elapsed_s(crawl)))
     if note:
         grid.add_row("", Text(note, style="yellow"))
@@ -182,6 +212,22 @@ def summary_view(crawl: dict) -> Group:
     return Group(*parts)
 
 
+SHORT_ID = 8  # hex digits of an id shown by default; `waggle url` accepts any unique prefix
+
+
+def short_id(value: object) -> str:
+    """The first :data:`SHORT_ID` characters of an id (a UUID's first group)."""
+    return str(value)[:SHORT_ID]
+
+
+def short_time(value: object) -> str:
+    """``2026-12-01T03:40:12.345Z`` → ``2026-12-01 03:40:12`` (UTC); anything else as given."""
+    parsed = parse_time(value)
+    if parsed is None:
+        return "–" if value in (None, "") else str(value)
+    return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
 STATE_STYLES = {"captured": "green", "failed": "red", "skipped": "yellow", "pending": "dim"}
 
 
@@ -220,43 +266,60 @@ def pages_table(pages: list[dict], title: str = "pages") -> Table:
     return table
 
 
-def crawls_table(crawls: list[dict]) -> Table:
-    """``waggle crawls``: one row per crawl, running ones first (with their level), newest first."""
-    table = Table(title="crawls", title_justify="left")
-    for col in ("id", "state", "stop reason", "seeds", "captured", "started", "elapsed"):
-        table.add_column(col, overflow="fold")
+def crawls_table(crawls: list[dict], wide: bool = False) -> Table:
+    """``waggle crawls``: one row per crawl, running ones first (with their level), newest first;
+    short ids unless ``wide``."""
+    table = Table(title="crawls", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("state", overflow="fold")
+    table.add_column("stop reason", overflow="fold")
+    table.add_column("seeds", overflow="fold", ratio=1)
+    table.add_column("captured", no_wrap=True)
+    table.add_column("started" if wide else "started (UTC)", no_wrap=not wide, overflow="fold")
+    table.add_column("elapsed", no_wrap=True)
     for c in crawls:
         seeds = c.get("seeds") or []
         seeds_txt = seeds[0] + (f" (+{len(seeds) - 1})" if len(seeds) > 1 else "") if seeds else "–"
+        crawl_id = str(c.get("crawlId") or c.get("id"))
         state = str(c.get("state"))
         if state == "running" and c.get("currentDepth") is not None:
             waits = " waiting for hosts" if c.get("levelState") == "waiting" else ""
             state = f"running (level {c['currentDepth']}{waits})"
         table.add_row(
-            str(c.get("crawlId") or c.get("id")),
+            crawl_id if wide else short_id(crawl_id),
             state,
             str(c.get("stopReason") or "–"),
             seeds_txt,
             _n(captured_count(c)),
-            str(c.get("startedAt") or "–"),
+            str(c.get("startedAt") or "–") if wide else short_time(c.get("startedAt")),
             format_duration(elapsed_s(c)),
         )
     return table
 
 
-def archives_table(archives: list[dict], title: str = "archives") -> Table:
-    """``waggle archives`` and the end of ``waggle crawl``: one row per archive."""
-    table = Table(title=title, title_justify="left")
-    for col in ("id", "source url", "captured", "complete", "object key"):
-        table.add_column(col, overflow="fold")
+def archives_table(archives: list[dict], title: str = "archives", wide: bool = False) -> Table:
+    """``waggle archives`` and the end of ``waggle crawl``: one row per archive.
+
+    Default: short id, source URL, capture time (UTC, seconds), completeness — one line per
+    archive at 80 columns for usual URLs. ``wide``: the full id and the object key too.
+    """
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("source url", overflow="fold", ratio=1)
+    table.add_column("captured (UTC)" if not wide else "captured", no_wrap=not wide, overflow="fold")
+    table.add_column("complete", overflow="fold")
+    if wide:
+        table.add_column("object key", overflow="fold")
     for a in archives:
-        table.add_row(
-            str(a.get("id")),
+        row = [
+            str(a.get("id")) if wide else short_id(a.get("id")),
             str(a.get("sourceUrl")),
-            str(a.get("capturedAt")),
+            str(a.get("capturedAt")) if wide else short_time(a.get("capturedAt")),
             complete_cell(a),
-            str(a.get("objectKey")),
-        )
+        ]
+        if wide:
+            row.append(str(a.get("objectKey")))
+        table.add_row(*row)
     return table
 
 

@@ -16,8 +16,9 @@ import psycopg
 from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
-from ledger.crawl.dispatch import iso_ms
 from ledger.crawl import frontier
+from ledger.crawl.progress import level_progress
+from ledger.crawl.times import iso_ms
 from ledger.crawl.errors import Refused
 from ledger.crawl.guard import refusal
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
@@ -251,7 +252,10 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
                 (crawl_id, crawl["current_depth"]),
             )
             hosts = [r["host"] for r in await cur.fetchall()]
+            level = await level_progress(conn, crawl_id, crawl["current_depth"])
     view = crawl_view(crawl, failures)
+    if crawl["state"] == "running":
+        view["levelProgress"] = level
     view["pagesFailed"] = by_state.get("failed", 0)
     view["pagesSkipped"] = by_state.get("skipped", 0)
     view["pagesPending"] = by_state.get("pending", 0)

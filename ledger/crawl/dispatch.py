@@ -14,7 +14,9 @@ from typing import Any
 
 import httpx
 
+from ledger.crawl.leases import PLANNED_GRACE_S, claim_level, expire_leases, lease_seconds, record_job
 from ledger.crawl.scripts import webhook_item
+from ledger.crawl.times import iso_ms  # noqa: F401 - also imported from here
 from ledger.settings import CAPTURE_FORMAT_NAMES, Settings
 
 log = logging.getLogger(__name__)
@@ -33,16 +35,6 @@ def capture_formats(settings: Settings, *, following: bool) -> dict[str, bool]:
     if following:
         formats["links"] = True
     return formats
-
-
-def iso_ms(value: datetime | None) -> str | None:
-    """ISO 8601 UTC with milliseconds and ``Z`` (``2026-09-19T14:53:36.759Z``); None stays None."""
-    if value is None:
-        return None
-    from datetime import timezone
-
-    value = value.astimezone(timezone.utc)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
 def webhook_body(
@@ -125,8 +117,6 @@ async def dispatch_level(services: Any, crawl: dict, depth: int, pages: list[dic
     leases. Failure → the crawl is closed ``failed`` with the reason (its leases end with it).
     Returns the job id (None when there is none, nothing was sent, or dispatch failed).
     """
-    from ledger.crawl.leases import claim_level, lease_seconds, record_job
-
     pool, settings = services.pool, services.settings
     crawl_id = crawl["id"]
     try:
@@ -176,3 +166,25 @@ async def _close_failed(pool: Any, crawl_id: Any, reason: str) -> None:
             )
     except Exception:
         log.exception("Could not record the dispatch failure: crawl %s", crawl_id)
+
+
+async def dispatch_waiting(services: Any, *, planned_grace_s: float = PLANNED_GRACE_S) -> int:
+    """Try every waiting level (oldest first), and every level left 'planned' for more than
+    ``planned_grace_s`` (its replica died before dispatching it); returns how many were sent."""
+    async with services.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT id, current_depth FROM crawls WHERE state = 'running' AND (level_state = 'waiting'"
+            " OR (level_state = 'planned' AND level_since < now() - make_interval(secs => %s)))"
+            " ORDER BY level_since", (planned_grace_s,))
+        rows = await cur.fetchall()
+    sent = 0
+    for row in rows:
+        if await dispatch_level(services, {"id": row["id"]}, row["current_depth"]):
+            sent += 1
+    return sent
+
+
+async def lease_round(services: Any) -> None:
+    """One round of the lease loop: expire leases, then dispatch the levels that wait."""
+    await expire_leases(services)
+    await dispatch_waiting(services)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ledger.crawl.dispatch import iso_ms
+from ledger.crawl.times import iso_ms
 from ledger.crawl.urls import InvalidUrl, parse_http_url
 
 _RECORD = """

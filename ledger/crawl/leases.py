@@ -161,24 +161,6 @@ async def carried_pages(conn: Any, crawl_id: Any, level: int, inserted: list[dic
     return [dict(r) for r in await cur.fetchall() if r["url"] not in have]
 
 
-async def dispatch_waiting(services: Any, *, planned_grace_s: float = PLANNED_GRACE_S) -> int:
-    """Try every waiting level (oldest first), and every level left 'planned' for more than
-    ``planned_grace_s`` (its replica died before dispatching it); returns how many were sent."""
-    from ledger.crawl.dispatch import dispatch_level
-
-    async with services.pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT id, current_depth FROM crawls WHERE state = 'running' AND (level_state = 'waiting'"
-            " OR (level_state = 'planned' AND level_since < now() - make_interval(secs => %s)))"
-            " ORDER BY level_since", (planned_grace_s,))
-        rows = await cur.fetchall()
-    sent = 0
-    for row in rows:
-        if await dispatch_level(services, {"id": row["id"]}, row["current_depth"]):
-            sent += 1
-    return sent
-
-
 async def expire_leases(services: Any) -> list[str]:
     """Close the crawls whose lease expired (their job cancelled first, best effort), which
     ends their leases; drop expired leases of crawls no longer at that level. Returns the
@@ -207,12 +189,6 @@ async def expire_leases(services: Any) -> list[str]:
             await conn.execute("DELETE FROM host_leases WHERE crawl_id = %s AND depth = %s AND expires_at < now()",
                                (lease["crawl_id"], lease["depth"]))
     return closed
-
-
-async def lease_round(services: Any) -> None:
-    """One round of the lease loop: expire leases, then dispatch the levels that wait."""
-    await expire_leases(services)
-    await dispatch_waiting(services)
 
 
 async def source_depths(conn: Any, crawl_id: Any, level: int, hashes: list[bytes | None]) -> list[int]:

@@ -2,7 +2,7 @@
 
 No Chromium: the runner (``python -m devstack.windmill``, started like the flow tests start it)
 runs the real flow against loopback stand-ins from ``tests/flow`` — a BrowserHive fake whose
-capture takes 0 ms, the ts-compile fake, a ledger fake (answers ``/pages``, ``/index``) and one
+capture takes 0 ms, the ts-compile fake, a ledger fake (answers ``/pages``, ``/progress``, ``/index``) and one
 site serving ``robots.txt``. Each level is one host with one URL, ``per_host_delay_ms = 0`` and
 one TypeScript script, so the level's wall time is all orchestration: plan (robots fetch),
 compile, one crawl_host step, report, index, and the runner between them.

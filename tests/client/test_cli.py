@@ -119,13 +119,20 @@ def test_crawls_archives_and_url(fake_ledger: FakeLedger, client_env, tmp_path):
     listing = run("crawls")
     assert listing.exit_code == 0
     crawl_id = next(iter(fake_ledger.crawls))
-    assert crawl_id in listing.output and "succeeded" in listing.output and "max_depth" in listing.output
+    assert crawl_id[:8] in listing.output and crawl_id not in listing.output  # short ids by default
+    assert "succeeded" in listing.output and "max_depth" in listing.output
+    assert crawl_id in run("crawls", "--wide").output
+    shown = run("crawls", crawl_id[:6], "--archive-wait", "0")  # a unique prefix names the crawl
+    assert shown.exit_code == 0 and "succeeded" in shown.output, shown.output
 
     archives = run("archives")
     assert archives.exit_code == 0 and "archives (4)" in archives.output
     row = fake_ledger.archives()[0]
-    assert row["id"] in archives.output and row["sourceUrl"] in archives.output
+    assert row["id"][:8] in archives.output and row["sourceUrl"] in archives.output
+    assert row["id"] not in archives.output and row["objectKey"] not in archives.output  # --wide shows those
     assert "incomplete (3 without body)" in archives.output  # waczComplete false is flagged, with why
+    wide = run("archives", "--wide")
+    assert row["id"] in wide.output and row["objectKey"] in wide.output
     incomplete = next(r for r in fake_ledger.archives() if not r["waczComplete"])
     listed = run("archives", "--missing")
     assert listed.exit_code == 0, listed.output
@@ -138,6 +145,71 @@ def test_crawls_archives_and_url(fake_ledger: FakeLedger, client_env, tmp_path):
 
     missing = run("url", "00000000-0000-4000-8000-000000000000")
     assert missing.exit_code == 1 and "not found" in missing.output
+
+
+def test_url_accepts_a_unique_prefix_and_names_ambiguous_or_unknown_ones(fake_ledger: FakeLedger, client_env):
+    assert run("crawl", "http://a.test/", "--poll-interval", "0.05", "--archive-wait", "5").exit_code == 0
+    rows = fake_ledger.archives()
+    row = rows[0]
+    by_prefix = run("url", row["id"][:8].upper())  # as shown, any case
+    assert by_prefix.exit_code == 0, by_prefix.output
+    assert re.search(rf"/s3/browserhive/{row['objectKey']}\?", by_prefix.stdout)
+
+    unknown = run("url", "ffffffff0")
+    assert unknown.exit_code == 1 and "no archive you may see has an id starting with 'ffffffff0'" in unknown.output
+    assert "waggle archives" in unknown.output
+    bad = run("url", "../etc")
+    assert bad.exit_code == 1 and "is not an archive id or id prefix" in bad.output
+    # the ids are random per crawl; an ambiguous prefix is planted by hiding none and asking for ""
+    # is not allowed, so the rule itself is checked on fixed ids:
+    from ledger.client import ids
+    from ledger.client.api import ApiError
+
+    fixed = ["abc12345-0000-4000-8000-000000000001", "abc19999-0000-4000-8000-000000000002", "def00000-0000-4000-8000-000000000003"]
+    with pytest.raises(ApiError, match=r"'abc1' is ambiguous: 2 archives start with it .*give more characters"):
+        ids.resolve("abc1", fixed, "archive", "waggle archives")
+    assert ids.resolve("abc12", fixed, "archive", "waggle archives") == fixed[0]
+    assert ids.resolve(fixed[2].upper(), [], "archive", "waggle archives") == fixed[2]  # full ids need no listing
+
+
+def test_archives_and_crawls_as_json(fake_ledger: FakeLedger, client_env):
+    import json
+
+    assert run("crawl", "http://a.test/", "--poll-interval", "0.05", "--archive-wait", "5").exit_code == 0
+    archives = json.loads(run("archives", "--json").stdout)
+    assert [a["id"] for a in archives] == [a["id"] for a in fake_ledger.archives()]
+    assert all("objectKey" in a for a in archives)
+    crawls = json.loads(run("crawls", "--json").stdout)
+    crawl_id = next(iter(fake_ledger.crawls))
+    assert [c["crawlId"] for c in crawls] == [crawl_id]
+    one = json.loads(run("crawls", crawl_id[:8], "--json").stdout)
+    assert one["crawlId"] == crawl_id and one["state"] == "succeeded"
+    refused = run("crawls", crawl_id, "--json", "--follow")
+    assert refused.exit_code == 1 and "--json" in refused.output
+
+
+def test_the_archives_table_keeps_each_archive_on_one_line_at_80_columns(fake_ledger: FakeLedger, client_env):
+    """As scripts/demo shows it (not a terminal, 80 columns): one line per archive, short ids."""
+    import io
+
+    from rich.console import Console
+
+    from ledger.client import render
+
+    row = {"id": "3f2c1e0a-9b8d-4c7e-a6f5-0123456789ab", "sourceUrl": "http://127.0.0.1:41234/library/os.html",
+           "capturedAt": "2026-12-01T03:40:12.345Z", "waczComplete": True,
+           "objectKey": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0_20261201034012.wacz"}
+    long_url = {**row, "id": "77aa1e0a-9b8d-4c7e-a6f5-0123456789ab",
+                "sourceUrl": "http://127.0.0.1:41234/library/concurrent.futures.html#module-concurrent.futures"}
+    out = io.StringIO()
+    Console(file=out, width=80, force_terminal=False, color_system=None).print(render.archives_table([row, row, long_url]))
+    lines = out.getvalue().splitlines()
+    body = [ln for ln in lines if "3f2c1e0a" in ln]
+    assert len(body) == 2 and all("os.html" in ln and "2026-12-01 03:40:12" in ln for ln in body), out.getvalue()
+    (first,) = [ln for ln in lines if "77aa1e0a" in ln]  # a long URL folds; the id and time stay whole
+    assert "2026-12-01 03:40:12" in first
+    assert "0f1e2d3c" not in out.getvalue() and "9b8d" not in out.getvalue()
+    assert max(len(ln) for ln in out.getvalue().splitlines()) <= 80
 
 
 def test_refused_token_says_how_to_get_one(fake_ledger: FakeLedger, client_env, monkeypatch):

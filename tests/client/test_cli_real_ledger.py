@@ -39,7 +39,8 @@ def test_crawl_to_the_end_with_archives_and_downloads(ledger_env: RealLedger, tm
     assert len(saved) == 2
 
     listing = runner.invoke(app, ["crawls"], catch_exceptions=False)
-    assert listing.exit_code == 0 and crawl_id in listing.output
+    assert listing.exit_code == 0 and crawl_id[:8] in listing.output
+    assert crawl_id in runner.invoke(app, ["crawls", "--wide"], catch_exceptions=False).output
 
 
 def test_crawls_run_side_by_side_up_to_the_org_limit_then_fail_one(ledger_env: RealLedger):
@@ -131,6 +132,10 @@ def test_every_page_listed_table_at_80_columns_and_json(ledger_env: RealLedger, 
 
 def test_pages_options_need_an_id_and_each_other(ledger_env: RealLedger):
     no_id = runner.invoke(app, ["crawls", "--pages"], catch_exceptions=False)
-    alone = runner.invoke(app, ["crawls", "0193b6a1-3c1d-7a2e-9f00-1234567890ab", "--json"], catch_exceptions=False)
+    alone = runner.invoke(app, ["crawls", "0193b6a1-3c1d-7a2e-9f00-1234567890ab", "--state", "failed"],
+                          catch_exceptions=False)
     assert no_id.exit_code == 1 and "need a crawl id" in no_id.output
-    assert alone.exit_code == 1 and "go with --pages" in alone.output
+    assert alone.exit_code == 1 and "--state goes with --pages" in alone.output
+    # --json without --pages prints the crawl itself (issue 15): an unknown one is named as such
+    unknown = runner.invoke(app, ["crawls", "0193b6a1-3c1d-7a2e-9f00-1234567890ab", "--json"], catch_exceptions=False)
+    assert unknown.exit_code == 1 and "not found" in unknown.output

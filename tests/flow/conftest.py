@@ -158,10 +158,11 @@ def ts_compile_handler(req: Req):
 
 
 class FakeLedger:
-    """Records /pages, /index and /failed; answers like the ledger (index: 404, no search)."""
+    """Records /pages, /progress, /index and /failed; answers like the ledger (index: 404, no search)."""
 
     def __init__(self) -> None:
         self.pages: list[dict] = []
+        self.progress: list[dict] = []
         self.failed: list[dict] = []
         self.index: list[Req] = []
         self.fake = HttpFake(self.handle)
@@ -173,6 +174,9 @@ class FakeLedger:
         if req.path.endswith("/pages"):
             self.pages.append(req.json())
             return 200, {}, {"next": [], "stopReason": "completed"}
+        if req.path.endswith("/progress"):
+            self.progress.append(req.json())
+            return 200, {}, {"recorded": True}
         if req.path.endswith("/index"):
             self.index.append(req)
             return 404, {}, {"error": "not found"}

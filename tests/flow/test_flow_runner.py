@@ -69,6 +69,10 @@ def test_one_level_end_to_end(services, sites):
         (f"{b.url}/x", "captured"), (f"{a.url}/hidden", "skipped")]
     assert report["results"][-1] == {"url": f"{a.url}/hidden", "status": "skipped", "skipReason": "robots",
                                      "failureClass": "permanent"}
+    # each capture's start and end reached the ledger as progress events (issue 15)
+    done = [(e["url"], e["status"]) for e in ledger.progress if e["phase"] == "done"]
+    assert sorted(done) == sorted((r["url"], r["status"]) for r in report["results"][:4])
+    assert sum(e["phase"] == "started" for e in ledger.progress) == 4
     # no expected-404 noise (issue 17 item 5): neither the missing /index nor absent optional variables
     logs = runner.logs(job["id"])
     assert "404" not in logs and "no index endpoint" not in logs, logs

@@ -9,7 +9,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from ledger.crawl import leases
+from ledger.crawl import dispatch, leases
 from tests.fixtures.ledger import LedgerHarness, ledger_settings, open_ledger
 
 pytestmark = pytest.mark.anyio
@@ -86,14 +86,14 @@ async def test_waiting_level_is_dispatched_when_the_lease_ends(settings, fake_we
         assert fake_webhook.bodies(c) == []
         assert rows(settings.database_url, "SELECT level_state FROM crawls WHERE id = %s", c) == [("waiting",)]
         # nothing freed: the lease loop leaves it waiting, sends nothing
-        assert await leases.dispatch_waiting(h.services) == 0
+        assert await dispatch.dispatch_waiting(h.services) == 0
         await report(h, a, 0, [captured("https://s.test/", "2026-09-19T14:53:41.000Z")])
         # the report's background work dispatched the waiting level
         assert [f["url"] for f in frontier(fake_webhook, c)] == ["https://s.test/c"]
         assert frontier(fake_webhook, c)[0]["lastFinishedAt"] == "2026-09-19T14:53:41.000Z"
         assert rows(settings.database_url, "SELECT level_state FROM crawls WHERE id = %s", c) == [("dispatched",)]
         # a second dispatch (another replica's lease loop) sends nothing more
-        assert await leases.dispatch_waiting(h.services) == 0
+        assert await dispatch.dispatch_waiting(h.services) == 0
         assert len(fake_webhook.bodies(c)) == 1
 
 

@@ -1,0 +1,85 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["httpx==0.28.1", "wmill==1.850.0"]
+# ///
+"""Progress events from ``crawl_host`` to the ledger (a Windmill library script: no ``main``).
+
+``POST {waggle_api_url}/api/crawls/{crawl_id}/progress`` with the flow's token, body
+``{"url", "phase": "started"|"done", "status"?: "captured"|"failed"}`` — one when a page's
+capture starts, one when it ends (issue 15). Progress is a courtesy: a poster never raises and
+never delays a capture. Events go out in order from one background thread per host, each with a
+short timeout and no retry; failures are logged (first few only) and dropped. ``close()`` waits
+at most :data:`CLOSE_WAIT_S` for the queue to drain.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+import httpx
+
+from f.waggle.common import VAR_API_URL, VAR_TOKEN, http_client, read_variable
+
+TIMEOUT_S = 2.0
+CLOSE_WAIT_S = 3.0
+MAX_LOGGED = 3  # failures logged per host; the rest are counted in the closing line
+_STOP = object()
+
+
+class ProgressPoster:
+    """``poster(url, phase, result)`` queues one event; ``close()`` drains (bounded) and stops."""
+
+    def __init__(self, send: Callable[[dict], httpx.Response] | None, log: Callable[[str], None] = print):
+        self._send, self._log = send, log
+        self._queue: queue.Queue = queue.Queue()
+        self.sent = self.failed = 0
+        self._thread = threading.Thread(target=self._run, name="waggle-progress", daemon=True)
+        if send is not None:
+            self._thread.start()
+
+    def __call__(self, url: str, phase: str, result: dict | None = None) -> None:
+        if self._send is None:
+            return
+        body = {"url": url, "phase": phase}
+        if phase == "done":
+            body["status"] = "captured" if (result or {}).get("status") == "captured" else "failed"
+        self._queue.put(body)
+
+    def _run(self) -> None:
+        while (body := self._queue.get()) is not _STOP:
+            try:
+                resp = self._send(body)
+                ok, why = resp.status_code < 300, f"HTTP {resp.status_code} {resp.text[:160]}"
+            except Exception as exc:  # noqa: BLE001 - the ledger being down must not touch the capture
+                ok, why = False, f"{type(exc).__name__}: {exc}"
+            if ok:
+                self.sent += 1
+                continue
+            self.failed += 1
+            if self.failed <= MAX_LOGGED:
+                self._log(f"progress event not recorded ({why}); the capture goes on")
+
+    def close(self) -> None:
+        if self._send is None:
+            return
+        self._queue.put(_STOP)
+        self._thread.join(CLOSE_WAIT_S)
+        if self.failed:
+            self._log(f"progress: {self.sent} event(s) recorded, {self.failed} not")
+
+
+def poster(crawl_id: str, *, log: Callable[[str], None] = print,
+           read: Callable[[str], str] = read_variable) -> ProgressPoster:
+    """A poster for ``crawl_id`` with the flow's ledger URL and token; a disabled one (logged)
+    when the variables cannot be read."""
+    try:
+        api_url, token = read(VAR_API_URL).rstrip("/"), read(VAR_TOKEN)
+    except Exception as exc:  # noqa: BLE001 - no progress, the capture still runs
+        log(f"progress events off: {exc}")
+        return ProgressPoster(None, log)
+    client = http_client(api_url, TIMEOUT_S)
+    url = f"{api_url}/api/crawls/{crawl_id}/progress"
+    headers = {"Authorization": f"Bearer {token}"}
+    return ProgressPoster(lambda body: client.post(url, json=body, headers=headers), log)

@@ -1,0 +1,70 @@
+"""Live progress of the level in flight: capture events from ``crawl_host``, and their summary.
+
+``POST /api/crawls/{id}/progress`` ``{url, phase: started|done, status?: captured|failed}``
+(status only with ``done``) records the latest event of one pending page of the crawl's current
+level (``crawl_progress``, one row per page; a ``started`` never replaces a ``done``, so a
+re-sent or late event changes nothing). The level report stays the record of outcomes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from ledger.crawl.errors import Refused
+from ledger.crawl.times import iso_ms
+
+_PAGE = (
+    "SELECT p.id, p.depth FROM crawl_pages p JOIN crawls c ON c.id = p.crawl_id"
+    " WHERE p.crawl_id = %s AND p.url = %s AND p.depth = c.current_depth AND p.state = 'pending'"
+)
+_UPSERT = (
+    "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status) VALUES (%s, %s, %s, %s, %s)"
+    " ON CONFLICT (page_id) DO UPDATE SET phase = EXCLUDED.phase, status = EXCLUDED.status, at = now()"
+    " WHERE crawl_progress.phase = 'started'"
+)
+
+
+async def record(pool: Any, crawl_id: uuid.UUID, url: str, phase: str, status: str | None) -> bool:
+    """Store one event; returns False when the crawl does not exist (the route answers 404).
+
+    Raises :class:`Refused` (409) when the crawl is not running or ``url`` is not a pending page
+    of its current level (already reported, or never in it): the flow logs it and goes on.
+    """
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT state FROM crawls WHERE id = %s", (crawl_id,))
+        crawl = await cur.fetchone()
+        if crawl is None:
+            return False
+        if crawl["state"] != "running":
+            raise Refused(409, f"the crawl is {crawl['state']}, not running: progress is no longer recorded")
+        cur = await conn.execute(_PAGE, (crawl_id, url))
+        page = await cur.fetchone()
+        if page is None:
+            raise Refused(409, "url is not a pending page of the crawl's level in flight"
+                               " (already reported, or not in this level)")
+        await conn.execute(_UPSERT, (page["id"], crawl_id, page["depth"], phase, status))
+    return True
+
+
+async def level_progress(conn: Any, crawl_id: uuid.UUID, depth: int) -> dict:
+    """``{depth, planned, done, captured, failed, capturing: [{host, url, since}]}`` of level
+    ``depth``: pages planned in it, captures finished, and the captures running now (oldest
+    first; one per busy browser)."""
+    cur = await conn.execute("SELECT count(*) AS n FROM crawl_pages WHERE crawl_id = %s AND depth = %s",
+                             (crawl_id, depth))
+    planned = (await cur.fetchone())["n"]
+    cur = await conn.execute(
+        "SELECT p.host, p.url, g.phase, g.status, g.at FROM crawl_progress g JOIN crawl_pages p ON p.id = g.page_id"
+        " WHERE g.crawl_id = %s AND g.depth = %s ORDER BY g.at", (crawl_id, depth))
+    rows = await cur.fetchall()
+    done = [r for r in rows if r["phase"] == "done"]
+    return {
+        "depth": depth,
+        "planned": planned,
+        "done": len(done),
+        "captured": sum(r["status"] == "captured" for r in done),
+        "failed": sum(r["status"] == "failed" for r in done),
+        "capturing": [{"host": r["host"], "url": r["url"], "since": iso_ms(r["at"])}
+                      for r in rows if r["phase"] == "started"],
+    }

@@ -1,0 +1,54 @@
+"""``waggle crawl`` shows captures as they finish (issue 15): the ledger's ``levelProgress``
+rendered live, one line per change when not on a terminal."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from ledger.client import render
+from ledger.client.follow import follow
+
+
+def _view(done: int, capturing: list[tuple[str, str]], state: str = "running") -> dict:
+    return {"crawlId": "c1", "state": state, "currentDepth": 1, "pagesCaptured": 1, "hostsInFlight": ["a.test", "b.test"],
+            "levelProgress": {"depth": 1, "planned": 28, "done": done, "captured": done, "failed": 0,
+                              "capturing": [{"host": h, "url": u, "since": "2026-12-01T04:00:00.000Z"}
+                                            for h, u in capturing]}}
+
+
+class Ledger:
+    def __init__(self, views: list[dict]):
+        self.views = views
+
+    def get_crawl(self, crawl_id: str) -> dict:
+        return self.views.pop(0) if len(self.views) > 1 else self.views[0]
+
+
+def test_each_finished_capture_prints_a_line_with_pages_and_browsers():
+    views = [_view(0, [("a.test", "https://a.test/1"), ("b.test", "https://b.test/1")]),
+             _view(0, [("a.test", "https://a.test/1"), ("b.test", "https://b.test/1")]),  # no change: no line
+             _view(1, [("b.test", "https://b.test/1")]),
+             _view(2, [("a.test", "https://a.test/2"), ("b.test", "https://b.test/2")]),
+             {**_view(28, []), "state": "succeeded", "levelProgress": None}]
+    out = io.StringIO()
+    follow(Ledger(views), "c1", Console(file=out, width=80, force_terminal=False), poll_s=0, sleep=lambda _s: None)
+    lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("crawl c1")]
+    assert [ln.split(" · elapsed")[0].split("hosts in flight 2")[-1] for ln in lines[:3]] == [
+        " · level 0/28 pages · capturing a.test, b.test",
+        " · level 1/28 pages · capturing b.test",
+        " · level 2/28 pages · capturing a.test, b.test"]
+    assert "succeeded" in lines[-1] and len(lines) == 4
+
+
+def test_the_live_panel_names_the_level_and_each_running_capture():
+    out = io.StringIO()
+    Console(file=out, width=100).print(render.progress_view(_view(12, [("a.test", "https://a.test/x")])))
+    text = out.getvalue()
+    assert "12/28 pages (captured 12, failed 0)" in text and "a.test (https://a.test/x)" in text
+
+
+def test_a_ledger_without_level_progress_renders_as_before():
+    view = {"crawlId": "c1", "state": "running", "hostsInFlight": ["a.test"]}
+    assert "pages" not in render.status_line(view).split("hosts in flight")[1]

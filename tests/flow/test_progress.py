@@ -1,0 +1,95 @@
+"""Progress events from crawl_host (issue 15): the hook around each capture, and the poster that
+sends them to the ledger — which must never fail or slow a capture when the ledger is down."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from f.waggle.common import VAR_API_URL, VAR_TOKEN
+from f.waggle.crawl_host import capture_host
+from f.waggle.progress import poster
+from tests.flow.fakes import FakeEndpoint, HttpFake, hang
+
+FORMATS = {"png": False, "webp": False, "html": False, "links": True, "mhtml": False, "wacz": True}
+
+
+def _capture(urls, on_page, fail_on=(), log=None):
+    endpoints = [FakeEndpoint("bh-1", [], fail_on=tuple(fail_on))]
+    return capture_host(endpoints, "m", urls, "c1", formats=FORMATS, signing=False, scripts=[], delay_ms=0,
+                        busy_jitter_ms=(1, 2), log=log or (lambda _m: None), on_page=on_page)
+
+
+def test_the_hook_sees_each_capture_start_and_end_in_order():
+    events = []
+    results = _capture(["https://m/a", "https://m/b"], lambda *e: events.append(e), fail_on=("https://m/b",))
+    assert [e[:2] for e in events] == [("https://m/a", "started"), ("https://m/a", "done"),
+                                        ("https://m/b", "started"), ("https://m/b", "done")]
+    assert events[1][2] is results[0] and events[3][2]["status"] == "failed"
+
+
+def test_a_failing_hook_never_fails_a_capture():
+    lines = []
+
+    def broken(*_event):
+        raise RuntimeError("boom")
+
+    results = _capture(["https://m/a"], broken, log=lines.append)
+    assert [r["status"] for r in results] == ["captured"]
+    assert any("progress hook failed (RuntimeError: boom)" in ln for ln in lines)
+
+
+def _vars(api_url):
+    return lambda path: {VAR_API_URL: api_url, VAR_TOKEN: "flow-token"}[path]
+
+
+def test_the_poster_sends_the_events_with_the_flows_token_in_order():
+    ledger = HttpFake(lambda req: (200, {}, {"recorded": True}))
+    try:
+        post = poster("c-1", read=_vars(ledger.url + "/"), log=lambda _m: None)
+        post("https://m/a", "started")
+        post("https://m/a", "done", {"status": "captured"})
+        post("https://m/b", "done", {"status": "failed", "skipReason": "x"})
+        post.close()
+        assert [(r.method, r.path, r.headers["authorization"]) for r in ledger.requests] == \
+            [("POST", "/api/crawls/c-1/progress", "Bearer flow-token")] * 3
+        assert [r.json() for r in ledger.requests] == [
+            {"url": "https://m/a", "phase": "started"},
+            {"url": "https://m/a", "phase": "done", "status": "captured"},
+            {"url": "https://m/b", "phase": "done", "status": "failed"}]
+    finally:
+        ledger.close()
+
+
+def test_a_ledger_down_or_hanging_costs_the_capture_nothing_and_is_logged():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    s.close()  # nothing listens there
+    hanging = HttpFake(lambda req: hang(10))
+    try:
+        for api_url in (closed, hanging.url):
+            lines = []
+            post = poster("c-1", read=_vars(api_url), log=lines.append)
+            t0 = time.monotonic()
+            results = _capture([f"https://m/{i}" for i in range(3)], post)
+            capture_s = time.monotonic() - t0
+            post.close()
+            assert [r["status"] for r in results] == ["captured"] * 3
+            assert capture_s < 1.0, f"captures waited for the poster ({capture_s:.2f} s)"
+            assert lines and "progress event not recorded" in lines[0], lines
+            assert len([ln for ln in lines if "not recorded (" in ln]) <= 3  # no log flood
+    finally:
+        hanging.close()
+
+
+def test_unreadable_variables_turn_progress_off_without_failing():
+    lines = []
+
+    def missing(path):
+        raise RuntimeError(f"{path}: 404")
+
+    post = poster("c-1", read=missing, log=lines.append)
+    post("https://m/a", "started")
+    post.close()
+    assert lines == [f"progress events off: {VAR_API_URL}: 404"]
