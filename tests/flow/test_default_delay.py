@@ -52,9 +52,9 @@ def test_the_ledger_always_sends_an_explicit_delay() -> None:
     crawl = {"id": "00000000-0000-0000-0000-000000000001", "per_host_delay_ms": body.perHostDelayMs,
              "host_parallelism": body.hostParallelism, "max_depth": 1, "scripts": []}
 
-    class Settings:
-        capture_formats = ("wacz",)
-        capture_signing = False
+    from ledger.settings import Settings
 
-    args = webhook_body(crawl, 0, [], Settings())
+    settings = Settings(_env_file=None, fga_store_id="s", fga_model_id="m", s3_endpoint="http://127.0.0.1:1",
+                        s3_bucket="b", s3_access_key_id="k", s3_secret_access_key="s")
+    args = webhook_body(crawl, 0, [], settings)
     assert args["per_host_delay_ms"] == DEFAULT_PER_HOST_DELAY_MS

@@ -246,7 +246,9 @@ from devstack.windmill.expr import ExpressionError, evaluate, transform  # noqa:
 KEYS = st.sampled_from(["a", "b", "host", "length", "constructor", "toString", "__proto__", "valueOf", "$x", "_y"])
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-2**60, 2**60) | st.text(max_size=5)
-    | st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([1.0, -0.0, 2.5, 1e22]),
+    # JSON has no NaN/Infinity (flow inputs and results arrive as JSON); with one anywhere in the
+    # context, V8 refuses the whole context while the shortcut reads an unrelated path fine.
+    | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([1.0, -0.0, 2.5, 1e22]),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=4),
     max_leaves=12,
 )
