@@ -19,7 +19,6 @@ pytest_plugins = [
     "tests.fixtures.fga",
     "tests.fixtures.ledger",
     "tests.fixtures.stack",
-    "tests.fixtures.browser",
 ]
 
 

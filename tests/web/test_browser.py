@@ -21,6 +21,9 @@ import pytest
 from tests.e2e.site import Site
 
 pytestmark = pytest.mark.e2e
+os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
 # WAGGLE_SCREENSHOTS=1 refreshes the README's screenshots in docs/ (else they are taken and dropped)
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 MARK = "Waggle dance of the honeybee"
@@ -45,6 +48,18 @@ def site(tmp_path_factory) -> Iterator[Site]:
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
 
 
 def new_page(browser):
