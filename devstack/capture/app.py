@@ -3,7 +3,9 @@
 ``POST /captures``: 415/406 for a ``content-type`` other than exactly ``application/json`` or an
 ``Accept`` without JSON → 400 ``ValidationException`` (nothing started) → 429 ``Busy`` at once when a
 capture is running (no queue) → run the capture and answer 200 ``{taskId, report, manifest}``
-only after the manifest write. ``GET /status``. With ``--faults-endpoint``: ``GET/PUT /faults``
+only after the manifest write. ``GET /status`` (with the waggle ``extensions`` it implements).
+Extensions (docs/capture-server.md): the ``Waggle-Capture-Key`` request header and
+``GET /captures/seal?key=&timeoutMs=`` (``sealWait``), ``startAfterMs`` in the body. With ``--faults-endpoint``: ``GET/PUT /faults``
 reads/sets the fault knobs (tests). Unknown paths → 404 ``UnknownOperationException``. Every
 error carries ``x-amzn-errortype``.
 """
@@ -14,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from dataclasses import asdict
 
 from fastapi import FastAPI, Request
@@ -21,7 +24,7 @@ from fastapi.responses import JSONResponse
 
 from devstack.restjson import accepts_json as _accepts_json
 from devstack.restjson import error_response as _error
-from devstack.capture import names
+from devstack.capture import names, seals
 from devstack.capture.browser import BrowserHolder, BrowserUnavailable
 from devstack.capture.capture import Ctx, run_capture
 from devstack.capture.settings import BUILD, ServerSettings
@@ -29,6 +32,10 @@ from devstack.capture.sink import S3Sink
 from devstack.capture.validation import ValidationError, validate_request
 
 log = logging.getLogger("devstack.capture")
+
+# Extensions of the v12 contract this server implements (docs/capture-server.md), listed in
+# GET /status so that a client uses one only where it is advertised.
+EXTENSIONS = ("sinceLastRequestMs", "sealWait", "startAfterMs")
 
 
 def create_app(settings: ServerSettings) -> FastAPI:
@@ -57,6 +64,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.post("/captures")
     async def captures(request: Request):
+        received = time.monotonic()  # startAfterMs and the task budget run from here
         if settings.faults.refuse_500:
             return _error(500, "InternalFailure")
         # restJson1 framing of the generated server (contracts.md §A.7, §C.4, §E.12).
@@ -75,14 +83,31 @@ def create_app(settings: ServerSettings) -> FastAPI:
             if s3 is None and not req.get("artifactSink"):
                 raise ValidationError("artifactSink is required: this server has no bucket of its own",
                                       [{"path": "/artifactSink", "message": "Member must not be null"}])
+            key = seals.check_key(request.headers.get(seals.KEY_HEADER))
         except ValidationError as e:
             return _error(400, "ValidationException", e.body())
+        except seals.SealRequestError as e:
+            return _error(400, "ValidationException", {"message": str(e)})
         if lock.locked():
             return _error(429, "Busy", {"message": "a capture is already running on this browser"})
         async with lock:
-            result = await run_capture(ctx, req)
+            seal = ctx.seals.accept(key) if key else None
+            result = await run_capture(ctx, req, accepted=received, seal=seal)
             ctx.captures += 1
             return result
+
+    @app.get("/captures/seal")
+    async def capture_seal(request: Request):
+        """Extension ``sealWait``: wait ≤ ``timeoutMs`` for the capture with ``key`` to seal its
+        page's network (or end); answered while that capture is still packaging."""
+        try:
+            key = seals.check_key(request.query_params.get("key"))
+            if key is None:
+                raise seals.SealRequestError("key is required: the Waggle-Capture-Key of the capture")
+            timeout_ms = seals.check_timeout_ms(request.query_params.get("timeoutMs"))
+        except seals.SealRequestError as e:
+            return _error(400, "ValidationException", {"message": str(e)})
+        return await ctx.seals.wait(key, timeout_ms / 1000)
 
     @app.get("/status")
     async def status():
@@ -94,6 +119,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
                        "maxPendingRequests": settings.max_pending_requests},
             "defaultUrlPolicies": settings.default_url_policies,
             "defaultContentTypePolicies": settings.default_content_type_policies,
+            # Not part of v12: waggle extensions a client may use (docs/capture-server.md).
+            "extensions": list(EXTENSIONS),
         }
         if holder.connected and holder.version:
             out["browser"]["version"] = holder.version

@@ -44,6 +44,7 @@ from devstack.capture.package import write_file_capture, write_wacz
 from devstack.capture.policies import Policies
 from devstack.capture.proxy import checked_addresses
 from devstack.capture.recorder import Recorder
+from devstack.capture.seals import Seal
 from devstack.capture.session import Session, open_session, refuse_popups, seal, seal_network, teardown_soon
 from devstack.capture.settings import ServerSettings
 from devstack.capture.sink import HttpSink, S3Sink
@@ -56,16 +57,29 @@ log = logging.getLogger("devstack.capture")
 __all__ = ["Ctx", "Run", "run_capture", "CaptureFailure", "BudgetExhausted", "RUNTIME_JS"]
 
 
-async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
+async def run_capture(ctx: Ctx, req: dict[str, Any], *, accepted: float | None = None,
+                      seal: Seal | None = None) -> dict[str, Any]:
     """Run one capture; returns the ``CaptureResponse`` body (always, never raises).
 
+    ``accepted``: monotonic seconds when the request was received (budget and ``startAfterMs``
+    run from it; default now). ``seal``: the seal of the request's ``Waggle-Capture-Key``
+    (extension ``sealWait``), signalled when the network is sealed and again when the capture ends.
     Leaves background work in ``ctx`` (context teardown, next spare); the next call waits only
     for what it must (:meth:`Ctx.wait_idle`), and that wait counts against its task budget, so a
     hung teardown cannot push the answer past the caller's deadline. The answer carries
     ``sinceLastRequestMs`` (docs/capture-server.md) when the page made a request."""
-    accepted = time.monotonic()
+    accepted = time.monotonic() if accepted is None else accepted
     await ctx.wait_idle()
     run = _new_run(ctx, req, accepted)
+    if seal is not None:
+        seal.run, run.seal_signal = run, seal.event
+    try:
+        return await _capture_and_answer(ctx, run, req)
+    finally:
+        run.signal_sealed()  # ended in any way: a seal wait answers (sinceLastRequestMs may be null)
+
+
+async def _capture_and_answer(ctx: Ctx, run: Run, req: dict[str, Any]) -> dict[str, Any]:
     run.mark("wait-idle")
     report: dict[str, Any] = {"taskId": run.task_id}
     if req.get("correlationId") is not None:

@@ -135,6 +135,7 @@ async def seal_network(ctx: Ctx, run: Run, recorder: Recorder, timeout_s: float 
             await run.proxy.end_capture()
         run.network_sealed = True
         run.last_request_end = last_request_end(recorder, run.proxy)
+        run.signal_sealed()  # the seal wait may answer now (no request leaves after this)
 
 
 def last_request_end(recorder: Recorder, proxy: GuardedProxy | None) -> float | None:
