@@ -15,10 +15,13 @@ import asyncio
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # state.py holds the board: no import at run time
-    from devstack.capture.state import Run
+
+class Measured(Protocol):
+    """What a seal answer reads of its capture (a ``state.Run``; state.py holds the board)."""
+
+    def since_last_request_ms(self) -> int | None: ...
 
 KEY_HEADER = "waggle-capture-key"
 KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -51,7 +54,7 @@ class Seal:
     """One key's seal: ``event`` is set when its capture sealed the network or ended."""
 
     event: asyncio.Event = field(default_factory=asyncio.Event)
-    run: "Run | None" = None
+    run: Measured | None = None
     waiters: int = 0
 
 

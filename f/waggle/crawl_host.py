@@ -2,7 +2,7 @@
 # requires-python = ">=3.11"
 # dependencies = ["httpx==0.28.1", "wmill==1.850.0"]
 # ///
-"""crawl_host: capture one host's URLs one at a time, the host's gap running from the page's last request.
+"""crawl_host: capture one host's URLs one after the other, the host's gap running from the page's last request.
 
 reference/scheduler.md §4.3 (the politeness core) on BrowserHive v12 (contracts.md §A):
 
@@ -32,6 +32,14 @@ whose ``settle`` times and ``timestamp`` do not bound the last request from abov
 answer — sent after the whole task and its manifest write — is the one moment known to follow
 it. All times come from :func:`clock` (epoch seconds read off the monotonic clock). The ledger
 stores ``gapFrom`` and hands it back as the next level's ``lastFinishedAt``.
+
+Pipelining and settle (issue 11, docs/internals.md): endpoints are asked once per job what
+extensions they advertise (``GET /status``). Where one advertises ``sealWait``, the next capture
+is submitted when the previous one's page network is sealed — while it still packages — with
+``startAfterMs`` holding its navigation until the gap has passed (:mod:`f.waggle.pipeline`: at most
+two captures of a host in flight, ``gapFrom`` from the seal answer); otherwise the loop below, each
+capture after the previous answer. Every request carries a ``loadWait`` whose quiet window fits
+the host's gap (:func:`f.waggle.pipeline.settle_for_gap`; none for a gap ≥ 1.2 s).
 
 Hosts may outnumber browsers (plan_level ``parallelism_for``, when sleeping hosts would
 otherwise idle them): a host that finds every endpoint busy goes round again after 0.5–1.5 s — faster for a host with a long gap
