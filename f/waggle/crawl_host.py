@@ -645,12 +645,16 @@ def capture_host(
 
     job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink, HostGap(max(0, int(delay_ms or 0)), say),
                   busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page)
-    if initial_delay_ms and initial_delay_ms > 0:
+    initial_s = max(0.0, (initial_delay_ms or 0) / 1000.0)
+    if initial_s > 0:
         say(f"waiting {int(initial_delay_ms)} ms (rest of the gap since this host's last capture)")
-        sleep(initial_delay_ms / 1000.0)
     if any(pipeline.EXT_SEAL in pipeline.extensions_of(e) for e in endpoints):
-        pipeline.Chain(endpoints, ChainPages(job), now=now, sleep=sleep).run(len(job.urls))
+        # the cross-level rest is one more gap of the chain: its first capture may use startAfterMs too
+        first_gap_from = now() + initial_s - job.gap.ms / 1000 if initial_s > 0 else None
+        pipeline.Chain(endpoints, ChainPages(job), now=now, sleep=sleep).run(len(job.urls), first_gap_from)
         return [r for r in job.results if r is not None]
+    if initial_s > 0:
+        sleep(initial_s)
     return capture_sequentially(endpoints, job)
 
 

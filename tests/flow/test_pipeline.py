@@ -229,3 +229,12 @@ def test_a_503_document_backs_off_once_its_answer_is_known():
     assert any("main document answered 503" in line for line in logs)
     gaps = felt(visits)
     assert gaps and all(g >= 0.6 for g in gaps[1:]), gaps  # after the answer was known: the doubled gap
+
+
+def test_the_cross_level_rest_is_kept_and_may_use_start_after():
+    visits: list[Visit] = []
+    e = SealingFake("bh-1", visits)
+    t0 = time.monotonic()
+    results, _ = crawl([e], ["a"], 500, initial_delay_ms=600)
+    assert visits[0].navigated - t0 >= 0.6
+    assert 0 < e.requests[0][0]["startAfterMs"] <= 600 and results[0]["status"] == "captured"
