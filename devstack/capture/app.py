@@ -2,7 +2,7 @@
 
 ``POST /captures``: 415/406 for a ``content-type`` other than exactly ``application/json`` or an
 ``Accept`` without JSON → 400 ``ValidationException`` (nothing started) → 429 ``Busy`` at once when a
-capture is running (no queue) → run the capture and answer 200 ``{taskId, report, manifest}``
+capture is loading, or two are running (:class:`CaptureGate`; no queue) → run the capture and answer 200 ``{taskId, report, manifest}``
 only after the manifest write. ``GET /status`` (with the waggle ``extensions`` it implements).
 Extensions (docs/capture-server.md): the ``Waggle-Capture-Key`` request header and
 ``GET /captures/seal?key=&timeoutMs=`` (``sealWait``), ``startAfterMs`` in the body. With ``--faults-endpoint``: ``GET/PUT /faults``
@@ -12,12 +12,12 @@ error carries ``x-amzn-errortype``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
 import time
 from dataclasses import asdict
+from typing import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -36,6 +36,37 @@ log = logging.getLogger("devstack.capture")
 # Extensions of the v12 contract this server implements (docs/capture-server.md), listed in
 # GET /status so that a client uses one only where it is advertised.
 EXTENSIONS = ("sinceLastRequestMs", "sealWait", "startAfterMs")
+MAX_ACTIVE = 2  # one capture loading, one finishing (CaptureGate)
+
+
+class CaptureGate:
+    """Which captures may start: one **loading** at a time (from acceptance until its page's
+    network is sealed), and at most :data:`MAX_ACTIVE` accepted and not yet answered — so the
+    next capture loads while the previous one packages its WACZ, uploads and writes its manifest
+    (issue 11; the browser is not used after the seal). Event-loop only: no locking needed."""
+
+    def __init__(self) -> None:
+        self.loading = False
+        self.active = 0
+
+    def busy(self) -> bool:
+        """Whether ``POST /captures`` answers 429 now (also ``GET /status`` ``busy``)."""
+        return self.loading or self.active >= MAX_ACTIVE
+
+    def enter(self) -> Callable[[], None]:
+        """Take the browser; returns the idempotent release called at the seal (or the end)."""
+        self.loading, self.active = True, self.active + 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released, self.loading = True, False
+
+        return release
+
+    def leave(self) -> None:
+        self.active -= 1
 
 
 def create_app(settings: ServerSettings) -> FastAPI:
@@ -44,7 +75,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     s3 = (S3Sink(settings.s3_endpoint, settings.s3_bucket, settings.s3_access_key, settings.s3_secret_key,
                  settings.s3_region, settings.s3_key_prefix) if settings.s3_endpoint else None)
     ctx = Ctx(settings=settings, browser=holder, s3=s3)
-    lock = asyncio.Lock()
+    gate = CaptureGate()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -88,13 +119,17 @@ def create_app(settings: ServerSettings) -> FastAPI:
             return _error(400, "ValidationException", e.body())
         except seals.SealRequestError as e:
             return _error(400, "ValidationException", {"message": str(e)})
-        if lock.locked():
+        if gate.busy():
             return _error(429, "Busy", {"message": "a capture is already running on this browser"})
-        async with lock:
+        release = gate.enter()
+        try:
             seal = ctx.seals.accept(key) if key else None
-            result = await run_capture(ctx, req, accepted=received, seal=seal)
+            result = await run_capture(ctx, req, accepted=received, seal=seal, on_sealed=release)
             ctx.captures += 1
             return result
+        finally:
+            release()
+            gate.leave()
 
     @app.get("/captures/seal")
     async def capture_seal(request: Request):
@@ -112,7 +147,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @app.get("/status")
     async def status():
         out = {
-            "busy": lock.locked(),
+            "busy": gate.busy(),
             "browser": {"url": f"playwright:{settings.chromium}", "connected": holder.connected},
             "build": BUILD,
             "limits": {"maxResponseBytes": settings.max_response_bytes, "maxTaskBytes": settings.max_task_bytes,

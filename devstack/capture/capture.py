@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import anyio.to_thread
@@ -45,7 +45,8 @@ from devstack.capture.policies import Policies
 from devstack.capture.proxy import checked_addresses
 from devstack.capture.recorder import Recorder
 from devstack.capture.seals import Seal
-from devstack.capture.session import Session, open_session, refuse_popups, seal, seal_network, teardown_soon
+from devstack.capture.session import (Session, open_session, prepare_soon, refuse_popups, seal, seal_network,
+                                      teardown_soon)
 from devstack.capture.settings import ServerSettings
 from devstack.capture.sink import HttpSink, S3Sink
 from devstack.capture.state import BudgetExhausted, CaptureFailure, Ctx, Run, iso
@@ -58,12 +59,13 @@ __all__ = ["Ctx", "Run", "run_capture", "CaptureFailure", "BudgetExhausted", "RU
 
 
 async def run_capture(ctx: Ctx, req: dict[str, Any], *, accepted: float | None = None,
-                      seal: Seal | None = None) -> dict[str, Any]:
+                      seal: Seal | None = None, on_sealed: Callable[[], None] | None = None) -> dict[str, Any]:
     """Run one capture; returns the ``CaptureResponse`` body (always, never raises).
 
     ``accepted``: monotonic seconds when the request was received (budget and ``startAfterMs``
     run from it; default now). ``seal``: the seal of the request's ``Waggle-Capture-Key``
-    (extension ``sealWait``), signalled when the network is sealed and again when the capture ends.
+    (extension ``sealWait``), signalled when the network is sealed and again when the capture
+    ends; ``on_sealed`` is called once at the first of the two (the browser is free then).
     Leaves background work in ``ctx`` (context teardown, next spare); the next call waits only
     for what it must (:meth:`Ctx.wait_idle`), and that wait counts against its task budget, so a
     hung teardown cannot push the answer past the caller's deadline. The answer carries
@@ -73,6 +75,7 @@ async def run_capture(ctx: Ctx, req: dict[str, Any], *, accepted: float | None =
     run = _new_run(ctx, req, accepted)
     if seal is not None:
         seal.run, run.seal_signal = run, seal.event
+    run.on_sealed = on_sealed
     try:
         return await _capture_and_answer(ctx, run, req)
     finally:
@@ -248,6 +251,8 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         )
         run.proxy = sess.proxy
         run.mark("open-session")
+        if not sess.shared:
+            prepare_soon(ctx)  # the next capture's context, ready by this one's seal (issue 11)
         assert sess.page is not None
         windows = refuse_popups(sess.page)
         loaded = await load_pages(ctx, run, sess.page, sess.cdp, recorder, dprs, viewport)

@@ -115,11 +115,16 @@ class Run:
     files: Any = None  # the .files.FileTaker reading a main document that is a file
     final_url: str | None = None  # where the main document ended, when the capture stopped early
     seal_signal: asyncio.Event | None = None  # set once the network is sealed or the capture ended (sealWait)
+    on_sealed: Any = None  # called once then: the browser is free for the next capture (app.py)
 
     def signal_sealed(self) -> None:
-        """Wake the seal waits of this capture's key (extension ``sealWait``); idempotent."""
+        """The page's network is sealed (or the capture ended): wake the seal waits of this
+        capture's key (extension ``sealWait``) and free the browser for the next capture; idempotent."""
         if self.seal_signal is not None:
             self.seal_signal.set()
+        if self.on_sealed is not None:
+            callback, self.on_sealed = self.on_sealed, None
+            callback()
 
     def mark(self, phase: str) -> None:
         """Note that ``phase`` just ended (per-phase timers, :meth:`phases_ms`)."""

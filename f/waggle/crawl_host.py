@@ -732,7 +732,10 @@ class ChainPages:
         return submit_once(endpoints, self.job.request(index), index, sleep=nap, busy_jitter_ms=self.job.busy(),
                            log=self.job.say, now=self.job.now)
 
-    def seal_gap_from(self, body: dict, submitted: float, received: float) -> float:
+    def seal_gap_from(self, index: int, body: dict, submitted: float, received: float) -> float:
+        """``gapFrom`` from a seal answer (:func:`gap_start`: the same rule and clamp as an answer's)."""
+        self.job.say(f"{index + 1}/{len(self.job.urls)} sealed {int((received - submitted) * 1000)} ms after"
+                     f" submission, {body.get('sinceLastRequestMs')} ms after its last request")
         return gap_start(body, submitted, received)
 
     def conclude(self, flight: "pipeline.Flight") -> tuple[float, bool]:
@@ -741,6 +744,8 @@ class ChainPages:
         if flight.tracker.sent_at is not None:
             raw.sent = max(raw.sent, flight.tracker.sent_at)  # after any wait before the POST
         job = self.job
+        if flight.gap_from is None and raw.answer is not None and raw.answer.status == 200:
+            job.say(f"{flight.index + 1}/{len(job.urls)} answered before its seal was known: gap from the answer")
         outcome = outcome_of(raw, job.crawl_id, job.say, job.links_per_page, flight.gap_from)
         if outcome.doc_status in BACKOFF_STATUSES:
             job.gap.back_off(outcome.doc_status)

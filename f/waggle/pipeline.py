@@ -232,7 +232,7 @@ class Pages(Protocol):
 
     def attempt(self, index: int, attempt: int, endpoints: Sequence[Keyed], nap: Nap) -> Any: ...
 
-    def seal_gap_from(self, body: dict, submitted: float, received: float) -> float: ...
+    def seal_gap_from(self, index: int, body: dict, submitted: float, received: float) -> float: ...
 
     def conclude(self, flight: Flight) -> tuple[float, bool]: ...
 
@@ -304,7 +304,7 @@ class Chain:
             return self._conclude(flight, todo)
         body, received = sealed
         submitted = flight.tracker.sent_at if flight.tracker.sent_at is not None else received
-        flight.gap_from = self.pages.seal_gap_from(body, submitted, received)
+        flight.gap_from = self.pages.seal_gap_from(flight.index, body, submitted, received)
         return flight.gap_from
 
     def _conclude(self, flight: Flight, todo: deque) -> float:

@@ -176,3 +176,40 @@ def test_bad_start_after_is_refused(capture_server, test_site, value):
     assert r.json()["fieldList"][0]["path"] == "/startAfterMs"
     assert "/startAfterMs" in r.json()["message"]
     assert sum(test_site.hits.values()) == hits
+
+
+def test_the_next_capture_loads_while_the_sealed_one_packages(capture_server, test_site):
+    """After A's seal the browser is free: B is accepted and loads while A's WACZ upload (to a
+    sink that takes 1.5 s) is still going; a third capture while B loads gets 429."""
+    from tests.flow.fakes import HttpFake
+
+    def slow_sink(req):
+        if req.method == "PUT" and req.path.endswith(".wacz"):
+            time.sleep(1.5)
+        return 200, {}, {"location": f"sink://{req.path}"}
+
+    sink = HttpFake(slow_sink)
+    try:
+        key = f"pkg-{uuid.uuid4().hex[:8]}"
+        first, out = _in_thread(_post, capture_server, key, url=test_site.url("/other"), captureFormats=ONLY_WACZ,
+                                artifactSink={"url": sink.url, "token": "t"})
+        seal, sealed_at = _seal(capture_server, key, 30_000)
+        assert seal.json()["sealed"] is True
+        second, out2 = _in_thread(_post, capture_server, None, url=test_site.url("/slow?ms=800"),
+                                  captureFormats=ONLY_WACZ)
+        started = time.monotonic()
+        while not any(p == "/slow" and t >= sealed_at for p, t in list(test_site.arrivals)):
+            assert time.monotonic() - started < 10
+            time.sleep(0.01)
+        third, _, _ = _post(capture_server, None, url=test_site.url("/other"), captureFormats=ONLY_WACZ)
+        first.join(60)
+        second.join(60)
+    finally:
+        sink.close()
+    a, _, a_answered = out["value"]
+    b, _, _ = out2["value"]
+    assert a.status_code == 200 and a.json()["report"]["status"] == "success", a.text
+    assert b.status_code == 200 and b.json()["report"]["status"] == "success", b.text
+    b_first = _first_arrival(test_site, "/slow", sealed_at)
+    assert b_first < a_answered  # B's page loaded while A was still uploading
+    assert third.status_code == 429  # B was loading: one capture loads at a time

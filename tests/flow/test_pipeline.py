@@ -5,7 +5,8 @@ capture server and Chromium: tests/devstack/test_crawl_host_pipeline.py, tests/e
 :class:`SealingFake` plays a capture server with one browser: a capture's navigation starts at
 receipt + ``startAfterMs``, its page's last request ends ``LAST_S`` later, its network is sealed
 ``SEAL_S`` after the navigation (``GET /captures/seal`` answers then) and the answer comes
-``ANSWER_S`` after it; 429 while busy. Real timers; bounds are ratios of the delay."""
+``ANSWER_S`` after it; 429 while busy — until the answer, or (``free_at_seal``, as our capture
+server) until the seal. Real timers; bounds are ratios of the delay."""
 
 from __future__ import annotations
 
@@ -37,8 +38,9 @@ class Visit:
 
 class SealingFake:
     def __init__(self, target: str, visits: list[Visit], *, extensions: frozenset[str] = BOTH,
-                 seal_fails: bool = False, replies: dict | None = None) -> None:
+                 seal_fails: bool = False, replies: dict | None = None, free_at_seal: bool = False) -> None:
         self.target, self.visits, self.extensions = target, visits, extensions
+        self.free_at_seal = free_at_seal
         self.seal_fails, self.replies = seal_fails, dict(replies or {})
         self.requests: list[tuple[dict, dict | None]] = []
         self._busy = threading.Lock()
@@ -52,6 +54,13 @@ class SealingFake:
     def capture(self, request: dict, headers: dict | None = None) -> Answer:
         if not self._busy.acquire(blocking=False):
             return Answer(429, "Busy", {"message": "a capture is already running on this browser"})
+        held = [True]
+
+        def free() -> None:
+            if held[0]:
+                held[0] = False
+                self._busy.release()
+
         try:
             received = time.monotonic()
             self.requests.append((request, headers))
@@ -64,13 +73,15 @@ class SealingFake:
                 event, holder = self._entry(key)
                 holder.append(visit)
                 event.set()
+            if self.free_at_seal:
+                free()
             time.sleep(max(0.0, navigated + ANSWER_S - time.monotonic()))
             reply = self.replies.pop(request["url"], None)
             body = reply(request["url"], self.target) if reply else capture_reply(request["url"], self.target)
             visit.answered = time.monotonic()
             return Answer(200, None, {**body, "sinceLastRequestMs": int((visit.answered - visit.last) * 1000)})
         finally:
-            self._busy.release()
+            free()
 
     def seal(self, key: str, timeout_ms: int) -> tuple[dict, float] | None:
         if self.seal_fails:
@@ -182,7 +193,18 @@ def test_two_endpoints_pipeline_and_the_site_feels_the_delay():
         assert r["submittedAt"] <= r["gapFrom"] < r["finishedAt"]
 
 
-def test_one_endpoint_waits_for_the_answer_and_stays_polite():
+def test_one_endpoint_free_at_the_seal_pipelines_too():
+    """Our capture server takes the next capture once the previous one sealed: one browser is enough."""
+    visits: list[Visit] = []
+    e = SealingFake("bh-1", visits, free_at_seal=True)
+    results, _ = crawl([e], ["a", "b", "c", "d"], 400)
+    assert [r["status"] for r in results] == ["captured"] * 4
+    gaps = felt(visits)
+    assert all(g >= 0.4 for g in gaps) and max(gaps) < 0.4 * 1.5, gaps
+    assert overlapping(visits) == 2 and submitted_before_previous_answer(results) >= 2
+
+
+def test_one_endpoint_busy_until_its_answer_waits_for_it_and_stays_polite():
     visits: list[Visit] = []
     e = SealingFake("bh-1", visits)
     results, _ = crawl([e], ["a", "b", "c"], 300)
