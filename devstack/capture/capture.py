@@ -14,8 +14,9 @@ png → webp → html → links → mhtml (:mod:`.formats`) → package and uplo
 
 What keeps a capture short (issue 8 item 5, issue 11 item 3): page-format uploads run
 concurrently with the next format and with WACZ packaging (the WACZ is uploaded only after all of
-them were written); the page's network is sealed right after the formats and the next context
-is prepared from then on, while the WACZ is packaged (:mod:`.spare`); the browser context is
+them were written); the next context is prepared as soon as this capture opened its own
+(:mod:`.spare`); the page's network is sealed right after the formats, and from then on the next
+capture may start while this one packages (app.py ``CaptureGate``, issue 11); the browser context is
 closed after the response, in the background — each context has its own sealed proxy, so the
 next capture does not wait for that teardown (:meth:`Ctx.wait_idle`).
 """
