@@ -47,6 +47,9 @@ EXT_START = "startAfterMs"
 KEY_HEADER = "Waggle-Capture-Key"
 STATUS_TIMEOUT_S = 5.0
 SEAL_POLL_MS = 10_000  # one long-poll; polled again while the capture runs
+# A seal wait starts this long after its POST went out: a 429 (answered at once) has moved the
+# submission on by then, and no page seals this fast (it loads and settles ≥ 300 ms first).
+POLL_AFTER_S = 0.1
 MAX_START_AFTER_MS = 60_000
 # Submit this long before the gap ends: the capture server opens the context and page meanwhile
 # (startAfterMs), and a browser held waiting is lost to other hosts only this long.
@@ -117,10 +120,11 @@ class Tracker:
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     endpoint: Any = None
     sent_at: float | None = None
+    posted_mono: float = 0.0  # time.monotonic() of the last POST
     wake: threading.Event = field(default_factory=threading.Event)
 
     def posting(self, endpoint: Any, at: float) -> None:
-        self.endpoint, self.sent_at = endpoint, at
+        self.endpoint, self.sent_at, self.posted_mono = endpoint, at, time.monotonic()
         self.wake.set()
 
 
@@ -182,6 +186,10 @@ def await_seal(tracker: Tracker, answer: Future) -> tuple[dict, float] | None:
             return None
         endpoint = tracker.endpoint
         if endpoint is not None and EXT_SEAL in extensions_of(endpoint):
+            young = POLL_AFTER_S - (time.monotonic() - tracker.posted_mono)
+            if young > 0 and id(endpoint) not in polls:  # a 429 comes back at once: not polled in vain
+                tracker.wake.wait(young)
+                continue
             polled = polls.get(id(endpoint))
             if polled is None:
                 polled = polls[id(endpoint)] = _spawn(endpoint.seal, tracker.key, SEAL_POLL_MS)
