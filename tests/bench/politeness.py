@@ -529,7 +529,7 @@ def _metrics(ctx: Context, label: str, gaps: dict, levels: list[dict], whole: di
                    if r else f"no retry observed; flow logged {len(gaps['retries_logged'])}")
     sb = [x * 1000 for x in gaps["scheduler_boundary"]]
     ctx.metric(f"[{label}] flow-side boundary gap − delay, min", min(sb) if sb else None, "ms",
-               None if baseline else 0, None if baseline else ">=",
+               None if baseline else -START_LEAD_MS, None if baseline else ">=",
                f"median {percentile(sb, 50):.0f} ms, n={len(sb)}" if sb else "")
     ctx.metric(f"[{label}] level-boundary min overshoot", min(b) if b else None, "ms",
                None if baseline else 0, None if baseline else ">=",
