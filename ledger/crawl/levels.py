@@ -266,13 +266,14 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
     return plan, [{"url": p.url, "host": p.host} for p in plan.urls if p.key in landed]
 
 
-async def _level_done(conn: Any, crawl: dict, depth: int, results: list[dict], inserted: list[dict]) -> list[dict]:
+async def _level_done(conn: Any, crawl: dict, depth: int, results: list[dict], inserted: list[dict],
+                      held_up_to: int) -> list[dict]:
     """Record the reported hosts' last captures (``ledger.crawl.hosts``), end this level's host
     leases, and return the next level: pages carried to ``depth + 1`` earlier (hosts leased
     elsewhere, ``ledger.crawl.leases``) first, then ``inserted``."""
     await hosts.record_captures(conn, crawl, results)
     await conn.execute("DELETE FROM host_leases WHERE crawl_id = %s AND depth = %s", (crawl["id"], depth))
-    return await leases.carried_pages(conn, crawl["id"], depth + 1, inserted) + inserted
+    return await leases.carried_pages(conn, crawl["id"], depth + 1, inserted, held_up_to) + inserted
 
 
 async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:
@@ -332,6 +333,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             # 4.–7. per link distance of the reported pages, shallowest first: one group (this
             # depth) unless the level captured pages carried from an earlier level (issue 12)
             sources = await leases.source_depths(conn, crawl_id, depth, hashes)
+            held_up_to = await leases.max_page_id(conn)  # rows above it are this report's
             plan, inserted, discovered, drops = None, [], 0, Counter()
             for src in sorted(set(sources)) or [depth]:
                 group = [r for r, s in zip(results, sources) if s == src]
@@ -366,7 +368,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                 inserted += landed
             # issue 12: the hosts' last captures (shared by every crawl), this level's leases end,
             # and pages carried from hosts leased elsewhere join the next level
-            inserted = await _level_done(conn, crawl, depth, results, inserted)
+            inserted = await _level_done(conn, crawl, depth, results, inserted, held_up_to)
             # 8. counters and closing
             done = not inserted
             reason = plan.stop_reason or ("completed" if done else None)
