@@ -91,11 +91,14 @@ def trap_reason(url: str, key: str | None = None) -> str | None:
     if max(len(url), len(key)) > MAX_URL_LENGTH:
         return URL_TOO_LONG
     path, query = _path_and_query(key)
-    segments = [unquote(s).lower() for s in path.split("/") if s]
+    escaped = "%" in path  # unquote only what has escapes: 100,000 links per level report
+    segments = [unquote(s).lower() if escaped else s.lower() for s in path.split("/") if s]
     # fast exits (most URLs): no segment twice; fewer dots than repeated host names need
     if len(set(segments)) < len(segments) and max(Counter(segments).values()) > MAX_REPEATS:
         return REPEATED_SEGMENT
-    text = unquote(path + query)
+    text = path + query
+    if "%" in text:
+        text = unquote(text)
     if text.count(".") <= MAX_REPEATS:
         return None
     hostnames = Counter(h.lower().rstrip(".") for h in _HOSTNAME.findall(text))
