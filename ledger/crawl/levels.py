@@ -398,7 +398,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             }
             body = orjson.dumps(answer)
             await conn.execute(
-                "INSERT INTO crawl_level_reports (crawl_id, depth, report_sha256, answer) VALUES (%s, %s, %s, %s::jsonb)",
+                "INSERT INTO crawl_level_reports (crawl_id, depth, report_sha256, answer) VALUES (%s, %s, %s, %s::json)",
                 (crawl_id, depth, digest, body.decode()),
             )
     log.info("Crawl level recorded: crawl %s depth %d: %d results, %d captured, next %d%s", crawl_id, depth,

@@ -87,3 +87,25 @@ def test_migrations_keep_existing_rows(create_database):
             "EXPLAIN SELECT url FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = 2"
             " AND state = 'pending' AND id <= 10 ORDER BY id", (crawl,)).fetchall())
         assert "crawl_pages_pending_level_id_idx" in plan and "Sort" not in plan
+
+
+def test_stored_answers_survive_the_json_migration(create_database):
+    url = create_database()
+    before = [m for m in available() if m.version < "102"]
+    answer = '{"next": [{"url": "https://a.test/é", "host": "a.test", "depth": 1}], "stopReason": null}'
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY, name text NOT NULL,"
+                     " applied_at timestamptz NOT NULL DEFAULT now())")
+        for m in before:
+            conn.execute(m.sql)
+            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (m.version, m.name))
+        crawl = conn.execute(_CRAWL, ([X],)).fetchone()[0]
+        conn.execute("INSERT INTO crawl_level_reports (crawl_id, depth, report_sha256, answer)"
+                     " VALUES (%s, 0, %s, %s::jsonb)", (crawl, "0" * 64, answer))
+    assert "102_level_answer_json.sql" in migrate(url)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT answer FROM crawl_level_reports").fetchone()[0] == {
+            "next": [{"url": "https://a.test/é", "host": "a.test", "depth": 1}], "stopReason": None}
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute("INSERT INTO crawl_level_reports (crawl_id, depth, report_sha256, answer)"
+                         " VALUES (%s, 1, %s, '[]')", (crawl, "0" * 64))
