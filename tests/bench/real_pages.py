@@ -42,7 +42,7 @@ GROUPS = {
     "head (server)": ("wait-idle", "check-address", "browser", "open-session"),
     "load": ("load",),
     "settle": ("settle", "dismiss-behaviors"),
-    "formats": ("title-links", "screenshots", "dom-formats"),
+    "formats": ("title-links", "screenshots", "dom-formats", "page-formats"),  # the last two before issue 11's second round
     "seal": ("seal",),
     "WACZ": ("package-wacz",),
     "uploads": ("uploads", "upload-wacz"),
