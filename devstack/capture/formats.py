@@ -2,20 +2,22 @@
 
 Each format is taken from the settled page and handed to :func:`uploads.upload_soon`, so its
 write overlaps the next format (the artifacts keep the order png → webp → html → links → mhtml).
-The title and links come first (their text depends on layout); with ``fullPage`` the two
-screenshots are taken together and the DOM is serialised meanwhile (CDP-only shots, nothing
-injected into the page). A document withheld by a policy gets no page format at all.
+The title and links are extracted first (their text depends on layout) and read while the
+other formats are taken; with ``fullPage`` the two screenshots are taken together and the DOM
+is serialised meanwhile (CDP-only shots, nothing injected into the page). A document withheld
+by a policy gets no page format at all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 from datetime import datetime, timezone
 from typing import Any
 
-from playwright.async_api import Page
+from playwright.async_api import JSHandle, Page
 
 from devstack.capture.recorder import Recorder
 from devstack.capture.state import Ctx, Run, iso
@@ -64,24 +66,41 @@ async def write_formats(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder)
     run.step = "write-formats"
     if withheld:
         return None, document
-    title, links_json, height = await asyncio.wait_for(page.evaluate(TITLE_AND_LINKS_JS, run.formats["links"]),
-                                                       run.op_timeout(ctx.settings.operation_ms))
-    links_at = datetime.now(timezone.utc)
-    if run.formats["links"]:
-        run.links = json.loads(links_json)
-        upload_soon(ctx, run, "links", links_document(run, doc_url, links_json, links_at))
-    run.mark("title-links")
-    if run.req.get("fullPage") and (run.formats["png"] or run.formats["webp"]):
-        # CDP-only shots change nothing in the DOM: the serialisations run meanwhile (the renderer's
-        # main thread serialises while the browser process encodes the images).
-        await together(_full_page_shots(ctx, run, cdp, int(height or 0)), write_dom_formats(ctx, run, page, cdp))
-    else:
-        # Playwright's viewport screenshot injects a style element (caret hiding) while it shoots:
-        # the DOM is serialised after it, not meanwhile.
-        await write_screenshots(ctx, run, page, cdp)
-        await write_dom_formats(ctx, run, page, cdp)
+    op_s = run.op_timeout(ctx.settings.operation_ms)
+    # Extracted in the page now, from the settled layout; the links' text (2 MB on a long page,
+    # 0.2 s through Playwright) is read while the other formats are taken.
+    found = await asyncio.wait_for(page.evaluate_handle(TITLE_AND_LINKS_JS, run.formats["links"]), op_s)
+    try:
+        title, height = await asyncio.wait_for(found.evaluate("r => [r[0], r[2]]"), op_s)
+        links_at = datetime.now(timezone.utc)
+        run.mark("title-links")
+        links = [_write_links(ctx, run, found, doc_url, links_at)] if run.formats["links"] else []
+        if run.req.get("fullPage") and (run.formats["png"] or run.formats["webp"]):
+            # CDP-only shots change nothing in the DOM: the serialisations run meanwhile (the
+            # renderer's main thread serialises while the browser process encodes the images).
+            await together(_full_page_shots(ctx, run, cdp, int(height or 0)), write_dom_formats(ctx, run, page, cdp),
+                           *links)
+        else:
+            # Playwright's viewport screenshot injects a style element (caret hiding) while it
+            # shoots: the DOM is serialised after it, not meanwhile.
+            await together(_shots_then_dom(ctx, run, page, cdp), *links)
+    finally:
+        with contextlib.suppress(Exception):  # a page that is gone holds nothing any more
+            await asyncio.wait_for(found.dispose(), 2)
     run.mark("page-formats")
     return title, document
+
+
+async def _write_links(ctx: Ctx, run: Run, found: JSHandle, doc_url: str, links_at: datetime) -> None:
+    """``.links.json`` and the answer's links from ``found`` (:data:`TITLE_AND_LINKS_JS`' result)."""
+    links_json = await asyncio.wait_for(found.evaluate("r => r[1]"), run.op_timeout(ctx.settings.operation_ms))
+    run.links = json.loads(links_json)
+    upload_soon(ctx, run, "links", links_document(run, doc_url, links_json, links_at))
+
+
+async def _shots_then_dom(ctx: Ctx, run: Run, page: Page, cdp) -> None:
+    await write_screenshots(ctx, run, page, cdp)
+    await write_dom_formats(ctx, run, page, cdp)
 
 
 async def write_screenshots(ctx: Ctx, run: Run, page: Page, cdp) -> None:
