@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 from datetime import datetime, timezone
 from typing import Any
@@ -69,24 +68,22 @@ async def write_formats(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder)
     op_s = run.op_timeout(ctx.settings.operation_ms)
     # Extracted in the page now, from the settled layout; the links' text (2 MB on a long page,
     # 0.2 s through Playwright) is read while the other formats are taken.
+    # (The handle is not disposed: the page is closed after every capture, and a dispose after
+    # a timeout would only delay the answer.)
     found = await asyncio.wait_for(page.evaluate_handle(TITLE_AND_LINKS_JS, run.formats["links"]), op_s)
-    try:
-        title, height = await asyncio.wait_for(found.evaluate("r => [r[0], r[2]]"), op_s)
-        links_at = datetime.now(timezone.utc)
-        run.mark("title-links")
-        links = [_write_links(ctx, run, found, doc_url, links_at)] if run.formats["links"] else []
-        if run.req.get("fullPage") and (run.formats["png"] or run.formats["webp"]):
-            # CDP-only shots change nothing in the DOM: the serialisations run meanwhile (the
-            # renderer's main thread serialises while the browser process encodes the images).
-            await together(_full_page_shots(ctx, run, cdp, int(height or 0)), write_dom_formats(ctx, run, page, cdp),
-                           *links)
-        else:
-            # Playwright's viewport screenshot injects a style element (caret hiding) while it
-            # shoots: the DOM is serialised after it, not meanwhile.
-            await together(_shots_then_dom(ctx, run, page, cdp), *links)
-    finally:
-        with contextlib.suppress(Exception):  # a page that is gone holds nothing any more
-            await asyncio.wait_for(found.dispose(), 2)
+    title, height = await asyncio.wait_for(found.evaluate("r => [r[0], r[2]]"), op_s)
+    links_at = datetime.now(timezone.utc)
+    run.mark("title-links")
+    links = [_write_links(ctx, run, found, doc_url, links_at)] if run.formats["links"] else []
+    if run.req.get("fullPage") and (run.formats["png"] or run.formats["webp"]):
+        # CDP-only shots change nothing in the DOM: the serialisations run meanwhile (the
+        # renderer's main thread serialises while the browser process encodes the images).
+        await together(_full_page_shots(ctx, run, cdp, int(height or 0)), write_dom_formats(ctx, run, page, cdp),
+                       *links)
+    else:
+        # Playwright's viewport screenshot injects a style element (caret hiding) while it
+        # shoots: the DOM is serialised after it, not meanwhile.
+        await together(_shots_then_dom(ctx, run, page, cdp), *links)
     run.mark("page-formats")
     return title, document
 
