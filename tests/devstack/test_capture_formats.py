@@ -37,3 +37,32 @@ def test_full_page_all_formats_in_order(capture_server, test_site, s3_server):
     mhtml = s3_get(s3_server, rep["artifacts"]["mhtml"])
     assert mhtml.startswith(b"From: <Saved by Blink>") and b"Hello capture" in mhtml
     assert s3_get(s3_server, rep["artifacts"]["png"])[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_together_cancels_the_rest_and_raises_the_first_failure_as_it_is():
+    import asyncio
+
+    from devstack.capture.formats import together
+
+    cancelled = []
+
+    async def slow():
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    async def fails():
+        await asyncio.sleep(0.01)
+        raise asyncio.TimeoutError()  # the capture's failure mapping reads this type
+
+    async def main():
+        assert await together(asyncio.sleep(0, "a"), asyncio.sleep(0, "b")) == ["a", "b"]
+        try:
+            await together(slow(), fails())
+        except asyncio.TimeoutError:
+            return cancelled
+        raise AssertionError("no failure raised")
+
+    assert asyncio.run(main()) == [True]
