@@ -41,7 +41,9 @@ def test_document_subresource_and_worker_requests_carry_the_token(capture_server
     assert ua.endswith(" " + suffix()) and "HeadlessChrome" not in ua and re.search(r" Chrome/\d+\.", ua), ua
     assert seen["/worker.js"][0] == ua  # a subresource
     assert seen["/from-worker"][0] == ua  # the worker's own fetch
-    assert hints is None or ("Chromium" in hints and "Headless" not in hints), hints  # Chromium's brands
+    # Client hints left as Chromium's (sent to 127.0.0.1, a potentially trustworthy origin): its
+    # brands, none of them headless, consistent with the Chrome/ token.
+    assert hints is not None and '"Chromium"' in hints and "Headless" not in hints, hints
 
 
 def test_robots_and_pages_carry_the_same_product_token(capture_server, test_site):
