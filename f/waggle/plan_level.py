@@ -8,7 +8,8 @@ reference/scheduler.md §4.1, with RFC 9309 fetch statuses (ARCHITECTURE decisio
 capped Crawl-delay (cases/README C2); a host's delay is never below the ``hostDelayMs`` the
 ledger sends (other crawls on the same host, issue 12). Output ``Plan``::
 
-    {"groups": [{"host", "urls", "delayMs", "initialDelayMs"}],
+    {"groups": [{"host", "urls", "delayMs", "initialDelayMs"}],   # initialDelayMs also covers
+                                                                 # the gap after robots.txt
      "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large",
                   "failureClass": "permanent" | "transient"}],
      "slowed": [{"host", "crawlDelayMs", "delayMs", "capped"}],
@@ -137,6 +138,15 @@ def initial_delay_for(delay_ms: int, last_finished: object, now: float) -> int:
     return max(0, int(round(delay_ms - since_ms)))
 
 
+def robots_gap_ms(delay_ms: int, robots_done: float | None, now: float) -> int:
+    """Gap in ms still owed after this level's robots.txt fetch, which the site feels as a request
+    like any other (Heritrix queues it under the host's politeness too): ``max(0, delay −
+    (now − robots_done))``; 0 when robots.txt was not fetched (``robots_done`` None, epoch s)."""
+    if robots_done is None:
+        return 0
+    return max(0, int(round(delay_ms - (now - robots_done) * 1000.0)))
+
+
 def plan(
     candidates: list[dict],
     per_host_delay_ms: int | None,
@@ -166,10 +176,12 @@ def plan(
     for host, items in by_host.items():
         urls = [str(item["url"]) for item in items]
         outcome: RobotsOutcome | None = None
+        robots_done: float | None = None
         if respect:
             scheme = urlsplit(urls[0]).scheme or "http"
             robots_url = f"{scheme}://{host}/robots.txt"
             outcome = fetch(robots_url)
+            robots_done = now()
             if outcome.state == UNREACHABLE:
                 log(f"[{host}] robots.txt unreachable ({outcome.detail}): all {len(urls)} URL(s) skipped this level")
             elif outcome.rules is not None and outcome.rules.too_large:
@@ -208,7 +220,7 @@ def plan(
                 "host": host,
                 "urls": allowed,
                 "delayMs": delay,
-                "initialDelayMs": initial_delay_for(delay, last, now()),
+                "initialDelayMs": max(initial_delay_for(delay, last, now()), robots_gap_ms(delay, robots_done, now())),
             }
         )
 
