@@ -137,7 +137,8 @@ async def dispatch_level(services: Any, crawl: dict, depth: int, pages: list[dic
         if claim.carried:
             log.info("Hosts leased elsewhere, carried to the next level: crawl %s depth %d: %s", crawl_id, depth,
                      ", ".join(claim.carried[:10]))
-        robots = await robots_cache.cached(pool, crawl_id, claim.leased, settings.robots_cache_ttl_s)
+        # level 0 has no report behind it, so nothing cached: no query on the start's path
+        robots = await robots_cache.cached(pool, crawl_id, claim.leased, settings.robots_cache_ttl_s) if depth else []
         body = webhook_body(claim.crawl, depth, claim.frontier, settings, following=claim.following, robots=robots)
         job_id = await post_level(services.http, settings, body)
     except Exception as exc:  # every failure closes the crawl; unexpected ones are logged in full
