@@ -286,7 +286,8 @@ def scheduler_gaps(run: dict, delay_ms: int, boundary: bool = False) -> list[flo
 
 def gap_analysis(run: dict, delay_ms: int) -> dict:
     """Server-felt gaps per host, classified, with overshoot over the effective delay (s)."""
-    out: dict = {"within": [], "boundary": [], "retry": [], "below": [], "per_host": {}, "head": [], "tail": []}
+    out: dict = {"within": [], "boundary": [], "retry": [], "below": [], "per_host": {}, "head": [], "tail": [],
+                 "robots_requests": {}, "robots_after": []}
     by_url = {p["url"]: p for p in run["pages"] if p["submitted"] is not None and p["finished"] is not None}
     for i, host in enumerate(run["hosts"]):
         eff = max(delay_ms / 1000, CRAWL_DELAY_S if i == SLOW_HOST else 0)
@@ -311,6 +312,14 @@ def gap_analysis(run: dict, delay_ms: int) -> dict:
                 out["below"].append({"host": i, "from": prev.page, "to": nxt.page, "gap_ms": round(gap * 1000, 1),
                                      "delay_ms": eff * 1000, "kind": kind})
         out["per_host"][f"host{i}"] = {"effective_delay_ms": eff * 1000, "captures": len(caps), "gaps": gaps}
+        # robots.txt is a request like any other (docs/internals.md "robots.txt cache"): how many,
+        # and the felt gap from each one to the host's next capture, against the effective delay
+        robots = [h.t for h in host.hits if h.path.split("?", 1)[0] == "/robots.txt"]
+        out["robots_requests"][f"host{i}"] = len(robots)
+        for t in robots:
+            nxt = min((c.first for c in caps if c.first >= t), default=None)
+            if nxt is not None:
+                out["robots_after"].append(nxt - t - eff)
     return out
 
 
@@ -445,6 +454,8 @@ def politeness(ctx: Context, delays: list[int]) -> None:
                                    "capture_tail_ms": summary([_ms(x) for x in gaps["tail"]]),
                                    "flow_retry_log_lines": gaps["retries_logged"],
                                    "below_delay": gaps["below"], "per_host": gaps["per_host"],
+                                   "robots_requests": gaps["robots_requests"],
+                                   "robots_to_capture_overshoot_ms": summary([_ms(x) for x in gaps["robots_after"]]),
                                    "levels": levels, "utilization_whole_crawl": whole}
                     _metrics(ctx, label, gaps, levels, whole, baseline)
             ctx.detail("runs", runs)
@@ -491,6 +502,12 @@ def _metrics(ctx: Context, label: str, gaps: dict, levels: list[dict], whole: di
                    min(r) if r else None, "ms", 0 if r else None, ">=" if r else None,
                    f"median {percentile(r, 50):.0f} ms, n={len(r)}; flow logged {len(gaps['retries_logged'])}"
                    if r else f"no retry observed; flow logged {len(gaps['retries_logged'])}")
+    robots = gaps["robots_requests"]
+    ctx.metric(f"[{label}] robots.txt requests per host, max", max(robots.values(), default=None), "requests",
+               None if baseline else 1, None if baseline else "<=", f"{robots} over {LEVELS} levels")
+    ra = [x * 1000 for x in gaps["robots_after"]]
+    ctx.metric(f"[{label}] robots.txt → next capture, min overshoot", min(ra) if ra else None, "ms",
+               None if baseline else 0, None if baseline else ">=", f"n={len(ra)}")
     sb = [x * 1000 for x in gaps["scheduler_boundary"]]
     ctx.metric(f"[{label}] flow-side boundary gap − delay, min", min(sb) if sb else None, "ms",
                None if baseline else 0, None if baseline else ">=",
