@@ -336,6 +336,8 @@ def level_analysis(run: dict, delay_ms: int) -> list[dict]:
     host_delay = {}
     for i, h in enumerate(run["hosts"]):
         host_delay[f"127.0.0.1:{h.port}"] = max(delay_ms / 1000, CRAWL_DELAY_S if i == SLOW_HOST else 0)
+    robots_at = {f"127.0.0.1:{h.port}": [x.t for x in h.hits if x.path.split("?", 1)[0] == "/robots.txt"]
+                 for h in run["hosts"]}
     levels = []
     depths = sorted({p["depth"] for p in pages})
     servers = len(run["captures"])
@@ -351,10 +353,14 @@ def level_analysis(run: dict, delay_ms: int) -> list[dict]:
 
         def own_wait(h: str) -> float:
             """How long after the level's first submission host h may first submit at all: its
-            gap since its last capture of an earlier level (the cross-level rule) — no schedule
-            can start it sooner, so it belongs in the lower bound."""
+            gap since its last capture of an earlier level (the cross-level rule), or since its
+            robots.txt request of this level (a request like any other) — no schedule can start
+            it sooner, so it belongs in the lower bound."""
             done = [p["finished"] for p in earlier if p["host"] == h]
-            return max(0.0, max(done) + host_delay.get(h, delay_ms / 1000) - first) if done else 0.0
+            gap = host_delay.get(h, delay_ms / 1000)
+            own_first = min(p["submitted"] for p in lv if p["host"] == h)
+            robots = [t for t in robots_at.get(h, []) if max(done, default=float("-inf")) < t < own_first]
+            return max(0.0, max(done + robots) + gap - first) if done or robots else 0.0
 
         chain = {h: sum(d) + (len(d) - 1) * host_delay.get(h, delay_ms / 1000) for h, d in per_host.items()}
         host_bound_no_wait = max(chain.values())
