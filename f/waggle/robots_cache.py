@@ -15,7 +15,7 @@ The body is not the file as served but its normal form (our own and ``*`` groups
 lines only; :class:`f.waggle.robots.RobotsRules` reads it back to the same decisions), so a
 site's 500 KiB of other agents' groups never travels. A body above ``BODY_MAX_CHARS``, a
 file with too many rules, and bodies past ``TOTAL_MAX_CHARS`` in one level are not cached
-(fetched again next level); the ledger refuses larger ones (413).
+(fetched again next level); the ledger refuses larger ones (413: 512 Ki per body, 8 Mi in all).
 
 Fetching (:func:`fetch_all`): the robots.txt request is a request like any other, so it waits
 the host's remaining gap since its last capture; hosts are fetched concurrently (at most
@@ -34,7 +34,9 @@ from f.waggle.robots import ALLOWED, ROBOTS_MAX_BYTES, UNAVAILABLE, UNREACHABLE,
 MAX_AGE_S = 24 * 3600  # RFC 9309 §2.4: a cached copy SHOULD NOT be used for more than 24 hours
 FUTURE_SLACK_S = 300  # a fetchedAt this far ahead of our clock is not trusted
 BODY_MAX_CHARS = ROBOTS_MAX_BYTES  # the ledger's per-entry cap (ledger/crawl/robots_cache.py)
-TOTAL_MAX_CHARS = 8 * 1024 * 1024  # bodies in one level report (the ledger's cap)
+# bodies cached per level: well under the ledger's 8 Mi cap, and small enough for the plan step's
+# result, which Windmill stores with the job (a few KiB per host is usual)
+TOTAL_MAX_CHARS = 2 * 1024 * 1024
 FETCH_WORKERS = 8
 STATES = (ALLOWED, UNAVAILABLE, UNREACHABLE)
 

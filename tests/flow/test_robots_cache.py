@@ -185,3 +185,15 @@ def test_fetch_all_starts_the_earliest_first_and_keeps_job_order():
                     workers=1)
     assert started == ["now", "soon", "late"] and list(out) == ["late", "soon", "now"]
     assert out["late"][1] - now >= 0.3 and out["soon"][1] - now >= 0.1
+
+
+def test_bodies_past_the_levels_budget_are_not_cached_but_smaller_ones_after_them_are():
+    from f.waggle.robots import ALLOWED, RobotsOutcome
+    from f.waggle.robots_cache import TOTAL_MAX_CHARS
+
+    big = RobotsOutcome(ALLOWED, RobotsRules("User-agent: *\nDisallow: /" + "x" * 500_000 + "\n"))
+    small = RobotsOutcome(ALLOWED, RobotsRules("User-agent: *\nDisallow: /x\n"))
+    fetched = {f"big{i}": (big, 1.0) for i in range(5)} | {"small": (small, 1.0)}
+    out = cache_entries(fetched)
+    assert [e["host"] for e in out] == ["big0", "big1", "big2", "big3", "small"]
+    assert sum(len(e["body"]) for e in out) <= TOTAL_MAX_CHARS
