@@ -19,8 +19,8 @@ ledger sends (other crawls on the same host, issue 12). Output ``Plan``::
 
 robots.txt is read once per crawl per host: the ledger sends the outcomes this crawl fetched
 less than its TTL ago (input ``robots``) and only the other hosts' files are fetched —
-concurrently, each no earlier than the host's remaining gap since its last capture
-(docs/internals.md "robots.txt cache").
+concurrently, each no earlier than the host's remaining gap since its last capture (with the
+Crawl-delay of the crawl's expired copy, sent ``stale``) (docs/internals.md "robots.txt cache").
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from f.waggle.common import (
     read_variable,
 )
 from f.waggle.robots import MAX_RULES, UNREACHABLE, RobotsOutcome, fetch_robots
-from f.waggle.robots_cache import cache_entries, fetch_all, from_cache
+from f.waggle.robots_cache import cache_entries, fetch_all, from_cache, stale_crawl_delays
 
 DEFAULT_HOST_PARALLELISM = 4
 # Hosts in flight per BrowserHive endpoint when sleeping hosts would idle browsers (see
@@ -156,14 +156,16 @@ def robots_gap_ms(delay_ms: int, robots_done: float | None, now: float) -> int:
     return max(0, int(round(delay_ms - (now - robots_done) * 1000.0)))
 
 
-def robots_not_before(delay_setting: int, items: list[dict]) -> float:
+def robots_not_before(delay_setting: int, items: list[dict], stale_crawl_delay_s: float | None = None) -> float:
     """Epoch s before which the host's robots.txt must not be fetched: its last capture (any
-    crawl, ``lastFinishedAt``) plus ``max(delay_setting, hostDelayMs)``; 0 when never captured.
-    (The Crawl-delay is in the file not yet read; the first capture waits it after the fetch.)"""
+    crawl, ``lastFinishedAt``) plus ``max(delay_setting, hostDelayMs, the Crawl-delay of the
+    crawl's expired copy (capped) if any)``; 0 when never captured. (The new file's Crawl-delay
+    is not read yet; the first capture waits it after the fetch.)"""
     last = next((parse_iso(i.get("lastFinishedAt")) for i in items if i.get("lastFinishedAt") is not None), None)
     if last is None:
         return 0.0
-    return last + max(delay_setting, shared_delay_ms(items)) / 1000.0
+    delay, _asked, _capped = delay_for(max(delay_setting, shared_delay_ms(items)), stale_crawl_delay_s)
+    return last + delay / 1000.0
 
 
 def read_robots(
@@ -181,11 +183,12 @@ def read_robots(
     the longest wait and the time taken (bounded by the longest gap plus the fetches)."""
     started = now()
     cache = from_cache(cached, started, log)
+    stale = stale_crawl_delays(cached)
     jobs = []
     for host, items in by_host.items():
         if host not in cache:
             scheme = urlsplit(str(items[0]["url"])).scheme or "http"
-            jobs.append((host, f"{scheme}://{host}/robots.txt", robots_not_before(delay_setting, items)))
+            jobs.append((host, f"{scheme}://{host}/robots.txt", robots_not_before(delay_setting, items, stale.get(host))))
     fetched = fetch_all(jobs, fetch, now=now)
     longest = max((max(0.0, nb - started) for _h, _u, nb in jobs), default=0.0)
     waited = sum(1 for _h, _u, nb in jobs if nb > started)

@@ -9,7 +9,8 @@ Cache entry (the wire shape of plan_level's ``robots`` output, the level report'
 field and the flow input ``robots``)::
 
     {"host": str, "fetchedAt": ISO-8601 UTC ms, "state": "allowed" | "unavailable" | "unreachable",
-     "body": str | null}   # body: the groups that apply to us (robots.relevant_groups), only "allowed"
+     "body": str | null,   # body: the groups that apply to us (robots.relevant_groups), only "allowed"
+     "stale": true?}       # flow input only: older than the ledger's TTL, sent for its Crawl-delay
 
 The body is not the file as served but its normal form (our own and ``*`` groups, member
 lines only; :class:`f.waggle.robots.RobotsRules` reads it back to the same decisions), so a
@@ -50,7 +51,7 @@ def from_cache(entries: object, now: float, log: Callable[[str], None] = print) 
     """
     found: dict[str, RobotsOutcome] = {}
     for entry in entries if isinstance(entries, list) else []:
-        if not isinstance(entry, dict) or not isinstance(entry.get("host"), str):
+        if not isinstance(entry, dict) or not isinstance(entry.get("host"), str) or entry.get("stale"):
             continue
         fetched = parse_iso(entry.get("fetchedAt"))
         state, body = entry.get("state"), entry.get("body")
@@ -68,6 +69,21 @@ def from_cache(entries: object, now: float, log: Callable[[str], None] = print) 
     if found:
         log(f"robots.txt of {len(found)} host(s) from this crawl's cache (no request)")
     return found
+
+
+def stale_crawl_delays(entries: object) -> dict[str, float]:
+    """``{host: Crawl-delay s}`` of the ``stale`` allowed entries (copies the ledger holds past
+    its TTL): the robots.txt fetch that replaces one waits that long since the host's last
+    capture, as its captures did (the caller caps it). Malformed entries are left out."""
+    delays: dict[str, float] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if (isinstance(entry, dict) and entry.get("stale") and entry.get("state") == ALLOWED
+                and isinstance(entry.get("host"), str) and isinstance(entry.get("body"), str)
+                and len(entry["body"]) <= BODY_MAX_CHARS):
+            delay = RobotsRules(entry["body"]).crawl_delay_s()
+            if delay:
+                delays[entry["host"]] = delay
+    return delays
 
 
 def cache_entries(fetched: dict[str, tuple[RobotsOutcome, float]]) -> list[dict]:

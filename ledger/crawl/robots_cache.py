@@ -96,21 +96,29 @@ async def record(conn: Any, crawl_id: Any, depth: int, entries: list[dict] | Non
 
 
 _CACHED = """
-SELECT host, fetched_at, state, body FROM crawl_robots
+SELECT host, fetched_at, state, body, fetched_at <= now() - make_interval(secs => %s) AS stale FROM crawl_robots
 WHERE crawl_id = %s AND host = ANY(%s) AND state <> 'unreachable'
-  AND fetched_at > now() - make_interval(secs => %s)
+  AND (fetched_at > now() - make_interval(secs => %s) OR (state = 'allowed' AND body LIKE '%%crawl-delay:%%'))
 ORDER BY host
 """
 
 
 async def cached(pool: Any, crawl_id: Any, hosts: list[str], ttl_s: float) -> list[dict]:
-    """``[{host, fetchedAt, state, body}]`` for the hosts with an outcome younger than
-    ``ttl_s`` (``WAGGLE_ROBOTS_CACHE_TTL_S``; 0 → none); ``unreachable`` is never sent (it is
+    """``[{host, fetchedAt, state, body, stale?}]`` for the level's hosts: each outcome younger
+    than ``ttl_s`` (``WAGGLE_ROBOTS_CACHE_TTL_S``; 0 → none), which the flow uses instead of a
+    fetch; and, marked ``stale: true``, an older one whose rules hold a Crawl-delay (the body's
+    normal form writes ``crawl-delay:``): not used for rules, only so the fetch that replaces it
+    waits that Crawl-delay since the host's last capture. ``unreachable`` is never sent (it is
     transient: the flow fetches again)."""
-    if ttl_s <= 0 or not hosts:
+    if not hosts:
         return []
     async with pool.connection() as conn:
-        cur = await conn.execute(_CACHED, (crawl_id, sorted(set(hosts)), ttl_s))
+        cur = await conn.execute(_CACHED, (ttl_s, crawl_id, sorted(set(hosts)), ttl_s))
         rows = await cur.fetchall()
-    return [{"host": r["host"], "fetchedAt": iso_ms(r["fetched_at"]), "state": r["state"], "body": r["body"]}
-            for r in rows]
+    out = []
+    for r in rows:
+        entry = {"host": r["host"], "fetchedAt": iso_ms(r["fetched_at"]), "state": r["state"], "body": r["body"]}
+        if r["stale"]:
+            entry["stale"] = True
+        out.append(entry)
+    return out

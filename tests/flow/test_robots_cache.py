@@ -197,3 +197,17 @@ def test_bodies_past_the_levels_budget_are_not_cached_but_smaller_ones_after_the
     out = cache_entries(fetched)
     assert [e["host"] for e in out] == ["big0", "big1", "big2", "big3", "small"]
     assert sum(len(e["body"]) for e in out) <= TOTAL_MAX_CHARS
+
+
+def test_an_expired_copy_is_fetched_again_after_its_crawl_delay_since_the_last_capture(site):
+    """The ledger sends a copy past its TTL marked stale: its rules are not used (robots.txt is
+    fetched and the new file decides), but the fetch waits the old Crawl-delay (1 s) since the
+    host's last capture, not only the 100 ms setting."""
+    a = site(robots="User-agent: *\nDisallow: /new\n")
+    last = time.time() - 0.2
+    stale = {"host": a.fake.authority, "fetchedAt": iso_now(time.time() - 7200), "state": "allowed",
+             "body": "user-agent: *\ndisallow: /old\ncrawl-delay: 1\n", "stale": True}
+    result = run([a.cand("/old", last=iso_now(last)), a.cand("/new")], delay=100, robots=[stale])
+    assert len(a.robots_at) == 1 and a.robots_at[0] - last >= 1.0 - 0.002
+    assert result["groups"][0]["urls"] == [f"{a.fake.url}/old"]  # the fetched file's rules
+    assert result["groups"][0]["delayMs"] == 100  # the new file has no Crawl-delay

@@ -43,7 +43,8 @@ async def test_stored_per_host_and_sent_once_per_host_to_the_next_level(settings
         level1 = fake_webhook.bodies(crawl_id)[-1]
     assert level1["depth"] == 1 and len(level1["frontier"]) == 2
     # one entry for the host of both URLs; the host the level did not plan was ignored
-    assert [(e["host"], e["state"], e["body"]) for e in level1["robots"]] == [("a.test", "allowed", BODY)]
+    assert level1["robots"] == [{"host": "a.test", "fetchedAt": level1["robots"][0]["fetchedAt"], "state": "allowed",
+                                 "body": BODY}]  # young: no stale mark
     assert rows(settings.database_url, "SELECT host, state, depth FROM crawl_robots") == [("a.test", "allowed", 0)]
 
 
@@ -59,15 +60,20 @@ async def test_unreachable_is_kept_but_never_sent(settings, s3_server, fake_webh
     assert sent == ([] if state == "unreachable" else ["unavailable"])  # unreachable is transient: fetch again
 
 
-async def test_older_than_the_ttl_is_not_sent(migrated_db_url, ledger_fga, fake_webhook, s3_server):
+@pytest.mark.parametrize("body,sent", [
+    ("user-agent: *\ndisallow: /private\n", None),  # expired: not sent, the flow fetches
+    (BODY, True),  # expired with a Crawl-delay: sent stale, only so the new fetch waits it
+])
+async def test_older_than_the_ttl_is_not_used(migrated_db_url, ledger_fga, fake_webhook, s3_server, body, sent):
     settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, s3_bucket=s3_server.bucket,
                                robots_cache_ttl_s=60)
     async with open_ledger(settings, s3=store_of(s3_server)) as h:
         crawl_id = await start(h, maxDepth=2)
-        r = await post(h, crawl_id, level0([entry(at=iso(-61))]))  # fetched 61 s ago, TTL 60 s
+        r = await post(h, crawl_id, level0([entry(at=iso(-61), body=body)]))  # fetched 61 s ago, TTL 60 s
         assert r.status_code == 200, r.text
         level1 = fake_webhook.bodies(crawl_id)[-1]
-    assert "robots" not in level1 and rows(settings.database_url, "SELECT count(*) FROM crawl_robots") == [(1,)]
+    assert rows(settings.database_url, "SELECT count(*) FROM crawl_robots") == [(1,)]
+    assert [e.get("stale") for e in level1.get("robots", [])] == ([] if sent is None else [True])
 
 
 async def test_ttl_zero_turns_the_cache_off_and_the_ttl_is_at_most_a_day(migrated_db_url, ledger_fga, fake_webhook,
@@ -82,7 +88,7 @@ async def test_ttl_zero_turns_the_cache_off_and_the_ttl_is_at_most_a_day(migrate
                                robots_cache_ttl_s=0)
     async with open_ledger(settings, s3=store_of(s3_server)) as h:
         crawl_id = await start(h, maxDepth=2)
-        assert (await post(h, crawl_id, level0([entry()]))).status_code == 200
+        assert (await post(h, crawl_id, level0([entry(body="user-agent: *\nallow: /\n")]))).status_code == 200
         assert "robots" not in fake_webhook.bodies(crawl_id)[-1]
 
 
