@@ -40,8 +40,8 @@ from protego._protego import (
     _extract_directive,
 )
 
-PRODUCT_TOKEN = "waggle"
-USER_AGENT = "waggle/0.1 (+polite web archiver; robots token: waggle)"
+from f.waggle.useragent import PRODUCT_TOKEN, USER_AGENT  # noqa: F401 — one source with the capture server
+
 ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 §2.5: at least 500 KiB must be parsed
 MAX_RULES = 5000  # distinct Allow/Disallow rules of our groups; above → host skipped (see above)
 ROBOTS_TIMEOUT_S = 10.0
