@@ -27,7 +27,7 @@ import orjson
 from ledger.crawl import frontier, hosts, leases
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
-from ledger.crawl import redirects, shape_store
+from ledger.crawl import redirects, robots_cache, shape_store
 from ledger.crawl.guard import refusal
 from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
 from ledger.crawl.report_links import discovered_links
@@ -326,6 +326,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                 merged = merge_compiled(crawl["scripts"], report["compiled"])
             except CompiledMismatch as exc:
                 raise Refused(exc.status, exc.message, scriptId=exc.script_id) from None
+            await robots_cache.record(conn, crawl_id, depth, report.get("robots"))  # before leases end
 
             # each reported page's stored url_hash (its key's probe chain, exact under a collision)
             hashes = await frontier.stored_hashes(conn, crawl_id, [_url_key(r["url"]) for r in results])
