@@ -9,7 +9,7 @@ import uuid
 from typing import Annotated, ClassVar, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import Required, TypedDict
 
@@ -320,6 +320,8 @@ async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
     background.add_task(dispatch_waiting, services)  # this level's host leases just ended
     if outcome.verify is not None:  # admission after the answer, last (S3 reads: seconds)
         background.add_task(verify_level, services, crawl_id, *outcome.verify)
+    if outcome.body is not None:  # serialized once by record_level (a 90,000-page answer: 7 MB)
+        return Response(outcome.body, status_code=outcome.status, media_type="application/json", background=background)
     return JSONResponse(outcome.answer, status_code=outcome.status, background=background)
 
 
