@@ -87,7 +87,7 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
 
 
 async def start_after(run: Run) -> None:
-    """Extension ``startAfterMs`` (docs/capture-server.md extension 8): the context, page and
+    """Extension ``startAfterMs`` (docs/capture-server.md extension 9): the context, page and
     scripts are ready; the first navigation waits until ``startAfterMs`` ms after the request was
     received (``run.t0``, monotonic), never earlier. The wait counts against the task budget;
     one that would leave < 1 s of it ends the capture as a ``timeout`` at step ``start-after``."""

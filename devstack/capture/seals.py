@@ -1,4 +1,4 @@
-"""Seal wait (waggle extension ``sealWait``, docs/capture-server.md extension 7): which capture
+"""Seal wait (waggle extension ``sealWait``, docs/capture-server.md extension 8): which capture
 carries which ``Waggle-Capture-Key``, and ``GET /captures/seal`` answered as soon as that capture
 has sealed its page's network or ended.
 

@@ -209,7 +209,7 @@ REQUEST = Obj(fields={
         "prefix": Str(required=True, min_len=1), "action": Str(required=True, enum=CT_ACTIONS)})),
     "storageValues": Bool(),
     "artifactSink": Obj(fields={"url": Str(required=True, min_len=1), "token": Str(required=True, min_len=1)}),
-    "startAfterMs": Num(lo=0, hi=60000),  # waggle extension (docs/capture-server.md extension 8)
+    "startAfterMs": Num(lo=0, hi=60000),  # waggle extension (docs/capture-server.md extension 9)
     "loadWait": Obj(fields={
         "minMs": Num(lo=0, hi=60000), "maxMs": Num(lo=0, hi=60000), "quietMs": Num(lo=0, hi=60000),
         "networkConcurrency": Num(lo=0, hi=100)}),

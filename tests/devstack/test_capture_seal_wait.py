@@ -1,5 +1,5 @@
 """Extensions ``sealWait`` and ``startAfterMs`` of our capture server (issue 11, BRIEF contracts
-1–3; docs/capture-server.md extensions 7–8), against the real server, real Chromium and the
+1–3; docs/capture-server.md extensions 8–9), against the real server, real Chromium and the
 loopback test site. Times are the machine-wide monotonic clock the site logs with too; bounds
 are lower bounds of the contract or generous ratios (the machine is loaded)."""
 
