@@ -2,26 +2,29 @@
 
 ``POST /captures``: 415/406 for a ``content-type`` other than exactly ``application/json`` or an
 ``Accept`` without JSON → 400 ``ValidationException`` (nothing started) → 429 ``Busy`` at once when a
-capture is running (no queue) → run the capture and answer 200 ``{taskId, report, manifest}``
-only after the manifest write. ``GET /status``. With ``--faults-endpoint``: ``GET/PUT /faults``
+capture is loading, or two are running (:class:`CaptureGate`; no queue) → run the capture and answer 200 ``{taskId, report, manifest}``
+only after the manifest write. ``GET /status`` (with the waggle ``extensions`` it implements).
+Extensions (docs/capture-server.md): the ``Waggle-Capture-Key`` request header and
+``GET /captures/seal?key=&timeoutMs=`` (``sealWait``), ``startAfterMs`` in the body. With ``--faults-endpoint``: ``GET/PUT /faults``
 reads/sets the fault knobs (tests). Unknown paths → 404 ``UnknownOperationException``. Every
 error carries ``x-amzn-errortype``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
+import time
 from dataclasses import asdict
+from typing import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from devstack.restjson import accepts_json as _accepts_json
 from devstack.restjson import error_response as _error
-from devstack.capture import names
+from devstack.capture import names, seals
 from devstack.capture.browser import BrowserHolder, BrowserUnavailable
 from devstack.capture.capture import Ctx, run_capture
 from devstack.capture.settings import BUILD, ServerSettings
@@ -30,6 +33,41 @@ from devstack.capture.validation import ValidationError, validate_request
 
 log = logging.getLogger("devstack.capture")
 
+# Extensions of the v12 contract this server implements (docs/capture-server.md), listed in
+# GET /status so that a client uses one only where it is advertised.
+EXTENSIONS = ("sinceLastRequestMs", "sealWait", "startAfterMs")
+MAX_ACTIVE = 2  # one capture loading, one finishing (CaptureGate)
+
+
+class CaptureGate:
+    """Which captures may start: one **loading** at a time (from acceptance until its page's
+    network is sealed), and at most :data:`MAX_ACTIVE` accepted and not yet answered — so the
+    next capture loads while the previous one packages its WACZ, uploads and writes its manifest
+    (issue 11; the browser is not used after the seal). Event-loop only: no locking needed."""
+
+    def __init__(self) -> None:
+        self.loading = False
+        self.active = 0
+
+    def busy(self) -> bool:
+        """Whether ``POST /captures`` answers 429 now (also ``GET /status`` ``busy``)."""
+        return self.loading or self.active >= MAX_ACTIVE
+
+    def enter(self) -> Callable[[], None]:
+        """Take the browser; returns the idempotent release called at the seal (or the end)."""
+        self.loading, self.active = True, self.active + 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released, self.loading = True, False
+
+        return release
+
+    def leave(self) -> None:
+        self.active -= 1
+
 
 def create_app(settings: ServerSettings) -> FastAPI:
     """The capture server app; the lifespan launches Chromium (refuses to start without it)."""
@@ -37,7 +75,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     s3 = (S3Sink(settings.s3_endpoint, settings.s3_bucket, settings.s3_access_key, settings.s3_secret_key,
                  settings.s3_region, settings.s3_key_prefix) if settings.s3_endpoint else None)
     ctx = Ctx(settings=settings, browser=holder, s3=s3)
-    lock = asyncio.Lock()
+    gate = CaptureGate()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -57,6 +95,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.post("/captures")
     async def captures(request: Request):
+        received = time.monotonic()  # startAfterMs and the task budget run from here
         if settings.faults.refuse_500:
             return _error(500, "InternalFailure")
         # restJson1 framing of the generated server (contracts.md §A.7, §C.4, §E.12).
@@ -75,27 +114,50 @@ def create_app(settings: ServerSettings) -> FastAPI:
             if s3 is None and not req.get("artifactSink"):
                 raise ValidationError("artifactSink is required: this server has no bucket of its own",
                                       [{"path": "/artifactSink", "message": "Member must not be null"}])
+            key = seals.check_key(request.headers.get(seals.KEY_HEADER))
         except ValidationError as e:
             return _error(400, "ValidationException", e.body())
-        if lock.locked():
+        except seals.SealRequestError as e:
+            return _error(400, "ValidationException", {"message": str(e)})
+        if gate.busy():
             return _error(429, "Busy", {"message": "a capture is already running on this browser"})
-        async with lock:
-            result = await run_capture(ctx, req)
+        release = gate.enter()
+        try:
+            seal = ctx.seals.accept(key) if key else None
+            result = await run_capture(ctx, req, accepted=received, seal=seal, on_sealed=release)
             ctx.captures += 1
             # Already JSON types: FastAPI's jsonable_encoder walk of a dict return took 0.15 s for
             # the 14,000 inline links of a long page.
             return JSONResponse(result)
+        finally:
+            release()
+            gate.leave()
+
+    @app.get("/captures/seal")
+    async def capture_seal(request: Request):
+        """Extension ``sealWait``: wait ≤ ``timeoutMs`` for the capture with ``key`` to seal its
+        page's network (or end); answered while that capture is still packaging."""
+        try:
+            key = seals.check_key(request.query_params.get("key"))
+            if key is None:
+                raise seals.SealRequestError("key is required: the Waggle-Capture-Key of the capture")
+            timeout_ms = seals.check_timeout_ms(request.query_params.get("timeoutMs"))
+        except seals.SealRequestError as e:
+            return _error(400, "ValidationException", {"message": str(e)})
+        return await ctx.seals.wait(key, timeout_ms / 1000)
 
     @app.get("/status")
     async def status():
         out = {
-            "busy": lock.locked(),
+            "busy": gate.busy(),
             "browser": {"url": f"playwright:{settings.chromium}", "connected": holder.connected},
             "build": BUILD,
             "limits": {"maxResponseBytes": settings.max_response_bytes, "maxTaskBytes": settings.max_task_bytes,
                        "maxPendingRequests": settings.max_pending_requests},
             "defaultUrlPolicies": settings.default_url_policies,
             "defaultContentTypePolicies": settings.default_content_type_policies,
+            # Not part of v12: waggle extensions a client may use (docs/capture-server.md).
+            "extensions": list(EXTENSIONS),
         }
         if holder.connected and holder.version:
             out["browser"]["version"] = holder.version

@@ -14,8 +14,9 @@ png → webp → html → links → mhtml (:mod:`.formats`) → package and uplo
 
 What keeps a capture short (issue 8 item 5, issue 11 item 3): page-format uploads run
 concurrently with the next format and with WACZ packaging (the WACZ is uploaded only after all of
-them were written); the page's network is sealed right after the formats and the next context
-is prepared from then on, while the WACZ is packaged (:mod:`.spare`); the browser context is
+them were written); the next context is prepared as soon as this capture opened its own
+(:mod:`.spare`); the page's network is sealed right after the formats, and from then on the next
+capture may start while this one packages (app.py ``CaptureGate``, issue 11); the browser context is
 closed after the response, in the background — each context has its own sealed proxy, so the
 next capture does not wait for that teardown (:meth:`Ctx.wait_idle`).
 """
@@ -27,7 +28,7 @@ import logging
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import anyio.to_thread
@@ -44,7 +45,9 @@ from devstack.capture.package import write_file_capture, write_wacz
 from devstack.capture.policies import Policies
 from devstack.capture.proxy import checked_addresses
 from devstack.capture.recorder import Recorder
-from devstack.capture.session import Session, open_session, refuse_popups, seal, seal_network, teardown_soon
+from devstack.capture.seals import Seal
+from devstack.capture.session import (Session, open_session, prepare_soon, refuse_popups, seal, seal_network,
+                                      teardown_soon)
 from devstack.capture.settings import ServerSettings
 from devstack.capture.sink import HttpSink, S3Sink
 from devstack.capture.state import BudgetExhausted, CaptureFailure, Ctx, Run, iso
@@ -56,16 +59,31 @@ log = logging.getLogger("devstack.capture")
 __all__ = ["Ctx", "Run", "run_capture", "CaptureFailure", "BudgetExhausted", "RUNTIME_JS"]
 
 
-async def run_capture(ctx: Ctx, req: dict[str, Any]) -> dict[str, Any]:
+async def run_capture(ctx: Ctx, req: dict[str, Any], *, accepted: float | None = None,
+                      seal: Seal | None = None, on_sealed: Callable[[], None] | None = None) -> dict[str, Any]:
     """Run one capture; returns the ``CaptureResponse`` body (always, never raises).
 
+    ``accepted``: monotonic seconds when the request was received (budget and ``startAfterMs``
+    run from it; default now). ``seal``: the seal of the request's ``Waggle-Capture-Key``
+    (extension ``sealWait``), signalled when the network is sealed and again when the capture
+    ends; ``on_sealed`` is called once at the first of the two (the browser is free then).
     Leaves background work in ``ctx`` (context teardown, next spare); the next call waits only
     for what it must (:meth:`Ctx.wait_idle`), and that wait counts against its task budget, so a
     hung teardown cannot push the answer past the caller's deadline. The answer carries
     ``sinceLastRequestMs`` (docs/capture-server.md) when the page made a request."""
-    accepted = time.monotonic()
+    accepted = time.monotonic() if accepted is None else accepted
     await ctx.wait_idle()
     run = _new_run(ctx, req, accepted)
+    if seal is not None:
+        seal.run, run.seal_signal = run, seal.event
+    run.on_sealed = on_sealed
+    try:
+        return await _capture_and_answer(ctx, run, req)
+    finally:
+        run.signal_sealed()  # ended in any way: a seal wait answers (sinceLastRequestMs may be null)
+
+
+async def _capture_and_answer(ctx: Ctx, run: Run, req: dict[str, Any]) -> dict[str, Any]:
     run.mark("wait-idle")
     report: dict[str, Any] = {"taskId": run.task_id}
     if req.get("correlationId") is not None:
@@ -234,6 +252,8 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         )
         run.proxy = sess.proxy
         run.mark("open-session")
+        if not sess.shared:
+            prepare_soon(ctx)  # the next capture's context, ready by this one's seal (issue 11)
         assert sess.page is not None
         windows = refuse_popups(sess.page)
         loaded = await load_pages(ctx, run, sess.page, sess.cdp, recorder, dprs, viewport)

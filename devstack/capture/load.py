@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
     delay = (req.get("operationDelayMs") or 0) / 1000
     out = Loaded(limits={**s.settle, **(req.get("loadWait") or {})})
     behaviors = req.get("behaviors") or []
+    await start_after(run)
     run.step = "load-pages"
     for i, dpr in enumerate(dprs):
         if i > 0:
@@ -82,6 +84,20 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
             await settle(run, recorder, {**out.limits, "minMs": 0}, dpr)
         run.mark("dismiss-behaviors")
     return out
+
+
+async def start_after(run: Run) -> None:
+    """Extension ``startAfterMs`` (docs/capture-server.md extension 9): the context, page and
+    scripts are ready; the first navigation waits until ``startAfterMs`` ms after the request was
+    received (``run.t0``, monotonic), never earlier. The wait counts against the task budget;
+    one that would leave < 1 s of it ends the capture as a ``timeout`` at step ``start-after``."""
+    run.step = "start-after"
+    wait = run.t0 + (run.req.get("startAfterMs") or 0) / 1000 - time.monotonic()
+    if wait > 0:
+        if wait > run.remaining_s() - 1.0:
+            raise BudgetExhausted()
+        await asyncio.sleep(wait)
+    run.mark("start-after")
 
 
 async def _navigate(ctx: Ctx, run: Run, page: Page) -> Response | None:

@@ -4,9 +4,9 @@ gate, recorder), seal it before the answer, tear it down after the answer.
 Sealing (:func:`seal_network`, as soon as the page formats are taken, and :func:`seal` before
 the answer) stops the recorder and closes the context's own proxy, so nothing reaches a site
 after the capture ended, and notes when the page's last request ended (``sinceLastRequestMs``).
-Closing the context and its proxy (:func:`teardown_soon`) and preparing spares
-(:func:`prepare_soon`) run after the answer, in the background (``Ctx.teardowns``,
-``Ctx.preparing``).
+Closing the context and its proxy (:func:`teardown_soon`) runs after the answer, and preparing
+the next capture's spare context (:func:`prepare_soon`) from when this capture opened its own,
+both in the background (``Ctx.teardowns``, ``Ctx.preparing``).
 """
 
 from __future__ import annotations
@@ -137,6 +137,7 @@ async def seal_network(ctx: Ctx, run: Run, recorder: Recorder, timeout_s: float 
             await run.proxy.end_capture()
         run.network_sealed = True
         run.last_request_end = last_request_end(recorder, run.proxy)
+        run.signal_sealed()  # the seal wait may answer now (no request leaves after this)
 
 
 def last_request_end(recorder: Recorder, proxy: GuardedProxy | None) -> float | None:
@@ -171,8 +172,9 @@ def teardown_soon(ctx: Ctx, sess: Session) -> None:
 
 def prepare_soon(ctx: Ctx) -> None:
     """Start measuring the browser's memory and preparing spare contexts (unless that is under
-    way, or the browser is due for recycling: the next capture relaunches it first). Started
-    after the answer, not during the capture's tail, so that it does not compete with packaging."""
+    way, or the browser is due for recycling: the next capture relaunches it first). Started as
+    soon as a capture has taken its context (the next capture may arrive at this one's seal, while
+    it packages: issue 11) and again after its teardown (a no-op when the spare is ready)."""
     if ctx.preparing is None or ctx.preparing.done():
         ctx.preparing = asyncio.ensure_future(_prepare(ctx))
 

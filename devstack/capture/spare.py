@@ -3,7 +3,7 @@
 Opening a context costs three Chromium round trips — the context, its page (a new renderer
 process: 0.3–2 s on a loaded 2-core machine) and a CDP session — that a capture would otherwise
 wait for between the request and the site's first request. :class:`Spare` opens them ahead of
-time (from the moment the previous capture's network is sealed) with the server's default
+time (from when the previous capture opened its own context) with the server's default
 viewport and device pixel ratio. A capture takes it only when its own viewport and last device pixel ratio match
 and it belongs to the current, connected browser; otherwise the spare is closed and the capture
 opens its own. A spare has never navigated (its page shows ``about:blank``, no network), so

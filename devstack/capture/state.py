@@ -15,6 +15,7 @@ from playwright.async_api import BrowserContext
 from devstack.capture.browser import BrowserHolder
 from devstack.capture.policies import Policies
 from devstack.capture.proxy import GuardedProxy
+from devstack.capture.seals import SealBoard
 from devstack.capture.settings import ServerSettings
 from devstack.capture.sink import HttpSink, S3Sink
 from devstack.capture.spare import Spare
@@ -59,6 +60,7 @@ class Ctx:
     teardown_blocks: bool = False  # the last teardown was a shared session's: wait for it
     preparing: asyncio.Task | None = None
     last_phases_ms: dict[str, int] = field(default_factory=dict)  # of the last capture (observability)
+    seals: SealBoard = field(default_factory=SealBoard)  # Waggle-Capture-Key → seal (extension sealWait)
 
     async def wait_idle(self, timeout_s: float = 30.0) -> None:
         """Before a capture: wait (bounded, seconds) for the teardowns that must end first."""
@@ -112,6 +114,17 @@ class Run:
     last_request_end: float | None = None  # monotonic seconds; set when the network is sealed
     files: Any = None  # the .files.FileTaker reading a main document that is a file
     final_url: str | None = None  # where the main document ended, when the capture stopped early
+    seal_signal: asyncio.Event | None = None  # set once the network is sealed or the capture ended (sealWait)
+    on_sealed: Any = None  # called once then: the browser is free for the next capture (app.py)
+
+    def signal_sealed(self) -> None:
+        """The page's network is sealed (or the capture ended): wake the seal waits of this
+        capture's key (extension ``sealWait``) and free the browser for the next capture; idempotent."""
+        if self.seal_signal is not None:
+            self.seal_signal.set()
+        if self.on_sealed is not None:
+            callback, self.on_sealed = self.on_sealed, None
+            callback()
 
     def mark(self, phase: str) -> None:
         """Note that ``phase`` just ended (per-phase timers, :meth:`phases_ms`)."""

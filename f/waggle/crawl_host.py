@@ -2,7 +2,7 @@
 # requires-python = ">=3.11"
 # dependencies = ["httpx==0.28.1", "wmill==1.850.0"]
 # ///
-"""crawl_host: capture one host's URLs one at a time, the host's gap running from the page's last request.
+"""crawl_host: capture one host's URLs one after the other, the host's gap running from the page's last request.
 
 reference/scheduler.md §4.3 (the politeness core) on BrowserHive v12 (contracts.md §A):
 
@@ -33,6 +33,14 @@ answer — sent after the whole task and its manifest write — is the one momen
 it. All times come from :func:`clock` (epoch seconds read off the monotonic clock). The ledger
 stores ``gapFrom`` and hands it back as the next level's ``lastFinishedAt``.
 
+Pipelining and settle (issue 11, docs/internals.md): endpoints are asked once per job what
+extensions they advertise (``GET /status``). Where one advertises ``sealWait``, the next capture
+is submitted when the previous one's page network is sealed — while it still packages — with
+``startAfterMs`` holding its navigation until the gap has passed (:mod:`f.waggle.pipeline`: at most
+two captures of a host in flight, ``gapFrom`` from the seal answer); otherwise the loop below, each
+capture after the previous answer. Every request carries a ``loadWait`` whose quiet window fits
+the host's gap (:func:`f.waggle.pipeline.settle_for_gap`; none for a gap ≥ 1.2 s).
+
 Hosts may outnumber browsers (plan_level ``parallelism_for``, when sleeping hosts would
 otherwise idle them): a host that finds every endpoint busy goes round again after 0.5–1.5 s — faster for a host with a long gap
 (:func:`busy_window`), so the level's slowest host wins the next free browser — which only
@@ -46,11 +54,12 @@ import random
 import ssl
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 import httpx
 
+from f.waggle import pipeline
 from f.waggle.progress import poster as progress_poster
 from f.waggle.common import VAR_ENDPOINTS, VAR_TLS_CA, iso_now, one_line, read_variable
 from f.waggle.failures import TRANSIENT, classify_report, refusal_class
@@ -118,12 +127,18 @@ class HttpEndpoint:
     and :class:`EndpointUnreachable` when no connection could be made.
     """
 
-    def __init__(self, target: str, client: httpx.Client, deadline_s: float = CAPTURE_DEADLINE_S) -> None:
+    def __init__(self, target: str, client: httpx.Client, deadline_s: float = CAPTURE_DEADLINE_S,
+                 extensions: frozenset[str] = frozenset()) -> None:
         self.target = target
         self._client = client
         self._deadline_s = deadline_s
+        self.extensions = extensions  # what GET /status advertised (f.waggle.pipeline); none = plain v12
 
-    def capture(self, request: dict) -> Answer:
+    def seal(self, key: str, timeout_ms: int) -> tuple[dict, float] | None:
+        """Extension ``sealWait``: one long-poll (:func:`f.waggle.pipeline.poll_seal`)."""
+        return pipeline.poll_seal(self._client, self.target, key, timeout_ms, clock)
+
+    def capture(self, request: dict, headers: dict | None = None) -> Answer:
         started = time.monotonic()
         timeout = httpx.Timeout(self._deadline_s, connect=min(10.0, self._deadline_s))
         try:
@@ -131,7 +146,7 @@ class HttpEndpoint:
                 "POST",
                 f"{self.target}/captures",
                 content=json.dumps(request).encode(),
-                headers={"content-type": "application/json"},
+                headers={"content-type": "application/json", **(headers or {})},
                 timeout=timeout,
             ) as response:
                 chunks = []
@@ -209,8 +224,10 @@ def capture_request(
     signing: bool,
     scripts: Sequence[dict] | None,
     artifact_sink: dict | None,
+    load_wait: dict | None = None,
 ) -> dict:
-    """The ``POST /captures`` body (reference/scheduler.md §4.3): six formats as given, scripts split by phase."""
+    """The ``POST /captures`` body (reference/scheduler.md §4.3): six formats as given, scripts
+    split by phase; ``load_wait`` (v12 ``loadWait``, :func:`f.waggle.pipeline.settle_for_gap`) when given."""
     request: dict = {
         "url": url,
         "labels": [],
@@ -226,6 +243,8 @@ def capture_request(
         request["preload"] = preload
     if artifact_sink:
         request["artifactSink"] = artifact_sink
+    if load_wait:
+        request["loadWait"] = dict(load_wait)
     return request
 
 
@@ -332,9 +351,11 @@ class Outcome:
     retryable: bool = False
 
 
-def _failed(url: str, submitted: float, finished: float, reason: str, failure_class: str) -> dict:
+def _failed(url: str, submitted: float, finished: float, reason: str, failure_class: str,
+            gap_from: float | None = None) -> dict:
     return {"url": url, "status": "failed", "submittedAt": iso_now(submitted), "finishedAt": iso_now(finished),
-            "gapFrom": iso_now(finished), "skipReason": one_line(reason), "failureClass": failure_class}
+            "gapFrom": iso_now(finished if gap_from is None else gap_from), "skipReason": one_line(reason),
+            "failureClass": failure_class}
 
 
 def _manifest_fields(body: dict) -> dict:
@@ -452,12 +473,21 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
     return Outcome(result, status, gap_from, retryable=failure_class == TRANSIENT)
 
 
-def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, crawl_id: str,
-                 sleep: Callable[[float], None], busy_jitter_ms: tuple[float, float],
-                 log: Callable[[str], None], now: Callable[[], float],
-                 links_per_page: int = LINKS_PER_PAGE) -> Outcome:
-    """One submission (after any busy rounds) and its outcome; raises :class:`ServerUnavailable`."""
-    url = request["url"]
+@dataclass
+class Raw:
+    """One submission before judging: the answer or the exception that ended it, when the
+    answered submission went out (``sent``) and when it ended (``received``), epoch s."""
+
+    url: str
+    answer: Answer | None
+    error: Exception | None
+    sent: float
+    received: float
+
+
+def submit_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, sleep: Callable[[float], None],
+                busy_jitter_ms: tuple[float, float], log: Callable[[str], None], now: Callable[[], float]) -> Raw:
+    """One submission (after any busy rounds); raises :class:`ServerUnavailable` only."""
     # submittedAt is politeness evidence (scheduler.md §5): when the submission that got an
     # answer went out, not when busy rounds began (hosts outnumber browsers, plan_level).
     sent: list[float] = []
@@ -468,17 +498,41 @@ def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, cr
         raise
     except Exception as exc:  # noqa: BLE001 - a deadline (or anything else) fails this page only
         received = now()
-        reason = str(exc) or type(exc).__name__
-        if isinstance(exc, TimeoutError) and "deadline" not in reason:
+        return Raw(request["url"], None, exc, sent[-1] if sent else received, received)
+    return Raw(request["url"], answer, None, sent[-1], now())
+
+
+def outcome_of(raw: Raw, crawl_id: str, log: Callable[[str], None], links_per_page: int = LINKS_PER_PAGE,
+               gap_from: float | None = None) -> Outcome:
+    """The :class:`Outcome` of one submission. ``gap_from``: where the seal put the gap (epoch s,
+    clamped to [sent, received]); None → from the answer (:func:`gap_start`), or its arrival."""
+    if gap_from is not None:
+        gap_from = min(raw.received, max(raw.sent, gap_from))
+    if raw.error is not None:
+        reason = str(raw.error) or type(raw.error).__name__
+        if isinstance(raw.error, TimeoutError) and "deadline" not in reason:
             reason = f"deadline passed: {reason}"
-        return Outcome(_failed(url, sent[-1] if sent else received, received, reason, TRANSIENT), None, received)
-    received = now()
+        result = _failed(raw.url, raw.sent, raw.received, reason, TRANSIENT, gap_from)
+        return Outcome(result, None, raw.received if gap_from is None else gap_from)
+    answer = raw.answer
+    assert answer is not None
     if answer.status != 200:
         # a refusal is never retried (scheduler.md §4.3), whatever its class
-        return Outcome(_failed(url, sent[-1], received, describe_refusal(answer), refusal_class(answer.status)),
-                       None, received)
-    gap_from = gap_start(answer.body, sent[-1], received)
-    return judge_answer(url, crawl_id, answer.body, (sent[-1], received, gap_from), log, links_per_page)
+        result = _failed(raw.url, raw.sent, raw.received, describe_refusal(answer), refusal_class(answer.status),
+                         gap_from)
+        return Outcome(result, None, raw.received if gap_from is None else gap_from)
+    if gap_from is None:
+        gap_from = gap_start(answer.body, raw.sent, raw.received)
+    return judge_answer(raw.url, crawl_id, answer.body, (raw.sent, raw.received, gap_from), log, links_per_page)
+
+
+def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, crawl_id: str,
+                 sleep: Callable[[float], None], busy_jitter_ms: tuple[float, float],
+                 log: Callable[[str], None], now: Callable[[], float],
+                 links_per_page: int = LINKS_PER_PAGE) -> Outcome:
+    """One submission (after any busy rounds) and its outcome; raises :class:`ServerUnavailable`."""
+    raw = submit_once(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log, now=now)
+    return outcome_of(raw, crawl_id, log, links_per_page)
 
 
 def capture_one(
@@ -573,10 +627,13 @@ def capture_host(
     on_page: Callable[..., None] | None = None,
     links_per_page: int = LINKS_PER_PAGE,
 ) -> list[dict]:
-    """Capture ``urls`` of ``host`` sequentially; one PageResult per URL, in order.
+    """Capture ``urls`` of ``host``, one after the other; one PageResult per URL, in order.
 
-    Raises :class:`ServerUnavailable` (aborting the host and so the level) when every
-    endpoint is unreachable for a page. ``sleep``/``now`` are injectable for tests (real timers).
+    Where an endpoint advertises ``sealWait`` the next capture is submitted once the previous
+    one's page network is sealed, while it still packages (:mod:`f.waggle.pipeline`); otherwise
+    each capture waits for the previous answer (a real BrowserHive v12). Raises
+    :class:`ServerUnavailable` (aborting the host and so the level) when every endpoint is
+    unreachable for a page. ``sleep``/``now`` are injectable for tests (real timers).
     ``on_page(url, "started")`` / ``on_page(url, "done", result)`` around each capture (progress
     events, :mod:`f.waggle.progress`); whatever it raises is logged, never fails the page.
     """
@@ -586,27 +643,119 @@ def capture_host(
     def say(text: str) -> None:
         log(f"[{host}] {text}")
 
-    gap = HostGap(max(0, int(delay_ms or 0)), say)
-    results: list[dict] = []
-    if initial_delay_ms and initial_delay_ms > 0:
+    job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink, HostGap(max(0, int(delay_ms or 0)), say),
+                  busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page)
+    initial_s = max(0.0, (initial_delay_ms or 0) / 1000.0)
+    if initial_s > 0:
         say(f"waiting {int(initial_delay_ms)} ms (rest of the gap since this host's last capture)")
-        sleep(initial_delay_ms / 1000.0)
+    if any(pipeline.EXT_SEAL in pipeline.extensions_of(e) for e in endpoints):
+        # the cross-level rest is one more gap of the chain: its first capture may use startAfterMs too
+        first_gap_from = now() + initial_s - job.gap.ms / 1000 if initial_s > 0 else None
+        pipeline.Chain(endpoints, ChainPages(job), now=now, sleep=sleep).run(len(job.urls), first_gap_from)
+        return [r for r in job.results if r is not None]
+    if initial_s > 0:
+        sleep(initial_s)
+    return capture_sequentially(endpoints, job)
+
+
+@dataclass
+class HostJob:
+    """One host's capture job as :func:`capture_host` received it; ``results`` by URL index."""
+
+    urls: list[str]
+    crawl_id: str
+    formats: dict
+    signing: bool
+    scripts: Sequence[dict] | None
+    artifact_sink: dict | None
+    gap: HostGap
+    busy_jitter_ms: tuple[float, float]
+    busy_ref_gap_ms: float
+    say: Callable[[str], None]
+    now: Callable[[], float]
+    sleep: Callable[[float], None]
+    on_page: Callable[..., None] | None
+    links_per_page: int
+    results: list[dict | None] = field(default_factory=list)
+
+    def request(self, index: int) -> dict:
+        """The capture request of page ``index``, its settle bounded by the current gap."""
+        return capture_request(self.urls[index], self.crawl_id, self.formats, self.signing, self.scripts,
+                               self.artifact_sink, pipeline.settle_for_gap(self.gap.ms))
+
+    def busy(self) -> tuple[float, float]:
+        return busy_window(self.busy_jitter_ms, self.gap.ms, self.busy_ref_gap_ms)
+
+    def started(self, index: int) -> None:
+        self.say(f"{index + 1}/{len(self.urls)} {self.urls[index]}")
+        _notify(self.on_page, self.say, self.urls[index], "started")
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.urls)
+
+    def done(self, index: int, result: dict) -> None:
+        self.results[index] = result
+        _notify(self.on_page, self.say, self.urls[index], "done", result)
+
+
+def capture_sequentially(endpoints: Sequence[Endpoint], job: HostJob) -> list[dict]:
+    """Each capture after the previous answer, the gap since its ``gapFrom`` (no extensions)."""
     gap_from: float | None = None
-    for i, url in enumerate(urls):
+    for i in range(len(job.urls)):
         if gap_from is not None:
-            wait = remaining_gap_s(gap.ms, gap_from, now())
+            wait = remaining_gap_s(job.gap.ms, gap_from, job.now())
             if wait > 0:
-                sleep(wait)
-        say(f"{i + 1}/{len(urls)} {url}")
-        _notify(on_page, say, url, "started")
-        request = capture_request(url, crawl_id, formats, signing, scripts, artifact_sink)
-        outcome = capture_one(endpoints, request, i, crawl_id=crawl_id, gap=gap, sleep=sleep,
-                              busy_jitter_ms=busy_window(busy_jitter_ms, gap.ms, busy_ref_gap_ms), log=say, now=now,
-                              links_per_page=links_per_page)
-        results.append(outcome.result)
-        _notify(on_page, say, url, "done", outcome.result)
+                job.sleep(wait)
+        job.started(i)
+        outcome = capture_one(endpoints, job.request(i), i, crawl_id=job.crawl_id, gap=job.gap, sleep=job.sleep,
+                              busy_jitter_ms=job.busy(), log=job.say, now=job.now,
+                              links_per_page=job.links_per_page)
+        job.done(i, outcome.result)
         gap_from = outcome.gap_from
-    return results
+    return [r for r in job.results if r is not None]
+
+
+class ChainPages:
+    """crawl_host's side of :class:`f.waggle.pipeline.Chain` (its ``Pages`` protocol)."""
+
+    def __init__(self, job: HostJob) -> None:
+        self.job = job
+
+    def gap_ms(self) -> int:
+        return self.job.gap.ms
+
+    def started(self, index: int) -> None:
+        self.job.started(index)
+
+    def attempt(self, index: int, attempt: int, endpoints: Sequence[Endpoint], nap: Callable[[float], None]) -> Raw:
+        """In a worker thread: one submission of page ``index``."""
+        return submit_once(endpoints, self.job.request(index), index, sleep=nap, busy_jitter_ms=self.job.busy(),
+                           log=self.job.say, now=self.job.now)
+
+    def seal_gap_from(self, index: int, body: dict, submitted: float, received: float) -> float:
+        """``gapFrom`` from a seal answer (:func:`gap_start`: the same rule and clamp as an answer's)."""
+        self.job.say(f"{index + 1}/{len(self.job.urls)} sealed {int((received - submitted) * 1000)} ms after"
+                     f" submission, {body.get('sinceLastRequestMs')} ms after its last request")
+        return gap_start(body, submitted, received)
+
+    def conclude(self, flight: "pipeline.Flight") -> tuple[float, bool]:
+        """The flight's outcome (its back-off applied); returns (its gapFrom, retry it?)."""
+        raw: Raw = flight.future.result()  # ServerUnavailable propagates: the level fails
+        if flight.tracker.sent_at is not None:
+            raw.sent = max(raw.sent, flight.tracker.sent_at)  # after any wait before the POST
+        job = self.job
+        if flight.gap_from is None and raw.answer is not None and raw.answer.status == 200:
+            job.say(f"{flight.index + 1}/{len(job.urls)} answered before its seal was known: gap from the answer")
+        outcome = outcome_of(raw, job.crawl_id, job.say, job.links_per_page, flight.gap_from)
+        if outcome.doc_status in BACKOFF_STATUSES:
+            job.gap.back_off(outcome.doc_status)
+        retry = outcome.retryable and flight.attempt < MAX_ATTEMPTS
+        if retry:
+            job.say(f"retrying {raw.url} ({outcome.result.get('skipReason', '')[:120]}), "
+                    f"waiting the gap ({job.gap.ms} ms) from the last capture's gapFrom")
+        else:
+            job.done(flight.index, outcome.result)
+        return outcome.gap_from, retry
 
 
 def main(
@@ -630,7 +779,9 @@ def main(
     client = build_client(targets, ca_pem)
     on_page = progress_poster(crawl_id, log=lambda text: print(f"[{host}] {text}"))
     try:
-        endpoints = [HttpEndpoint(t, client) for t in targets]
+        endpoints = [HttpEndpoint(t, client, extensions=pipeline.read_extensions(client, t)) for t in targets]
+        for e in endpoints:
+            print(f"[{host}] {e.target}: extensions {', '.join(sorted(e.extensions)) or 'none (plain v12)'}")
         return capture_host(
             endpoints, host, urls, crawl_id,
             formats=capture_formats, signing=signing, scripts=scripts,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from tests.e2e.test_felt_gaps import DELAY_MS, Logged, LoggedSite, crawl
+from tests.e2e.test_felt_gaps import DELAY_MS, crawl
+from tests.fixtures.logged_site import Logged, LoggedSite
 
 pytestmark = pytest.mark.e2e
 

@@ -1,0 +1,323 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["httpx==0.28.1", "wmill==1.850.0"]
+# ///
+"""Pipelined captures of one host (issue 11; docs/internals.md "Pipelined captures"). A library
+script: ``crawl_host`` supplies the pages (:class:`Pages`), this module the schedule.
+
+Where every endpoint is a plain BrowserHive v12, a host's next capture can start only after the
+previous answer, which comes long after the page's last request (settle, formats, WACZ,
+uploads, manifest). Our capture server advertises extensions in ``GET /status``
+(``extensions``, read once per endpoint per job by :func:`read_extensions`):
+
+* ``sealWait``: a capture submitted with ``Waggle-Capture-Key: K`` can be waited for with
+  ``GET /captures/seal?key=K&timeoutMs=N``, answered once its page's network is sealed (no request
+  to the site after that) with ``sinceLastRequestMs`` — while the capture is still packaging;
+* ``startAfterMs``: the server prepares the capture but navigates no earlier than that many ms
+  after it received the request.
+
+:class:`Chain` then runs the host so: submit A (a worker thread) → wait for A's seal →
+``gapFrom(A)`` = seal received − ``sinceLastRequestMs`` (clamped by crawl_host to [A's submission,
+seal received]) → wait until :data:`START_LEAD_MS` before the gap ends, concluding A meanwhile if
+it answers (its 429/503 back-off or retry then applies first) → submit B to any free endpoint with
+``startAfterMs`` = what is left of the gap (an endpoint without it: after sleeping that) → wait for
+B's seal → A must have answered (at most two captures in flight: one loading, one finishing) → …
+Every capture's navigation starts ≥ the gap after the previous capture's ``gapFrom``; a retry is
+one more link of the same chain. When the seal wait fails (a 404, an error, the answer first)
+the capture's ``gapFrom`` comes from its answer, exactly as without the extension.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol
+
+import httpx
+
+EXT_SINCE = "sinceLastRequestMs"
+EXT_SEAL = "sealWait"
+EXT_START = "startAfterMs"
+KEY_HEADER = "Waggle-Capture-Key"
+STATUS_TIMEOUT_S = 5.0
+SEAL_POLL_MS = 10_000  # one long-poll; polled again while the capture runs
+# A seal wait starts this long after its POST went out: a 429 (answered at once) has moved the
+# submission on by then, and no page seals this fast (it loads and settles ≥ 300 ms first).
+POLL_AFTER_S = 0.1
+MAX_START_AFTER_MS = 60_000
+# Submit this long before the gap ends: the capture server opens the context and page meanwhile
+# (startAfterMs), and a browser held waiting is lost to other hosts only this long.
+START_LEAD_MS = 300
+# Settle follows the delay (BRIEF contract 4): quietMs = minMs = clamp(gap − margin, floor, 1000).
+SETTLE_MARGIN_MS = 200  # the page formats and the seal's hand-over after the quiet window
+SETTLE_FLOOR_MS = 300
+SETTLE_DEFAULT_MS = 1000  # the capture server's default quiet window (and minMs)
+
+
+def settle_for_gap(gap_ms: int) -> dict | None:
+    """The v12 ``loadWait`` for a host with ``gap_ms``: ``{"quietMs": q, "minMs": q}``,
+    ``q = clamp(gap_ms − SETTLE_MARGIN_MS, SETTLE_FLOOR_MS, SETTLE_DEFAULT_MS)``, so the network
+    is sealed about the gap after the page's last request; None (the server's default settle)
+    when the gap leaves room for it (``q`` would be the default). ``maxMs`` is never sent."""
+    quiet = min(SETTLE_DEFAULT_MS, max(SETTLE_FLOOR_MS, int(gap_ms) - SETTLE_MARGIN_MS))
+    if quiet >= SETTLE_DEFAULT_MS:
+        return None
+    return {"quietMs": quiet, "minMs": quiet}
+
+
+def extensions_of(endpoint: object) -> frozenset[str]:
+    """The extensions an endpoint advertised (none for one that was never asked: a test fake)."""
+    value = getattr(endpoint, "extensions", None)
+    return value if isinstance(value, frozenset) else frozenset()
+
+
+def read_extensions(client: httpx.Client, target: str) -> frozenset[str]:
+    """``GET {target}/status`` → its ``extensions`` (strings); empty when absent or on any error
+    (a real BrowserHive v12, or an endpoint down now: it is then used as a plain v12)."""
+    try:
+        r = client.get(f"{target}/status", timeout=STATUS_TIMEOUT_S)
+        listed = r.json().get("extensions") if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return frozenset()
+    return frozenset(x for x in listed if isinstance(x, str)) if isinstance(listed, list) else frozenset()
+
+
+def poll_seal(client: httpx.Client, target: str, key: str, timeout_ms: int,
+              now: Callable[[], float]) -> tuple[dict, float] | None:
+    """One ``GET {target}/captures/seal?key=&timeoutMs=`` → (its body, ``now()`` when it came);
+    None when it failed (not 200, not the contract's body, a transport error or timeout)."""
+    try:
+        r = client.get(f"{target}/captures/seal", params={"key": key, "timeoutMs": timeout_ms},
+                       timeout=httpx.Timeout(timeout_ms / 1000 + 10, connect=10))
+        received = now()
+        body = r.json() if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get("sealed"), bool) or body.get("key") != key:
+        return None
+    return body, received
+
+
+class Endpoint(Protocol):
+    target: str
+
+    def capture(self, request: dict, headers: dict | None = None) -> Any: ...
+
+    def seal(self, key: str, timeout_ms: int) -> tuple[dict, float] | None: ...
+
+
+@dataclass
+class Tracker:
+    """One submission's key and where it is being sent (set by the worker before each POST);
+    ``wake`` is set on every change that the host's loop may be waiting for."""
+
+    key: str = field(default_factory=lambda: uuid.uuid4().hex)
+    endpoint: Any = None
+    sent_at: float | None = None
+    posted_mono: float = 0.0  # time.monotonic() of the last POST
+    wake: threading.Event = field(default_factory=threading.Event)
+
+    def posting(self, endpoint: Any, at: float) -> None:
+        self.endpoint, self.sent_at, self.posted_mono = endpoint, at, time.monotonic()
+        self.wake.set()
+
+
+class Keyed:
+    """An endpoint as one submission uses it: the key header where ``sealWait`` is advertised;
+    ``startAfterMs`` = the rest of the gap where ``startAfterMs`` is, else the rest slept first."""
+
+    def __init__(self, endpoint: Any, tracker: Tracker, start_at: Callable[[], float | None],
+                 now: Callable[[], float], sleep: Callable[[float], None]) -> None:
+        self.endpoint, self.target = endpoint, endpoint.target
+        self._tracker, self._start_at, self._now, self._sleep = tracker, start_at, now, sleep
+
+    def _left_s(self) -> float:
+        at = self._start_at()
+        return 0.0 if at is None else at - self._now()
+
+    def capture(self, request: dict) -> Any:
+        ext = extensions_of(self.endpoint)
+        body = dict(request)
+        if EXT_START in ext:
+            if self._left_s() > MAX_START_AFTER_MS / 1000:
+                self._sleep(self._left_s() - MAX_START_AFTER_MS / 1000)
+            if (left := self._left_s()) > 0:
+                body["startAfterMs"] = min(MAX_START_AFTER_MS, math.ceil(left * 1000))
+        else:
+            while (left := self._left_s()) > 0:
+                self._sleep(left)
+        self._tracker.posting(self.endpoint, self._now())
+        if EXT_SEAL in ext:
+            return self.endpoint.capture(body, headers={KEY_HEADER: self._tracker.key})
+        return self.endpoint.capture(body)
+
+
+def _spawn(fn: Callable[..., Any], *args: Any) -> Future:
+    """``fn(*args)`` in a daemon thread (a seal poll left behind must never hold the job open)."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            future.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True, name="seal-poll").start()
+    return future
+
+
+def await_seal(tracker: Tracker, answer: Future) -> tuple[dict, float] | None:
+    """Wait until the submission's capture sealed: (seal body, received) with ``sealed: true``;
+    None when its answer came first or a seal wait failed (the caller then uses the answer).
+
+    The worker may move to another endpoint (429 Busy): the seal is polled where the POST went
+    last (a poll left on the previous endpoint just times out). ``sealed: false`` = timed out:
+    polled again while the capture runs."""
+    polls: dict[int, Future] = {}
+    while True:
+        tracker.wake.clear()
+        if answer.done():
+            return None
+        endpoint = tracker.endpoint
+        if endpoint is not None and EXT_SEAL in extensions_of(endpoint):
+            young = POLL_AFTER_S - (time.monotonic() - tracker.posted_mono)
+            if young > 0 and id(endpoint) not in polls:  # a 429 comes back at once: not polled in vain
+                tracker.wake.wait(young)
+                continue
+            polled = polls.get(id(endpoint))
+            if polled is None:
+                polled = polls[id(endpoint)] = _spawn(endpoint.seal, tracker.key, SEAL_POLL_MS)
+                polled.add_done_callback(lambda _f: tracker.wake.set())
+            if polled.done():
+                got = polled.result()
+                if got is None:
+                    return None
+                if got[0].get("sealed") is True:
+                    return got
+                del polls[id(endpoint)]
+                continue
+        tracker.wake.wait(1.0)
+
+
+class Nap:
+    """The busy-round sleep of a submission made while the host's previous capture finishes:
+    the first nap ends early when that capture answers (its browser is free then)."""
+
+    def __init__(self, finishing: Future | None, sleep: Callable[[float], None]) -> None:
+        self._finishing, self._sleep = finishing, sleep
+
+    def __call__(self, seconds: float) -> None:
+        finishing, self._finishing = self._finishing, None
+        if finishing is None:
+            self._sleep(seconds)
+        else:
+            wait([finishing], timeout=seconds)
+
+
+@dataclass
+class Flight:
+    """One submitted capture of the host: page ``index``, ``attempt`` (1, 2…), its key and
+    worker, and ``gap_from`` (epoch s) once the seal gave it."""
+
+    index: int
+    attempt: int
+    tracker: Tracker
+    future: Future
+    gap_from: float | None = None
+    concluded: bool = False
+
+
+class Pages(Protocol):
+    """crawl_host's side: what a capture of page ``index`` is and what its outcome means."""
+
+    def started(self, index: int) -> None: ...
+
+    def attempt(self, index: int, attempt: int, endpoints: Sequence[Keyed], nap: Nap) -> Any: ...
+
+    def seal_gap_from(self, index: int, body: dict, submitted: float, received: float) -> float: ...
+
+    def conclude(self, flight: Flight) -> tuple[float, bool]: ...
+
+    def gap_ms(self) -> int: ...
+
+
+class Chain:
+    """The schedule of one host's captures (module doc). ``now``: epoch seconds off the
+    monotonic clock (crawl_host's ``clock``); ``sleep`` for waits with nothing to watch."""
+
+    def __init__(self, endpoints: Sequence[Any], pages: Pages, *, now: Callable[[], float],
+                 sleep: Callable[[float], None] = time.sleep, lead_ms: int = START_LEAD_MS) -> None:
+        self.endpoints, self.pages, self.now, self.sleep, self.lead_s = endpoints, pages, now, sleep, lead_ms / 1000
+
+    def run(self, count: int, gap_from: Optional[float] = None) -> None:
+        """Capture pages ``0..count-1`` (and their retries); outcomes go to ``pages.conclude``.
+        ``gap_from``: when the host's gap runs from before the first capture (None: no wait)."""
+        todo: deque[tuple[int, int]] = deque((i, 1) for i in range(count))
+        finishing: Flight | None = None
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="capture") as pool:
+            while todo or finishing is not None:
+                if not todo:
+                    self._conclude(finishing, todo)
+                    finishing = None
+                    continue
+                if gap_from is not None:
+                    finishing = self._until_lead(gap_from, finishing, todo)
+                index, attempt = todo.popleft()
+                flight = self._submit(pool, index, attempt, gap_from, finishing)
+                gap_from = self._gap_from(flight, todo)
+                if finishing is not None:  # at most two in flight: the older one must be done
+                    self._conclude(finishing, todo)
+                finishing = None if flight.concluded else flight
+
+    def _until_lead(self, gap_from: float, finishing: Flight | None, todo: deque) -> Flight | None:
+        """Wait until the lead before the gap (``gap_from`` + the host's current gap) ends,
+        concluding ``finishing`` if it answers meanwhile (a back-off then lengthens the wait)."""
+        while True:
+            if finishing is not None and finishing.future.done():
+                self._conclude(finishing, todo)
+                finishing = None
+            left = gap_from + self.pages.gap_ms() / 1000 - self.lead_s - self.now()
+            if left <= 0:
+                return finishing
+            if finishing is None:
+                self.sleep(left)
+            else:
+                wait([finishing.future], timeout=left)
+
+    def _submit(self, pool: ThreadPoolExecutor, index: int, attempt: int, gap_from: float | None,
+                finishing: Flight | None) -> Flight:
+        tracker = Tracker()
+
+        def start_at() -> float | None:  # read at each POST: a back-off meanwhile counts
+            return None if gap_from is None else gap_from + self.pages.gap_ms() / 1000
+
+        view = [Keyed(e, tracker, start_at, self.now, self.sleep) for e in self.endpoints]
+        if attempt == 1:
+            self.pages.started(index)
+        nap = Nap(finishing.future if finishing is not None else None, self.sleep)
+        future = pool.submit(self.pages.attempt, index, attempt, view, nap)
+        future.add_done_callback(lambda _f: tracker.wake.set())
+        return Flight(index, attempt, tracker, future)
+
+    def _gap_from(self, flight: Flight, todo: deque) -> float:
+        """The flight's ``gapFrom``: from its seal, or (no seal) from its answer, concluded here."""
+        sealed = await_seal(flight.tracker, flight.future)
+        if sealed is None:
+            return self._conclude(flight, todo)
+        body, received = sealed
+        submitted = flight.tracker.sent_at if flight.tracker.sent_at is not None else received
+        flight.gap_from = self.pages.seal_gap_from(flight.index, body, submitted, received)
+        return flight.gap_from
+
+    def _conclude(self, flight: Flight, todo: deque) -> float:
+        gap_from, retry = self.pages.conclude(flight)
+        flight.concluded = True
+        if retry:
+            todo.appendleft((flight.index, flight.attempt + 1))
+        return gap_from
