@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     wacz_hash_max_bytes: int = Field(64 * 1024 * 1024, ge=0)  # WACZ check: hash listed files up to this total
     max_running_crawls_per_org: int = Field(4, ge=1)  # more running crawls of one organization → 429
     lease_interval_s: float = Field(1.0, gt=0)  # lease loop: waiting levels, expired host leases
+    # robots.txt cache per crawl (docs/internals.md): a host's outcome younger than this is sent to
+    # the next level instead of a fetch; 0 = every level fetches; at most 24 h (RFC 9309 §2.4)
+    robots_cache_ttl_s: int = Field(3600, ge=0, le=86400)
 
     # -- background work -------------------------------------------------------
     drain_interval_s: float = 5.0  # outbox worker period

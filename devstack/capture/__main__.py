@@ -15,6 +15,7 @@ import os
 from devstack.capture.app import create_app
 from devstack.capture.settings import ERROR_TYPES, Faults, ServerSettings
 from devstack.serving import serve
+from ledger.useragent import suffix as waggle_suffix
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, ServerSettings]:
@@ -49,6 +50,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Serve
     ap.add_argument("--fault-refuse-500", action="store_true")
     ap.add_argument("--fault-crash-during-upload", action="store_true")
     ap.add_argument("--faults-endpoint", action="store_true", help="enable GET/PUT /faults (tests only)")
+    ap.add_argument("--user-agent-suffix", default=env("WAGGLE_CAPTURE_USER_AGENT_SUFFIX", waggle_suffix()),
+                    help="appended to Chromium's user agent on every page request (\"\": none); "
+                         "default waggle/<version> (+<info URL>)")
     a = ap.parse_args(argv)
     policies = []
     for spec in a.url_policy:
@@ -64,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Serve
         recycle_every=a.recycle_every, max_rss_mb=a.max_rss_mb, default_url_policies=policies,
         faults=Faults(slow_ms=a.fault_slow_ms, error_type=a.fault_error_type, manifest_fail=a.fault_manifest_fail,
                       refuse_500=a.fault_refuse_500, crash_during_upload=a.fault_crash_during_upload),
-        faults_endpoint=a.faults_endpoint,
+        faults_endpoint=a.faults_endpoint, user_agent_suffix=a.user_agent_suffix,
     )
     if a.settle:
         s.settle.update(json.loads(a.settle))

@@ -82,7 +82,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
         async with lock:
             result = await run_capture(ctx, req)
             ctx.captures += 1
-            return result
+            # Already JSON types: FastAPI's jsonable_encoder walk of a dict return took 0.15 s for
+            # the 14,000 inline links of a long page.
+            return JSONResponse(result)
 
     @app.get("/status")
     async def status():

@@ -94,6 +94,7 @@ class BrowserHolder:
         self.launches = 0
         self.recycles = 0
         self.version: str | None = None
+        self.user_agent: str | None = None  # Chromium's own (Browser.getVersion), read at launch
         self.last_rss_mb: float | None = None  # of this browser, measured after its last capture
         self._lock = asyncio.Lock()
 
@@ -153,9 +154,23 @@ class BrowserHolder:
             self.browser = None
             raise BrowserUnavailable(f"cannot launch {self.executable}: {e}") from e
         self.version = f"Chrome/{self.browser.version}"
+        self.user_agent = await self._user_agent(self.browser)
         self.last_rss_mb = None
         self.captures_since_launch = 0
         self.launches += 1
+
+    async def _user_agent(self, browser: Browser) -> str | None:
+        """Chromium's own user agent string, or None when the browser does not say (its own is
+        used then: a capture never fails for want of the suffix)."""
+        try:
+            cdp = await asyncio.wait_for(browser.new_browser_cdp_session(), self.launch_timeout_s)
+            try:
+                return (await asyncio.wait_for(cdp.send("Browser.getVersion"), self.launch_timeout_s))["userAgent"]
+            finally:
+                await cdp.detach()
+        except Exception:  # noqa: BLE001
+            log.warning("could not read Chromium's user agent; pages get Chromium's own", exc_info=True)
+            return None
 
     async def _close_browser(self) -> None:
         b, self.browser = self.browser, None

@@ -1,7 +1,11 @@
-"""The page formats (contracts.md §B.1 step "write formats"): png → webp → html → links → mhtml.
+"""The page formats (contracts.md §B.1 step "write formats"): png, webp, html, links, mhtml.
 
 Each format is taken from the settled page and handed to :func:`uploads.upload_soon`, so its
-write overlaps the next format. A document withheld by a policy gets no page format at all.
+write overlaps the next format (the artifacts keep the order png → webp → html → links → mhtml).
+The title and links are extracted first (their text depends on layout) and read while the
+other formats are taken; with ``fullPage`` the two screenshots are taken together and the DOM
+is serialised meanwhile (CDP-only shots, nothing injected into the page). A document withheld
+by a policy gets no page format at all.
 """
 
 from __future__ import annotations
@@ -12,16 +16,20 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from playwright.async_api import Page
+from playwright.async_api import JSHandle, Page
 
 from devstack.capture.recorder import Recorder
 from devstack.capture.state import Ctx, Run, iso
 from devstack.capture.uploads import upload_soon
 
 # The title, (when asked) the links and the document's height in one round trip:
-# [document.title, JSON text of the links | null, height in CSS px]. The links travel as one JSON
-# string: Playwright's by-value serialisation of ~14,000 small objects took 2–3 s on the Python
-# docs' contents.html, the string 0.3 s (same result).
+# [document.title, the links as pretty-printed JSON text | null, height in CSS px]. The links
+# travel as one string (Playwright's by-value serialisation of ~14,000 small objects took 2–3 s on
+# the Python docs' contents.html, the string 0.3 s), indented by V8 exactly as json.dumps(indent=2)
+# would: :func:`links_document` splices it into ``.links.json`` as it is (Python's indenting
+# encoder is pure Python, 0.2 s for those links). A text cut at 200 UTF-16 units drops a split
+# surrogate pair's first half, and toWellFormed() replaces any other lone surrogate (U+FFFD), so
+# the text is always valid UTF-8.
 TITLE_AND_LINKS_JS = """(withLinks) => {
   const root = document.documentElement;
   const height = Math.max(root ? root.scrollHeight : 0, document.body ? document.body.scrollHeight : 0);
@@ -31,9 +39,11 @@ TITLE_AND_LINKS_JS = """(withLinks) => {
     const href = a.href;
     if (!/^https?:/i.test(href) || seen.has(href)) continue;
     seen.add(href);
-    out.push({ href, text: (a.innerText || a.textContent || "").trim().slice(0, 200), rel: a.getAttribute("rel") });
+    let text = (a.innerText || a.textContent || "").trim().slice(0, 200);
+    if (/[\\uD800-\\uDBFF]$/.test(text)) text = text.slice(0, -1);
+    out.push({ href, text: text.toWellFormed(), rel: a.getAttribute("rel") });
   }
-  return [document.title, JSON.stringify(out), height];
+  return [document.title, JSON.stringify(out, null, 2), height];
 }"""
 
 # Full-page screenshots stop at this height (CSS px, ≈ 5 screens of 800 px): raster and encoding
@@ -55,35 +65,54 @@ async def write_formats(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder)
     run.step = "write-formats"
     if withheld:
         return None, document
-    title, links_json, height = await asyncio.wait_for(page.evaluate(TITLE_AND_LINKS_JS, run.formats["links"]),
-                                                       run.op_timeout(ctx.settings.operation_ms))
-    links = json.loads(links_json) if links_json is not None else None
+    op_s = run.op_timeout(ctx.settings.operation_ms)
+    # Extracted in the page now, from the settled layout; the links' text (2 MB on a long page,
+    # 0.2 s through Playwright) is read while the other formats are taken.
+    # (The handle is not disposed: the page is closed after every capture, and a dispose after
+    # a timeout would only delay the answer.)
+    found = await asyncio.wait_for(page.evaluate_handle(TITLE_AND_LINKS_JS, run.formats["links"]), op_s)
+    title, height = await asyncio.wait_for(found.evaluate("r => [r[0], r[2]]"), op_s)
     links_at = datetime.now(timezone.utc)
     run.mark("title-links")
-    await write_screenshots(ctx, run, page, cdp, int(height or 0))
-    run.mark("screenshots")
-    await write_dom_formats(ctx, run, page, cdp, doc_url, links, links_at)
-    run.mark("dom-formats")
+    links = [_write_links(ctx, run, found, doc_url, links_at)] if run.formats["links"] else []
+    if run.req.get("fullPage") and (run.formats["png"] or run.formats["webp"]):
+        # CDP-only shots change nothing in the DOM: the serialisations run meanwhile (the
+        # renderer's main thread serialises while the browser process encodes the images).
+        await together(_full_page_shots(ctx, run, cdp, int(height or 0)), write_dom_formats(ctx, run, page, cdp),
+                       *links)
+    else:
+        # Playwright's viewport screenshot injects a style element (caret hiding) while it
+        # shoots: the DOM is serialised after it, not meanwhile.
+        await together(_shots_then_dom(ctx, run, page, cdp), *links)
+    run.mark("page-formats")
     return title, document
 
 
-async def write_screenshots(ctx: Ctx, run: Run, page: Page, cdp, doc_height: int) -> None:
-    """png and webp of the viewport, or with ``fullPage`` of the document from its top down to
-    ``doc_height`` (CSS px) capped at :data:`FULL_PAGE_MAX_CSS_PX` (``run.screenshot`` says so)."""
+async def _write_links(ctx: Ctx, run: Run, found: JSHandle, doc_url: str, links_at: datetime) -> None:
+    """``.links.json`` and the answer's links from ``found`` (:data:`TITLE_AND_LINKS_JS`' result)."""
+    links_json = await asyncio.wait_for(found.evaluate("r => r[1]"), run.op_timeout(ctx.settings.operation_ms))
+    run.links = json.loads(links_json)
+    upload_soon(ctx, run, "links", links_document(run, doc_url, links_json, links_at))
+
+
+async def _shots_then_dom(ctx: Ctx, run: Run, page: Page, cdp) -> None:
+    await write_screenshots(ctx, run, page, cdp)
+    await write_dom_formats(ctx, run, page, cdp)
+
+
+async def write_screenshots(ctx: Ctx, run: Run, page: Page, cdp) -> None:
+    """png and webp of the viewport (full-page shots: :func:`_full_page_shots`)."""
     fmts = run.formats
-    if not (fmts["png"] or fmts["webp"]):
-        return
-    if not run.req.get("fullPage"):
-        if fmts["png"]:
-            png = await page.screenshot(timeout=run.op_timeout(ctx.settings.operation_ms) * 1000)
-            upload_soon(ctx, run, "png", png)
-        if fmts["webp"]:
-            upload_soon(ctx, run, "webp", await _cdp_shot(ctx, run, cdp, "webp"))
-        return
-    await _full_page_shots(ctx, run, cdp, doc_height)
+    if fmts["png"]:
+        png = await page.screenshot(timeout=run.op_timeout(ctx.settings.operation_ms) * 1000)
+        upload_soon(ctx, run, "png", png)
+    if fmts["webp"]:
+        upload_soon(ctx, run, "webp", await _cdp_shot(ctx, run, cdp, "webp"))
 
 
 async def _full_page_shots(ctx: Ctx, run: Run, cdp, doc_height: int) -> None:
+    """png and webp of the document from its top down to ``doc_height`` (CSS px) capped at
+    :data:`FULL_PAGE_MAX_CSS_PX` (``run.screenshot`` says so)."""
     # The viewport is made as tall as the shot for the two captures and put back after: a plain
     # viewport capture of a tall viewport is about twice as fast as captureBeyondViewport.
     viewport = run.req.get("viewport") or ctx.settings.viewport
@@ -96,12 +125,28 @@ async def _full_page_shots(ctx: Ctx, run: Run, cdp, doc_height: int) -> None:
     await asyncio.wait_for(cdp.send("Emulation.setDeviceMetricsOverride", {**metrics, "height": height}),
                            run.op_timeout(ctx.settings.operation_ms))
     try:
-        for fmt in ("png", "webp"):
-            if run.formats[fmt]:
-                upload_soon(ctx, run, fmt, await _cdp_shot(ctx, run, cdp, fmt))
+        # Both asked at once: Chromium encodes them on two threads of its pool (about 30 % less
+        # than one after the other on the docs' long pages).
+        fmts = [f for f in ("png", "webp") if run.formats[f]]
+        shots = await together(*(_cdp_shot(ctx, run, cdp, f) for f in fmts))
+        for fmt, data in zip(fmts, shots):
+            upload_soon(ctx, run, fmt, data)
     finally:
         await asyncio.wait_for(cdp.send("Emulation.setDeviceMetricsOverride", {**metrics, "height": viewport["height"]}),
                                run.op_timeout(ctx.settings.operation_ms))
+
+
+async def together(*aws) -> list:
+    """Await ``aws`` concurrently; their results in order. The first failure cancels the others
+    and is raised as it is (the capture's failure classes read its type)."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def _cdp_shot(ctx: Ctx, run: Run, cdp, fmt: str) -> bytes:
@@ -111,30 +156,30 @@ async def _cdp_shot(ctx: Ctx, run: Run, cdp, fmt: str) -> bytes:
     return base64.b64decode(shot["data"])
 
 
-async def write_dom_formats(ctx: Ctx, run: Run, page: Page, cdp, doc_url: str, links: list | None,
-                            links_at: datetime) -> None:
-    """html (serialised DOM), links (``.links.json``, taken at ``links_at``) and mhtml."""
+async def write_dom_formats(ctx: Ctx, run: Run, page: Page, cdp) -> None:
+    """html (serialised DOM) and mhtml (``Page.captureSnapshot``)."""
     fmts = run.formats
     if fmts["html"]:
         html = await asyncio.wait_for(page.content(), run.op_timeout(ctx.settings.operation_ms))
         upload_soon(ctx, run, "html", html.encode("utf-8"))
-    if fmts["links"]:
-        upload_soon(ctx, run, "links", links_document(run, doc_url, links, links_at))
-        run.links = links
     if fmts["mhtml"]:
         snap = await asyncio.wait_for(cdp.send("Page.captureSnapshot", {"format": "mhtml"}),
                                       run.op_timeout(ctx.settings.operation_ms))
         upload_soon(ctx, run, "mhtml", snap["data"].encode("utf-8"))
 
 
-def links_document(run: Run, doc_url: str, links: list | None, links_at: datetime) -> bytes:
-    """The ``.links.json`` bytes (contracts.md §B.4)."""
+def links_document(run: Run, doc_url: str, links_json: str, links_at: datetime) -> bytes:
+    """The ``.links.json`` bytes (contracts.md §B.4), pretty-printed as ``json.dumps(indent=2,
+    ensure_ascii=False)`` would, with ``links_json`` (a JSON array indented by 2, from
+    :data:`TITLE_AND_LINKS_JS`) spliced in as it is: JSON strings hold no raw newline, so
+    indenting every line by 2 more nests it."""
     doc: dict[str, Any] = {"taskId": run.task_id, "url": run.url, "finalUrl": doc_url, "labels": run.labels}
     if run.req.get("correlationId") is not None:
         doc["correlationId"] = run.req["correlationId"]
     doc["capturedAt"] = iso(links_at)
-    doc["links"] = links
-    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    head = json.dumps(doc, indent=2, ensure_ascii=False)
+    text = head[:-2] + ',\n  "links": ' + links_json.replace("\n", "\n  ") + "\n}\n"
+    return text.encode("utf-8")
 
 
 def document_withheld(run: Run, recorder: Recorder, doc_url: str) -> str | None:

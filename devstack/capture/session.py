@@ -25,6 +25,7 @@ from devstack.capture.proxy import GuardedProxy
 from devstack.capture.recorder import Recorder
 from devstack.capture.spare import Opened, open_context
 from devstack.capture.state import CaptureFailure, Ctx, Run
+from devstack.capture.useragent import page_user_agent
 
 log = logging.getLogger("devstack.capture")
 
@@ -78,7 +79,8 @@ async def _open_page(ctx: Ctx, run: Run, browser: Browser, sess: Session, viewpo
         return
     opened: Opened | None = await ctx.spare.take(browser, viewport, dpr, run.op_timeout(s.operation_ms))
     if opened is None:
-        opened = await open_context(browser, s.allow_private, viewport, dpr, run.op_timeout(s.operation_ms))
+        opened = await open_context(browser, s.allow_private, viewport, dpr, run.op_timeout(s.operation_ms),
+                                    page_user_agent(ctx.browser.user_agent, s.user_agent_suffix))
     sess.context, sess.page, sess.cdp, sess.proxy = opened.context, opened.page, opened.cdp, opened.proxy
     if sess.shared:
         if ctx.shared_proxy is not None:
@@ -199,6 +201,7 @@ async def _prepare(ctx: Ctx) -> None:
     try:
         await anyio.to_thread.run_sync(holder.measure_rss)
         if holder.browser is browser and not holder.due_for_recycling():
-            await ctx.spare.fill(browser, s.allow_private, s.viewport, s.device_pixel_ratios[-1], s.operation_ms / 1000)
+            await ctx.spare.fill(browser, s.allow_private, s.viewport, s.device_pixel_ratios[-1], s.operation_ms / 1000,
+                                 page_user_agent(holder.user_agent, s.user_agent_suffix))
     except Exception:  # noqa: BLE001 — preparation is an optimisation; the next capture opens its own
         log.debug("spare preparation failed", exc_info=True)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from devstack.capture.browser import CHROMIUM
+from ledger.useragent import suffix as waggle_suffix
 
 BUILD = {"version": "12.0.1", "revision": "standin",
          "buildTime": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")}
@@ -77,3 +78,5 @@ class ServerSettings:
     default_content_type_policies: list[dict] = field(default_factory=list)
     faults: Faults = field(default_factory=Faults)
     faults_endpoint: bool = False
+    # Appended to Chromium's user agent on every page request (devstack/capture/useragent.py).
+    user_agent_suffix: str = field(default_factory=waggle_suffix)

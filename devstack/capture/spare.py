@@ -46,17 +46,20 @@ class Opened:
             await self.proxy.close()
 
 
-async def open_context(browser: Browser, allow_private: bool, viewport: dict, dpr: int, timeout_s: float) -> Opened:
+async def open_context(browser: Browser, allow_private: bool, viewport: dict, dpr: int, timeout_s: float,
+                       user_agent: str | None = None) -> Opened:
     """A new context routed through a proxy of its own (sealed until ``proxy.begin_capture``;
     ``allow_private`` as the server's) with ``viewport`` ({width, height} CSS px) and ``dpr``
-    (device scale factor), service workers blocked; each step bounded by ``timeout_s`` seconds.
+    (device scale factor), service workers blocked, ``user_agent`` on every request of its pages
+    and workers (None: Chromium's own); each step bounded by ``timeout_s`` seconds.
     Raises playwright ``Error`` or ``asyncio.TimeoutError`` (context and proxy closed then)."""
     proxy = GuardedProxy(allow_private=allow_private, sealed=True)
     await proxy.start()
     context = None
     try:
         context = await asyncio.wait_for(browser.new_context(
-            proxy={"server": proxy.url}, viewport=viewport, device_scale_factor=dpr, service_workers="block"),
+            proxy={"server": proxy.url}, viewport=viewport, device_scale_factor=dpr, service_workers="block",
+            user_agent=user_agent),
             timeout_s)
         page = await asyncio.wait_for(context.new_page(), timeout_s)
         cdp = await asyncio.wait_for(context.new_cdp_session(page), timeout_s)
@@ -98,7 +101,8 @@ class Spare:
             await opened.close(5)
         return None
 
-    async def fill(self, browser: Browser, allow_private: bool, viewport: dict, dpr: int, timeout_s: float) -> None:
+    async def fill(self, browser: Browser, allow_private: bool, viewport: dict, dpr: int, timeout_s: float,
+                   user_agent: str | None = None) -> None:
         """Prepare spares up to ``size`` unless that is under way (errors stop it: the next
         capture opens its own). Each one is handed out as soon as it is ready."""
         if self._filling is not None and not self._filling.done():
@@ -106,7 +110,7 @@ class Spare:
         self._filling = asyncio.current_task()
         try:
             while len(self._ready) < self.size:
-                self._ready.append(await open_context(browser, allow_private, viewport, dpr, timeout_s))
+                self._ready.append(await open_context(browser, allow_private, viewport, dpr, timeout_s, user_agent))
         except Exception:  # noqa: BLE001 — preparation is an optimisation
             pass
         finally:

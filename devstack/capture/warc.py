@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import zlib
 from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
@@ -28,7 +29,7 @@ from urllib.parse import urlsplit
 from cdxj_indexer.main import CDXJIndexer
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
-from warcio.warcwriter import WARCWriter
+from warcio.warcwriter import GzippingWrapper, WARCWriter
 
 from devstack.capture.recorder import Exchange
 
@@ -48,12 +49,30 @@ class _Sha256Digester:
         return "sha256:" + base64.b32encode(self._h.digest()).decode()
 
 
+class _Gzip6(GzippingWrapper):
+    """warcio's gzip member writer at zlib's default level 6 instead of 9: a 2.5 MB HTML record
+    took 317 ms at 9, 93 ms at 6, for a 0.7 % larger member (Python docs' contents.html)."""
+
+    def __init__(self, out) -> None:
+        self.compressor = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+        self.out = out
+
+
 class Sha256WARCWriter(WARCWriter):
-    """warcio WARCWriter (WARC/1.1, gzip per record) with base32 SHA-256 digests."""
+    """warcio WARCWriter (WARC/1.1, one gzip member per record, level 6) with base32 SHA-256 digests."""
 
     @staticmethod
     def _create_digester():  # type: ignore[override]
         return _Sha256Digester()
+
+    def _write_warc_record(self, out, record):  # type: ignore[override]
+        if not self.gzip:
+            return super()._write_warc_record(out, record)
+        self.gzip = False  # warcio would wrap ``out`` at level 9: the member is ours
+        try:
+            return super()._write_warc_record(_Gzip6(out), record)  # it flushes (ends) the member
+        finally:
+            self.gzip = True
 
 
 def reason_phrase(status: int, given: str = "") -> str:

@@ -8,11 +8,19 @@ reference/scheduler.md §4.1, with RFC 9309 fetch statuses (ARCHITECTURE decisio
 capped Crawl-delay (cases/README C2); a host's delay is never below the ``hostDelayMs`` the
 ledger sends (other crawls on the same host, issue 12). Output ``Plan``::
 
-    {"groups": [{"host", "urls", "delayMs", "initialDelayMs"}],
+    {"groups": [{"host", "urls", "delayMs", "initialDelayMs"}],   # initialDelayMs also covers
+                                                                 # the gap after robots.txt
      "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large",
                   "failureClass": "permanent" | "transient"}],
      "slowed": [{"host", "crawlDelayMs", "delayMs", "capped"}],
+     "robots": [{"host", "fetchedAt", "state", "body"}],   # fetched this level, for the ledger's
+                                                          # cache (f/waggle/robots_cache.py)
      "parallelism": int}
+
+robots.txt is read once per crawl per host: the ledger sends the outcomes this crawl fetched
+less than its TTL ago (input ``robots``) and only the other hosts' files are fetched —
+concurrently, each no earlier than the host's remaining gap since its last capture (with the
+Crawl-delay of the crawl's expired copy, sent ``stale``) (docs/internals.md "robots.txt cache").
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import inspect
 import json
 import time
 from collections.abc import Callable
+from typing import Optional
 from urllib.parse import urlsplit
 
 import httpx
@@ -35,6 +44,7 @@ from f.waggle.common import (
     read_variable,
 )
 from f.waggle.robots import MAX_RULES, UNREACHABLE, RobotsOutcome, fetch_robots
+from f.waggle.robots_cache import cache_entries, fetch_all, from_cache, stale_crawl_delays
 
 DEFAULT_HOST_PARALLELISM = 4
 # Hosts in flight per BrowserHive endpoint when sleeping hosts would idle browsers (see
@@ -137,6 +147,56 @@ def initial_delay_for(delay_ms: int, last_finished: object, now: float) -> int:
     return max(0, int(round(delay_ms - since_ms)))
 
 
+def robots_gap_ms(delay_ms: int, robots_done: float | None, now: float) -> int:
+    """Gap in ms still owed after this level's robots.txt fetch, which the site feels as a request
+    like any other (Heritrix queues it under the host's politeness too): ``max(0, delay −
+    (now − robots_done))``; 0 when robots.txt was not fetched (``robots_done`` None, epoch s)."""
+    if robots_done is None:
+        return 0
+    return max(0, int(round(delay_ms - (now - robots_done) * 1000.0)))
+
+
+def robots_not_before(delay_setting: int, items: list[dict], stale_crawl_delay_s: float | None = None) -> float:
+    """Epoch s before which the host's robots.txt must not be fetched: its last capture (any
+    crawl, ``lastFinishedAt``) plus ``max(delay_setting, hostDelayMs, the Crawl-delay of the
+    crawl's expired copy (capped) if any)``; 0 when never captured. (The new file's Crawl-delay
+    is not read yet; the first capture waits it after the fetch.)"""
+    last = next((parse_iso(i.get("lastFinishedAt")) for i in items if i.get("lastFinishedAt") is not None), None)
+    if last is None:
+        return 0.0
+    delay, _asked, _capped = delay_for(max(delay_setting, shared_delay_ms(items)), stale_crawl_delay_s)
+    return last + delay / 1000.0
+
+
+def read_robots(
+    by_host: dict[str, list[dict]],
+    delay_setting: int,
+    cached: object,
+    *,
+    fetch: Fetcher,
+    now: Callable[[], float],
+    log: Callable[[str], None],
+) -> tuple[dict[str, RobotsOutcome], dict[str, tuple[RobotsOutcome, float]]]:
+    """``(outcome per host, {host: (outcome, fetched epoch s)} of the fetched ones)``: cached
+    outcomes where usable (:func:`f.waggle.robots_cache.from_cache`), the rest fetched
+    concurrently, each after its host's remaining gap (:func:`robots_not_before`). Logs counts,
+    the longest wait and the time taken (bounded by the longest gap plus the fetches)."""
+    started = now()
+    cache = from_cache(cached, started, log)
+    stale = stale_crawl_delays(cached)
+    jobs = []
+    for host, items in by_host.items():
+        if host not in cache:
+            scheme = urlsplit(str(items[0]["url"])).scheme or "http"
+            jobs.append((host, f"{scheme}://{host}/robots.txt", robots_not_before(delay_setting, items, stale.get(host))))
+    fetched = fetch_all(jobs, fetch, now=now)
+    longest = max((max(0.0, nb - started) for _h, _u, nb in jobs), default=0.0)
+    waited = sum(1 for _h, _u, nb in jobs if nb > started)
+    log(f"robots.txt: {len(cache)} host(s) cached, {len(jobs)} fetched ({waited} waited their host's gap,"
+        f" longest {longest * 1000:.0f} ms) in {now() - started:.2f} s")
+    return {**cache, **{h: o for h, (o, _done) in fetched.items()}}, fetched
+
+
 def plan(
     candidates: list[dict],
     per_host_delay_ms: int | None,
@@ -145,13 +205,15 @@ def plan(
     *,
     fetch: Fetcher,
     read_endpoints: Callable[[], str],
+    robots: list[dict] | None = None,
     now: Callable[[], float] = time.time,
     log: Callable[[str], None] = print,
 ) -> dict:
     """Plan one level (algorithm of reference/scheduler.md §4.1; None means "not given").
 
-    ``fetch(robots_url)`` fetches one robots.txt; ``read_endpoints()`` returns the endpoint
-    variable's text and is called only after every host was planned.
+    ``fetch(robots_url)`` fetches one robots.txt (called from several threads at once);
+    ``robots`` = the crawl's cached outcomes (flow input, may be None); ``read_endpoints()``
+    returns the endpoint variable's text and is called only after every host was planned.
     """
     respect = True if respect_robots is None else bool(respect_robots)
     delay_setting = DEFAULT_DELAY_MS if per_host_delay_ms is None else int(per_host_delay_ms)
@@ -160,16 +222,16 @@ def plan(
     for item in candidates or []:
         by_host.setdefault(str(item["host"]), []).append(item)
 
+    outcomes, fetched = (read_robots(by_host, delay_setting, robots, fetch=fetch, now=now, log=log)
+                         if respect else ({}, {}))
     groups: list[dict] = []
     skipped: list[dict] = []
     slowed: list[dict] = []
     for host, items in by_host.items():
         urls = [str(item["url"]) for item in items]
-        outcome: RobotsOutcome | None = None
-        if respect:
-            scheme = urlsplit(urls[0]).scheme or "http"
-            robots_url = f"{scheme}://{host}/robots.txt"
-            outcome = fetch(robots_url)
+        outcome: RobotsOutcome | None = outcomes.get(host)
+        robots_done: float | None = fetched[host][1] if host in fetched else None  # a cached copy: no request
+        if outcome is not None:
             if outcome.state == UNREACHABLE:
                 log(f"[{host}] robots.txt unreachable ({outcome.detail}): all {len(urls)} URL(s) skipped this level")
             elif outcome.rules is not None and outcome.rules.too_large:
@@ -208,7 +270,7 @@ def plan(
                 "host": host,
                 "urls": allowed,
                 "delayMs": delay,
-                "initialDelayMs": initial_delay_for(delay, last, now()),
+                "initialDelayMs": max(initial_delay_for(delay, last, now()), robots_gap_ms(delay, robots_done, now())),
             }
         )
 
@@ -221,14 +283,17 @@ def plan(
         f"plan: {len(groups)} host(s), {n_urls} URL(s), {robots_word}{skip_word},"
         f" parallelism {parallelism} ({endpoints} endpoint(s))"
     )
-    return {"groups": groups, "skipped": skipped, "slowed": slowed, "parallelism": parallelism}
+    return {"groups": groups, "skipped": skipped, "slowed": slowed, "robots": cache_entries(fetched),
+            "parallelism": parallelism}
 
 
 def robots_transport(allow_private: bool) -> httpx.BaseTransport:
-    """The transport robots fetches go through: the private-host guard (issue 7)."""
+    """The transport robots fetches go through: the private-host guard (issue 7). One is shared
+    by the fetching threads and stays open (fetch_robots never closes it), so it keeps no idle
+    connection: each one closes after its answer, as when every fetch closed its own client."""
     from f.waggle.hostguard import guarded_transport
 
-    return guarded_transport(allow_private=allow_private)
+    return guarded_transport(allow_private=allow_private, limits=httpx.Limits(max_keepalive_connections=0))
 
 
 def main(
@@ -236,6 +301,7 @@ def main(
     per_host_delay_ms: int = 2000,
     respect_robots: bool = True,
     host_parallelism: int = 4,
+    robots: Optional[list[dict]] = None,
 ):
     # Literal defaults: Windmill's schema inference cannot read constants. The ledger always
     # sends an explicit delay; its default (ledger.crawl.crawls.DEFAULT_PER_HOST_DELAY_MS) is the
@@ -250,7 +316,8 @@ def main(
     def endpoints() -> str:
         return read_variable(VAR_ENDPOINTS)
 
-    return plan(candidates, per_host_delay_ms, respect_robots, host_parallelism, fetch=fetch, read_endpoints=endpoints)
+    return plan(candidates, per_host_delay_ms, respect_robots, host_parallelism, fetch=fetch, read_endpoints=endpoints,
+                robots=robots)
 
 
 # The flow's fallback when the delay arrives as null: main's literal (one copy in this file).

@@ -5,7 +5,8 @@
 """report_level: report one level's results to the ledger (reference/scheduler.md §4.4).
 
 ``POST {waggle_api_url}/api/crawls/{crawl_id}/pages`` with ``{depth, results, compiled}``;
-``compiled`` trimmed to ``{typescript, hostTypes, scripts: [{id, version, sha256}]}``.
+``compiled`` trimmed to ``{typescript, hostTypes, scripts: [{id, version, sha256}]}``, and
+``robots`` (plan_level's fetched robots.txt outcomes, the crawl's cache; sent only when given).
 Connection failures and 5xx are retried with back-off for a bounded time (the ledger's
 level report is idempotent), so a ledger restart mid-level loses nothing.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Optional
 
 import httpx
 
@@ -54,6 +56,7 @@ def report(
     results: list[dict],
     compiled: dict | None,
     *,
+    robots: list[dict] | None = None,
     client: httpx.Client | None = None,
     retry_budget_s: float = LEDGER_RETRY_BUDGET_S,
     log: Callable[[str], None] = print,
@@ -64,7 +67,10 @@ def report(
     ``retry_budget_s``) and re-raises the transport error when the ledger never answered.
     """
     what = f"POST /api/crawls/{crawl_id}/pages"
-    body = json.dumps({"depth": depth, "results": results or [], "compiled": trim_compiled(compiled)}).encode()
+    doc = {"depth": depth, "results": results or [], "compiled": trim_compiled(compiled)}
+    if robots:
+        doc["robots"] = robots
+    body = json.dumps(doc).encode()
     url = f"{api_url.rstrip('/')}/api/crawls/{crawl_id}/pages"
     headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
     http = client or http_client(api_url, 60.0)
@@ -85,7 +91,7 @@ def report(
     return answer
 
 
-def main(crawl_id: str, depth: int, results: list[dict], compiled: dict):
+def main(crawl_id: str, depth: int, results: list[dict], compiled: dict, robots: Optional[list[dict]] = None):
     api_url = read_variable(VAR_API_URL)
     token = read_variable(VAR_TOKEN)
-    return report(api_url, token, crawl_id, depth, results, compiled)
+    return report(api_url, token, crawl_id, depth, results, compiled, robots=robots)

@@ -40,8 +40,8 @@ from protego._protego import (
     _extract_directive,
 )
 
-PRODUCT_TOKEN = "waggle"
-USER_AGENT = "waggle/0.1 (+polite web archiver; robots token: waggle)"
+from f.waggle.useragent import PRODUCT_TOKEN, USER_AGENT  # noqa: F401 — one source with the capture server
+
 ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 §2.5: at least 500 KiB must be parsed
 MAX_RULES = 5000  # distinct Allow/Disallow rules of our groups; above → host skipped (see above)
 ROBOTS_TIMEOUT_S = 10.0
@@ -143,6 +143,9 @@ class RobotsRules:
         self.rule_count = count_rules(relevant)
         #: True when more than MAX_RULES rules apply to us: nothing but /robots.txt is allowed.
         self.too_large = self.rule_count > MAX_RULES
+        #: the text parsed (:func:`relevant_groups`' normal form; None when too large): what the
+        #: crawl's robots.txt cache stores — RobotsRules(text) decides exactly as this object
+        self.text: str | None = None if self.too_large else relevant
         self._parser = Protego.parse("" if self.too_large else relevant)
         self._group = None if self.too_large else self._choose_group(token.lower())
 
@@ -216,14 +219,16 @@ def fetch_robots(
     """Fetch ``robots_url`` once and classify it per RFC 9309 §2.3.1 (see module doc).
 
     ``transport`` is the httpx transport every hop goes through (the private-host guard's
-    ``guarded_transport()`` in production). Never raises for network trouble: that is
+    ``guarded_transport()`` in production); it stays open (the caller owns it, and plan_level
+    shares one across its fetching threads). Never raises for network trouble: that is
     UNREACHABLE, with ``detail`` saying why.
     """
     deadline = time.monotonic() + timeout_s
     url = robots_url
     headers = {"user-agent": user_agent, "accept": "text/plain, */*;q=0.1"}
     try:
-        with httpx.Client(transport=transport, follow_redirects=False, timeout=timeout_s) as client:
+        borrowed = _Borrowed(transport) if transport is not None else None
+        with httpx.Client(transport=borrowed, follow_redirects=False, timeout=timeout_s) as client:
             for hop in range(ROBOTS_MAX_REDIRECTS + 1):
                 with client.stream("GET", url, headers=headers) as response:
                     status = response.status_code
@@ -257,6 +262,20 @@ def fetch_robots(
 
 class _Deadline(Exception):
     pass
+
+
+class _Borrowed(httpx.BaseTransport):
+    """A caller's transport lent to one client: closing the client leaves it open (httpx closes
+    its transport on exit, which under another thread's request breaks that request)."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        pass
 
 
 def _read_capped(response: httpx.Response, deadline: float) -> tuple[bytes, bool]:

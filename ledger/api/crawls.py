@@ -9,7 +9,7 @@ import uuid
 from typing import Annotated, ClassVar, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import Required, TypedDict
 
@@ -18,6 +18,7 @@ from ledger.api.identity import Identity
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl import pages as pages_store
 from ledger.crawl import progress as progress_store
+from ledger.crawl import robots_cache
 from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
 from ledger.crawl.dispatch import dispatch_level, dispatch_waiting
 from ledger.crawl.errors import Refused
@@ -190,10 +191,27 @@ class Compiled(_Strict):
     scripts: list[CompiledScript]
 
 
+class RobotsEntry(_Strict):
+    """One robots.txt outcome plan_level fetched, for the crawl's cache (docs/internals.md
+    "robots.txt cache"); sizes are capped by ``ledger.crawl.robots_cache.check_sizes`` (413)."""
+
+    walks_text: ClassVar[bool] = False  # LevelReport's walk covers it
+    host: Annotated[str, Field(min_length=1, max_length=300, pattern=r"^[^\s/?#@]+$")]
+    fetchedAt: AwareDatetime
+    state: Literal["allowed", "unavailable", "unreachable"]
+    body: str | None = None
+
+
 class LevelReport(_Strict):
     depth: int = Field(ge=0)
     results: list[PageResult]
     compiled: Compiled
+    robots: list[RobotsEntry] | None = None  # optional (docs/internals.md "robots.txt cache")
+
+    @model_validator(mode="after")
+    def _robots_rules(self) -> "LevelReport":
+        robots_cache.check_entries([e.model_dump() for e in self.robots or []])
+        return self
 
 
 class FailedBody(_Strict):
@@ -292,6 +310,7 @@ async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
     """The level report → 200 ``{next: [{url, host, depth}], stopReason}``; see ledger.crawl.levels."""
     services = request.app.state.services
     check_counts(body.results, services.settings)
+    robots_cache.check_sizes(body.robots, services.settings)
     await _member(request, crawl_id)
     report = body.model_dump(mode="json", exclude_unset=True)
     outcome = await record_level(services, crawl_id, report)
@@ -301,6 +320,8 @@ async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
     background.add_task(dispatch_waiting, services)  # this level's host leases just ended
     if outcome.verify is not None:  # admission after the answer, last (S3 reads: seconds)
         background.add_task(verify_level, services, crawl_id, *outcome.verify)
+    if outcome.body is not None:  # serialized once by record_level (a 90,000-page answer: 7 MB)
+        return Response(outcome.body, status_code=outcome.status, media_type="application/json", background=background)
     return JSONResponse(outcome.answer, status_code=outcome.status, background=background)
 
 

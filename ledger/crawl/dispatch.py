@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from ledger.crawl import robots_cache
 from ledger.crawl.leases import PLANNED_GRACE_S, claim_level, expire_leases, lease_seconds, record_job
 from ledger.crawl.scripts import webhook_item
 from ledger.crawl.times import iso_ms  # noqa: F401 - also imported from here
@@ -38,7 +39,8 @@ def capture_formats(settings: Settings, *, following: bool) -> dict[str, bool]:
 
 
 def webhook_body(
-    crawl: dict, depth: int, frontier: list[dict], settings: Settings, *, following: bool | None = None
+    crawl: dict, depth: int, frontier: list[dict], settings: Settings, *, following: bool | None = None,
+    robots: list[dict] | None = None,
 ) -> dict[str, Any]:
     """The flow arguments for level ``depth`` of ``crawl`` (a ``crawls`` row as a dict).
 
@@ -47,9 +49,11 @@ def webhook_body(
     lastFinishedAt, hostDelayMs?}`` (ISO string or None; ms,
     sent when known — docs/internals.md "Concurrent crawls and host leases"). Keys: ``crawl_id,
     depth, frontier, per_host_delay_ms, host_parallelism, capture_formats, signing, scripts,
-    links_per_page`` (the last beyond upstream: inline links per PageResult, issue 14).
+    links_per_page`` (the last beyond upstream: inline links per PageResult, issue 14), and
+    ``robots`` when ``robots`` is non-empty (the crawl's cached robots.txt outcomes for hosts
+    of the level, ``ledger.crawl.robots_cache.cached``; once per host, not per URL).
     """
-    return {
+    body = {
         "crawl_id": str(crawl["id"]),
         "depth": depth,
         "frontier": [frontier_item(f) for f in frontier],
@@ -61,6 +65,9 @@ def webhook_body(
         "scripts": [webhook_item(s) for s in crawl["scripts"]],
         "links_per_page": settings.report_links_per_page,
     }
+    if robots:
+        body["robots"] = robots
+    return body
 
 
 def frontier_item(page: dict) -> dict[str, Any]:
@@ -130,7 +137,9 @@ async def dispatch_level(services: Any, crawl: dict, depth: int, pages: list[dic
         if claim.carried:
             log.info("Hosts leased elsewhere, carried to the next level: crawl %s depth %d: %s", crawl_id, depth,
                      ", ".join(claim.carried[:10]))
-        body = webhook_body(claim.crawl, depth, claim.frontier, settings, following=claim.following)
+        # level 0 has no report behind it, so nothing cached: no query on the start's path
+        robots = await robots_cache.cached(pool, crawl_id, claim.leased, settings.robots_cache_ttl_s) if depth else []
+        body = webhook_body(claim.crawl, depth, claim.frontier, settings, following=claim.following, robots=robots)
         job_id = await post_level(services.http, settings, body)
     except Exception as exc:  # every failure closes the crawl; unexpected ones are logged in full
         reason = str(exc) if isinstance(exc, DispatchFailed) else f"could not dispatch level {depth}: {type(exc).__name__}"

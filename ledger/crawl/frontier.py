@@ -41,24 +41,24 @@ def probe_hash(key: str, n: int) -> bytes:
 
 async def _insert(conn: Any, crawl_id: Any, depth: int, urls: Sequence[ParsedUrl],
                   hashes: Sequence[bytes]) -> set[tuple[str, bytes]]:
-    async with conn.cursor(row_factory=tuple_row) as cur:
+    async with conn.cursor(row_factory=tuple_row, binary=True) as cur:
         await cur.execute(
             "INSERT INTO crawl_pages (crawl_id, url, url_key, url_hash, depth, host)"
             " SELECT %s, u.url, u.url_key, u.url_hash, %s, u.host"
-            " FROM unnest(%s::text[], %s::text[], %s::bytea[], %s::text[]) WITH ORDINALITY"
+            " FROM unnest(%b::text[], %b::text[], %b::bytea[], %b::text[]) WITH ORDINALITY"
             " AS u(url, url_key, url_hash, host, n)"
             " ORDER BY u.n ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url_key, url_hash",
             (crawl_id, depth, [p.url for p in urls], [p.key for p in urls], list(hashes), [p.host for p in urls]),
         )
-        return {(k, bytes(h)) for k, h in await cur.fetchall()}
+        return set(await cur.fetchall())
 
 
 async def held_keys(conn: Any, crawl_id: Any, hashes: Sequence[bytes]) -> dict[bytes, str]:
     """``{url_hash: url_key}`` of the crawl's rows at ``hashes``."""
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        await cur.execute("SELECT url_hash, url_key FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])",
+    async with conn.cursor(row_factory=tuple_row, binary=True) as cur:
+        await cur.execute("SELECT url_hash, url_key FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%b::bytea[])",
                           (crawl_id, list(hashes)))
-        return {bytes(h): k for h, k in await cur.fetchall()}
+        return dict(await cur.fetchall())
 
 
 async def stored_hashes(conn: Any, crawl_id: Any, keys: Sequence[str | None]) -> list[bytes | None]:
@@ -110,6 +110,6 @@ async def insert_then_screen(conn: Any, crawl: dict, next_depth: int, candidates
     plan = plan_over(new)
     if len(plan.urls) < len(new):
         keep = {p.key for p in plan.urls}
-        await conn.execute("DELETE FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%s::bytea[])",
+        await conn.execute("DELETE FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%b::bytea[])",
                            (crawl["id"], next_depth, [landed[c.key] for c in new if c.key not in keep]))
     return plan, plan.urls

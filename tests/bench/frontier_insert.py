@@ -5,8 +5,10 @@ same database (``CREATE DATABASE … TEMPLATE``). No target: it says which store
 Variants (the SQL the level report would run):
 
 * ``sha256-app-hash (shipped)``: unique ``(crawl_id, url_hash bytea)``, the hash computed by the
-  ledger and inserted (migration 071; exact through the probe chain of ``ledger.crawl.frontier``);
-  ``… no foreign keys``: the same without the two FK triggers (measured, not shipped).
+  ledger and inserted (migration 071; exact through the probe chain of ``ledger.crawl.frontier``),
+  arrays sent and rows read in binary, foreign keys checked per statement (migration 101);
+  ``… text parameters``: the same with the arrays sent as text (before issue 14's second round);
+  ``… row foreign keys``: the same with the two row-by-row foreign keys of 001 put back.
 * ``sha256-unique``: the same index, ``url_hash`` filled in SQL (the trigger of migration 071,
   as the generated column of 001 did); ``INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING``.
 * ``sha256-unique-sorted``: the same rows sent in ``url_hash`` order (index pages touched in order).
@@ -53,8 +55,14 @@ def _links(pages: int, n: int, depth: int) -> list[tuple[str, str]]:
 
 PREP = {
     "sha256-app-hash (shipped)": [],
-    "sha256-app-hash, no foreign keys": ["ALTER TABLE crawl_pages DROP CONSTRAINT crawl_pages_crawl_id_fkey",
-                                         "ALTER TABLE crawl_pages DROP CONSTRAINT crawl_pages_discovered_from_fkey"],
+    "sha256-app-hash, text parameters": [],
+    "sha256-app-hash, row foreign keys": [
+        "DROP TRIGGER crawl_pages_crawl_exists_ins ON crawl_pages",
+        "ALTER TABLE crawl_pages DROP CONSTRAINT crawl_pages_discovered_from_unused",
+        "ALTER TABLE crawl_pages ADD CONSTRAINT crawl_pages_crawl_id_fkey FOREIGN KEY (crawl_id) REFERENCES crawls (id)"
+        " ON DELETE CASCADE",
+        "ALTER TABLE crawl_pages ADD CONSTRAINT crawl_pages_discovered_from_fkey FOREIGN KEY (discovered_from)"
+        " REFERENCES crawl_pages (id)"],
     "sha256-unique": [],
     "sha256-unique-sorted": [],
     "sha256-fillfactor-70": ["ALTER INDEX crawl_pages_crawl_id_url_hash_key SET (fillfactor = 70)",
@@ -87,9 +95,11 @@ def _run(conn: psycopg.Connection, variant: str, crawl_id: str, depth: int, link
         urls, hosts = [urls[i] for i in order], [hosts[i] for i in order]
     if variant.startswith("sha256-app-hash"):
         hashes = [hashlib.sha256(u.encode()).digest() for u in urls]
-        cur = conn.execute(
+        p = "%s" if "text parameters" in variant else "%b"
+        cur = conn.cursor(binary=p == "%b")
+        cur.execute(
             "INSERT INTO crawl_pages (crawl_id, url, url_key, url_hash, depth, host) SELECT %s, u.url, u.url, u.h, %s, u.host"
-            " FROM unnest(%s::text[], %s::bytea[], %s::text[]) AS u(url, h, host)"
+            f" FROM unnest({p}::text[], {p}::bytea[], {p}::text[]) AS u(url, h, host)"
             " ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url_key, url_hash", (crawl_id, depth, urls, hashes, hosts))
         return len(cur.fetchall())
     if variant.startswith("sha256"):

@@ -4,7 +4,8 @@
 * :func:`s3` — the S3 stand-in (``devstack.s3``);
 * :func:`fga` — the OpenFGA stand-in (``devstack.openfga``) with a store holding the waggle model;
 * :func:`webhook` — a fake Windmill run endpoint that answers 201 + a job id;
-* :func:`ledger` — ``waggle serve`` in a subprocess, configured by environment.
+* :func:`ledger` — ``waggle serve`` in a subprocess, configured by environment;
+* :func:`capture_server` — ``python -m devstack.capture`` writing to the S3 stand-in.
 """
 
 from __future__ import annotations
@@ -151,18 +152,40 @@ def ledger(env: dict[str, str], *, log_dir: Path | None = None, timeout_s: float
                 time.sleep(0.1)
         yield Ledger(url, proc, log_path)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop(proc, 10)
         state = env.get("WAGGLE_STATE_DIR", "")
         if "waggle-bench-state-" in state:
             shutil.rmtree(state, ignore_errors=True)
         if own_dir:
             shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def stop(proc: subprocess.Popen, grace_s: float = 15) -> None:
+    """Terminate ``proc``; kill it when it has not exited within ``grace_s`` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+@contextlib.contextmanager
+def capture_server(s3_server: object) -> Iterator[tuple[subprocess.Popen, str]]:
+    """One ``python -m devstack.capture --allow-private`` (one Chromium) writing to ``s3_server``;
+    yields ``(process, base URL)``."""
+    from devstack.serving import start_module
+
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, base = start_module(
+            "devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
+            "--s3-access-key", s3_server.access_key_id, "--s3-secret-key", s3_server.secret_access_key,
+            tmp_dir=tmp)
+        try:
+            yield proc, base
+        finally:
+            stop(proc)
 
 
 def ledger_env(db_url: str, fga_store: object, s3_server: object | None, webhook_url: str | None,

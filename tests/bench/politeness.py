@@ -286,7 +286,8 @@ def scheduler_gaps(run: dict, delay_ms: int, boundary: bool = False) -> list[flo
 
 def gap_analysis(run: dict, delay_ms: int) -> dict:
     """Server-felt gaps per host, classified, with overshoot over the effective delay (s)."""
-    out: dict = {"within": [], "boundary": [], "retry": [], "below": [], "per_host": {}, "head": [], "tail": []}
+    out: dict = {"within": [], "boundary": [], "retry": [], "below": [], "per_host": {}, "head": [], "tail": [],
+                 "robots_requests": {}, "robots_after": []}
     by_url = {p["url"]: p for p in run["pages"] if p["submitted"] is not None and p["finished"] is not None}
     for i, host in enumerate(run["hosts"]):
         eff = max(delay_ms / 1000, CRAWL_DELAY_S if i == SLOW_HOST else 0)
@@ -311,6 +312,14 @@ def gap_analysis(run: dict, delay_ms: int) -> dict:
                 out["below"].append({"host": i, "from": prev.page, "to": nxt.page, "gap_ms": round(gap * 1000, 1),
                                      "delay_ms": eff * 1000, "kind": kind})
         out["per_host"][f"host{i}"] = {"effective_delay_ms": eff * 1000, "captures": len(caps), "gaps": gaps}
+        # robots.txt is a request like any other (docs/internals.md "robots.txt cache"): how many,
+        # and the felt gap from each one to the host's next capture, against the effective delay
+        robots = [h.t for h in host.hits if h.path.split("?", 1)[0] == "/robots.txt"]
+        out["robots_requests"][f"host{i}"] = len(robots)
+        for t in robots:
+            nxt = min((c.first for c in caps if c.first >= t), default=None)
+            if nxt is not None:
+                out["robots_after"].append(nxt - t - eff)
     return out
 
 
@@ -327,6 +336,8 @@ def level_analysis(run: dict, delay_ms: int) -> list[dict]:
     host_delay = {}
     for i, h in enumerate(run["hosts"]):
         host_delay[f"127.0.0.1:{h.port}"] = max(delay_ms / 1000, CRAWL_DELAY_S if i == SLOW_HOST else 0)
+    robots_at = {f"127.0.0.1:{h.port}": [x.t for x in h.hits if x.path.split("?", 1)[0] == "/robots.txt"]
+                 for h in run["hosts"]}
     levels = []
     depths = sorted({p["depth"] for p in pages})
     servers = len(run["captures"])
@@ -342,10 +353,14 @@ def level_analysis(run: dict, delay_ms: int) -> list[dict]:
 
         def own_wait(h: str) -> float:
             """How long after the level's first submission host h may first submit at all: its
-            gap since its last capture of an earlier level (the cross-level rule) — no schedule
-            can start it sooner, so it belongs in the lower bound."""
+            gap since its last capture of an earlier level (the cross-level rule), or since its
+            robots.txt request of this level (a request like any other) — no schedule can start
+            it sooner, so it belongs in the lower bound."""
             done = [p["finished"] for p in earlier if p["host"] == h]
-            return max(0.0, max(done) + host_delay.get(h, delay_ms / 1000) - first) if done else 0.0
+            gap = host_delay.get(h, delay_ms / 1000)
+            own_first = min(p["submitted"] for p in lv if p["host"] == h)
+            robots = [t for t in robots_at.get(h, []) if max(done, default=float("-inf")) < t < own_first]
+            return max(0.0, max(done + robots) + gap - first) if done or robots else 0.0
 
         chain = {h: sum(d) + (len(d) - 1) * host_delay.get(h, delay_ms / 1000) for h, d in per_host.items()}
         host_bound_no_wait = max(chain.values())
@@ -445,6 +460,8 @@ def politeness(ctx: Context, delays: list[int]) -> None:
                                    "capture_tail_ms": summary([_ms(x) for x in gaps["tail"]]),
                                    "flow_retry_log_lines": gaps["retries_logged"],
                                    "below_delay": gaps["below"], "per_host": gaps["per_host"],
+                                   "robots_requests": gaps["robots_requests"],
+                                   "robots_to_capture_overshoot_ms": summary([_ms(x) for x in gaps["robots_after"]]),
                                    "levels": levels, "utilization_whole_crawl": whole}
                     _metrics(ctx, label, gaps, levels, whole, baseline)
             ctx.detail("runs", runs)
@@ -491,6 +508,12 @@ def _metrics(ctx: Context, label: str, gaps: dict, levels: list[dict], whole: di
                    min(r) if r else None, "ms", 0 if r else None, ">=" if r else None,
                    f"median {percentile(r, 50):.0f} ms, n={len(r)}; flow logged {len(gaps['retries_logged'])}"
                    if r else f"no retry observed; flow logged {len(gaps['retries_logged'])}")
+    robots = gaps["robots_requests"]
+    ctx.metric(f"[{label}] robots.txt requests per host, max", max(robots.values(), default=None), "requests",
+               None if baseline else 1, None if baseline else "<=", f"{robots} over {LEVELS} levels")
+    ra = [x * 1000 for x in gaps["robots_after"]]
+    ctx.metric(f"[{label}] robots.txt → next capture, min overshoot", min(ra) if ra else None, "ms",
+               None if baseline else 0, None if baseline else ">=", f"n={len(ra)}")
     sb = [x * 1000 for x in gaps["scheduler_boundary"]]
     ctx.metric(f"[{label}] flow-side boundary gap − delay, min", min(sb) if sb else None, "ms",
                None if baseline else 0, None if baseline else ">=",

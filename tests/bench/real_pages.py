@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-import tempfile
 import threading
 import time
 from functools import partial
@@ -42,7 +41,7 @@ GROUPS = {
     "head (server)": ("wait-idle", "check-address", "browser", "open-session"),
     "load": ("load",),
     "settle": ("settle", "dismiss-behaviors"),
-    "formats": ("title-links", "screenshots", "dom-formats"),
+    "formats": ("title-links", "screenshots", "dom-formats", "page-formats"),  # the last two before issue 11's second round
     "seal": ("seal",),
     "WACZ": ("package-wacz",),
     "uploads": ("uploads", "upload-wacz"),
@@ -140,15 +139,9 @@ async def _profile(url: str, s3_server, formats: dict) -> str:
 def real_pages(ctx: Context) -> None:
     """Captures of the Python docs' longest pages vs a short one, per phase (target: within 1 s)."""
     reps = 1 if ctx.quick else 3
-    from devstack.serving import start_module
-
     results: dict[str, dict[str, list[dict]]] = {"crawl": {}, "all": {}}
-    with docs_site() as (site, arrivals), infra.s3() as s3_server, tempfile.TemporaryDirectory() as tmp:
-        proc, base = start_module(
-            "devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
-            "--s3-access-key", s3_server.access_key_id, "--s3-secret-key", s3_server.secret_access_key,
-            tmp_dir=tmp)
-        try:
+    with docs_site() as (site, arrivals), infra.s3() as s3_server:
+        with infra.capture_server(s3_server) as (_, base):
             with httpx.Client(timeout=180) as client:
                 _one(client, base, site + SHORT, ALL, arrivals)  # warm-up
                 for label, formats in (("crawl", CRAWL), ("all", ALL)):
@@ -156,13 +149,6 @@ def real_pages(ctx: Context) -> None:
                         for page in PAGES:
                             time.sleep(1.0)
                             results[label].setdefault(page, []).append(_one(client, base, site + page, formats, arrivals))
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except Exception:  # noqa: BLE001
-                proc.kill()
-                proc.wait(5)
         import asyncio
 
         ctx.detail("profile_contents_all_formats", asyncio.run(_profile(site + "contents.html", s3_server, ALL)))

@@ -7,7 +7,9 @@ answers chunked + gzip'd (case C9); ``/banner`` has a CMP dialog, a consent wall
 ``responses`` logs (path, monotonic time) as each answer starts its last write (a lower bound of
 when the response ended, on the machine-wide monotonic clock the capture server uses too);
 ``connection_headers`` keeps each request's ``Connection`` header (the capture proxy sends
-``close``; Chromium itself would send ``keep-alive``).
+``close``; Chromium itself would send ``keep-alive``); ``user_agents`` keeps each request's
+``User-Agent`` and ``Sec-CH-UA``. ``/tricky-links`` has link texts that JSON must escape;
+``/worker`` starts a dedicated worker (``/worker.js``) that fetches ``/from-worker``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,15 @@ fetch('/api/data.json').then(r => r.json()).then(d => { document.getElementById(
 <img id="lazy" loading="lazy" src="/img/lazy.png" width="10" height="10" alt="lazy">
 </body></html>"""
 
+
+# Link texts whose JSON needs escaping, and one whose 200th UTF-16 unit splits a surrogate pair.
+TRICKY_TEXTS = ['say "hi" \\ back', "tab\there", "ctl\x01char", "café ü 日本", "line\u2028sep", "x" * 199 + "😀"]
+TRICKY_LINKS = ("<!doctype html><html><head><meta charset=utf-8><title>tricky</title></head><body>"
+                + "".join(f'<a href="/t{i}"><pre>{t}</pre></a>' for i, t in enumerate(TRICKY_TEXTS)) + "</body></html>")
+
+WORKER_PAGE = """<!doctype html><html><head><title>worker</title></head><body><p id="out">waiting</p>
+<script>new Worker('/worker.js').onmessage = e => { document.getElementById('out').textContent = e.data; };</script>
+</body></html>"""
 
 POLL = """<!doctype html><html><head><title>poll</title></head><body><p>polling</p>
 <script>setInterval(() => fetch('/ping?' + Date.now()).catch(() => {}), 20);</script></body></html>"""
@@ -88,6 +99,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.site.hits[path] += 1
         self.site.arrivals.append((path, time.monotonic()))
         self.site.connection_headers.append((path, self.headers.get("Connection", "")))
+        self.site.user_agents.append((path, self.headers.get("User-Agent", ""), self.headers.get("Sec-CH-UA")))
         if path == "/start":
             self.send_response(302)
             self.send_header("Location", "/page")
@@ -127,6 +139,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, BANNER.encode(), "text/html")
         elif path == "/big":
             self._send(200, b"<html><body>" + b"x" * 300_000 + b"</body></html>", "text/html")
+        elif path == "/tricky-links":
+            self._send(200, TRICKY_LINKS.encode("utf-8"), "text/html; charset=utf-8")
+        elif path == "/worker":
+            self._send(200, WORKER_PAGE.encode(), "text/html")
+        elif path == "/worker.js":
+            self._send(200, b"fetch('/from-worker').then(r => r.text()).then(t => postMessage(t));",
+                       "application/javascript")
+        elif path == "/from-worker":
+            self._send(200, b"worker-fetched", "text/plain", {"Cache-Control": "no-store"})
         elif path == "/slow":
             time.sleep(int(parse_qs(parts.query).get("ms", ["1000"])[0]) / 1000)
             self._send(200, b"<html><head><title>slow</title></head><body>slow</body></html>", "text/html")
@@ -142,6 +163,7 @@ class TestSite:
         self.arrivals: list[tuple[str, float]] = []  # (path, monotonic seconds) per request
         self.responses: list[tuple[str, float]] = []  # (path, monotonic seconds) as each answer's last write starts
         self.connection_headers: list[tuple[str, str]] = []  # (path, Connection header) per request
+        self.user_agents: list[tuple[str, str, str | None]] = []  # (path, User-Agent, Sec-CH-UA) per request
         handler = type("Handler", (_Handler,), {"site": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True

@@ -101,10 +101,10 @@ class LoggedSite:
         self._server.server_close()
 
 
-def crawl(local_stack, seed: str) -> tuple[str, dict]:
+def crawl(local_stack, seed: str, max_depth: int = 1) -> tuple[str, dict]:
     headers = {"Authorization": f"Bearer {local_stack.token()}"}
     with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30) as api:
-        r = api.post("/api/crawls", json={"seeds": [seed], "maxDepth": 1, "maxPages": 10, "scripts": [],
+        r = api.post("/api/crawls", json={"seeds": [seed], "maxDepth": max_depth, "maxPages": 10, "scripts": [],
                                           "perHostDelayMs": DELAY_MS})
         assert r.status_code == 202, r.text
         crawl_id = r.json()["crawlId"]

@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ledger.useragent import VERSION
 from tests.e2e.site import Site, captures
 
 pytestmark = pytest.mark.e2e
@@ -87,6 +88,20 @@ def test_robots_disallowed_section_never_requested(crawl, sites) -> None:
     # the seed under /library/ was in the frontier (not vacuous) and is reported as skipped, not captured
     archived = {a["sourceUrl"] for a in _archives(crawl)}
     assert crawl["seeds"][2] not in archived
+
+
+def test_every_request_names_waggle(crawl, sites) -> None:
+    """The sites' logs: robots.txt (plan_level) and every page request (the capture server's
+    Chromium: documents, subresources) carry the same ``waggle/<version>`` token, and no request
+    announces a headless browser (issue 11, docs/capture-server.md extension 7)."""
+    for site in sites:
+        robots = [h.user_agent for h in site.hits if h.path == "/robots.txt"]
+        pages = [h for h in site.hits if h.path != "/robots.txt"]
+        assert robots and pages, f"{site.url}: robots {len(robots)}, page requests {len(pages)}"
+        assert {re.search(r"waggle/\S+", ua).group(0) for ua in robots} == {f"waggle/{VERSION}"}
+        wrong = {h.user_agent for h in pages if f" waggle/{VERSION} " not in h.user_agent or "Headless" in h.user_agent}
+        assert not wrong, f"{site.url}: page requests without the token or headless: {wrong}"
+        assert {h.dest for h in pages} > {"document"}, "no subresource was requested"
 
 
 def test_per_host_gaps_respect_crawl_delay_across_levels(crawl, sites) -> None:

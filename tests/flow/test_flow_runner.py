@@ -90,6 +90,9 @@ def test_one_level_end_to_end(services, sites):
                                   "sha256": js_hash, "options": {"maxSteps": 60}}]
     assert body["artifactSink"] == {"url": f"{ledger.url}/api/sink/c-1", "token": "one-time"}
     assert [r.path for r in a.requests] == ["/robots.txt"]
+    # the robots.txt outcomes plan_level fetched went to the ledger (the crawl's cache)
+    assert [(e["host"], e["state"], e["body"]) for e in report["robots"]] == [
+        (a.authority, "allowed", "user-agent: *\ndisallow: /hidden\n"), (b.authority, "unavailable", None)]
 
     # politeness: within host a, each submission ≥ 300 ms after the previous capture ended
     on_a = [c for c in captures if c["url"].startswith(a.url)]
@@ -127,6 +130,26 @@ def test_next_level_with_a_minimal_ledger_body_waits_the_rest_of_the_gap(service
     body = level1["body"]
     assert "artifactSink" not in body and "behaviors" not in body and "preload" not in body
     assert ledger.pages[1]["compiled"]["scripts"] == []
+
+
+def test_next_level_with_the_cached_robots_reads_no_robots_txt(services, sites):
+    """The ledger sends level 0's robots outcomes with level 1 (flow input ``robots``): the
+    site sees one robots.txt request for both levels and its rules still apply."""
+    runner, ledger = services["runner"], services["ledger"]
+    a = sites("User-agent: *\nDisallow: /no\n")
+    required = {"capture_formats": FORMATS, "signing": False, "scripts": [], "per_host_delay_ms": 100}
+    job = runner.wait(runner.run_flow({**required, "crawl_id": "c-3", "depth": 0, "frontier": frontier(a, "/0")}))
+    assert job["success"] is True, runner.logs(job["id"])
+    cached = ledger.pages[0]["robots"]
+    job = runner.wait(runner.run_flow({**required, "crawl_id": "c-3", "depth": 1, "robots": cached,
+                                       "frontier": frontier(a, "/no", "/yes",
+                                                            last=ledger.pages[0]["results"][0]["finishedAt"])}))
+    assert job["success"] is True, runner.logs(job["id"])
+    assert [r.path for r in a.requests] == ["/robots.txt"]
+    assert [(r["url"], r["status"]) for r in ledger.pages[1]["results"]] == [
+        (f"{a.url}/yes", "captured"), (f"{a.url}/no", "skipped")]
+    assert "robots" not in ledger.pages[1]  # nothing fetched, nothing to cache
+    assert "1 host(s) cached, 0 fetched" in runner.logs(job["id"])
 
 
 def test_server_unavailable_ends_in_fail_crawl(services, sites):

@@ -39,9 +39,9 @@ def robots_site():
 TRANSPORT = guarded_transport(allow_private=True)  # built once, as plan_level.main does
 
 
-def plan_host(site, delay, last=None):
+def plan_host(site, delay, last=None, respect=None):
     fetch = lambda u: fetch_robots(u, transport=TRANSPORT, log=lambda _m: None)  # noqa: E731
-    return plan([{"url": f"{site.url}/p", "host": site.authority, "lastFinishedAt": last}], delay, None, None,
+    return plan([{"url": f"{site.url}/p", "host": site.authority, "lastFinishedAt": last}], delay, respect, None,
                 fetch=fetch, read_endpoints=lambda: '["http://bh-1"]', log=lambda _m: None)["groups"][0]
 
 
@@ -64,11 +64,24 @@ def test_gap_across_a_level_boundary(robots_site):
     [level0] = crawl(e, ["a"], delay=1000)
     level0_end = e.times[0] + CAPTURE_S
     time.sleep(0.15)  # the ledger records the report and dispatches the next level
-    group = plan_host(site, 1000, last=level0["finishedAt"])
+    group = plan_host(site, 1000, last=level0["finishedAt"], respect=False)
     assert 150 <= 1000 - group["initialDelayMs"] < 800  # only the time already passed is subtracted
     crawl(e, ["b"], delay=group["delayMs"], initial=group["initialDelayMs"])
     gap = e.times[1] - level0_end
     assert 0.99 <= gap < 1.2, gap  # the whole gap, and not the whole gap again on top
+
+
+def test_first_capture_waits_the_gap_after_robots_txt(robots_site):
+    fetched: list[float] = []
+    site = robots_site(None)
+    site.handler = lambda r: (fetched.append(time.monotonic()), (404, {}, ""))[1]
+    e = FakeEndpoint("bh-1", [], delay_s=CAPTURE_S)
+    group = plan_host(site, 600)  # no capture of this host yet: only robots.txt was felt
+    assert group["initialDelayMs"] > 500
+    crawl(e, ["a"], delay=group["delayMs"], initial=group["initialDelayMs"])
+    assert len(fetched) == 1
+    gap = e.times[0] - fetched[0]
+    assert 0.6 <= gap < 0.8, gap  # the site felt robots.txt as a request: the whole gap, once
 
 
 @pytest.mark.parametrize("robots, setting, expected_ms", [

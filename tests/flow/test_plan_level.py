@@ -154,25 +154,35 @@ def test_delay_for_never_shortens_below_the_cap():
 
 def test_touched_a_second_ago(serving):
     site = serving(None)
-    result = run([cand(site, "/a", iso_now(time.time() - 1.0))], delay=3000)
+    result = run([cand(site, "/a", iso_now(time.time() - 1.0))], delay=3000, respect=False)
     assert 1800 < result["groups"][0]["initialDelayMs"] <= 2000
 
 
 def test_finished_long_ago_is_zero(serving):
     site = serving(None)
-    assert run([cand(site, "/a", iso_now(time.time() - 60))], delay=3000)["groups"][0]["initialDelayMs"] == 0
+    assert run([cand(site, "/a", iso_now(time.time() - 60))], delay=3000, respect=False)["groups"][0]["initialDelayMs"] == 0
 
 
 @pytest.mark.parametrize("last", [None, "not a date"])
 def test_first_level_or_unparsable_is_zero(serving, last):
     site = serving(None)
-    assert run([cand(site, "/a", last)], delay=3000)["groups"][0]["initialDelayMs"] == 0
+    assert run([cand(site, "/a", last)], delay=3000, respect=False)["groups"][0]["initialDelayMs"] == 0
+
+
+@pytest.mark.parametrize("last", [None, 60.0, 1.0])
+def test_robots_txt_is_a_request_the_first_capture_waits_after(serving, last):
+    """The robots.txt fetch of this level is the host's latest request: whatever the earlier
+    history, the first capture waits (nearly) the whole delay after it."""
+    site = serving(None)
+    stamp = None if last is None else iso_now(time.time() - last)
+    initial = run([cand(site, "/a", stamp)], delay=3000)["groups"][0]["initialDelayMs"]
+    assert site.fetched == ["/robots.txt"] and 2800 < initial <= 3000
 
 
 def test_initial_delay_uses_the_robots_delay(serving):
     site = serving("User-agent: *\nCrawl-delay: 3\n")
     result = run([cand(site, "/a", iso_now(time.time() - 1.0))], delay=500)
-    assert 1800 < result["groups"][0]["initialDelayMs"] <= 2000
+    assert 2800 < result["groups"][0]["initialDelayMs"] <= 3000  # the Crawl-delay, after robots.txt
 
 
 def test_host_delay_of_another_crawl_slows_the_host_and_its_first_gap(serving):
@@ -182,7 +192,7 @@ def test_host_delay_of_another_crawl_slows_the_host_and_its_first_gap(serving):
     site = serving(None)
     lines: list[str] = []
     item = {**cand(site, "/a", iso_now(time.time() - 1.0)), "hostDelayMs": 4000}
-    group = run([item, {**cand(site, "/b"), "hostDelayMs": 4000}], delay=500, lines=lines)["groups"][0]
+    group = run([item, {**cand(site, "/b"), "hostDelayMs": 4000}], delay=500, lines=lines, respect=False)["groups"][0]
     assert group["delayMs"] == 4000 and 2800 < group["initialDelayMs"] <= 3000
     assert any("another crawl" in line and "4000 ms" in line for line in lines)
     assert run([{**cand(site, "/a"), "hostDelayMs": 100}], delay=500)["groups"][0]["delayMs"] == 500

@@ -33,7 +33,7 @@ def test_the_sync_step_finds_and_rewrites_a_stale_copy(tmp_path):
     import subprocess
     import sys
 
-    for rel in ("ledger/hostguard.py", "f/waggle/hostguard.py"):
+    for rel in ("ledger/hostguard.py", "f/waggle/hostguard.py", "ledger/useragent.py", "f/waggle/useragent.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     (tmp_path / "f/waggle/hostguard.py").write_text("# edited by hand\n")

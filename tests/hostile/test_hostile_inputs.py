@@ -100,7 +100,7 @@ def test_odd_seeds_are_accepted_or_refused_clearly(ledger, seed):
     crawl_id = r.json()["crawlId"]
     view = httpx.get(f"{ledger.url}/api/crawls/{crawl_id}", headers=WHO, timeout=15).json()
     assert view["state"] == "running" and len(view["seeds"]) == 1
-    frontier = ledger.webhook.bodies(crawl_id)[0]["frontier"]
+    frontier = ledger.webhook.wait_bodies(crawl_id)[0]["frontier"]
     assert [f["url"] for f in frontier] == view["seeds"]
     _close(ledger, crawl_id)
 
