@@ -24,18 +24,12 @@ import pytest
 from tests.e2e.site import Site
 
 pytestmark = pytest.mark.e2e
-os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic",
-                 # safety net: a request to any non-loopback address goes to a dead loopback proxy
-                 # (loopback itself bypasses proxies), so even a broken replay cannot leave the machine
-                 "--proxy-server=http://127.0.0.1:9"]
 # WAGGLE_SCREENSHOTS=1 refreshes the README's screenshots in docs/ (else they are taken and dropped)
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 MARK = "Waggle dance of the honeybee"
 FINAL = ("succeeded", "failed")
 LOOPBACK = {"127.0.0.1", "localhost"}
-# a documentation address (RFC 5737): the captured page asks for it only when replayed in a frame
+# a documentation address (RFC 5737): the captured page asks for it only when replayed (INDEX_BODY)
 OUTSIDE = "192.0.2.1"
 HEADING_RGB = "rgb(17, 34, 51)"  # from style.css: replay applied the archived stylesheet
 
@@ -78,18 +72,6 @@ def site(tmp_path_factory) -> Iterator[Site]:
         yield s
     finally:
         s.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def new_page(browser):
