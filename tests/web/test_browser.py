@@ -136,6 +136,14 @@ class Watch:
         return "\n".join(self.lines[-80:])
 
 
+def heading(frame) -> str:
+    """The frame's first h1 text ('' while it navigates or has none)."""
+    try:
+        return frame.inner_text("h1", timeout=1000)
+    except Exception:  # the frame navigates while loading
+        return ""
+
+
 def replayed_frame(page, watch: Watch, timeout_s: float = 120):
     """The replayed page: the innermost frame ReplayWeb.page opens under /replay/w/, once it shows MARK."""
     deadline = time.monotonic() + timeout_s
@@ -252,10 +260,13 @@ def test_archives_download_and_replay(local_stack, local, finished_crawl, site) 
     deadline = time.monotonic() + 90
     # archives are admitted after the level report's answer and their tuples delivered by the
     # outbox, one by one: a finished crawl may list fewer than its 3 captured pages for a moment
+    loaded = "() => !document.getElementById('archives-status')?.textContent.startsWith('Loading')"
+    local.wait_for_function(loaded)
     while local.locator("tr.archive").count() < 3:
         assert time.monotonic() < deadline, local.inner_text("main")
         local.wait_for_timeout(1000)
         local.reload()
+        local.wait_for_function(loaded)  # a loaded machine may answer the list in more than 1 s
     urls = local.locator("tr.archive td.url").all_inner_texts()
     assert all(u.startswith(site.url) for u in urls) and len(urls) == 3, urls
     local.fill("#filter-url", "index.html")
@@ -288,6 +299,18 @@ def test_archives_download_and_replay(local_stack, local, finished_crawl, site) 
     assert {urlsplit(u).hostname for u in watch.urls} <= LOOPBACK, sorted({urlsplit(u).hostname for u in watch.urls})
     assert any(OUTSIDE in u for u in watch.urls), "the probe's request was not seen"  # rewritten into the archive
     shot(local, "replay")
+    # a plain HTML page (each captured page is an archive of its own) replays the same way
+    local.goto(local_stack.api_url + f"/#/archives?crawl={finished_crawl}")
+    local.wait_for_selector("tr.archive")
+    local.fill("#filter-url", "a.html")
+    local.click("#apply")
+    local.wait_for_function("document.querySelectorAll('tr.archive').length === 1")
+    local.locator("tr.archive button.replay").click()
+    deadline = time.monotonic() + 120
+    while not any(heading(f) == "Bees A" for f in local.frames if "/replay/w/" in f.url):
+        assert time.monotonic() < deadline, f"a.html was not replayed\n{watch}"
+        local.wait_for_timeout(500)
+    assert {urlsplit(u).hostname for u in watch.urls} <= LOOPBACK
     assert local.evaluate("document.cookie") == ""
     assert local.evaluate("async () => (await fetch('/api/archives')).status") == 401
     assert local.evaluate("async () => (await fetch('/auth/session')).status") == 404
