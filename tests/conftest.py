@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.fixtures.fga",
     "tests.fixtures.ledger",
     "tests.fixtures.stack",
+    "tests.fixtures.browser",
 ]
 
 
