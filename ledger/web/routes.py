@@ -15,7 +15,7 @@
 * ``/static/*`` — the page's ES modules and CSS; ``/replay.html?source=<signed URL>&url=<page>``
   — the replay page (outside the service worker's ``/replay/`` scope), served only on the
   **replay origin** (:func:`replay_origin`): archived pages run their own scripts, so they must
-  never run on the origin that holds the session; ``/replay/*`` — ReplayWeb.page's files (``WAGGLE_REPLAY_DIR`` or
+  never run on the origin that holds the session; ``/replay/*`` — ReplayWeb.page's files, also on the replay origin only (``WAGGLE_REPLAY_DIR`` or
   ``ledger/web/replay/node_modules/replaywebpage``, resolved at start).
 
 Outside JWT mode ``/auth/*`` answers 404 (sign-in needs an issuer).
@@ -217,6 +217,22 @@ def _replay_missing() -> JSONResponse:
                                   " (npm ci in ledger/web/replay) or set WAGGLE_REPLAY_DIR"}, status_code=404)
 
 
+class ReplayFiles(StaticFiles):
+    """ReplayWeb.page's files, served only on the replay origin: its app page would replay any
+    ``?source=`` on the origin that holds the session cookie otherwise (404 there, like
+    ``/replay.html``)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not on_replay_origin(Request(scope)):
+            origin = scope["app"].state.replay_origin
+            refusal = JSONResponse({"error": "ReplayWeb.page is served only on the replay origin"
+                                             f" ({origin or 'none: set WAGGLE_REPLAY_URL to a separate origin'})"},
+                                   status_code=404)
+            await refusal(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 def mount(app: FastAPI) -> None:
     """Add the routes, ``/static`` and ``/replay`` to ``app``."""
     app.state.replay_dir = replay_dir(app.state.settings.replay_dir)
@@ -224,7 +240,7 @@ def mount(app: FastAPI) -> None:
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     if app.state.replay_dir is not None:
-        app.mount("/replay", StaticFiles(directory=app.state.replay_dir), name="replay")
+        app.mount("/replay", ReplayFiles(directory=app.state.replay_dir), name="replay")
     else:
         log.warning("ReplayWeb.page is not installed (ledger/web/replay/node_modules): the page cannot replay")
 

@@ -202,6 +202,9 @@ def test_replay_runs_only_on_its_own_origin_and_no_session_lives_there(web_ledge
     page = httpx.get(web_ledger.url + "/replay.html", headers=twin, timeout=10)
     assert page.status_code == 200 and '<script src="/replay/ui.js">' in page.text
     assert httpx.get(web_ledger.url + "/replay/sw.js", headers=twin, timeout=10).status_code == 200
+    for path in ("/replay/sw.js", "/replay/index.html", "/replay/ui.js"):  # the app never runs beside the session
+        refused = httpx.get(web_ledger.url + path, timeout=10)
+        assert refused.status_code == 404 and "replay origin" in refused.json()["error"], path
     stolen = httpx.get(web_ledger.url + "/api/archives", headers=twin, cookies={"waggle_session": cookie}, timeout=10)
     assert stolen.status_code == 401
     assert httpx.get(web_ledger.url + "/auth/login", headers=twin, timeout=10).status_code == 404
