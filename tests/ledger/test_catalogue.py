@@ -136,7 +136,7 @@ def test_autoscroll_type_checks_against_host_types(autoscroll_js):
 LAZY_PAGE = """<!doctype html><html><body style="margin:0">
 <div id="feed"></div>
 <script>
-  let chunks = 0;
+  var chunks = 0;
   function more() { const d = document.createElement('div'); d.style.height = '1500px';
                     d.className = 'chunk'; document.getElementById('feed').appendChild(d); chunks++; }
   more();
@@ -146,7 +146,7 @@ LAZY_PAGE = """<!doctype html><html><body style="margin:0">
 </script></body></html>"""
 
 
-def run_in_chromium(js: str, budget_ms: int, options: dict | None = None) -> tuple[list, int]:
+def run_in_chromium(js: str, budget_ms: int, options: dict | None = None, content: str = LAZY_PAGE) -> tuple[list, int]:
     """Run a behavior the way the capture stand-in does (its __bh runtime, CDP evaluate with
     awaitPromise) on a page that grows while scrolled; returns (reports, chunks loaded)."""
     from playwright.sync_api import sync_playwright
@@ -159,12 +159,12 @@ def run_in_chromium(js: str, budget_ms: int, options: dict | None = None) -> tup
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=flags, headless=True)
         try:
             page = browser.new_page(viewport={"width": 800, "height": 600})
-            page.set_content(LAZY_PAGE)
+            page.set_content(content)
             page.evaluate(RUNTIME_JS, [{"autoscroll": options}, budget_ms])
             cdp = page.context.new_cdp_session(page)
             res = cdp.send("Runtime.evaluate", {"expression": js, "awaitPromise": True})
             assert "exceptionDetails" not in res, res
-            return page.evaluate("() => globalThis.__bhReports"), page.evaluate("() => chunks")
+            return page.evaluate("() => globalThis.__bhReports"), page.evaluate("() => globalThis.chunks ?? 0")
         finally:
             browser.close()
 
@@ -183,3 +183,16 @@ def test_autoscroll_scrolls_lazy_content_and_reports(autoscroll_js):
     # a budget that runs low stops the scroll early and says so
     (short,), chunks = run_in_chromium(js, 1_000, {"delayMs": 50, "reserveMs": 900})
     assert short["data"]["stoppedBy"] == "budget" and chunks < 6
+
+
+SHORT_PAGE = """<!doctype html><html><body style="margin:0"><h1>one screen</h1>
+<script>addEventListener('scroll', () => { globalThis.chunks = -1; });</script></body></html>"""
+
+
+def test_autoscroll_leaves_a_page_that_fits_its_viewport_at_once(autoscroll_js):
+    """No step, no idle rounds: a one-screen page is released to the settle immediately (its
+    rounds would hold the host's next capture back by settleRounds × delayMs for nothing)."""
+    js = autoscroll_js["out"]["outputs"]["autoscroll"]
+    (report,), scrolled = run_in_chromium(js, 20_000, {"delayMs": 400, "settleRounds": 3}, content=SHORT_PAGE)
+    assert report["data"] == {"steps": 0, "scrolledPx": 0, "finalHeight": 600, "stoppedBy": "fits"}
+    assert scrolled == 0 and report["elapsedMs"] < 400  # less than one round: nothing was waited

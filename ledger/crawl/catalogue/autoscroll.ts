@@ -1,6 +1,9 @@
 // autoscroll (behavior): scroll to the bottom in steps so lazy content loads before capture.
 // Stops when the page height has not grown for `settleRounds` steps, when `maxSteps` is
 // reached, or when the host's cooperative budget (`__bh.remainingMs`) runs below `reserveMs`.
+// A page that fits its viewport is not scrolled at all (`stoppedBy: "fits"`): scrolling it
+// fires no scroll event and reveals nothing, and its idle rounds would only hold the capture
+// (and the host's next page) back by `settleRounds × delayMs`.
 // Reports {steps, scrolledPx, finalHeight, stoppedBy} through `__bh.report`.
 // Options (all optional, from `__bh.opts.autoscroll`): stepPx, delayMs, maxSteps,
 // settleRounds, reserveMs. Everything lives inside one expression: capture scripts share a
@@ -25,8 +28,8 @@
   let scrolledPx = 0;
   let unchanged = 0;
   let lastHeight = height();
-  let stoppedBy = "bottom";
-  while (true) {
+  let stoppedBy = lastHeight <= window.innerHeight ? "fits" : "bottom";
+  while (stoppedBy !== "fits") {
     if (steps >= maxSteps) {
       stoppedBy = "maxSteps";
       break;
