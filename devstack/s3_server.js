@@ -22,6 +22,30 @@ if (!data) {
 }
 Account.DUMMY_ACCOUNT.createKeyPair(accessKey, secretKey);
 
+// s3rver 3.7.1 reads a suffix range `bytes=-N` (RFC 9110 §14.1.2: the last N bytes) as
+// `bytes=0-N`, the file's head. ReplayWeb.page opens a WACZ by its zip directory at the end with
+// exactly such a range, so every archive over 64 KiB failed to replay. Rewritten here into the
+// equivalent first-last range before s3rver's own GetObject runs.
+const objectCtrl = require('s3rver/lib/controllers/object');
+const getObject = objectCtrl.getObject;
+objectCtrl.getObject = async function getObjectWithSuffixRanges(ctx) {
+  const suffix = /^bytes=-(\d+)$/.exec(ctx.headers['range'] || '');
+  if (suffix) {
+    let size = null;
+    try {
+      const meta = await ctx.store.getMetadata(ctx.params.bucket, ctx.params.key);
+      size = Number(meta['content-length']);
+    } catch (err) {
+      if (err.code !== 'ENOENT') throw err; // a missing key: s3rver answers NoSuchKey itself
+    }
+    if (size !== null && size > 0) {
+      const first = Math.max(0, size - Number(suffix[1]));
+      ctx.headers['range'] = `bytes=${first}-${size - 1}`;
+    }
+  }
+  return getObject(ctx);
+};
+
 // CORS: the ledger's web page replays a WACZ in the browser (ReplayWeb.page's service worker
 // reads it with Range requests through its signed URL), from another loopback origin.
 // The stand-in listens on loopback only, so any origin may read what a signed URL allows.

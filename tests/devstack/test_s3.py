@@ -30,6 +30,21 @@ def test_put_get_head_list_and_presigned_get(s3_server):
     assert ranged.status_code == 206 and ranged.content == body[2:8]
 
 
+@pytest.mark.parametrize("suffix", [1, 70_000, 200_000])
+def test_suffix_range_reads_the_tail(s3_server, suffix):
+    """RFC 9110 §14.1.2 `bytes=-N` is the last N bytes (all of them when N ≥ size): how
+    ReplayWeb.page reads a WACZ's zip directory (s3rver alone answered the head)."""
+    c = s3_server.client()
+    key = f"{uuid.uuid4()}.wacz"
+    body = bytes(range(256)) * 600  # 153,600 bytes, like a small page's WACZ
+    c.put_object(Bucket=s3_server.bucket, Key=key, Body=body)
+    url = c.generate_presigned_url("get_object", Params={"Bucket": s3_server.bucket, "Key": key}, ExpiresIn=60)
+    r = httpx.get(url, headers={"Range": f"bytes=-{suffix}"})
+    first = max(0, len(body) - suffix)
+    assert r.status_code == 206 and r.content == body[first:]
+    assert r.headers["content-range"] == f"bytes {first}-{len(body) - 1}/{len(body)}"
+
+
 def test_missing_key_and_bad_credentials_are_errors(s3_server):
     c = s3_server.client()
     with pytest.raises(ClientError) as e:

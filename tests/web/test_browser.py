@@ -9,6 +9,7 @@ with ``WAGGLE_SCREENSHOTS=1`` (else they are taken and dropped).
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import struct
@@ -52,7 +53,7 @@ def page_html(title: str, links: list[str], head: str = "", body: str = "") -> s
 
 # index.html's subresources, and a probe that asks for an outside address once the page runs under
 # replay's wombat.js (absent when captured, so the crawl never asks for it)
-INDEX_HEAD = '<link rel="stylesheet" href="style.css">'
+INDEX_HEAD = '<link rel="stylesheet" href="style.css"><script src="ballast.js"></script>'
 INDEX_BODY = (f'<img id="bee" src="bee.png" alt="a bee"><script>if (window._wb_wombat || window.__WB_replay_top) {{'
               f'fetch("http://{OUTSIDE}/probe").catch(() => {{}}); new Image().src = "http://{OUTSIDE}/probe.png";'
               f' document.body.dataset.probed = "yes"; }}</script>')
@@ -64,6 +65,9 @@ def site(tmp_path_factory) -> Iterator[Site]:
     (root / "index.html").write_text(page_html("Bees", ["a.html", "b.html", "private.html"], INDEX_HEAD, INDEX_BODY))
     (root / "style.css").write_text(f"h1 {{ color: {HEADING_RGB}; }}\n")
     (root / "bee.png").write_bytes(png(2, 1))
+    # incompressible ballast: index.html's WACZ is well over the 64 KiB ReplayWeb.page reads from
+    # its end with a suffix range (`bytes=-N`), which the S3 stand-in once answered with the head
+    (root / "ballast.js").write_text("/* " + base64.b64encode(os.urandom(150_000)).decode() + " */\n")
     (root / "private.html").write_text(page_html("Private", []))  # robots.txt forbids it: skipped
     (root / "a.html").write_text(page_html("Bees A", ["index.html"]))
     (root / "b.html").write_text(page_html("Bees B", ["missing.html"]))  # a 404: a failed or captured page
@@ -278,7 +282,8 @@ def test_archives_download_and_replay(local_stack, local, finished_crawl, site) 
     with local.expect_download() as info:
         row.locator("button.download").click()
     download = info.value
-    assert Path(download.path()).read_bytes()[:2] == b"PK"  # a WACZ is a zip
+    wacz = Path(download.path()).read_bytes()
+    assert wacz[:2] == b"PK" and len(wacz) > 128 * 1024  # a WACZ is a zip, here past the 64 KiB tail
     assert download.url.startswith(local_stack.info["services"]["s3"])  # straight from the store
     watch = Watch(local.context)
     row.locator("button.replay").click()
