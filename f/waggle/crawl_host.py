@@ -100,6 +100,12 @@ class CaptureDeadline(TimeoutError):
     """A capture call passed its deadline; the page fails, the endpoint is not marked down."""
 
 
+class ConnectionLost(CaptureDeadline):
+    """The connection broke after the submission went out (a crashed or restarted capture
+    server, a dropped proxy): treated like a deadline (the capture may still be running, so the
+    page is not retried), but named for what happened."""
+
+
 class EndpointUnreachable(ConnectionError):
     """An endpoint refused the connection, did not resolve, or failed TLS."""
 
@@ -162,7 +168,7 @@ class HttpEndpoint:
         except httpx.TransportError as exc:
             # The connection broke after the request went out: like a deadline, the
             # submission may have reached BrowserHive, so do not move to another endpoint.
-            raise CaptureDeadline(f"connection lost before the answer ({type(exc).__name__}: {exc})") from exc
+            raise ConnectionLost(f"connection lost before the answer ({type(exc).__name__}: {exc})") from exc
         try:
             body: Any = json.loads(text)
         except ValueError:
@@ -510,7 +516,7 @@ def outcome_of(raw: Raw, crawl_id: str, log: Callable[[str], None], links_per_pa
         gap_from = min(raw.received, max(raw.sent, gap_from))
     if raw.error is not None:
         reason = str(raw.error) or type(raw.error).__name__
-        if isinstance(raw.error, TimeoutError) and "deadline" not in reason:
+        if isinstance(raw.error, TimeoutError) and not isinstance(raw.error, ConnectionLost) and "deadline" not in reason:
             reason = f"deadline passed: {reason}"
         result = _failed(raw.url, raw.sent, raw.received, reason, TRANSIENT, gap_from)
         return Outcome(result, None, raw.received if gap_from is None else gap_from)

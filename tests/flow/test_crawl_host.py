@@ -9,6 +9,7 @@ import pytest
 
 from f.waggle.crawl_host import (
     Answer,
+    ConnectionLost,
     ServerUnavailable,
     BACKOFF_CAP_MS,
     backed_off_gap,
@@ -185,6 +186,16 @@ def test_deadline_is_a_page_failure():
     (e,), _ = eps("bh-1", error=TimeoutError("deadline 145000ms passed"))
     [r] = run([e], ["a"])
     assert r["status"] == "failed" and "deadline" in r["skipReason"] and "taskId" not in r
+
+
+def test_a_lost_connection_is_named_for_what_happened_and_not_retried():
+    calls: list[str] = []
+    lost = ConnectionLost("connection lost before the answer (RemoteProtocolError: Server disconnected)")
+    e = FakeEndpoint("bh-1", calls, error=lost)
+    [r] = run([e], ["a"])
+    assert r["status"] == "failed" and r["failureClass"] == "transient"
+    assert r["skipReason"].startswith("connection lost before the answer") and "deadline" not in r["skipReason"]
+    assert calls == ["bh-1"]  # the capture may still be running: not submitted again
 
 
 # -- reading refusals -----------------------------------------------------------------------
