@@ -346,12 +346,19 @@ def replay_command(
         source = (rows.get(archive_id) or {}).get("sourceUrl")
         target = replay.page_url(port, source) if source else f"http://{replay.HOST}:{port}/{replay.COLLECTION}/"
         console.print(f"  {render.short_id(archive_id)}  {target}", soft_wrap=True, markup=False)
+    # pywb runs in its own session (Ctrl-C must reach waggle first), so a SIGTERM to waggle
+    # must stop it too rather than leave it listening.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.wait()
     except KeyboardInterrupt:
         pass
     finally:
         replay.stop(server)
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def register(app: typer.Typer) -> None:

@@ -85,7 +85,9 @@ def test_pywb_serves_a_captured_page_byte_identical(page_wacz, pywb_bin, tmp_pat
     assert server.poll() is not None
 
 
-def test_waggle_replay_downloads_by_prefix_serves_and_stops_on_ctrl_c(page_wacz, pywb_bin, tmp_path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_waggle_replay_downloads_by_prefix_serves_and_stops_with_pywb(page_wacz, pywb_bin, tmp_path, stop_signal):
+    """Ctrl-C (SIGINT) or a SIGTERM to waggle stops pywb, which runs in a session of its own."""
     ledger = _ledger(page_wacz)
     env = {**os.environ, "WAGGLE_API_URL": ledger.url, "WAGGLE_TOKEN": "t", "WAGGLE_REPLAY_VENV": str(VENV),
            "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
@@ -106,7 +108,7 @@ def test_waggle_replay_downloads_by_prefix_serves_and_stops_on_ctrl_c(page_wacz,
         assert (tmp_path / "replay" / "archives" / f"{ARCHIVE_ID}.wacz").read_bytes() == page_wacz["wacz"]
         raw = httpx.get(f"{found.group(1)}id_/{page_wacz['url']}", timeout=30)
         assert raw.content == page_wacz["body"]
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop_signal)
         assert proc.wait(30) == 0
         with pytest.raises(httpx.ConnectError):  # pywb stopped with it
             httpx.get(f"http://127.0.0.1:{found.group(2)}/", timeout=2)
