@@ -226,6 +226,13 @@ def finished_crawl(local_stack, local, site) -> str:
     seen_running = crawl_state(local) == "running"
     if seen_running:  # live: the same view turns from running to succeeded without a reload
         local.wait_for_selector("#hosts")
+        # the level in flight from the capture events: its line, or the crawl already finished
+        line = local.wait_for_function("""() => {
+            const p = document.querySelector('#level-progress');
+            if (p) return p.textContent;
+            const s = document.querySelector("#crawl-facts dd[data-fact='state']");
+            return s && s.textContent.trim() !== 'running' ? 'finished' : null; }""").json_value()
+        assert line == "finished" or re.match(r"Level \d+ in flight: \d+ of \d+ done \(\d+ captured, \d+ failed\)", line), line
         local.wait_for_selector("table#pages tr.page")
         if crawl_state(local) == "running":
             shot(local, "crawl-running")

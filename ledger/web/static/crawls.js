@@ -70,6 +70,19 @@ function facts(c) {
     pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { dataset: { fact: k.toLowerCase() } }, v)]));
 }
 
+// The level in flight from the flow's capture events (the counts above move at level reports).
+function levelProgress(p) {
+  if (!p) return null;
+  const summary = "Level " + p.depth + " in flight: " + p.done + " of " + p.planned + " done ("
+    + p.captured + " captured, " + p.failed + " failed)";
+  return el("div", { className: "progress", id: "level-progress" },
+    el("strong", {}, summary),
+    p.capturing.length
+      ? el("ul", {}, p.capturing.map((c) => el("li", {}, el("code", {}, c.host), " ", c.url, " ",
+          el("span", { className: "muted" }, "since " + when(c.since)))))
+      : null);
+}
+
 function pageRow(p, crawlId) {
   return el("tr", { className: "page", dataset: { state: p.state } },
     el("td", { className: "url" }, p.url, p.finalUrl && p.finalUrl !== p.url ? el("div", { className: "muted" }, "→ " + p.finalUrl) : null),
@@ -143,6 +156,7 @@ export async function crawlPage(view, ctx, crawlId) {
           ? el("div", { className: "hosts", id: "hosts" }, el("strong", {}, "Hosts in flight: "),
               crawl.hostsInFlight.length ? crawl.hostsInFlight.map((h) => el("span", {}, h)) : "—")
           : null,
+        crawl.state === "running" ? levelProgress(crawl.levelProgress) : null,
         el("h2", {}, "Pages ", filterSelect),
         pagesBox].filter(Boolean));
     }
