@@ -43,10 +43,12 @@ def available() -> list[Migration]:
     return [found[v] for v in sorted(found)]
 
 
-def migrate(database_url: str) -> list[str]:
+def migrate(database_url: str, until: str | None = None) -> list[str]:
     """Apply every pending migration to ``database_url``; returns the file names applied now.
 
-    Idempotent: a second run applies nothing and returns ``[]``.
+    ``until`` (a version such as ``"100"``) stops before that version: the schema as it was
+    before it, for checking that a later migration keeps existing data. Idempotent: a second
+    run applies nothing and returns ``[]``.
     """
     applied_now: list[str] = []
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -59,6 +61,8 @@ def migrate(database_url: str) -> list[str]:
             )
             done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
             for migration in available():
+                if until is not None and migration.version >= until:
+                    break
                 if migration.version in done:
                     continue
                 with conn.transaction():

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 import ledger.crawl.frontier as frontier
-from ledger.db.migrate import available, migrate
+from ledger.db.migrate import migrate
 from tests.ledger.test_level_reports import (
     WHO, open_ledger, post, report, rows, settings, start, store_of,  # noqa: F401 - fixture
 )
@@ -89,13 +89,8 @@ def test_insert_without_url_hash_gets_sha256_of_the_key(migrated_db_url):
 
 def test_migration_keeps_existing_rows_and_hashes(create_database):
     url = create_database()
-    before = [m for m in available() if m.version < "071"]
+    migrate(url, until="071")
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY, name text NOT NULL,"
-                     " applied_at timestamptz NOT NULL DEFAULT now())")
-        for m in before:
-            conn.execute(m.sql)
-            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (m.version, m.name))
         crawl = conn.execute(
             "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms, host_parallelism,"
             " org_id, requested_by) VALUES (gen_random_uuid(), %s, 'same-origin', 1, 10, 0, 1, 'acme', 'alice')"

@@ -10,7 +10,7 @@ import uuid
 import psycopg
 import pytest
 
-from ledger.db.migrate import available, migrate
+from ledger.db.migrate import migrate
 from tests.ledger.test_frontier_exact import X, Y
 
 _CRAWL = ("INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms, host_parallelism,"
@@ -66,13 +66,8 @@ def test_a_page_cannot_move_and_discovered_from_stays_null(migrated_db_url):
 
 def test_migrations_keep_existing_rows(create_database):
     url = create_database()
-    before = [m for m in available() if m.version < "100"]
+    migrate(url, until="100")
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY, name text NOT NULL,"
-                     " applied_at timestamptz NOT NULL DEFAULT now())")
-        for m in before:
-            conn.execute(m.sql)
-            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (m.version, m.name))
         crawl = conn.execute(_CRAWL, ([X],)).fetchone()[0]
         conn.execute(_PAGES, (crawl, [X, Y]))
         conn.execute("UPDATE crawl_pages SET level = 2 WHERE url = %s", (Y,))
@@ -91,14 +86,9 @@ def test_migrations_keep_existing_rows(create_database):
 
 def test_stored_answers_survive_the_json_migration(create_database):
     url = create_database()
-    before = [m for m in available() if m.version < "102"]
+    migrate(url, until="102")
     answer = '{"next": [{"url": "https://a.test/é", "host": "a.test", "depth": 1}], "stopReason": null}'
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY, name text NOT NULL,"
-                     " applied_at timestamptz NOT NULL DEFAULT now())")
-        for m in before:
-            conn.execute(m.sql)
-            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (m.version, m.name))
         crawl = conn.execute(_CRAWL, ([X],)).fetchone()[0]
         conn.execute("INSERT INTO crawl_level_reports (crawl_id, depth, report_sha256, answer)"
                      " VALUES (%s, 0, %s, %s::jsonb)", (crawl, "0" * 64, answer))
