@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import JSONResponse, Response
@@ -75,6 +75,13 @@ def _uuid_text(value: str) -> str:
 
 
 NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+def _setting(default: int | None, **bounds: int) -> Any:
+    """A numeric crawl setting: a JSON integer (strict: ``"500"``, ``500.0`` and ``true`` are
+    refused, never coerced) within ``bounds`` (``ge``/``le``)."""
+    return Field(default, strict=True, **bounds)
+
 FINAL_URL_MAX_CHARS = 8192  # a longer "URL" is not one; usable values are checked by ledger.crawl.redirects
 
 
@@ -97,7 +104,7 @@ class ManifestSummary(BaseModel):
 
 
 class FromTargets(_Strict):
-    limit: int | None = Field(None, ge=1)
+    limit: int | None = _setting(None, ge=1)
 
 
 class InlineScript(_Strict):
@@ -111,10 +118,10 @@ class CrawlRequest(_Strict):
     seeds: list[NonEmpty] | None = Field(None, min_length=1)
     fromTargets: FromTargets | None = None
     scope: Literal["same-origin", "same-host"] = "same-origin"
-    maxDepth: int | None = Field(None, ge=0, le=10)
-    maxPages: int | None = Field(None, ge=1)
-    perHostDelayMs: int = Field(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
-    hostParallelism: int = Field(4, ge=1, le=32)
+    maxDepth: int | None = _setting(None, ge=0, le=10)
+    maxPages: int | None = _setting(None, ge=1)
+    perHostDelayMs: int = _setting(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
+    hostParallelism: int = _setting(4, ge=1, le=32)
     scripts: list[Annotated[str, Field(min_length=1)] | InlineScript] | None = None
 
     @model_validator(mode="after")
