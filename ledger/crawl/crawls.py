@@ -16,7 +16,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
-from ledger.crawl import frontier, traps
+from ledger.crawl import frontier, salvage, traps
 from ledger.crawl.progress import level_progress
 from ledger.crawl.times import iso_ms
 from ledger.crawl.errors import Refused
@@ -332,23 +332,37 @@ async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = No
 CLOSED_BEFORE_CAPTURE = "the crawl was failed before this page was captured"
 
 
-async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None) -> str | None:
+@dataclass
+class Closed:
+    """A crawl :func:`close_failed` closed: its last Windmill job id (``""`` when none), the level
+    in flight, and the tasks of the pages it recorded as captured from their progress events (to
+    admit)."""
+
+    job: str
+    depth: int
+    tasks: list[str]
+
+
+async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None, bucket: str | None = None) -> Closed | None:
     """Close a *running* crawl as failed (``POST /api/crawls/{id}/failed``): its pending pages
-    become ``skipped`` (:data:`CLOSED_BEFORE_CAPTURE`). Returns the crawl's last Windmill job id
-    (``""`` when it has none) when it was closed, None when it was not running."""
+    whose capture a progress event reported become ``captured`` (``ledger.crawl.salvage``; their
+    manifests in ``bucket``), the others ``skipped`` (:data:`CLOSED_BEFORE_CAPTURE`). Returns
+    :class:`Closed` when it was closed, None when it was not running."""
+    tasks: list[str] = []
     async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
             "UPDATE crawls SET state = 'failed', stop_reason = 'failed', finished_at = now(), error = %s"
-            " WHERE id = %s AND state = 'running' RETURNING last_job_id",
+            " WHERE id = %s AND state = 'running' RETURNING *",
             (reason or FLOW_FAILED_WITHOUT_REASON, crawl_id),
         )
         row = await cur.fetchone()
         if row is not None:
+            tasks = await salvage.record_captures(conn, row, bucket)
             await conn.execute(
                 "UPDATE crawl_pages SET state = 'skipped', skip_reason = %s WHERE crawl_id = %s AND state = 'pending'",
                 (CLOSED_BEFORE_CAPTURE, crawl_id))
     if row is not None:
         log.warning("Crawl failed on request: %s: %s", crawl_id, (reason or FLOW_FAILED_WITHOUT_REASON)[:200])
-        return row["last_job_id"] or ""
+        return Closed(row["last_job_id"] or "", row["current_depth"], tasks)
     log.info("Nothing to close: %s", crawl_id)
     return None
