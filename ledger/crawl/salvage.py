@@ -3,7 +3,8 @@
 
 crawl_host's ``done`` event of a captured page carries its ``taskId``, ``manifestLocation`` and
 ``manifestSummary`` (``crawl_progress``, migration 140). When a running crawl is failed
-(``POST /api/crawls/{id}/failed``: by a person, or by the flow's failure module), each page still
+(``POST /api/crawls/{id}/failed``: by a person, or by the flow's failure module; or closed by the
+watchdog, ``ledger.crawl.watchdog``), each page still
 ``pending`` whose latest event is such a capture becomes ``captured`` (its task and the crawl as
 correlation id; counted into ``pages_captured``) and gets its ``capture_submissions`` row, as a
 level report would have given it; its archive is then admitted after the answer by the same
