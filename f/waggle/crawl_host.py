@@ -53,10 +53,10 @@ import json
 import random
 import ssl
 import time
-from urllib.parse import urlsplit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
+from urllib.parse import urlsplit
 
 import httpx
 
