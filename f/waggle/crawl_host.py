@@ -56,6 +56,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -81,6 +82,30 @@ NO_MANIFEST = "the capture response carried no manifest outcome"
 # Links per PageResult sent inline to the ledger (the rest counted in linksOverflow); the
 # ledger's WAGGLE_REPORT_LINKS_PER_PAGE (sent as the flow input links_per_page) wins.
 LINKS_PER_PAGE = 1000
+# A page of the level that is the final URL of a capture made earlier in this host's chain
+# (A → 301 → B, B also listed) is not captured again: reported skipped with this reason + A.
+REDIRECT_DUPLICATE = "already captured in this level as the redirect target of "
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def page_key(url: str) -> str:
+    """``url`` as the same-level duplicate check compares it: fragment dropped, scheme and host
+    lower-cased, the scheme's default port and an empty path written the WHATWG way (the level's
+    URLs and a capture's ``finalUrl`` are both browser-serialized already; this only covers
+    spelling that differs there). Anything unparsable stays as given, minus its fragment."""
+    base = url.partition("#")[0]
+    try:
+        parts = urlsplit(base)
+        port = parts.port
+    except ValueError:
+        return base
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return base
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    auth = parts.netloc.rpartition("@")[0]
+    netloc = (auth + "@" if auth else "") + host + (f":{port}" if port not in (None, _DEFAULT_PORTS[scheme]) else "")
+    return f"{scheme}://{netloc}{parts.path or '/'}" + (f"?{parts.query}" if parts.query or base.endswith("?") else "")
 
 
 _EPOCH_MINUS_MONOTONIC = time.time() - time.monotonic()
@@ -683,6 +708,7 @@ class HostJob:
     on_page: Callable[..., None] | None
     links_per_page: int
     results: list[dict | None] = field(default_factory=list)
+    finals: dict[str, str] = field(default_factory=dict)  # page_key(final URL) → the URL captured
 
     def request(self, index: int) -> dict:
         """The capture request of page ``index``, its settle bounded by the current gap."""
@@ -701,13 +727,30 @@ class HostJob:
 
     def done(self, index: int, result: dict) -> None:
         self.results[index] = result
+        final = result.get("finalUrl")
+        if result.get("status") == "captured" and final and page_key(final) != page_key(self.urls[index]):
+            self.finals.setdefault(page_key(final), self.urls[index])
         _notify(self.on_page, self.say, self.urls[index], "done", result)
+
+    def duplicate(self, index: int) -> bool:
+        """Whether page ``index`` is the final URL of a capture this job already concluded (a
+        redirect target listed in the level too): then it is recorded ``skipped`` with
+        :data:`REDIRECT_DUPLICATE` and never submitted (no capture, no gap, no progress event).
+        A capture still in flight is not known yet: its duplicate is captured (both recorded)."""
+        source = self.finals.get(page_key(self.urls[index]))
+        if source is None:
+            return False
+        self.say(f"{index + 1}/{len(self.urls)} {self.urls[index]}: not captured again, the redirect target of {source}")
+        self.results[index] = {"url": self.urls[index], "status": "skipped", "skipReason": REDIRECT_DUPLICATE + source}
+        return True
 
 
 def capture_sequentially(endpoints: Sequence[Endpoint], job: HostJob) -> list[dict]:
     """Each capture after the previous answer, the gap since its ``gapFrom`` (no extensions)."""
     gap_from: float | None = None
     for i in range(len(job.urls)):
+        if job.duplicate(i):
+            continue
         if gap_from is not None:
             wait = remaining_gap_s(job.gap.ms, gap_from, job.now())
             if wait > 0:
@@ -732,6 +775,9 @@ class ChainPages:
 
     def started(self, index: int) -> None:
         self.job.started(index)
+
+    def skip(self, index: int) -> bool:
+        return self.job.duplicate(index)
 
     def attempt(self, index: int, attempt: int, endpoints: Sequence[Endpoint], nap: Callable[[float], None]) -> Raw:
         """In a worker thread: one submission of page ``index``."""

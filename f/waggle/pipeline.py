@@ -238,6 +238,8 @@ class Pages(Protocol):
 
     def started(self, index: int) -> None: ...
 
+    def skip(self, index: int) -> bool: ...  # True: page ``index`` is not captured (recorded by Pages)
+
     def attempt(self, index: int, attempt: int, endpoints: Sequence[Keyed], nap: Nap) -> Any: ...
 
     def seal_gap_from(self, index: int, body: dict, submitted: float, received: float) -> float: ...
@@ -257,7 +259,10 @@ class Chain:
 
     def run(self, count: int, gap_from: Optional[float] = None) -> None:
         """Capture pages ``0..count-1`` (and their retries); outcomes go to ``pages.conclude``.
-        ``gap_from``: when the host's gap runs from before the first capture (None: no wait)."""
+        ``gap_from``: when the host's gap runs from before the first capture (None: no wait).
+        A page ``pages.skip`` declines (asked before its first submission, and again once the
+        wait before it ended: the previous capture may have answered meanwhile) is not submitted
+        and takes no gap; a capture still in flight cannot tell, so its duplicate goes ahead."""
         todo: deque[tuple[int, int]] = deque((i, 1) for i in range(count))
         finishing: Flight | None = None
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="capture") as pool:
@@ -266,9 +271,14 @@ class Chain:
                     self._conclude(finishing, todo)
                     finishing = None
                     continue
+                if todo[0][1] == 1 and self.pages.skip(todo[0][0]):  # known before any wait
+                    todo.popleft()
+                    continue
                 if gap_from is not None:
                     finishing = self._until_lead(gap_from, finishing, todo)
                 index, attempt = todo.popleft()
+                if attempt == 1 and self.pages.skip(index):  # known once ``finishing`` answered
+                    continue
                 flight = self._submit(pool, index, attempt, gap_from, finishing)
                 gap_from = self._gap_from(flight, todo)
                 if finishing is not None:  # at most two in flight: the older one must be done

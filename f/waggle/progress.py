@@ -6,7 +6,11 @@
 
 ``POST {waggle_api_url}/api/crawls/{crawl_id}/progress`` with the flow's token, body
 ``{"url", "phase": "started"|"done", "status"?: "captured"|"failed"}`` — one when a page's
-capture starts, one when it ends (issue 15). Progress is a courtesy: a poster never raises and
+capture starts, one when it ends (issue 15). A captured page's ``done`` also carries the
+capture's ``taskId``, ``manifestLocation`` and ``manifestSummary`` when the result has them, so a
+crawl failed before its level report still records the page (ledger.crawl.salvage); a ledger
+that predates them refuses them (400 "unknown field"): the poster then sends that event, and
+every later one, without them. Progress is a courtesy: a poster never raises and
 never delays a capture. Events go out in order from one background thread per host, each with a
 short timeout and no retry; failures are logged (first few only) and dropped. ``close()`` waits
 at most :data:`CLOSE_WAIT_S` for the queue to drain.
@@ -25,6 +29,7 @@ from f.waggle.common import VAR_API_URL, VAR_TOKEN, http_client, read_variable
 TIMEOUT_S = 2.0
 CLOSE_WAIT_S = 3.0
 MAX_LOGGED = 3  # failures logged per host; the rest are counted in the closing line
+CAPTURE_KEYS = ("taskId", "manifestLocation", "manifestSummary")  # of a captured PageResult
 _STOP = object()
 
 
@@ -35,6 +40,7 @@ class ProgressPoster:
         self._send, self._log = send, log
         self._queue: queue.Queue = queue.Queue()
         self.sent = self.failed = 0
+        self.plain = False  # the ledger refused the capture fields once: never sent again
         self._thread = threading.Thread(target=self._run, name="waggle-progress", daemon=True)
         if send is not None:
             self._thread.start()
@@ -44,13 +50,27 @@ class ProgressPoster:
             return
         body = {"url": url, "phase": phase}
         if phase == "done":
-            body["status"] = "captured" if (result or {}).get("status") == "captured" else "failed"
+            result = result or {}
+            body["status"] = "captured" if result.get("status") == "captured" else "failed"
+            if body["status"] == "captured" and result.get("taskId"):
+                body.update({k: result[k] for k in CAPTURE_KEYS if result.get(k) is not None})
         self._queue.put(body)
+
+    def _post(self, body: dict) -> httpx.Response:
+        """Send ``body`` (without the capture fields once the ledger refused them)."""
+        if self.plain:
+            body = {k: v for k, v in body.items() if k not in CAPTURE_KEYS}
+        resp = self._send(body)
+        if resp.status_code == 400 and "taskId" in body and "unknown field" in resp.text and not self.plain:
+            self.plain = True
+            self._log("the ledger takes no capture fields in progress events (an older ledger): sent without")
+            return self._post(body)
+        return resp
 
     def _run(self) -> None:
         while (body := self._queue.get()) is not _STOP:
             try:
-                resp = self._send(body)
+                resp = self._post(body)
                 ok, why = resp.status_code < 300, f"HTTP {resp.status_code} {resp.text[:160]}"
             except Exception as exc:  # noqa: BLE001 - the ledger being down must not touch the capture
                 ok, why = False, f"{type(exc).__name__}: {exc}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import JSONResponse, Response
@@ -75,6 +75,13 @@ def _uuid_text(value: str) -> str:
 
 
 NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+def _setting(default: int | None, **bounds: int) -> Any:
+    """A numeric crawl setting: a JSON integer (strict: ``"500"``, ``500.0`` and ``true`` are
+    refused, never coerced) within ``bounds`` (``ge``/``le``)."""
+    return Field(default, strict=True, **bounds)
+
 FINAL_URL_MAX_CHARS = 8192  # a longer "URL" is not one; usable values are checked by ledger.crawl.redirects
 
 
@@ -97,7 +104,7 @@ class ManifestSummary(BaseModel):
 
 
 class FromTargets(_Strict):
-    limit: int | None = Field(None, ge=1)
+    limit: int | None = _setting(None, ge=1)
 
 
 class InlineScript(_Strict):
@@ -111,10 +118,10 @@ class CrawlRequest(_Strict):
     seeds: list[NonEmpty] | None = Field(None, min_length=1)
     fromTargets: FromTargets | None = None
     scope: Literal["same-origin", "same-host"] = "same-origin"
-    maxDepth: int | None = Field(None, ge=0, le=10)
-    maxPages: int | None = Field(None, ge=1)
-    perHostDelayMs: int = Field(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
-    hostParallelism: int = Field(4, ge=1, le=32)
+    maxDepth: int | None = _setting(None, ge=0, le=10)
+    maxPages: int | None = _setting(None, ge=1)
+    perHostDelayMs: int = _setting(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
+    hostParallelism: int = _setting(4, ge=1, le=32)
     scripts: list[Annotated[str, Field(min_length=1)] | InlineScript] | None = None
 
     @model_validator(mode="after")
@@ -326,17 +333,33 @@ async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
 
 
 class ProgressEvent(_Strict):
-    """One capture event of ``crawl_host`` (issue 15): a page's capture started, or ended."""
+    """One capture event of ``crawl_host`` (issue 15): a page's capture started, or ended; a
+    captured page's end may carry its capture (``taskId``, ``manifestLocation``,
+    ``manifestSummary``: optional, for a crawl failed before its level report)."""
 
     url: str = Field(min_length=1, max_length=FINAL_URL_MAX_CHARS)
     phase: Literal["started", "done"]
     status: Literal["captured", "failed"] | None = None
+    taskId: Annotated[str, AfterValidator(_uuid_text)] | None = None
+    manifestLocation: Annotated[str, Field(min_length=1, max_length=LOCATION_MAX_CHARS)] | None = None
+    manifestSummary: ManifestSummary | None = None
 
     @model_validator(mode="after")
     def _status_with_done(self) -> "ProgressEvent":
         if (self.phase == "done") != (self.status is not None):
             raise ValueError("status (captured|failed) goes with phase 'done', and only with it")
+        if self.taskId is not None and self.status != "captured":
+            raise ValueError("taskId goes with status 'captured' only")
+        if (self.manifestLocation is not None or self.manifestSummary is not None) and self.taskId is None:
+            raise ValueError("manifestLocation and manifestSummary need a taskId")
         return self
+
+    def capture(self) -> dict | None:
+        """The capture fields given (camelCase, JSON-ready), or None."""
+        if self.taskId is None:
+            return None
+        return self.model_dump(mode="json", include={"taskId", "manifestLocation", "manifestSummary"},
+                               exclude_none=True)
 
 
 @router.post("/api/crawls/{crawl_id}/progress")
@@ -345,7 +368,8 @@ async def post_progress(crawl_id: uuid.UUID, body: ProgressEvent, request: Reque
     level report's authorization). 404 unknown crawl; 409 not running, or ``url`` not a pending
     page of its level in flight. Shown in ``GET /api/crawls/{id}`` ``levelProgress``."""
     await submitter(request)
-    if not await progress_store.record(request.app.state.services.pool, crawl_id, body.url, body.phase, body.status):
+    if not await progress_store.record(request.app.state.services.pool, crawl_id, body.url, body.phase, body.status,
+                                       body.capture()):
         raise Refused(404, "not found")
     return {"recorded": True}
 
@@ -355,17 +379,21 @@ async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request,
                        background: BackgroundTasks) -> JSONResponse:
     """Close a running crawl as failed → 200 ``{closed: true|false}`` (reason ≤ 2,000 chars);
     an unknown crawl, or one of another organization, is ``{closed: false}`` alike. Closing
-    cancels the crawl's Windmill job (best effort, after the answer) and skips its pending pages."""
+    cancels the crawl's Windmill job (best effort, after the answer), records the pending pages
+    whose progress events reported a capture as captured (their archives admitted after the
+    answer: ledger.crawl.salvage) and skips the other pending pages."""
     identity = await submitter(request)
     services = request.app.state.services
-    job = None
+    closed = None
     if await crawl_store.crawl_in_orgs(services.pool, crawl_id, identity.organizations):
-        job = await crawl_store.close_failed(services.pool, crawl_id, body.reason)
-    if job:  # its level may still be capturing: stop it, or the site keeps getting requests
-        background.add_task(cancel_job, services.http, services.settings, job, "waggle: the crawl was failed")
-    if job is not None:  # its host leases ended with it
+        closed = await crawl_store.close_failed(services.pool, crawl_id, body.reason, services.settings.s3_bucket)
+    if closed and closed.job:  # its level may still be capturing: stop it, or the site keeps getting requests
+        background.add_task(cancel_job, services.http, services.settings, closed.job, "waggle: the crawl was failed")
+    if closed is not None:  # its host leases ended with it
         background.add_task(dispatch_waiting, services)
-    return JSONResponse({"closed": job is not None}, background=background)
+    if closed and closed.tasks:  # admission after the answer, as for a level report
+        background.add_task(verify_level, services, crawl_id, closed.depth, set(), closed.tasks)
+    return JSONResponse({"closed": closed is not None}, background=background)
 
 
 @router.post("/api/crawls/{crawl_id}/index")

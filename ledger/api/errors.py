@@ -48,12 +48,30 @@ def describe_validation(exc: RequestValidationError) -> str:
             parts.append(f"{where} is required")
         elif kind in ("json_invalid", "json_type"):
             parts.append("the body must be a JSON object")
+        elif kind == "int_type":  # strict numeric settings: "500", 500.0 and true are not coerced
+            parts.append(f"{where}: must be a JSON integer, {_not_an_integer(err.get('input'))}")
         else:
             msg = err.get("msg", "is invalid")
             if msg.startswith("Value error, "):
                 msg = msg[len("Value error, "):]
             parts.append(f"{where}: {msg}")
     return "; ".join(dict.fromkeys(parts)) or "invalid request"
+
+
+def _not_an_integer(given: object) -> str:
+    """What was sent instead of an integer, and what to send (``"500"`` → ``500``)."""
+    if isinstance(given, bool):
+        return f"not {json.dumps(given)}"
+    if isinstance(given, str):
+        text = json.dumps(given[:40] + ("…" if len(given) > 40 else ""), ensure_ascii=False)
+        digits = given.strip()
+        if digits.lstrip("-").isdigit() and len(digits) <= 18:
+            return f"not the string {text}: send {int(digits)} without quotes"
+        return f"not the string {text}"
+    if isinstance(given, float):
+        return f"not {given!r}" + (f": send {int(given)}" if given.is_integer() else "")
+    kind = {type(None): "null", list: "an array", dict: "an object"}.get(type(given), type(given).__name__)
+    return f"not {kind}"
 
 
 def validation_fields(exc: RequestValidationError) -> dict[str, str]:

@@ -16,7 +16,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
-from ledger.crawl import frontier
+from ledger.crawl import frontier, salvage, traps
 from ledger.crawl.progress import level_progress
 from ledger.crawl.times import iso_ms
 from ledger.crawl.errors import Refused
@@ -65,29 +65,40 @@ async def _target_seeds(conn: AsyncConnection, org_id: str, limit: int | None) -
     return [r["url"] for r in await cur.fetchall()]
 
 
-def _seed_refusal(message: str) -> Refused:
+def _seed_refusal(message: str, field: str = "seeds") -> Refused:
     """400 about the seeds, with ``fields`` like a validation error (the web page shows it there)."""
-    return Refused(400, message, fields={"seeds": message})
+    return Refused(400, message, fields={field: message})
 
 
-def parse_seeds(raw: list[str], allow_private: bool) -> list[ParsedUrl]:
-    """Every seed parsed; raises :class:`Refused` 400 naming the unusable ones (none dropped)."""
-    parsed, bad, refused = [], [], []
+def parse_seeds(raw: list[str], allow_private: bool, field: str = "seeds") -> list[ParsedUrl]:
+    """Every seed parsed; raises :class:`Refused` 400 naming the unusable ones (none dropped):
+    not http(s), longer than :data:`ledger.crawl.traps.MAX_URL_LENGTH` (as given or
+    serialized), or on a private host. ``field`` names the request field they came from
+    (``seeds``, or ``fromTargets`` for saved targets)."""
+    noun = "seed" if field == "seeds" else "saved target"
+    parsed, bad, too_long, refused = [], [], [], []
     for item in raw:
         try:
             p = parse_http_url(item)
         except InvalidUrl:
             bad.append(item)
             continue
+        if traps.too_long(p.url, p.key):
+            too_long.append(traps.shown(p.url))
+            continue
         why = refusal(p.url, allow_private)
         if why:
             refused.append(f"{p.url} ({why})")
         parsed.append(p)
     if bad:
-        raise _seed_refusal("every seed must be an http(s) URL; unusable: " + ", ".join(repr(b) for b in bad))
+        raise _seed_refusal(f"every {noun} must be an http(s) URL; unusable: "
+                            + ", ".join(traps.shown(repr(b)) for b in bad), field)
+    if too_long:
+        raise _seed_refusal(f"{noun}s longer than {traps.MAX_URL_LENGTH:,} characters are refused (a crawl never"
+                            " follows so long a URL; shorten it): " + ", ".join(too_long), field)
     if refused:
-        raise _seed_refusal("seeds on private or local hosts are refused: " + "; ".join(refused)
-                            + " (set WAGGLE_ALLOW_PRIVATE_HOSTS=1 to crawl local sites)")
+        raise _seed_refusal(f"{noun}s on private or local hosts are refused: " + "; ".join(refused)
+                            + " (set WAGGLE_ALLOW_PRIVATE_HOSTS=1 to crawl local sites)", field)
     return parsed
 
 
@@ -166,7 +177,7 @@ async def start_crawl(
                     why = (f"no enabled capture targets for this organization ({org_id}):"
                            " add some with `waggle targets add --org`")
                     raise Refused(400, why, fields={"fromTargets": why})
-            seeds = parse_seeds(raw, allow_private)
+            seeds = parse_seeds(raw, allow_private, "seeds" if spec.seeds is not None else "fromTargets")
             if len(seeds) > max_pages_limit:
                 raise Refused(400, f"{len(seeds)} seeds are more than WAGGLE_MAX_PAGES ({max_pages_limit}) allows"
                                    " in one crawl; send fewer (fromTargets: use limit)")
@@ -321,23 +332,37 @@ async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = No
 CLOSED_BEFORE_CAPTURE = "the crawl was failed before this page was captured"
 
 
-async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None) -> str | None:
+@dataclass
+class Closed:
+    """A crawl :func:`close_failed` closed: its last Windmill job id (``""`` when none), the level
+    in flight, and the tasks of the pages it recorded as captured from their progress events (to
+    admit)."""
+
+    job: str
+    depth: int
+    tasks: list[str]
+
+
+async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None, bucket: str | None = None) -> Closed | None:
     """Close a *running* crawl as failed (``POST /api/crawls/{id}/failed``): its pending pages
-    become ``skipped`` (:data:`CLOSED_BEFORE_CAPTURE`). Returns the crawl's last Windmill job id
-    (``""`` when it has none) when it was closed, None when it was not running."""
+    whose capture a progress event reported become ``captured`` (``ledger.crawl.salvage``; their
+    manifests in ``bucket``), the others ``skipped`` (:data:`CLOSED_BEFORE_CAPTURE`). Returns
+    :class:`Closed` when it was closed, None when it was not running."""
+    tasks: list[str] = []
     async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
             "UPDATE crawls SET state = 'failed', stop_reason = 'failed', finished_at = now(), error = %s"
-            " WHERE id = %s AND state = 'running' RETURNING last_job_id",
+            " WHERE id = %s AND state = 'running' RETURNING *",
             (reason or FLOW_FAILED_WITHOUT_REASON, crawl_id),
         )
         row = await cur.fetchone()
         if row is not None:
+            tasks = await salvage.record_captures(conn, row, bucket)
             await conn.execute(
                 "UPDATE crawl_pages SET state = 'skipped', skip_reason = %s WHERE crawl_id = %s AND state = 'pending'",
                 (CLOSED_BEFORE_CAPTURE, crawl_id))
     if row is not None:
         log.warning("Crawl failed on request: %s: %s", crawl_id, (reason or FLOW_FAILED_WITHOUT_REASON)[:200])
-        return row["last_job_id"] or ""
+        return Closed(row["last_job_id"] or "", row["current_depth"], tasks)
     log.info("Nothing to close: %s", crawl_id)
     return None

@@ -27,7 +27,7 @@ import orjson
 from ledger.crawl import frontier, hosts, leases
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
-from ledger.crawl import redirects, robots_cache, shape_store
+from ledger.crawl import outcome, redirects, robots_cache, shape_store
 from ledger.crawl.guard import refusal
 from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
 from ledger.crawl.report_links import discovered_links
@@ -381,17 +381,23 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             # 8. counters and closing
             done = not inserted
             reason = plan.stop_reason or ("completed" if done else None)
+            # nothing captured and no seed host reached: failed, not succeeded (ledger.crawl.outcome)
+            error = (await outcome.unreached(conn, crawl_id)
+                     if done and crawl["pages_captured"] + captured == 0 else None)
+            if error:
+                reason = "failed"
             total_drops = Counter({k: int(v) for k, v in (crawl["drops"] or {}).items()})
             total_drops.update({k: v for k, v in drops.items() if v})
             await conn.execute(
                 "UPDATE crawls SET pages_captured = pages_captured + %s, pages_discovered = pages_discovered + %s,"
                 " stop_reason = COALESCE(stop_reason, %s), drops = %s::jsonb, last_progress_at = now(),"
                 " scripts = %s::jsonb, current_depth = %s, level_state = 'planned', level_since = now(),"
-                " state = CASE WHEN %s THEN 'succeeded' ELSE state END,"
+                " state = CASE WHEN %s THEN %s ELSE state END, error = COALESCE(%s, error),"
                 " finished_at = CASE WHEN %s THEN now() ELSE finished_at END"
                 " WHERE id = %s",
                 (captured, discovered, reason, json.dumps(dict(total_drops)),
-                 json.dumps(merged.scripts), depth if done else depth + 1, done, done, crawl_id),
+                 json.dumps(merged.scripts), depth if done else depth + 1, done,
+                 "failed" if error else "succeeded", error, done, crawl_id),
             )
             answer = {
                 "next": [{"url": p["url"], "host": p["host"], "depth": depth + 1} for p in inserted],
@@ -404,6 +410,8 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
             )
     log.info("Crawl level recorded: crawl %s depth %d: %d results, %d captured, next %d%s", crawl_id, depth,
              len(results), captured, len(inserted), f" (stopped: {reason})" if done else "")
+    if error:
+        log.warning("Crawl failed: %s: %s", crawl_id, error)
     crawl = dict(crawl)
     crawl["scripts"] = merged.scripts
     failed = {str(r["taskId"]) for r in results if r.get("taskId") and r["status"] != "captured"}

@@ -3,11 +3,14 @@
 ``POST /api/crawls/{id}/progress`` ``{url, phase: started|done, status?: captured|failed}``
 (status only with ``done``) records the latest event of one pending page of the crawl's current
 level (``crawl_progress``, one row per page; a ``started`` never replaces a ``done``, so a
-re-sent or late event changes nothing). The level report stays the record of outcomes.
+re-sent or late event changes nothing). The level report stays the record of outcomes; a
+captured page's ``done`` may also carry ``taskId``, ``manifestLocation`` and ``manifestSummary``
+(kept for a crawl failed before its report: ledger.crawl.salvage).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -19,14 +22,20 @@ _PAGE = (
     " WHERE p.crawl_id = %s AND p.url = %s AND p.depth = c.current_depth AND p.state = 'pending'"
 )
 _UPSERT = (
-    "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status) VALUES (%s, %s, %s, %s, %s)"
-    " ON CONFLICT (page_id) DO UPDATE SET phase = EXCLUDED.phase, status = EXCLUDED.status, at = now()"
+    "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status, task_id, manifest_location,"
+    " manifest_summary) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb)"
+    " ON CONFLICT (page_id) DO UPDATE SET phase = EXCLUDED.phase, status = EXCLUDED.status, at = now(),"
+    " task_id = EXCLUDED.task_id, manifest_location = EXCLUDED.manifest_location,"
+    " manifest_summary = EXCLUDED.manifest_summary"
     " WHERE crawl_progress.phase = 'started'"
 )
 
 
-async def record(pool: Any, crawl_id: uuid.UUID, url: str, phase: str, status: str | None) -> bool:
+async def record(pool: Any, crawl_id: uuid.UUID, url: str, phase: str, status: str | None,
+                 capture: dict | None = None) -> bool:
     """Store one event; returns False when the crawl does not exist (the route answers 404).
+    ``capture`` = a captured page's ``{taskId, manifestLocation?, manifestSummary?}``, kept so
+    that a crawl failed before its level report still records the page (ledger.crawl.salvage).
 
     Raises :class:`Refused` (409) when the crawl is not running or ``url`` is not a pending page
     of its current level (already reported, or never in it): the flow logs it and goes on.
@@ -43,7 +52,11 @@ async def record(pool: Any, crawl_id: uuid.UUID, url: str, phase: str, status: s
         if page is None:
             raise Refused(409, "url is not a pending page of the crawl's level in flight"
                                " (already reported, or not in this level)")
-        await conn.execute(_UPSERT, (page["id"], crawl_id, page["depth"], phase, status))
+        capture = capture or {}
+        summary = capture.get("manifestSummary")
+        await conn.execute(_UPSERT, (page["id"], crawl_id, page["depth"], phase, status, capture.get("taskId"),
+                                     capture.get("manifestLocation"),
+                                     json.dumps(summary) if summary is not None else None))
     return True
 
 

@@ -1,7 +1,7 @@
 """Saved seed URLs per organization (``capture_targets``; ``waggle targets …``, ledger.md §11).
 
-URLs are parsed like seeds (WHATWG, http(s) only, fragment dropped); any unreadable URL means
-nothing is added and the bad ones are named. Unknown ids on enable/disable/rm change nothing.
+URLs are parsed like seeds (WHATWG, http(s) only, at most 2,048 characters, fragment dropped);
+any unreadable or too long URL means nothing is added and the bad ones are named. Unknown ids on enable/disable/rm change nothing.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any
 
 from psycopg import Connection
 
+from ledger.crawl import traps
 from ledger.crawl.urls import InvalidUrl, parse_http_url
 
 
@@ -25,14 +26,21 @@ def add(conn: Connection, org_id: str, urls: list[str], labels: list[str] | None
     """
     if not org_id:
         raise TargetsError("--org is required")
-    parsed, bad = [], []
+    parsed, bad, too_long = [], [], []
     for raw in urls:
         try:
-            parsed.append(parse_http_url(raw).url)
+            p = parse_http_url(raw)
         except InvalidUrl:
             bad.append(raw)
+            continue
+        if traps.too_long(p.url, p.key):
+            too_long.append(traps.shown(p.url))
+        parsed.append(p.url)
     if bad:
-        raise TargetsError("not http(s) URLs, nothing added: " + ", ".join(repr(b) for b in bad))
+        raise TargetsError("not http(s) URLs, nothing added: " + ", ".join(traps.shown(repr(b)) for b in bad))
+    if too_long:
+        raise TargetsError(f"URLs longer than {traps.MAX_URL_LENGTH:,} characters (a crawl never follows them;"
+                           " shorten them), nothing added: " + ", ".join(too_long))
     if not parsed:
         raise TargetsError("no URLs given")
     wanted = list(dict.fromkeys(parsed))

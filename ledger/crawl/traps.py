@@ -82,13 +82,25 @@ def _path_and_query(key: str) -> tuple[str, str]:
         return path, query
 
 
+def too_long(url: str, key: str) -> bool:
+    """Whether ``url`` (as given) or ``key`` (its WHATWG serialization) exceeds
+    :data:`MAX_URL_LENGTH` characters: such a URL is never crawled, neither as a discovered
+    link nor as a seed or saved target (those are refused up front)."""
+    return len(url) > MAX_URL_LENGTH or len(key) > MAX_URL_LENGTH
+
+
+def shown(url: str, keep: int = 80) -> str:
+    """``url`` for an error message: its first ``keep`` characters, then ``…`` and its length."""
+    return url if len(url) <= keep else f"{url[:keep]}… ({len(url):,} characters)"
+
+
 def trap_reason(url: str, key: str | None = None) -> str | None:
     """The trap reason for one URL (``url_too_long``, ``repeated_segment``,
     ``repeated_hostname``) or ``None``. ``key`` is the WHATWG-serialized form (default: parsed
     from ``url``). The per-host cap needs counts, see :func:`screen`."""
     if key is None:
         key = _parts(url)[1]
-    if len(url) > MAX_URL_LENGTH or len(key) > MAX_URL_LENGTH:
+    if too_long(url, key):
         return URL_TOO_LONG
     path, query = _path_and_query(key)
     # unquote only what has escapes (100,000 links per level report); lower-casing the whole

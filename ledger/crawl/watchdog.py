@@ -20,6 +20,8 @@ Windmill's address and workspace come from ``WAGGLE_CRAWL_WEBHOOK_URL``
 (``{base}/api/w/{ws}/jobs/run/f/...``), its token from ``WAGGLE_CRAWL_WEBHOOK_TOKEN``. When
 Windmill does not answer only the stall rule applies. Every close is conditional on the crawl
 still being running at the same level with the same job, so a report that lands meanwhile wins.
+A closed crawl's pages whose capture a progress event reported are recorded captured and their
+archives admitted, as when a crawl is failed on request (``ledger.crawl.salvage``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+
+from ledger.archive.verify import verify_level
+from ledger.crawl import salvage
 
 log = logging.getLogger("waggle.watchdog")
 
@@ -167,19 +172,24 @@ def stall_reason(stall_s: float, idle_s: float, depth: int, job_id: str | None, 
 _CLOSE = (
     "UPDATE crawls SET state = 'failed', stop_reason = COALESCE(stop_reason, 'failed'), finished_at = now(),"
     " error = %s WHERE id = %s AND state = 'running' AND current_depth = %s"
-    " AND last_job_id IS NOT DISTINCT FROM %s AND last_progress_at = %s RETURNING id"
+    " AND last_job_id IS NOT DISTINCT FROM %s AND last_progress_at = %s RETURNING *"
 )
 
 
-async def _close(pool: Any, crawl: dict, reason: str) -> bool:
-    async with pool.connection() as conn:
+async def _close(services: Any, crawl: dict, reason: str) -> bool:
+    tasks: list[str] = []
+    async with services.pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
             _CLOSE, (reason, crawl["id"], crawl["current_depth"], crawl["last_job_id"], crawl["last_progress_at"])
         )
-        closed = await cur.fetchone() is not None
-    if closed:
+        row = await cur.fetchone()
+        if row is not None:
+            tasks = await salvage.record_captures(conn, row, services.settings.s3_bucket)
+    if row is not None:
         log.warning("watchdog closed crawl %s: %s", crawl["id"], reason)
-    return closed
+    if tasks:
+        await verify_level(services, crawl["id"], crawl["current_depth"], set(), tasks)
+    return row is not None
 
 
 async def _has_report(pool: Any, crawl_id: uuid.UUID, depth: int) -> bool:
@@ -217,7 +227,7 @@ async def check_once(services: Any, *, now: datetime | None = None) -> list[tupl
                 state = None  # reported; the next level's dispatch is being recorded
             else:
                 reason = ended_reason(job_id, depth, state)
-                if await _close(pool, crawl, reason):
+                if await _close(services, crawl, reason):
                     closed.append((str(crawl["id"]), reason))
                 continue
         if crawl["level_state"] == "waiting":
@@ -229,7 +239,7 @@ async def check_once(services: Any, *, now: datetime | None = None) -> list[tupl
             if job_id and (state is None or not state.ended):
                 cancelled = await cancel_job(services.http, settings, job_id, "waggle watchdog: no progress")
             reason = stall_reason(settings.crawl_stall_s, idle_s, depth, job_id, cancelled)
-            if await _close(pool, crawl, reason):
+            if await _close(services, crawl, reason):
                 closed.append((str(crawl["id"]), reason))
     return closed
 

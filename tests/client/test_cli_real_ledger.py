@@ -139,3 +139,18 @@ def test_pages_options_need_an_id_and_each_other(ledger_env: RealLedger):
     # --json without --pages prints the crawl itself (issue 15): an unknown one is named as such
     unknown = runner.invoke(app, ["crawls", "0193b6a1-3c1d-7a2e-9f00-1234567890ab", "--json"], catch_exceptions=False)
     assert unknown.exit_code == 1 and "not found" in unknown.output
+
+
+def test_unusable_seeds_and_settings_are_refused_with_the_reason(ledger_env: RealLedger):
+    before = httpx.get(f"{ledger_env.url}/api/crawls",
+                       headers={"Authorization": f"Bearer {ledger_env.env['WAGGLE_TOKEN']}"}).json()["crawls"]
+    long_seed = "http://site-a.example/" + "p" * 2100
+    run = runner.invoke(app, ["crawl", long_seed, "--no-scripts", "--detach"], catch_exceptions=False)
+    assert run.exit_code == 1, run.output
+    assert "longer than 2,048 characters are refused" in run.output and "Traceback" not in run.output
+    # a setting that is not a number never reaches the ledger: typer names the option
+    run = runner.invoke(app, ["crawl", "http://site-a.example/", "--delay-ms", "500ms", "--detach"])
+    assert run.exit_code == 2 and "Invalid value for '--delay-ms'" in run.output and "integer" in run.output
+    after = httpx.get(f"{ledger_env.url}/api/crawls",
+                      headers={"Authorization": f"Bearer {ledger_env.env['WAGGLE_TOKEN']}"}).json()["crawls"]
+    assert len(after) == len(before)  # nothing half-created

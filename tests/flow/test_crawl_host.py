@@ -438,3 +438,25 @@ def test_final_url_the_ledger_would_refuse_is_left_out(final):
     (e,), _ = eps("bh-1", responses=[_with_final(final)])
     [r] = run([e], ["a"])
     assert "finalUrl" not in r and r["status"] == "captured"
+
+
+# -- a redirect target listed in the same level (captured once) --------------------------------
+
+def test_a_listed_redirect_target_is_not_captured_again():
+    old = {"https://a.test/old": _with_final("https://A.test:443/new#top")}
+    (e,), calls = eps("bh-1", responses=[lambda u, t: old.get(u, capture_reply)(u, t)])
+    logs: list[str] = []
+    results = run([e], ["https://a.test/old", "https://a.test/other", "https://a.test/new"], log=logs.append)
+    assert [r["url"] for r in results] == ["https://a.test/old", "https://a.test/other", "https://a.test/new"]
+    assert [r["status"] for r in results] == ["captured", "captured", "skipped"]
+    assert results[2] == {"url": "https://a.test/new", "status": "skipped",
+                          "skipReason": "already captured in this level as the redirect target of https://a.test/old"}
+    assert [q["url"] for q in e.requests] == ["https://a.test/old", "https://a.test/other"]
+    assert any("not captured again" in line for line in logs)
+
+
+def test_a_failed_redirect_does_not_spare_its_target():
+    old = {"https://a.test/old": _with_final("https://a.test/new", "http_error")}
+    (e,), _ = eps("bh-1", responses=[lambda u, t: old.get(u, capture_reply)(u, t)])
+    results = run([e], ["https://a.test/old", "https://a.test/new"])
+    assert [r["status"] for r in results] == ["failed", "captured"]

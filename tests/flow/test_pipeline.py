@@ -260,3 +260,40 @@ def test_the_cross_level_rest_is_kept_and_may_use_start_after():
     results, _ = crawl([e], ["a"], 500, initial_delay_ms=600)
     assert visits[0].navigated - t0 >= 0.6
     assert 0 < e.requests[0][0]["startAfterMs"] <= 600 and results[0]["status"] == "captured"
+
+
+# -- a redirect target listed in the same level -----------------------------------------------------
+
+def _redirects_to(final):
+    def reply(u, t):
+        body = capture_reply(u, t)
+        body["report"]["finalUrl"] = final
+        return body
+    return reply
+
+
+def test_a_redirect_target_after_the_next_page_is_not_captured_again():
+    """a → c; b is submitted at a's seal (a still in flight), and a must answer before c's turn:
+    c is known then, recorded skipped and never submitted."""
+    visits: list[Visit] = []
+    eps = [SealingFake("bh-1", visits, replies={"http://h/a": _redirects_to("http://h/c")}),
+           SealingFake("bh-2", visits)]
+    results, logs = crawl(eps, ["http://h/a", "http://h/b", "http://h/c", "http://h/d"], 300)
+    assert [r["status"] for r in results] == ["captured", "captured", "skipped", "captured"]
+    assert results[2]["skipReason"] == "already captured in this level as the redirect target of http://h/a"
+    assert sorted(v.url for v in visits) == ["http://h/a", "http://h/b", "http://h/d"]
+    assert all(g >= 0.3 for g in felt(visits)), felt(visits)  # the skipped page took no gap, removed none
+
+
+def test_a_redirect_target_known_by_its_turn_is_skipped_an_in_flight_one_is_not():
+    # a gap longer than a's answer (0.6 s after its navigation): a answered before b's turn
+    visits: list[Visit] = []
+    e = SealingFake("bh-1", visits, free_at_seal=True, replies={"http://h/a": _redirects_to("http://h/b")})
+    results, _ = crawl([e], ["http://h/a", "http://h/b"], 1500)
+    assert [r["status"] for r in results] == ["captured", "skipped"] and [v.url for v in visits] == ["http://h/a"]
+    # a gap shorter than that: b was submitted while a was still in flight — captured too (both recorded)
+    visits = []
+    e = SealingFake("bh-1", visits, free_at_seal=True, replies={"http://h/a": _redirects_to("http://h/b")})
+    results, _ = crawl([e], ["http://h/a", "http://h/b"], 300)
+    assert [r["status"] for r in results] == ["captured", "captured"] and len(visits) == 2
+    assert results[0]["finalUrl"] == "http://h/b"

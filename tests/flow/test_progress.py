@@ -93,3 +93,46 @@ def test_unreadable_variables_turn_progress_off_without_failing():
     post("https://m/a", "started")
     post.close()
     assert lines == [f"progress events off: {VAR_API_URL}: 404"]
+
+
+CAPTURE = {"status": "captured", "taskId": "0193b6a1-3c1d-7a2e-9f00-1234567890ab", "correlationId": "c-1",
+           "manifestLocation": "s3://b/t.result.json", "manifestSummary": {"status": "success", "wacz": "s3://b/t.wacz"},
+           "links": [{"href": "https://m/x"}]}
+
+
+def test_a_captured_pages_done_event_carries_its_capture():
+    ledger = HttpFake(lambda req: (200, {}, {"recorded": True}))
+    try:
+        post = poster("c-1", read=_vars(ledger.url), log=lambda _m: None)
+        post("https://m/a", "done", CAPTURE)
+        post("https://m/b", "done", {**CAPTURE, "status": "failed"})  # a failed capture's task is not sent
+        post.close()
+        assert [r.json() for r in ledger.requests] == [
+            {"url": "https://m/a", "phase": "done", "status": "captured", "taskId": CAPTURE["taskId"],
+             "manifestLocation": "s3://b/t.result.json", "manifestSummary": CAPTURE["manifestSummary"]},
+            {"url": "https://m/b", "phase": "done", "status": "failed"}]
+    finally:
+        ledger.close()
+
+
+def test_an_older_ledger_refusing_the_capture_fields_gets_the_events_without_them():
+    def older(req):
+        body = req.json()
+        extra = sorted(set(body) - {"url", "phase", "status"})
+        return (400, {}, {"error": f"unknown field {extra[0]}"}) if extra else (200, {}, {"recorded": True})
+
+    ledger = HttpFake(older)
+    lines: list[str] = []
+    try:
+        post = poster("c-1", read=_vars(ledger.url), log=lines.append)
+        post("https://m/a", "done", CAPTURE)
+        post("https://m/b", "done", CAPTURE)
+        post.close()
+        assert [r.json() for r in ledger.requests] == [
+            {"url": "https://m/a", "phase": "done", "status": "captured", "taskId": CAPTURE["taskId"],
+             "manifestLocation": "s3://b/t.result.json", "manifestSummary": CAPTURE["manifestSummary"]},
+            {"url": "https://m/a", "phase": "done", "status": "captured"},
+            {"url": "https://m/b", "phase": "done", "status": "captured"}]  # not tried again
+        assert post.failed == 0 and any("older ledger" in ln for ln in lines)
+    finally:
+        ledger.close()

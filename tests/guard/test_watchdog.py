@@ -94,6 +94,30 @@ def test_cancelled_job_closes_the_crawl(migrated_db_url, wm):
         assert "operator stop" in row["error"] and "start a new crawl" in row["error"]
 
 
+def test_a_closed_crawl_keeps_the_captures_its_progress_events_reported(migrated_db_url, wm):
+    """ledger.crawl.salvage: a job that ended without its report (crashed, cancelled) leaves the
+    captures it finished recorded, with their submissions for admission (the reconciler's, here:
+    no S3 configured)."""
+    job, task = str(uuid.uuid4()), str(uuid.uuid4())
+    wm.jobs[job] = completed(job, canceled=True, canceled_by="admin", reason="operator stop")
+    with psycopg.connect(migrated_db_url, autocommit=True) as conn:
+        crawl_id = insert_crawl(conn, job_id=job)
+        pages = [conn.execute(
+            "INSERT INTO crawl_pages (crawl_id, url, url_key, host, depth) VALUES (%s, %s, %s, 'example.org', 0)"
+            " RETURNING id", (crawl_id, url, url)).fetchone()[0]
+            for url in ("https://example.org/", "https://example.org/b")]
+        conn.execute("INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status, task_id, manifest_location)"
+                     " VALUES (%s, %s, 0, 'done', 'captured', %s, 's3://browserhive/t.result.json')",
+                     (pages[0], crawl_id, task))
+        _check(migrated_db_url, _settings(wm.url, s3_bucket="browserhive"))
+        assert crawl_row(conn, crawl_id)["pages_captured"] == 1
+        got = conn.execute("SELECT url, state, task_id FROM crawl_pages WHERE crawl_id = %s ORDER BY id",
+                           (crawl_id,)).fetchall()
+        assert got == [("https://example.org/", "captured", task), ("https://example.org/b", "pending", None)]
+        assert conn.execute("SELECT correlation_id, manifest_key FROM capture_submissions WHERE task_id = %s",
+                            (task,)).fetchone() == (str(crawl_id), "t.result.json")
+
+
 def test_failed_job_closes_with_the_flow_error(migrated_db_url, wm):
     job = str(uuid.uuid4())
     wm.jobs[job] = completed(job, result={"error": {"name": "ServerUnavailable", "message": "no capture server answered"}})
@@ -194,7 +218,7 @@ def test_close_is_skipped_when_the_crawl_moved_on(migrated_db_url, wm):
                     cur = await c.execute("SELECT * FROM crawls WHERE id = %s", (crawl_id,))
                     snapshot = await cur.fetchone()
                 conn.execute("UPDATE crawls SET last_progress_at = now(), current_depth = 1 WHERE id = %s", (crawl_id,))
-                return await watchdog._close(services.pool, snapshot, "stale")
+                return await watchdog._close(services, snapshot, "stale")
             finally:
                 await close_services(services)
 

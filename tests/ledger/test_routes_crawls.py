@@ -39,12 +39,52 @@ def rows(db_url, sql, *args):
     ({}, "exactly one of seeds or fromTargets"),
     ({"fromTargets": {"limit": 0}}, "limit"),
     ({"seeds": ["https://a.test/"], "scripts": [{"name": "x", "phase": "behavior"}]}, "source"),
+    # numeric settings are strict JSON integers: never coerced from strings, floats or booleans
+    ({"seeds": ["https://a.test/"], "perHostDelayMs": "500"},
+     'perHostDelayMs: must be a JSON integer, not the string "500": send 500 without quotes'),
+    ({"seeds": ["https://a.test/"], "perHostDelayMs": 500.0}, "perHostDelayMs: must be a JSON integer, not 500.0"),
+    ({"seeds": ["https://a.test/"], "maxPages": True}, "maxPages: must be a JSON integer, not true"),
+    ({"seeds": ["https://a.test/"], "maxDepth": "1"}, "maxDepth: must be a JSON integer"),
+    ({"seeds": ["https://a.test/"], "hostParallelism": "2"}, "hostParallelism: must be a JSON integer"),
+    ({"fromTargets": {"limit": "3"}}, "fromTargets.limit: must be a JSON integer"),
 ])
 async def test_validation_400_before_authentication(settings, body, needle):
     async with open_ledger(settings) as h:
         r = await h.client.post("/api/crawls", json=body)  # anonymous: validation still comes first
         assert r.status_code == 400, r.text
         assert needle in r.json()["error"]
+        assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 0
+
+
+@pytest.mark.parametrize("seed", [
+    "https://a.test/" + "p" * 2100,  # as given
+    "https://a.test/" + "é" * 700,   # 715 characters as given, 4,215 once serialized (%C3%A9 each)
+])
+async def test_a_seed_longer_than_2048_characters_is_refused_and_nothing_created(settings, fake_webhook, seed):
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/ok", seed], "scripts": []},
+                                headers=WHO)
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert "seeds longer than 2,048 characters are refused" in error and "shorten it" in error
+        assert len(error) < 400  # the seed is named by its start, not echoed whole
+        assert r.json()["fields"]["seeds"] == error
+        assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 0
+        assert rows(settings.database_url, "SELECT count(*) FROM crawl_pages")[0][0] == 0
+        assert fake_webhook.bodies() == []
+        ok = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/" + "p" * 2033], "scripts": []},
+                                 headers=WHO)
+        assert ok.status_code == 202  # 2,048 characters exactly: still a seed
+
+
+async def test_a_saved_target_longer_than_2048_characters_refuses_the_crawl(settings, fake_webhook):
+    with psycopg.connect(settings.database_url) as conn:  # saved before targets add refused such URLs
+        conn.execute("INSERT INTO capture_targets (url, org_id) VALUES (%s, 'acme')", ("https://a.test/" + "q" * 2100,))
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"fromTargets": {}, "scripts": []}, headers=WHO)
+        assert r.status_code == 400, r.text
+        assert "saved targets longer than 2,048 characters" in r.json()["error"]
+        assert list(r.json()["fields"]) == ["fromTargets"]
         assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 0
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import socket
 import struct
 import time
 import zlib
@@ -209,6 +210,28 @@ def test_start_form_shows_api_errors_next_to_the_fields(local_stack, local, site
     assert local.inner_text("#seeds-error") == "" and "#/start" in local.url
     local.uncheck("#fromTargets")
     assert local.is_enabled("#seeds")
+
+
+def test_unusable_inputs_and_an_unreachable_seed_host_are_said_on_the_page(local_stack, local) -> None:
+    local.goto(local_stack.api_url + "/#/start")
+    local.fill("#seeds", "http://127.0.0.1/" + "p" * 2100)
+    local.fill("#perHostDelayMs", "500ms")  # sent as typed: the API takes JSON integers only
+    local.click("#start")
+    local.wait_for_selector("#perHostDelayMs-error:not(:empty)")
+    assert 'must be a JSON integer, not the string "500ms"' in local.inner_text("#perHostDelayMs-error")
+    local.fill("#perHostDelayMs", "0")
+    local.click("#start")
+    local.wait_for_selector("#seeds-error:not(:empty)")
+    assert "longer than 2,048 characters are refused" in local.inner_text("#seeds-error")
+    with socket.socket() as holder:  # bound, never listening: robots.txt cannot be fetched
+        holder.bind(("127.0.0.1", 0))
+        host = f"127.0.0.1:{holder.getsockname()[1]}"
+        local.fill("#seeds", f"http://{host}/")
+        local.fill("#maxDepth", "0")
+        local.click("#start")
+        local.wait_for_url(re.compile(r".*#/crawls/[0-9a-f-]{36}$"))
+        assert wait_final(local, 120) == "failed"
+    assert local.inner_text("dd[data-fact='error']").startswith(f"no seed host could be reached: robots.txt of {host}")
 
 
 @pytest.fixture(scope="module")
