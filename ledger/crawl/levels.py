@@ -33,6 +33,7 @@ from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
 from ledger.crawl.report_links import discovered_links
 from ledger.crawl.scope import LinkFilter
 from ledger.crawl.scripts import CompiledMismatch, merge_compiled
+from ledger.crawl.traps import trap_reason
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
 
 log = logging.getLogger(__name__)
@@ -240,11 +241,11 @@ async def _known(conn: Any, crawl: dict, max_pages_per_host: int | None) -> tupl
 
 
 def _planner(crawl: dict, next_depth: int, known: int, per_host: dict[str, int], max_pages_per_host: int | None,
-             counts: Any) -> Any:
+             counts: Any, reasons: dict[str, str | None] | None = None) -> Any:
     def plan_over(new: list[ParsedUrl]) -> Any:
         return plan_next_level(new, next_depth=next_depth, max_depth=crawl["max_depth"],
                                max_pages=crawl["max_pages"], known=known, known_per_host=per_host,
-                               max_pages_per_host=max_pages_per_host, shape_counts=counts)
+                               max_pages_per_host=max_pages_per_host, shape_counts=counts, trap_reasons=reasons)
     return plan_over
 
 
@@ -296,7 +297,8 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
 
 async def _stream_plan_and_insert(conn: Any, crawl: dict, next_depth: int, chunks: Any,
                                   max_pages_per_host: int | None, settings: Any,
-                                  held: tuple[int, dict[str, int]]) -> tuple[Any, list[dict]]:
+                                  held: tuple[int, dict[str, int]],
+                                  reasons: dict[str, str | None]) -> tuple[Any, list[dict]]:
     """:func:`_plan_and_insert`'s insert-first way with the insert overlapping the ledger's
     work (issue 14, third round): ``chunks`` yields the candidates chunk by chunk (scope and
     the private-host guard run as it is iterated) and ``frontier.insert_stream`` sends each
@@ -304,14 +306,15 @@ async def _stream_plan_and_insert(conn: Any, crawl: dict, next_depth: int, chunk
     landed, exactly as ``insert_then_screen`` makes it: redirect targets already held are
     not new; the parameter rules' counts are read as they were before this report's rows (id
     range); what the plan screens out is deleted. Only when the page budget cannot cut (the
-    caller checks that the group's links fit in the room left)."""
+    caller checks that the group's links fit in the room left). ``reasons``: the URL trap
+    rules' verdicts, filled while the chunks are made (``traps.trap_reason`` per key)."""
     known, per_host = held
     before = await leases.max_page_id(conn)  # this crawl's rows above it are this group's
     candidates, landed = await frontier.insert_stream(conn, crawl["id"], next_depth, chunks)
     new = [c for c in candidates if c.key in landed]
     fresh = await redirects.drop_known_finals(conn, crawl["id"], new)  # redirect targets held: never new
     counts = await _load_shapes(conn, crawl, [c.key for c in candidates], next_depth, settings, held_up_to=before)
-    plan = _planner(crawl, next_depth, known, per_host, max_pages_per_host, counts)(fresh)
+    plan = _planner(crawl, next_depth, known, per_host, max_pages_per_host, counts, reasons)(fresh)
     if len(plan.urls) < len(new):
         keep = {p.key for p in plan.urls}
         await conn.execute("DELETE FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%b::bytea[])",
@@ -321,18 +324,22 @@ async def _stream_plan_and_insert(conn: Any, crawl: dict, next_depth: int, chunk
 
 
 def _guarded(screen: LinkFilter, links: list, verdicts: dict[str, str | None], drops: Counter,
-             settings: Any) -> list[ParsedUrl]:
+             settings: Any, reasons: dict[str, str | None] | None = None) -> list[ParsedUrl]:
     """Step 5 for one chunk of links: scope, nofollow, in-call dedup (``screen``, carried across
     chunks), then the private-host guard — its verdict depends on the host name only, so it is
-    asked once per host (``verdicts``, carried too); refusals are counted in ``drops``."""
+    asked once per host (``verdicts``, carried too); refusals are counted in ``drops``. With
+    ``reasons``, each candidate's URL trap verdict (pure: ``traps.trap_reason``) is put there
+    for the plan, so that it too is computed while Postgres inserts the previous chunk."""
     out: list[ParsedUrl] = []
     for p in screen.accept(links):
         if p.host not in verdicts:
             verdicts[p.host] = refusal(p.url, settings.allow_private_hosts)
         if verdicts[p.host]:
             drops["private_host"] += 1
-        else:
-            out.append(p)
+            continue
+        out.append(p)
+        if reasons is not None:
+            reasons[p.key] = trap_reason(p.url, p.key)
     return out
 
 
@@ -415,15 +422,16 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                 # budget cannot cut, chunk n + 1 is scoped while Postgres inserts chunk n
                 screen = LinkFilter(seeds, crawl["scope"])
                 verdicts: dict[str, str | None] = {}
-                chunks = (_guarded(screen, links[i:i + STREAM_CHUNK_LINKS], verdicts, drops, settings)
-                          for i in range(0, len(links), STREAM_CHUNK_LINKS))
                 held = await _known(conn, crawl, settings.max_pages_per_host)
                 if src + 1 <= crawl["max_depth"] and len(links) <= crawl["max_pages"] - held[0]:
                     # 6.–7. every link fits the budget: insert while scoping, plan over what landed
+                    reasons: dict[str, str | None] = {}
+                    chunks = (_guarded(screen, links[i:i + STREAM_CHUNK_LINKS], verdicts, drops, settings, reasons)
+                              for i in range(0, len(links), STREAM_CHUNK_LINKS))
                     part, landed = await _stream_plan_and_insert(conn, crawl, src + 1, chunks,
-                                                                 settings.max_pages_per_host, settings, held)
+                                                                 settings.max_pages_per_host, settings, held, reasons)
                 else:
-                    candidates = [p for chunk in chunks for p in chunk]
+                    candidates = _guarded(screen, links, verdicts, drops, settings)
                     # 6.–7. budget over links not yet known to the crawl (nor the final URL of a
                     # redirected page), then the next level through the unique index
                     candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
