@@ -30,6 +30,7 @@ from ledger.crawl.errors import Refused
 from ledger.crawl import redirects, robots_cache, shape_store
 from ledger.crawl.guard import refusal
 from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
+from ledger.crawl.report_gc import paused_gc
 from ledger.crawl.report_links import discovered_links
 from ledger.crawl.scope import LinkFilter
 from ledger.crawl.scripts import CompiledMismatch, merge_compiled
@@ -359,7 +360,13 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
     Returns the answer ``{"next": [{url, host, depth}], "stopReason"}``. Raises
     :class:`Refused`: 404 unknown crawl; 409 order/duplicate rules; 400/409 ``compiled``
     mismatch (``{"error", "scriptId"}``); 503 store unavailable; 500 unusable stored seed.
+    The cyclic garbage collector is paused meanwhile (``ledger.crawl.report_gc``).
     """
+    with paused_gc():
+        return await _record_level(services, crawl_id, report)
+
+
+async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:
     settings = services.settings
     digest = report_hash(report)
     depth: int = report["depth"]
