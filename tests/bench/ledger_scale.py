@@ -307,11 +307,16 @@ async def _profile_level(db_url: str, env: dict[str, str], crawl_id: str, body: 
 
     import ledger.crawl.frontier as frontier
 
-    originals = (frontier.insert_rows, levels._read_all_links, levels.accept_links, levels.plan_next_level)
-    frontier.insert_rows = timed_async("frontier insert (frontier.insert_rows)", frontier.insert_rows)
+    # the streamed insert runs the next chunks' scope (levels._guarded) inside it: "of which"
+    # phases are nested and not subtracted from the total again
+    originals = (frontier.insert_stream, frontier.insert_rows, levels._read_all_links, levels._guarded,
+                 levels.plan_next_level)
+    frontier.insert_stream = timed_async("frontier insert, streamed (with scope of the next chunks)",
+                                         frontier.insert_stream)
+    frontier.insert_rows = timed_async("frontier insert, not streamed (budget path, probe chain)", frontier.insert_rows)
     levels._read_all_links = timed_async("read .links.json (S3, old shape only)", levels._read_all_links)
-    levels.accept_links = timed("scope filter (accept_links)", levels.accept_links)
-    levels.plan_next_level = timed("budget (plan_next_level)", levels.plan_next_level)
+    levels._guarded = timed("  of which scope, guard, URL traps (ledger, overlapped)", levels._guarded)
+    levels.plan_next_level = timed("plan (plan_next_level, after the insert)", levels.plan_next_level)
     from ledger.api.crawls import LevelReport
 
     payload = json.dumps(body).encode()
@@ -341,10 +346,11 @@ async def _profile_level(db_url: str, env: dict[str, str], crawl_id: str, body: 
         if outcome.status != 200:
             raise RuntimeError(f"in-process level report: {outcome.status} {outcome.answer}")
     finally:
-        frontier.insert_rows, levels._read_all_links, levels.accept_links, levels.plan_next_level = originals
+        (frontier.insert_stream, frontier.insert_rows, levels._read_all_links, levels._guarded,
+         levels.plan_next_level) = originals
         psycopg.AsyncConnection.execute = original_execute
         await services.close()
-    named = sum(v for k, v in phases.items() if not k.startswith("total") and "in the route" not in k)
+    named = sum(v for k, v in phases.items() if not k.startswith(("total", " ")) and "in the route" not in k)
     phases["other (SQL of steps 1, 2, 6, 7, the guard, counters)"] = phases["total record_level"] - named
     top = sorted(queries.items(), key=lambda kv: -kv[1][1])[:6]
     phases["queries"] = {q: {"calls": n, "seconds": round(secs, 3)} for q, (n, secs) in top}
@@ -695,16 +701,19 @@ async def _timed_level(db_url: str, env: dict[str, str], crawl_id: str, body: di
     import ledger.crawl.frontier as frontier
 
     phases = {"insert": 0.0}
-    insert = frontier.insert_rows
+    insert, stream = frontier.insert_rows, frontier.insert_stream
 
-    async def timed_insert(*a, **kw):
-        t = time.monotonic()
-        try:
-            return await insert(*a, **kw)
-        finally:
-            phases["insert"] += time.monotonic() - t
+    def timing(fn):
+        async def timed_insert(*a, **kw):
+            t = time.monotonic()
+            try:
+                return await fn(*a, **kw)
+            finally:
+                phases["insert"] += time.monotonic() - t
+        return timed_insert
 
-    frontier.insert_rows = timed_insert
+    # the streamed insert includes the scope of the chunks after the first (overlapped)
+    frontier.insert_rows, frontier.insert_stream = timing(insert), timing(stream)
     try:
         payload = json.dumps(body).encode()
         t0 = time.monotonic()
@@ -717,7 +726,7 @@ async def _timed_level(db_url: str, env: dict[str, str], crawl_id: str, body: di
         if outcome.status != 200:
             raise RuntimeError(f"in-process level report: {outcome.status} {outcome.answer}")
     finally:
-        frontier.insert_rows = insert
+        frontier.insert_rows, frontier.insert_stream = insert, stream
         await services.close()
     return secs, {k: round(v, 3) for k, v in phases.items()}
 
