@@ -129,6 +129,31 @@ async def test_a_failure_in_a_later_chunk_records_nothing(settings, s3_server, c
         assert len(r.json()["next"]) == 5
 
 
+async def test_a_ledger_failure_while_chunks_are_in_flight_records_nothing(settings, s3_server, chunk, monkeypatch):
+    """The ledger fails making the third chunk while Postgres holds the first two (pipeline
+    mode): the pipeline is closed, the transaction rolled back, the retry succeeds."""
+    real = levels.trap_reason
+
+    def broken(url, key=None):
+        if url.endswith("/p4"):
+            raise RuntimeError("trap screen broke")
+        return real(url, key)
+
+    chunk(2)
+    db = settings.database_url
+    body = report(0, [{"url": f"{A}/", "status": "captured", "links": [{"href": f"{A}/p{i}"} for i in range(5)]}])
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        crawl_id = await start(h, maxDepth=3, maxPages=1000)
+        monkeypatch.setattr(levels, "trap_reason", broken)
+        r = await post(h, crawl_id, body)
+        assert (r.status_code, r.json()) == (500, {"error": "internal error"})
+        assert rows(db, "SELECT url FROM crawl_pages") == [(f"{A}/",)]
+        assert rows(db, "SELECT count(*) FROM crawl_level_reports")[0][0] == 0
+        monkeypatch.setattr(levels, "trap_reason", real)
+        r = await post(h, crawl_id, body)
+        assert r.status_code == 200 and len(r.json()["next"]) == 5, r.text
+
+
 @pytest.fixture
 def two_links_a_chunk(monkeypatch):
     monkeypatch.setattr(levels, "STREAM_CHUNK_LINKS", 2)
