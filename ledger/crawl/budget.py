@@ -80,6 +80,7 @@ def plan_next_level(
     known_per_host: Mapping[str, int] | None = None,
     max_pages_per_host: int | None = None,
     shape_counts: object | None = None,
+    trap_reasons: Mapping[str, str | None] | None = None,
 ) -> LevelPlan:
     """Plan the next level from in-scope, not-yet-known candidates (``ParsedUrl``-like: ``.url``,
     ``.key``, ``.host``).
@@ -87,14 +88,16 @@ def plan_next_level(
     Order: the depth limit first (nothing is screened when no level follows), then trap
     screening (``ledger.crawl.traps.screen``: dropped URLs do not use the page budget), then
     :func:`plan_budget`. ``known_per_host`` = pages the crawl already holds per host; ``max_pages_per_host`` = ``WAGGLE_MAX_PAGES_PER_HOST`` (None = no cap);
-    ``shape_counts`` = ``ledger.crawl.param_traps.ShapeCounts`` for the query-parameter rules (None = off).
+    ``shape_counts`` = ``ledger.crawl.param_traps.ShapeCounts`` for the query-parameter rules (None = off);
+    ``trap_reasons`` = ``traps.trap_reason`` per key, when computed beforehand (``traps.screen``).
     """
     if next_depth > max_depth:
         return LevelPlan([], "max_depth", {})
     from ledger.crawl import traps
 
     kept, drops = traps.screen(candidates, known_per_host=known_per_host or {},
-                               max_pages_per_host=max_pages_per_host, counts=shape_counts)  # type: ignore[arg-type]
+                               max_pages_per_host=max_pages_per_host, counts=shape_counts,  # type: ignore[arg-type]
+                               reasons=trap_reasons)
     urls, reason = plan_budget(kept, next_depth=next_depth, max_depth=max_depth, max_pages=max_pages, known=known)
     return LevelPlan(urls, reason, drops)
 

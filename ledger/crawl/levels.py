@@ -30,15 +30,20 @@ from ledger.crawl.errors import Refused
 from ledger.crawl import outcome, redirects, robots_cache, shape_store
 from ledger.crawl.guard import refusal
 from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
+from ledger.crawl.report_gc import paused_gc
 from ledger.crawl.report_links import discovered_links
-from ledger.crawl.scope import accept_links
+from ledger.crawl.scope import LinkFilter
 from ledger.crawl.scripts import CompiledMismatch, merge_compiled
+from ledger.crawl.traps import trap_reason
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
 
 log = logging.getLogger(__name__)
 
 LINKS_MAX_BYTES_DEFAULT = 8 * 1024 * 1024
 LINKS_READ_CONCURRENCY = 8
+# links per chunk of the streamed frontier insert: small enough that Postgres starts soon,
+# large enough that a statement's fixed cost stays small (≈ 9,000 rows each at 100,000 links)
+STREAM_CHUNK_LINKS = 10_000
 
 
 @dataclass
@@ -223,55 +228,120 @@ async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | 
     return [t for t, (_, _, key, _, _) in rows.items() if key is not None]
 
 
+async def _known(conn: Any, crawl: dict, max_pages_per_host: int | None) -> tuple[int, dict[str, int]]:
+    """``(pages the crawl holds, {host: pages})``; the per-host counts only when the per-host
+    cap needs them (otherwise one total will do)."""
+    if max_pages_per_host:
+        cur = await conn.execute(
+            "SELECT host, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY host", (crawl["id"],)
+        )
+        per_host = {r["host"]: r["n"] for r in await cur.fetchall()}
+        return sum(per_host.values()), per_host
+    cur = await conn.execute("SELECT count(*) AS n FROM crawl_pages WHERE crawl_id = %s", (crawl["id"],))
+    return (await cur.fetchone())["n"], {}
+
+
+def _planner(crawl: dict, next_depth: int, known: int, per_host: dict[str, int], max_pages_per_host: int | None,
+             counts: Any, reasons: dict[str, str | None] | None = None) -> Any:
+    def plan_over(new: list[ParsedUrl]) -> Any:
+        return plan_next_level(new, next_depth=next_depth, max_depth=crawl["max_depth"],
+                               max_pages=crawl["max_pages"], known=known, known_per_host=per_host,
+                               max_pages_per_host=max_pages_per_host, shape_counts=counts, trap_reasons=reasons)
+    return plan_over
+
+
+async def _load_shapes(conn: Any, crawl: dict, keys: list[str], next_depth: int, settings: Any,
+                       held_up_to: int | None = None) -> Any:
+    return await shape_store.load(conn, crawl["id"], keys, next_depth=next_depth,
+                                  walk_levels=getattr(settings, "trap_walk_levels", WALK_LEVELS_DEFAULT),
+                                  query_variants=getattr(settings, "trap_query_variants", QUERY_VARIANTS_DEFAULT),
+                                  held_up_to=held_up_to)
+
+
 async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: list[ParsedUrl],
-                           max_pages_per_host: int | None, settings: Any = None) -> tuple[Any, list[dict]]:
+                           max_pages_per_host: int | None, settings: Any = None,
+                           held: tuple[int, dict[str, int]] | None = None) -> tuple[Any, list[dict]]:
     """Steps 6–7: plan the next level (``plan_next_level``: depth limit, traps, page budget)
     over the candidates the crawl does not hold yet, insert it, and return ``(plan, inserted)``
     with ``inserted`` = ``[{url, host}]`` of the rows that landed, in discovery order.
+    ``held``: :func:`_known` when the caller read it already.
 
-    Three ways to the same outcome, chosen by cost:
+    Three ways to the same outcome, chosen by cost (a fourth, :func:`_stream_plan_and_insert`,
+    is the first of these with the insert overlapping the scope):
     * no level may follow (``max_depth``): nothing is looked up or inserted;
     * every candidate fits the page budget: ``ledger.crawl.frontier.insert_then_screen`` (insert
       first — the unique index tells which were new — plan over the rows that landed, delete
       the few the plan screens out, all in this transaction);
     * otherwise (the budget may cut): the known ones are looked up, the plan made, its URLs inserted.
     """
-    if max_pages_per_host:  # the per-host cap needs counts per host; otherwise one total will do
-        cur = await conn.execute(
-            "SELECT host, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY host", (crawl["id"],)
-        )
-        per_host = {r["host"]: r["n"] for r in await cur.fetchall()}
-        known = sum(per_host.values())
-    else:
-        cur = await conn.execute("SELECT count(*) AS n FROM crawl_pages WHERE crawl_id = %s", (crawl["id"],))
-        per_host, known = {}, (await cur.fetchone())["n"]
-
-    counts = None  # the query-parameter trap rules' counts (ledger.crawl.param_traps), read before inserting
-
-    def plan_over(new: list[ParsedUrl]) -> Any:
-        return plan_next_level(new, next_depth=next_depth, max_depth=crawl["max_depth"],
-                               max_pages=crawl["max_pages"], known=known, known_per_host=per_host,
-                               max_pages_per_host=max_pages_per_host, shape_counts=counts)
-
+    known, per_host = held or await _known(conn, crawl, max_pages_per_host)
     if next_depth > crawl["max_depth"] or not candidates:
-        return plan_over([]), []
-    counts = await shape_store.load(conn, crawl["id"], [c.key for c in candidates], next_depth=next_depth,
-                                    walk_levels=getattr(settings, "trap_walk_levels", WALK_LEVELS_DEFAULT),
-                                    query_variants=getattr(settings, "trap_query_variants", QUERY_VARIANTS_DEFAULT))
+        return _planner(crawl, next_depth, known, per_host, max_pages_per_host, None)([]), []
+    # the query-parameter trap rules' counts (ledger.crawl.param_traps), read before inserting
+    counts = await _load_shapes(conn, crawl, [c.key for c in candidates], next_depth, settings)
+    plan_over = _planner(crawl, next_depth, known, per_host, max_pages_per_host, counts)
     if len(candidates) <= crawl["max_pages"] - known:
         plan, urls = await frontier.insert_then_screen(conn, crawl, next_depth, candidates, plan_over)
         await shape_store.save(conn, crawl["id"], [p.key for p in plan.urls], depth=next_depth)
         return plan, [{"url": p.url, "host": p.host} for p in urls]
     # known = held under the key's first hash (a key held further along its probe chain is
     # found by the insert, which then does not land it)
-    held = await frontier.held_keys(conn, crawl["id"], [frontier.url_hash(c.key) for c in candidates])
-    known_keys = set(held.values())
+    held_now = await frontier.held_keys(conn, crawl["id"], [frontier.url_hash(c.key) for c in candidates])
+    known_keys = set(held_now.values())
     plan = plan_over([c for c in candidates if c.key not in known_keys])
     if not plan.urls:
         return plan, []
     landed = await frontier.insert_rows(conn, crawl["id"], next_depth, plan.urls)
     await shape_store.save(conn, crawl["id"], [p.key for p in plan.urls], depth=next_depth)
     return plan, [{"url": p.url, "host": p.host} for p in plan.urls if p.key in landed]
+
+
+async def _stream_plan_and_insert(conn: Any, crawl: dict, next_depth: int, chunks: Any,
+                                  max_pages_per_host: int | None, settings: Any,
+                                  held: tuple[int, dict[str, int]],
+                                  reasons: dict[str, str | None]) -> tuple[Any, list[dict]]:
+    """:func:`_plan_and_insert`'s insert-first way with the insert overlapping the ledger's
+    work (issue 14, third round): ``chunks`` yields the candidates chunk by chunk (scope and
+    the private-host guard run as it is iterated) and ``frontier.insert_stream`` sends each
+    chunk's INSERT before the next is made. The plan is then made once over the rows that
+    landed, exactly as ``insert_then_screen`` makes it: redirect targets already held are
+    not new; the parameter rules' counts are read as they were before this report's rows (id
+    range); what the plan screens out is deleted. Only when the page budget cannot cut (the
+    caller checks that the group's links fit in the room left). ``reasons``: the URL trap
+    rules' verdicts, filled while the chunks are made (``traps.trap_reason`` per key)."""
+    known, per_host = held
+    before = await leases.max_page_id(conn)  # this crawl's rows above it are this group's
+    candidates, landed = await frontier.insert_stream(conn, crawl["id"], next_depth, chunks)
+    new = [c for c in candidates if c.key in landed]
+    fresh = await redirects.drop_known_finals(conn, crawl["id"], new)  # redirect targets held: never new
+    counts = await _load_shapes(conn, crawl, [c.key for c in candidates], next_depth, settings, held_up_to=before)
+    plan = _planner(crawl, next_depth, known, per_host, max_pages_per_host, counts, reasons)(fresh)
+    if len(plan.urls) < len(new):
+        keep = {p.key for p in plan.urls}
+        await conn.execute("DELETE FROM crawl_pages WHERE crawl_id = %s AND depth = %s AND url_hash = ANY(%b::bytea[])",
+                           (crawl["id"], next_depth, [landed[c.key] for c in new if c.key not in keep]))
+    await shape_store.save(conn, crawl["id"], [p.key for p in plan.urls], depth=next_depth)
+    return plan, [{"url": p.url, "host": p.host} for p in plan.urls]
+
+
+def _guarded(screen: LinkFilter, links: list, verdicts: dict[str, str | None], drops: Counter,
+             settings: Any, reasons: dict[str, str | None] | None = None) -> list[ParsedUrl]:
+    """Step 5 for one chunk of links: scope, nofollow, in-call dedup (``screen``, carried across
+    chunks), then the private-host guard — its verdict depends on the host name only, so it is
+    asked once per host (``verdicts``, carried too); refusals are counted in ``drops``. With
+    ``reasons``, each candidate's URL trap verdict (pure: ``traps.trap_reason``) is put there
+    for the plan, so that it too is computed while Postgres inserts the previous chunk."""
+    out: list[ParsedUrl] = []
+    for p in screen.accept(links):
+        if p.host not in verdicts:
+            verdicts[p.host] = refusal(p.url, settings.allow_private_hosts)
+        if verdicts[p.host]:
+            drops["private_host"] += 1
+            continue
+        out.append(p)
+        if reasons is not None:
+            reasons[p.key] = trap_reason(p.url, p.key)
+    return out
 
 
 async def _level_done(conn: Any, crawl: dict, depth: int, results: list[dict], inserted: list[dict],
@@ -290,7 +360,13 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
     Returns the answer ``{"next": [{url, host, depth}], "stopReason"}``. Raises
     :class:`Refused`: 404 unknown crawl; 409 order/duplicate rules; 400/409 ``compiled``
     mismatch (``{"error", "scriptId"}``); 503 store unavailable; 500 unusable stored seed.
+    The cyclic garbage collector is paused meanwhile (``ledger.crawl.report_gc``).
     """
+    with paused_gc():
+        return await _record_level(services, crawl_id, report)
+
+
+async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutcome:
     settings = services.settings
     digest = report_hash(report)
     depth: int = report["depth"]
@@ -349,27 +425,30 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
                 # 4. discovered links: inline in the results, else read from S3 (old shape)
                 links, overflow = await discovered_links(group, lambda rs: _read_all_links(services, rs))
                 # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
-                # the host name only, so it is asked once per host)
-                accepted = accept_links(links, seeds, crawl["scope"])
-                drops.update(accepted.drops)
+                # the host name only, so it is asked once per host); chunk by chunk, so that when the
+                # budget cannot cut, chunk n + 1 is scoped while Postgres inserts chunk n
+                screen = LinkFilter(seeds, crawl["scope"])
+                verdicts: dict[str, str | None] = {}
+                held = await _known(conn, crawl, settings.max_pages_per_host)
+                if src + 1 <= crawl["max_depth"] and len(links) <= crawl["max_pages"] - held[0]:
+                    # 6.–7. every link fits the budget: insert while scoping, plan over what landed
+                    reasons: dict[str, str | None] = {}
+                    chunks = (_guarded(screen, links[i:i + STREAM_CHUNK_LINKS], verdicts, drops, settings, reasons)
+                              for i in range(0, len(links), STREAM_CHUNK_LINKS))
+                    part, landed = await _stream_plan_and_insert(conn, crawl, src + 1, chunks,
+                                                                 settings.max_pages_per_host, settings, held, reasons)
+                else:
+                    candidates = _guarded(screen, links, verdicts, drops, settings)
+                    # 6.–7. budget over links not yet known to the crawl (nor the final URL of a
+                    # redirected page), then the next level through the unique index
+                    candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
+                    part, landed = await _plan_and_insert(conn, crawl, src + 1, candidates,
+                                                          settings.max_pages_per_host, settings, held)
+                drops.update(screen.drops)
                 drops.pop("duplicate", None)  # in-call duplicates are the same page, not a drop
                 if overflow:
                     drops["links_overflow"] += overflow  # beyond the per-page cap: never sent
-                discovered += len(accepted.urls)
-                candidates: list[ParsedUrl] = []
-                verdicts: dict[str, str | None] = {}
-                for p in accepted.urls:
-                    if p.host not in verdicts:
-                        verdicts[p.host] = refusal(p.url, settings.allow_private_hosts)
-                    if verdicts[p.host]:
-                        drops["private_host"] += 1
-                    else:
-                        candidates.append(p)
-                # 6.–7. budget over links not yet known to the crawl (nor the final URL of a redirected
-                # page), then the next level through the unique index (see _plan_and_insert)
-                candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
-                part, landed = await _plan_and_insert(conn, crawl, src + 1, candidates, settings.max_pages_per_host,
-                                                      settings)
+                discovered += screen.accepted  # in scope, private hosts included
                 drops.update(part.drops)
                 if src < depth:  # found on carried pages: shallower than the next level, captured in it
                     await leases.lift(conn, crawl_id, [_url_hash(x["url"]) for x in landed], depth + 1)

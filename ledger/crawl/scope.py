@@ -50,6 +50,62 @@ class AcceptedLinks:
     drops: Counter[str] = field(default_factory=Counter)
 
 
+class LinkFilter:
+    """:func:`accept_links` in pieces: :meth:`accept` takes the links of one chunk and returns its
+    accepted URLs, remembering the keys (in-call dedup) and href fates of earlier chunks, so
+    chunks fed in order accept exactly what one call over all of them would (the level report
+    scopes chunk *n + 1* while Postgres inserts chunk *n*). ``drops`` accumulates over chunks.
+    Raises ``ValueError`` for an unknown ``scope``."""
+
+    def __init__(self, seeds: Sequence[ParsedUrl], scope: str) -> None:
+        if scope == "same-origin":
+            self._centres, self._part = {s.origin for s in seeds}, "origin"
+        elif scope == "same-host":
+            self._centres, self._part = {s.host for s in seeds}, "host"
+        else:
+            raise ValueError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
+        self.drops: Counter[str] = Counter()
+        self.accepted = 0  # URLs accepted so far
+        self._seen: set[str] = set()
+        # a page's navigation repeats on every page: an href string seen before has the same fate
+        # (parse + scope are pure), so it is parsed once per report
+        self._fate: dict[str, ParsedUrl | str] = {}
+
+    def accept(self, links: Iterable[dict]) -> list[ParsedUrl]:
+        """The accepted URLs of ``links``, first-seen order (see :func:`accept_links`)."""
+        drops, seen, fate, centres, part = self.drops, self._seen, self._fate, self._centres, self._part
+        urls: list[ParsedUrl] = []
+        for link in links:
+            href = link.get("href") if isinstance(link, dict) else None
+            if not isinstance(href, str):
+                drops["invalid_url"] += 1
+                continue
+            rel = link.get("rel")
+            if rel and is_nofollow(rel):
+                drops["nofollow"] += 1
+                continue
+            parsed = fate.get(href)
+            if parsed is None:
+                try:
+                    parsed = parse_http_url(href)
+                except InvalidUrl:
+                    parsed = "invalid_url"
+                else:
+                    if getattr(parsed, part) not in centres:
+                        parsed = "out_of_scope"
+                fate[href] = parsed
+            if isinstance(parsed, str):
+                drops[parsed] += 1
+                continue
+            if parsed.key in seen:
+                drops["duplicate"] += 1
+                continue
+            seen.add(parsed.key)
+            urls.append(parsed)
+        self.accepted += len(urls)
+        return urls
+
+
 def accept_links(links: Iterable[dict], seeds: Sequence[ParsedUrl], scope: str) -> AcceptedLinks:
     """Filter ``links`` (``.links.json`` items ``{href, rel?}``, contracts.md §B.4).
 
@@ -57,42 +113,6 @@ def accept_links(links: Iterable[dict], seeds: Sequence[ParsedUrl], scope: str) 
     duplicates (by dedup key, so fragment variants collapse). Items that are not objects with
     a string ``href`` count as ``invalid_url``. Raises ``ValueError`` for an unknown ``scope``.
     """
-    if scope == "same-origin":
-        centres, part = {s.origin for s in seeds}, "origin"
-    elif scope == "same-host":
-        centres, part = {s.host for s in seeds}, "host"
-    else:
-        raise ValueError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
-    out = AcceptedLinks()
-    seen: set[str] = set()
-    # a page's navigation repeats on every page: an href string seen before has the same fate
-    # (parse + scope are pure), so it is parsed once per call
-    fate: dict[str, ParsedUrl | str] = {}
-    for link in links:
-        href = link.get("href") if isinstance(link, dict) else None
-        if not isinstance(href, str):
-            out.drops["invalid_url"] += 1
-            continue
-        rel = link.get("rel")
-        if rel and is_nofollow(rel):
-            out.drops["nofollow"] += 1
-            continue
-        parsed = fate.get(href)
-        if parsed is None:
-            try:
-                parsed = parse_http_url(href)
-            except InvalidUrl:
-                parsed = "invalid_url"
-            else:
-                if getattr(parsed, part) not in centres:
-                    parsed = "out_of_scope"
-            fate[href] = parsed
-        if isinstance(parsed, str):
-            out.drops[parsed] += 1
-            continue
-        if parsed.key in seen:
-            out.drops["duplicate"] += 1
-            continue
-        seen.add(parsed.key)
-        out.urls.append(parsed)
-    return out
+    screen = LinkFilter(seeds, scope)
+    urls = screen.accept(links)
+    return AcceptedLinks(urls, screen.drops)

@@ -18,10 +18,12 @@ def _h(text: str) -> bytes:
 
 
 async def load(conn: Any, crawl_id: Any, keys: Sequence[str], *, next_depth: int, walk_levels: int,
-               query_variants: int) -> ShapeCounts | None:
+               query_variants: int, held_up_to: int | None = None) -> ShapeCounts | None:
     """The counts that concern ``keys`` (candidates' dedup keys), or None when no key can meet a
     parameter rule. Two indexed lookups: the shapes table, and ``crawl_pages`` for the
-    sessionless forms of session URLs (a page the crawl holds without a session id)."""
+    sessionless forms of session URLs (a page the crawl holds without a session id; only rows
+    with ``id <= held_up_to`` when given — the counts as they were before the rows the level
+    report has just inserted, which the plan has not screened yet)."""
     if not needs_counts(keys):
         return None
     counts = ShapeCounts(next_depth=next_depth, walk_levels=walk_levels, query_variants=query_variants)
@@ -50,8 +52,9 @@ async def load(conn: Any, crawl_id: Any, keys: Sequence[str], *, next_depth: int
             counts.sessionless.add(row["shape"])
     if sessionless:
         cur = await conn.execute(
-            "SELECT url_key FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])",
-            (crawl_id, [_h(s) for s in sessionless]),
+            "SELECT url_key FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s::bytea[])"
+            " AND (%s::bigint IS NULL OR id <= %s::bigint)",
+            (crawl_id, [_h(s) for s in sessionless], held_up_to, held_up_to),
         )
         counts.sessionless.update(r["url_key"] for r in await cur.fetchall())
     return counts

@@ -129,8 +129,12 @@ def screen(
     known_per_host: Mapping[str, int],
     max_pages_per_host: int | None,
     counts: ShapeCounts | None = None,
+    reasons: Mapping[str, str | None] | None = None,
 ) -> tuple[list[T], dict[str, int]]:
     """Split next-level candidates into ``(kept, drops)``.
+
+    ``reasons``: :func:`trap_reason` already computed per key (the level report computes it
+    while Postgres inserts, ``ledger.crawl.levels``); a key not in it is computed here.
 
     ``counts``: the crawl's counts per URL shape for the query-parameter rules
     (``ledger.crawl.shape_store.load``; None = those rules are off); updated as candidates are kept.
@@ -147,7 +151,7 @@ def screen(
     cap = max_pages_per_host if max_pages_per_host and max_pages_per_host > 0 else None
     for candidate in candidates:
         url, key, host = _parts(candidate)
-        reason = trap_reason(url, key)
+        reason = reasons[key] if reasons is not None and key in reasons else trap_reason(url, key)
         shapes = shapes_of(key) if counts is not None else None
         if reason is None and shapes is not None:
             reason = counts.reason(key, shapes)  # type: ignore[union-attr]

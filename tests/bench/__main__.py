@@ -23,6 +23,7 @@ BENCHMARKS = {
     "reconciler": "tests.bench.ledger_scale:reconciler",
     "frontier-insert": "tests.bench.frontier_insert:frontier_insert",
     "level-report-curve": "tests.bench.ledger_scale:level_report_curve",
+    "level-report-overlap": "tests.bench.ledger_scale:level_report_overlap",
     "capture": "tests.bench.capture:capture",
     "real-pages": "tests.bench.real_pages:real_pages",
     "politeness-500": "tests.bench.politeness:politeness_500",

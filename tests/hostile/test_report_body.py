@@ -68,6 +68,7 @@ TASK = str(uuid.uuid4())
     (result(links=[{"href": "https://a.test/" + "x" * 9000}]), "at most 8192 characters"),
     (result(links=[{"href": "https://a.test/x", "rel": ["nofollow"]}]), "results.0.links.0.rel"),
     (result(links=[{"href": "https://a.test/\x00"}]), "NUL character"),
+    (result(links=[{"href": "https://a.test/x", "rel": "a\x00"}]), "links.0.rel contains a NUL"),
     (result(linksOverflow=-1), "results.0.linksOverflow"),
     (result(linksOverflow="many"), "results.0.linksOverflow"),
     (result(manifestSummary={"status": "success"}), "manifestSummary needs a manifestLocation"),
@@ -116,3 +117,15 @@ def test_a_streamed_body_over_32_mib_is_413(small_caps, crawl):
                    headers={**WHO, "content-type": "application/json"}, timeout=120)
     assert r.status_code == 413 and "32 MiB" in r.json()["error"]
     assert nothing_recorded(small_caps, crawl)
+
+
+def test_the_text_check_names_the_place_and_passes_lookalikes():
+    """The one-pass check (orjson) and the walk agree: NUL and lone surrogates are named where
+    they are; a backslash followed by "u0000" is ordinary text; a >64-bit integer passes."""
+    from ledger.api.crawls import _storable_quick
+
+    for bad, where in (({"a": ["x", "y\x00"]}, "body.a.1"), ({"b": {"c": "\udfff"}}, "body.b.c")):
+        with pytest.raises(ValueError, match=where.replace(".", r"\.") + " contains"):
+            _storable_quick(bad, "body")
+    for fine in ({"a": "\\u0000"}, {"a": "x\\\\u0000"}, {"n": 2 ** 70}, {"a": ["\u00e9", None, 1.5]}):
+        _storable_quick(fine, "body")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.crawl.scope import accept_links, in_scope, is_nofollow
+from ledger.crawl.scope import LinkFilter, accept_links, in_scope, is_nofollow
 from ledger.crawl.urls import InvalidUrl, parse_http_url as p
 
 
@@ -77,6 +77,20 @@ def test_accept_links_filters_and_counts():
     assert [u.url for u in out.urls] == ["https://a.example/1", "https://a.example/3", "https://b.example/2"]
     assert [u.host for u in out.urls] == ["a.example", "a.example", "b.example"]
     assert dict(out.drops) == {"duplicate": 1, "nofollow": 1, "out_of_scope": 1, "invalid_url": 3}
+
+
+def test_link_filter_in_chunks_accepts_what_one_call_does():
+    """The level report scopes its links chunk by chunk (while the previous chunk is inserted):
+    dedup and the href fates carry over, so any chunking gives one call's URLs and drops."""
+    links = [{"href": f"https://a.example/{i % 7}" + ("#f" if i % 3 else "")} for i in range(20)] + [
+        {"href": "https://elsewhere.example/"}, {"href": "https://a.example/x", "rel": "nofollow"}, "junk",
+        {"href": "https://a.example/1"}, {"href": "https://a.example/new"}]
+    centre = seeds("https://a.example/")
+    whole = accept_links(links, centre, "same-origin")
+    for size in (1, 2, 5, 8):
+        screen = LinkFilter(centre, "same-origin")
+        urls = [u for i in range(0, len(links), size) for u in screen.accept(links[i:i + size])]
+        assert (urls, screen.drops, screen.accepted) == (whole.urls, whole.drops, len(whole.urls)), size
 
 
 def test_c5_redirected_seed_does_not_move_scope():
