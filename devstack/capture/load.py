@@ -81,6 +81,7 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
             await trace(run, page, f"running {len(behaviors)} behavior(s)")
             out.behavior_records += await run_behaviors(run, page, cdp, behaviors,
                                                         int(min(s.behaviors_ms, run.remaining_s() * 1000)))
+            run.mark("behaviors")
             await settle(run, recorder, {**out.limits, "minMs": 0}, dpr)
         run.mark("dismiss-behaviors")
     return out

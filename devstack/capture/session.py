@@ -123,7 +123,8 @@ def refuse_popups(page: Page) -> dict[str, int]:
 async def seal_network(ctx: Ctx, run: Run, recorder: Recorder, timeout_s: float = 5.0) -> None:
     """Stop recording (waiting ≤ ``timeout_s`` seconds for body fetches) and seal the proxy
     (closes every connection, refuses new ones: the page can no longer reach any site), then note
-    in ``run.last_request_end`` when the page's last request ended. Idempotent."""
+    in ``run.last_request_end`` when the page's last request ended. From the recorder's stop on,
+    ``run.after_seal`` (when set) lists the requests the page still starts. Idempotent."""
     if run.network_sealed:
         return
     try:
@@ -133,6 +134,8 @@ async def seal_network(ctx: Ctx, run: Run, recorder: Recorder, timeout_s: float 
     except Exception:  # noqa: BLE001 — a crashed browser cannot be stopped politely
         pass
     finally:
+        if run.after_seal is not None:  # formats after the seal: list what the page still asks for
+            run.after_seal.watch()
         if run.proxy is not None:
             await run.proxy.end_capture()
         run.network_sealed = True
