@@ -20,8 +20,9 @@ dropped unanswered until the next :meth:`begin_capture` — so nothing outlives 
 even requests of a page whose context is still being closed.
 
 :attr:`GuardedProxy.last_traffic` (monotonic seconds, None when nothing passed) is when the
-last byte of the capture passed between the browser and a site, either way — or the seal, when
-it cut a plain-HTTP request short — so the capture can say when the site last felt it. Sealing
+last byte of the capture passed between the browser and a site, either way, or a connection
+attempt to a site ended — or the seal, when it cut a plain-HTTP request short — so the capture
+can say when the site last felt it (the capture's ``sinceLastRequestMs`` runs from it). Sealing
 lets plain-HTTP requests already sent finish first (bounded), so their end is seen; a TLS
 tunnel's requests are invisible here (the recorder knows them) and a tunnel is cut at once.
 Each request gets its drain time counted from when it was sent, not from the seal: a request
@@ -226,6 +227,8 @@ class GuardedProxy:
                 return await asyncio.wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT_S)
             except (OSError, asyncio.TimeoutError) as e:
                 last = e
+            finally:
+                self.last_traffic = time.monotonic()  # a connection attempt is felt too, even a refused one
         await self._refuse(writer, label, f"cannot connect: {last}", status="502 Bad Gateway", record=False)
         return None, None
 

@@ -144,10 +144,14 @@ async def seal_network(ctx: Ctx, run: Run, recorder: Recorder, timeout_s: float 
 
 
 def last_request_end(recorder: Recorder, proxy: GuardedProxy | None) -> float | None:
-    """Monotonic seconds when the page's last network request ended, whichever of the browser's
-    events and the proxy's traffic saw it last; the seal itself when the recorder stopped with
-    requests in flight (they were cut then); None when there was no request."""
-    ends = [t for t in (recorder.last_end, proxy.last_traffic if proxy else None) if t is not None]
+    """Monotonic seconds when the page's last network request ended: the last byte (or connection
+    attempt) that passed the context's proxy — the only way out, so the site felt nothing later;
+    the browser's own events (they arrive 10–80 ms after the bytes, and also for requests served
+    from its cache or refused by the deny gate, which no site felt) only without a proxy; the
+    seal itself when the recorder stopped with requests in flight (they were cut then); None
+    when no request reached a site."""
+    end = proxy.last_traffic if proxy is not None else recorder.last_end
+    ends = [end] if end is not None else []
     if recorder.cut:
         ends.append(time.monotonic())
     return max(ends) if ends else None

@@ -363,7 +363,9 @@ def capture_timelines(state: Path) -> tuple[list[dict], list[float]]:
 
 
 # Where a capture's phases end, relative to the site's last request of the page (ms).
-SEAL_PHASES = ("settle", "behaviors", "dismiss-behaviors", "title-links", "page-formats", "seal")
+# The next capture's phases from acceptance to the navigation (ms each).
+HEAD_PHASES = ("wait-idle", "check-address", "browser", "open-session", "start-after")
+SEAL_PHASES = ("load", "settle", "behaviors", "dismiss-behaviors", "seal", "title-links", "page-formats")
 
 
 def seal_breakdown(run: dict, delay_ms: int, timelines: list[dict], busy: list[float]) -> dict:
@@ -382,6 +384,7 @@ def seal_breakdown(run: dict, delay_ms: int, timelines: list[dict], busy: list[f
     after: dict[str, list[float]] = {k: [] for k in (*SEAL_PHASES, "sealedAt", "lastRequestEndAt")}
     pair: dict[str, list[float]] = {k: [] for k in ("seal_to_submit", "submit_to_accept", "accept_to_release",
                                                      "release_late", "release_to_first")}
+    head: dict[str, list[float]] = {k: [] for k in HEAD_PHASES}
     busy_rounds: list[int] = []  # 429s any server answered between A's seal and B's submission
 
     def timeline_of(url: str, first: float) -> dict | None:
@@ -413,6 +416,13 @@ def seal_breakdown(run: dict, delay_ms: int, timelines: list[dict], busy: list[f
             pair["submit_to_accept"].append(b["acceptedAt"] - page_b["submitted"])
             if a.get("sealedAt") is not None:
                 busy_rounds.append(sum(1 for t in busy if a["sealedAt"] <= t <= page_b["submitted"]))
+            prev_t = b["acceptedAt"]
+            for phase, t in b["marks"]:  # the next capture's head, phase by phase
+                if phase in HEAD_PHASES:
+                    head[phase].append(t - prev_t)
+                prev_t = t
+                if phase == "start-after":
+                    break
             if release is not None:
                 pair["accept_to_release"].append(release - b["acceptedAt"])
                 if page_a.get("gap_from") is not None:
@@ -420,6 +430,7 @@ def seal_breakdown(run: dict, delay_ms: int, timelines: list[dict], busy: list[f
                 pair["release_to_first"].append(nxt.first - release)
     return {"after_last_ms": {k: summary([_ms(x) for x in v]) for k, v in after.items()},
             "pair_ms": {k: summary([_ms(x) for x in v]) for k, v in pair.items()},
+            "next_head_ms": {k: summary([_ms(x) for x in v]) for k, v in head.items()},
             "busy_429_between": summary([float(x) for x in busy_rounds])}
 
 
@@ -601,6 +612,9 @@ def _breakdown_metrics(ctx: Context, label: str, breakdown: dict) -> None:
                    note=f"p99 {value.get('p99')}, n={value.get('n')}")
     for key, value in breakdown["pair_ms"].items():
         ctx.metric(f"[{label}] next capture: {key}, median", value.get("median"), "ms",
+                   note=f"p99 {value.get('p99')}, n={value.get('n')}")
+    for key, value in breakdown["next_head_ms"].items():
+        ctx.metric(f"[{label}] next capture's {key} phase, median", value.get("median"), "ms",
                    note=f"p99 {value.get('p99')}, n={value.get('n')}")
     rounds = breakdown["busy_429_between"]
     ctx.metric(f"[{label}] 429 Busy answers between a seal and the host's next submission, median",
