@@ -40,6 +40,7 @@ class Session:
     cdp: object | None = None
     proxy: GuardedProxy | None = None  # the context's own egress proxy
     gate: object | None = None  # the deny-gate route handler, when URL policies deny
+    main_frame: str | None = None  # set when the file reader's domains are enabled already (a spare)
 
 
 async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder, sess: Session,
@@ -63,7 +64,7 @@ async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder,
         recorder.attach(context)
         max_resp = recorder.max_response_bytes
         run.files = FileTaker(sess.cdp, max_resp, run.deadline, on_take=recorder.expect_file)
-        await asyncio.wait_for(run.files.enable(), run.op_timeout(s.operation_ms))
+        await asyncio.wait_for(run.files.enable(sess.main_frame), run.op_timeout(s.operation_ms))
     except (PlaywrightError, asyncio.TimeoutError) as e:
         raise CaptureFailure("failed", "connection", f"browser is not usable: {e}"[:500]) from e
 
@@ -82,6 +83,7 @@ async def _open_page(ctx: Ctx, run: Run, browser: Browser, sess: Session, viewpo
         opened = await open_context(browser, s.allow_private, viewport, dpr, run.op_timeout(s.operation_ms),
                                     page_user_agent(ctx.browser.user_agent, s.user_agent_suffix))
     sess.context, sess.page, sess.cdp, sess.proxy = opened.context, opened.page, opened.cdp, opened.proxy
+    sess.main_frame = opened.main_frame
     if sess.shared:
         if ctx.shared_proxy is not None:
             await ctx.shared_proxy.close()

@@ -11,15 +11,15 @@ from devstack.capture.state import Run
 
 
 async def settle(run: Run, recorder: Recorder, limits: dict[str, int], dpr: int) -> dict[str, Any]:
-    """Wait until the network is quiet (≤ ``networkConcurrency`` in flight for ``quietMs``),
-    between ``minMs`` and ``maxMs`` (milliseconds) after navigation returned; bounded by the task
-    budget. Returns the report's ``settle`` object (signals not reached are absent)."""
+    """Wait until the network is quiet (≤ ``networkConcurrency`` in flight for ``quietMs`` since
+    :func:`quiet_since`), between ``minMs`` and ``maxMs`` (milliseconds) after navigation
+    returned; bounded by the task budget. Returns the report's ``settle`` object (signals not reached are absent)."""
     begin = time.monotonic()
     quiet_at: int | None = None
     ended = "deadline"
     while True:
         waited = (time.monotonic() - begin) * 1000
-        idle_ms = (time.monotonic() - recorder.last_activity) * 1000
+        idle_ms = (time.monotonic() - quiet_since(run, recorder)) * 1000
         quiet = len(recorder.inflight) <= limits["networkConcurrency"] and idle_ms >= limits["quietMs"]
         if quiet and quiet_at is None:
             quiet_at = int(waited)
@@ -40,11 +40,24 @@ async def settle(run: Run, recorder: Recorder, limits: dict[str, int], dpr: int)
     return out
 
 
+def quiet_since(run: Run, recorder: Recorder) -> float:
+    """Monotonic seconds since which the network has been quiet: the browser's last request
+    event (start or end), except that an end event is dated by the last byte that passed the
+    context's proxy when that came earlier — end events arrive 10–80 ms after the bytes (more on
+    a loaded machine), and a quiet window should not count that delay. Never earlier than the
+    last request start; a connection still streaming (allowed by ``networkConcurrency``) keeps
+    its old events' time, as before."""
+    wire = run.proxy.last_traffic if run.proxy is not None else None
+    if wire is None or recorder.last_start is None:
+        return recorder.last_activity
+    return max(recorder.last_start, min(recorder.last_activity, wire))
+
+
 def _pause_s(run: Run, recorder: Recorder, limits: dict[str, int], begin: float, quiet: bool) -> float:
     # Few enough in flight but not quiet yet: sleep until the quiet window would end (then
     # re-check) instead of polling, so the wait ends when the window does; else poll (50 ms).
     now = time.monotonic()
     until = min(begin + limits["maxMs"] / 1000, now + 0.05)
     if not quiet and len(recorder.inflight) <= limits["networkConcurrency"]:
-        until = min(begin + limits["maxMs"] / 1000, recorder.last_activity + limits["quietMs"] / 1000)
+        until = min(begin + limits["maxMs"] / 1000, quiet_since(run, recorder) + limits["quietMs"] / 1000)
     return min(max(until - now, 0.002), 0.25, max(run.remaining_s() - 0.5, 0.002))
