@@ -69,7 +69,7 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
             return out
         if i == 0:
             out.main_status = await _main_status(run, page, response)
-        out.settle = await settle(run, recorder, out.limits, dpr)
+        out.settle = await settle(run, recorder, out.limits, dpr, page)
         run.mark("settle")
         await trace(run, page, f"settled ({out.settle['endedBy']}) at devicePixelRatio {dpr}")
         if req.get("dismissBanners"):
