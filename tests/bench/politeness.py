@@ -518,7 +518,9 @@ def level_analysis(run: dict, delay_ms: int) -> list[dict]:
                 since = max(done + robots, default=None)
                 allowed.append(since + host_delay.get(h, delay_ms / 1000) if since is not None else start)
             earliest = max(start, min(allowed)) if allowed else start
-            wait = earliest - start
+            # a capture submitted with startAfterMs before the gap ends: the makespan already
+            # counts from that submission, so the wait ends there (no time counted twice)
+            wait = max(0.0, min(earliest, first) - start)
             row.update(level_wall_s=end - start, deliberate_wait_s=wait,
                        overhead_s=(end - start) - makespan - wait,
                        before_first_capture_s=first - start - wait, after_last_capture_s=end - last)
