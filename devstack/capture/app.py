@@ -35,7 +35,7 @@ log = logging.getLogger("devstack.capture")
 
 # Extensions of the v12 contract this server implements (docs/capture-server.md), listed in
 # GET /status so that a client uses one only where it is advertised.
-EXTENSIONS = ("sinceLastRequestMs", "sealWait", "startAfterMs")
+EXTENSIONS = ("sinceLastRequestMs", "sealWait", "startAfterMs", "sealBeforeFormats")
 MAX_ACTIVE = 2  # one capture loading, one finishing (CaptureGate)
 
 
@@ -120,6 +120,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         except seals.SealRequestError as e:
             return _error(400, "ValidationException", {"message": str(e)})
         if gate.busy():
+            log.info("busy at %.4f", received)  # monotonic: tests/bench/politeness.py lays it beside the site's log
             return _error(429, "Busy", {"message": "a capture is already running on this browser"})
         release = gate.enter()
         try:

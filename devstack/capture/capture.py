@@ -15,7 +15,9 @@ png → webp → html → links → mhtml (:mod:`.formats`) → package and uplo
 What keeps a capture short (issue 8 item 5, issue 11 item 3): page-format uploads run
 concurrently with the next format and with WACZ packaging (the WACZ is uploaded only after all of
 them were written); the next context is prepared as soon as this capture opened its own
-(:mod:`.spare`); the page's network is sealed right after the formats, and from then on the next
+(:mod:`.spare`); the page's network is sealed right after the formats (with ``sealBeforeFormats``,
+extension 10: right after the settle wait and behaviors, the formats then taken from the sealed
+page, :mod:`.afterseal`), and from then on the next
 capture may start while this one packages (app.py ``CaptureGate``, issue 11); the browser context is
 closed after the response, in the background — each context has its own sealed proxy, so the
 next capture does not wait for that teardown (:meth:`Ctx.wait_idle`).
@@ -24,6 +26,7 @@ next capture does not wait for that teardown (:meth:`Ctx.wait_idle`).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -37,6 +40,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from devstack.capture import names
+from devstack.capture.afterseal import AfterSeal
 from devstack.capture.behaviors import RUNTIME_JS
 from devstack.capture.browser import BrowserUnavailable
 from devstack.capture.formats import write_formats
@@ -112,6 +116,7 @@ async def _capture_and_answer(ctx: Ctx, run: Run, req: dict[str, Any]) -> dict[s
     since = run.since_last_request_ms()  # last: the answer is written right after this
     if since is not None:
         answer["sinceLastRequestMs"] = since
+    log.info("timeline %s", json.dumps(run.timeline()))  # per-phase times (tests/bench/politeness.py)
     return answer
 
 
@@ -260,21 +265,32 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         if loaded.file is not None:
             return {**await write_file_capture(ctx, run, recorder, loaded, dprs, viewport),
                     "windowsNotOpened": windows["refused"]}
+        if req.get("sealBeforeFormats"):  # extension 10: the formats come from the sealed page
+            run.after_seal = AfterSeal(sess.context)
+            await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
+            run.mark("seal")
         title, document = await write_formats(ctx, run, sess.page, sess.cdp, recorder)
+        if run.after_seal is not None:
+            run.after_seal.stop()
         result: dict[str, Any] = {"status": "success", "httpStatusCode": loaded.main_status,
                                   "finalUrl": document["url"]}
         if run.formats["wacz"]:
             result.update(await write_wacz(ctx, run, recorder, loaded, title, document, dprs, viewport))
         else:
-            await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
-            run.mark("seal")
+            if not run.network_sealed:
+                await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
+                run.mark("seal")
             await uploads_done(run)
             run.mark("uploads")
         # Report form of settle: signals not reached are absent (the archive writes null).
         result.update(settle=loaded.settle, document=document, windowsNotOpened=windows["refused"])
         if run.screenshot is not None:  # extension: docs/capture-server.md
             result["screenshot"] = run.screenshot
+        if run.after_seal is not None:  # extension 10: what the sealed page still asked for
+            result["afterSeal"] = run.after_seal.report()
         return result
     finally:
+        if run.after_seal is not None:
+            run.after_seal.stop()
         await seal(ctx, run, recorder)
         teardown_soon(ctx, sess)

@@ -72,6 +72,18 @@ class TakenFile:
         return out
 
 
+async def prepare(cdp: Any) -> str:
+    """Enable what :class:`FileTaker` needs on a page that has not navigated yet (the Network
+    domain without buffering, Fetch pauses of main-frame documents at the response); returns the
+    main frame id. Nothing can pause before a navigation, so a spare context does this ahead of
+    its capture, whose :meth:`FileTaker.enable` then only adds its listeners."""
+    tree = await cdp.send("Page.getFrameTree")
+    await cdp.send("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0})
+    await cdp.send("Fetch.enable", {"patterns": [
+        {"urlPattern": "*", "resourceType": "Document", "requestStage": "Response"}]})
+    return tree["frameTree"]["frame"]["id"]
+
+
 @dataclass
 class FileTaker:
     """Attach to a page's CDP session with :meth:`enable` before the first navigation.
@@ -89,15 +101,14 @@ class FileTaker:
     _tasks: set[asyncio.Task] = field(default_factory=set)
     _raw: dict[tuple[str, str], dict] = field(default_factory=dict)  # (kind, requestId) → raw headers
 
-    async def enable(self) -> None:
-        tree = await self.cdp.send("Page.getFrameTree")
-        self.main_frame = tree["frameTree"]["frame"]["id"]
+    async def enable(self, main_frame: str | None = None) -> None:
+        """Listen, and intercept main-frame documents. ``main_frame``: the page's main frame id
+        from :func:`prepare` (a spare context did it ahead: no round trip now), else found and
+        the domains enabled here (three round trips)."""
         self.cdp.on("Fetch.requestPaused", self._on_paused)
         self.cdp.on("Network.requestWillBeSentExtraInfo", lambda ev: self._keep("req", ev))
         self.cdp.on("Network.responseReceivedExtraInfo", lambda ev: self._keep("resp", ev))
-        await self.cdp.send("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0})
-        await self.cdp.send("Fetch.enable", {"patterns": [
-            {"urlPattern": "*", "resourceType": "Document", "requestStage": "Response"}]})
+        self.main_frame = main_frame if main_frame is not None else await prepare(self.cdp)
 
     async def disable(self) -> None:
         """Stop intercepting (bounded); pending reads are cancelled."""

@@ -29,8 +29,9 @@ async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, tit
     """Package and upload the WACZ after every page format was written; returns the report's
     ``{waczStats, completeness}``. Raises :class:`CaptureFailure` (``artifact_sink``)."""
     run.step = "package-wacz"
-    await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
-    run.mark("seal")
+    if not run.network_sealed:  # sealed before the formats with sealBeforeFormats (extension 10)
+        await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
+        run.mark("seal")
     behaviors = (run.req.get("behaviors") or []) if loaded.ran_behaviors else None
     wacz_bytes = await anyio.to_thread.run_sync(
         package, run, recorder, title, document, loaded, dprs, viewport, behaviors)
@@ -132,6 +133,8 @@ def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict,
         package["browserhive:capture"]["dismissal"] = loaded.dismissal
     if run.screenshot is not None:  # extension: docs/capture-server.md
         package["browserhive:capture"]["screenshot"] = run.screenshot
+    if run.after_seal is not None:  # extension 10: requests of the sealed page, not archived
+        package["browserhive:capture"]["afterSeal"] = run.after_seal.report()
     return package
 
 

@@ -20,8 +20,9 @@ dropped unanswered until the next :meth:`begin_capture` — so nothing outlives 
 even requests of a page whose context is still being closed.
 
 :attr:`GuardedProxy.last_traffic` (monotonic seconds, None when nothing passed) is when the
-last byte of the capture passed between the browser and a site, either way — or the seal, when
-it cut a plain-HTTP request short — so the capture can say when the site last felt it. Sealing
+last byte of the capture passed between the browser and a site, either way, or a connection
+attempt to a site ended — or the seal, when it cut a plain-HTTP request short — so the capture
+can say when the site last felt it (the capture's ``sinceLastRequestMs`` runs from it). Sealing
 lets plain-HTTP requests already sent finish first (bounded), so their end is seen; a TLS
 tunnel's requests are invisible here (the recorder knows them) and a tunnel is cut at once.
 Each request gets its drain time counted from when it was sent, not from the seal: a request
@@ -96,6 +97,7 @@ class GuardedProxy:
         self.sealed = sealed  # a context's own proxy starts sealed: nothing goes out before its capture
         self.dropped = 0  # connections refused while sealed
         self.last_traffic: float | None = None
+        self.not_before: float | None = None  # monotonic s: no connection to a site before (startAfterMs)
         self._busy: dict[asyncio.Task, float] = {}  # plain-HTTP requests sent to a site, response
         # not ended → monotonic seconds when sent
 
@@ -120,7 +122,14 @@ class GuardedProxy:
         self._deny = deny or (lambda url: False)
         self._on_denied = on_denied or (lambda url, method: None)
         self.last_traffic = None
+        self.not_before = None
         self.sealed = False
+
+    def hold_until(self, at: float | None) -> None:
+        """No connection of this capture reaches a site before ``at`` (monotonic seconds; None:
+        no hold): each waits here until then (extension ``startAfterMs``, so the browser can
+        start its navigation a little earlier and its first request leaves exactly on time)."""
+        self.not_before = at
 
     async def end_capture(self, drain_s: float = 0.1) -> None:
         """Seal the proxy (the capture is over): no new connection or request goes out; plain-HTTP
@@ -209,6 +218,10 @@ class GuardedProxy:
 
     async def _open(self, host: str, port: int, writer: asyncio.StreamWriter):
         label = f"{host}:{port}"
+        if self.not_before is not None and (hold := self.not_before - time.monotonic()) > 0:
+            await asyncio.sleep(hold)  # a connection attempt is felt by the site: held as well
+        if self.sealed:
+            return None, None
         try:
             addresses = self._checked.get((host, port))
             if addresses is None:
@@ -226,6 +239,8 @@ class GuardedProxy:
                 return await asyncio.wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT_S)
             except (OSError, asyncio.TimeoutError) as e:
                 last = e
+            finally:
+                self.last_traffic = time.monotonic()  # a connection attempt is felt too, even a refused one
         await self._refuse(writer, label, f"cannot connect: {last}", status="502 Bad Gateway", record=False)
         return None, None
 

@@ -93,6 +93,7 @@ class Recorder:
         self.inflight: dict[Request, datetime] = {}
         self.last_activity = time.monotonic()
         self.last_end: float | None = None
+        self.last_start: float | None = None  # monotonic seconds of the last request event
         self.cut = 0
         self.max_pending = max_pending
         self._tasks: set[asyncio.Task] = set()
@@ -140,7 +141,7 @@ class Recorder:
         if not request.url.startswith(("http:", "https:")):
             return
         self.inflight[request] = datetime.now(timezone.utc)
-        self.last_activity = time.monotonic()
+        self.last_activity = self.last_start = time.monotonic()
         if len(self.inflight) > self.max_pending:  # bound the tracking map: forget the oldest
             oldest = next(iter(self.inflight))
             started = self.inflight.pop(oldest)

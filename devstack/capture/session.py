@@ -40,6 +40,7 @@ class Session:
     cdp: object | None = None
     proxy: GuardedProxy | None = None  # the context's own egress proxy
     gate: object | None = None  # the deny-gate route handler, when URL policies deny
+    main_frame: str | None = None  # set when the file reader's domains are enabled already (a spare)
 
 
 async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder, sess: Session,
@@ -63,7 +64,7 @@ async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder,
         recorder.attach(context)
         max_resp = recorder.max_response_bytes
         run.files = FileTaker(sess.cdp, max_resp, run.deadline, on_take=recorder.expect_file)
-        await asyncio.wait_for(run.files.enable(), run.op_timeout(s.operation_ms))
+        await asyncio.wait_for(run.files.enable(sess.main_frame), run.op_timeout(s.operation_ms))
     except (PlaywrightError, asyncio.TimeoutError) as e:
         raise CaptureFailure("failed", "connection", f"browser is not usable: {e}"[:500]) from e
 
@@ -82,6 +83,7 @@ async def _open_page(ctx: Ctx, run: Run, browser: Browser, sess: Session, viewpo
         opened = await open_context(browser, s.allow_private, viewport, dpr, run.op_timeout(s.operation_ms),
                                     page_user_agent(ctx.browser.user_agent, s.user_agent_suffix))
     sess.context, sess.page, sess.cdp, sess.proxy = opened.context, opened.page, opened.cdp, opened.proxy
+    sess.main_frame = opened.main_frame
     if sess.shared:
         if ctx.shared_proxy is not None:
             await ctx.shared_proxy.close()
@@ -123,7 +125,8 @@ def refuse_popups(page: Page) -> dict[str, int]:
 async def seal_network(ctx: Ctx, run: Run, recorder: Recorder, timeout_s: float = 5.0) -> None:
     """Stop recording (waiting ≤ ``timeout_s`` seconds for body fetches) and seal the proxy
     (closes every connection, refuses new ones: the page can no longer reach any site), then note
-    in ``run.last_request_end`` when the page's last request ended. Idempotent."""
+    in ``run.last_request_end`` when the page's last request ended. From the recorder's stop on,
+    ``run.after_seal`` (when set) lists the requests the page still starts. Idempotent."""
     if run.network_sealed:
         return
     try:
@@ -133,6 +136,8 @@ async def seal_network(ctx: Ctx, run: Run, recorder: Recorder, timeout_s: float 
     except Exception:  # noqa: BLE001 — a crashed browser cannot be stopped politely
         pass
     finally:
+        if run.after_seal is not None:  # formats after the seal: list what the page still asks for
+            run.after_seal.watch()
         if run.proxy is not None:
             await run.proxy.end_capture()
         run.network_sealed = True
@@ -141,10 +146,14 @@ async def seal_network(ctx: Ctx, run: Run, recorder: Recorder, timeout_s: float 
 
 
 def last_request_end(recorder: Recorder, proxy: GuardedProxy | None) -> float | None:
-    """Monotonic seconds when the page's last network request ended, whichever of the browser's
-    events and the proxy's traffic saw it last; the seal itself when the recorder stopped with
-    requests in flight (they were cut then); None when there was no request."""
-    ends = [t for t in (recorder.last_end, proxy.last_traffic if proxy else None) if t is not None]
+    """Monotonic seconds when the page's last network request ended: the last byte (or connection
+    attempt) that passed the context's proxy — the only way out, so the site felt nothing later;
+    the browser's own events (they arrive 10–80 ms after the bytes, and also for requests served
+    from its cache or refused by the deny gate, which no site felt) only without a proxy; the
+    seal itself when the recorder stopped with requests in flight (they were cut then); None
+    when no request reached a site."""
+    end = proxy.last_traffic if proxy is not None else recorder.last_end
+    ends = [end] if end is not None else []
     if recorder.cut:
         ends.append(time.monotonic())
     return max(ends) if ends else None

@@ -1,8 +1,9 @@
 """Browser contexts for captures, and spares prepared ahead of the captures that take them.
 
-Opening a context costs three Chromium round trips — the context, its page (a new renderer
-process: 0.3–2 s on a loaded 2-core machine) and a CDP session — that a capture would otherwise
-wait for between the request and the site's first request. :class:`Spare` opens them ahead of
+Opening a context costs six Chromium round trips — the context, its page (a new renderer
+process: 0.3–2 s on a loaded 2-core machine), a CDP session and the file reader's domains
+(:func:`files.prepare`, 25 ms per round trip on a loaded machine) — that a capture would
+otherwise wait for between the request and the site's first request. :class:`Spare` opens them ahead of
 time (from when the previous capture opened its own context) with the server's default
 viewport and device pixel ratio. A capture takes it only when its own viewport and last device pixel ratio match
 and it belongs to the current, connected browser; otherwise the spare is closed and the capture
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Page
 
+from devstack.capture import files
 from devstack.capture.proxy import GuardedProxy
 
 
@@ -36,6 +38,7 @@ class Opened:
     viewport: dict
     dpr: int
     proxy: GuardedProxy
+    main_frame: str  # the page's main frame id; the file reader's domains are enabled (files.prepare)
 
     async def close(self, timeout_s: float = 10.0) -> None:
         """Close the context, then its proxy (never raises: a crashed browser cannot be closed
@@ -63,13 +66,14 @@ async def open_context(browser: Browser, allow_private: bool, viewport: dict, dp
             timeout_s)
         page = await asyncio.wait_for(context.new_page(), timeout_s)
         cdp = await asyncio.wait_for(context.new_cdp_session(page), timeout_s)
+        main_frame = await asyncio.wait_for(files.prepare(cdp), timeout_s)
     except BaseException:
         if context is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(context.close(), timeout_s)
         await proxy.close()
         raise
-    return Opened(browser, context, page, cdp, dict(viewport), dpr, proxy)
+    return Opened(browser, context, page, cdp, dict(viewport), dpr, proxy, main_frame)
 
 
 class Spare:

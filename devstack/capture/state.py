@@ -116,10 +116,14 @@ class Run:
     final_url: str | None = None  # where the main document ended, when the capture stopped early
     seal_signal: asyncio.Event | None = None  # set once the network is sealed or the capture ended (sealWait)
     on_sealed: Any = None  # called once then: the browser is free for the next capture (app.py)
+    after_seal: Any = None  # an .afterseal.AfterSeal when the formats follow the seal (sealBeforeFormats)
+    sealed_at: float | None = None  # monotonic seconds of the first :meth:`signal_sealed`
 
     def signal_sealed(self) -> None:
         """The page's network is sealed (or the capture ended): wake the seal waits of this
         capture's key (extension ``sealWait``) and free the browser for the next capture; idempotent."""
+        if self.sealed_at is None:
+            self.sealed_at = time.monotonic()
         if self.seal_signal is not None:
             self.seal_signal.set()
         if self.on_sealed is not None:
@@ -138,6 +142,14 @@ class Run:
             out[phase] = out.get(phase, 0) + int((t - prev) * 1000)
             prev = t
         return out
+
+    def timeline(self) -> dict[str, Any]:
+        """The capture's timeline on the machine's monotonic clock (seconds; the same clock in
+        every process of the machine, so a benchmark can lay it beside a site's log):
+        ``{taskId, url, acceptedAt, marks: [[phase, at]], lastRequestEndAt, sealedAt}``."""
+        return {"taskId": self.task_id, "url": self.url, "acceptedAt": self.t0,
+                "marks": [[phase, t] for phase, t in self.marks], "lastRequestEndAt": self.last_request_end,
+                "sealedAt": self.sealed_at}
 
     def remaining_s(self) -> float:
         """Seconds left of the whole-task budget (≥ 0)."""

@@ -24,7 +24,8 @@ _SNAKE_HINTS = {
     "accept_language": "acceptLanguage", "dismiss_banners": "dismissBanners",
     "full_page": "fullPage", "device_pixel_ratios": "devicePixelRatios",
     "max_response_bytes": "maxResponseBytes", "url_policies": "urlPolicies",
-    "artifact_sink": "artifactSink", "load_wait": "loadWait", "start_after_ms": "startAfterMs", "dismissbanners": "dismissBanners",
+    "artifact_sink": "artifactSink", "load_wait": "loadWait", "start_after_ms": "startAfterMs",
+    "seal_before_formats": "sealBeforeFormats", "dismissbanners": "dismissBanners",
 }
 
 
@@ -210,6 +211,7 @@ REQUEST = Obj(fields={
     "storageValues": Bool(),
     "artifactSink": Obj(fields={"url": Str(required=True, min_len=1), "token": Str(required=True, min_len=1)}),
     "startAfterMs": Num(lo=0, hi=60000),  # waggle extension (docs/capture-server.md extension 9)
+    "sealBeforeFormats": Bool(),  # waggle extension (docs/capture-server.md extension 10)
     "loadWait": Obj(fields={
         "minMs": Num(lo=0, hi=60000), "maxMs": Num(lo=0, hi=60000), "quietMs": Num(lo=0, hi=60000),
         "networkConcurrency": Num(lo=0, hi=100)}),

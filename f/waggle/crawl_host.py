@@ -495,6 +495,10 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
         if isinstance(artifacts.get("links"), str) and artifacts["links"]:
             result["linksLocation"] = artifacts["links"]
         result.update(inline_links(body, links_per_page))
+        after = report.get("afterSeal")  # extension sealBeforeFormats: what the sealed page still asked for
+        if isinstance(after, dict) and isinstance(after.get("refused"), int) and after["refused"] > 0:
+            urls = [u for u in after.get("urls") or [] if isinstance(u, str)][:3]
+            log(f"{url}: {after['refused']} request(s) after the seal refused, not archived: {' '.join(urls)}")
         return Outcome(result, None, gap_from)
     status = _http_status(report)
     failure_class, note = classify_report(report, status)

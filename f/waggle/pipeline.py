@@ -14,7 +14,11 @@ uploads, manifest). Our capture server advertises extensions in ``GET /status``
   ``GET /captures/seal?key=K&timeoutMs=N``, answered once its page's network is sealed (no request
   to the site after that) with ``sinceLastRequestMs`` — while the capture is still packaging;
 * ``startAfterMs``: the server prepares the capture but navigates no earlier than that many ms
-  after it received the request.
+  after it received the request;
+* ``sealBeforeFormats``: the server seals the page's network before it takes the page formats
+  (requests of the sealed page are refused and listed in the report's ``afterSeal``); sent
+  with the short-gap ``loadWait`` of :func:`settle_for_gap` only, where the formats would
+  otherwise hold the seal past the gap.
 
 :class:`Chain` then runs the host so: submit A (a worker thread) → wait for A's seal →
 ``gapFrom(A)`` = seal received − ``sinceLastRequestMs`` (clamped by crawl_host to [A's submission,
@@ -44,6 +48,7 @@ import httpx
 EXT_SINCE = "sinceLastRequestMs"
 EXT_SEAL = "sealWait"
 EXT_START = "startAfterMs"
+EXT_SEAL_FIRST = "sealBeforeFormats"
 KEY_HEADER = "Waggle-Capture-Key"
 STATUS_TIMEOUT_S = 5.0
 SEAL_POLL_MS = 10_000  # one long-poll; polled again while the capture runs
@@ -144,6 +149,8 @@ class Keyed:
     def capture(self, request: dict) -> Any:
         ext = extensions_of(self.endpoint)
         body = dict(request)
+        if EXT_SEAL_FIRST in ext and "loadWait" in body:
+            body[EXT_SEAL_FIRST] = True  # a short gap (settle_for_gap): the formats after the seal
         if EXT_START in ext:
             if self._left_s() > MAX_START_AFTER_MS / 1000:
                 self._sleep(self._left_s() - MAX_START_AFTER_MS / 1000)

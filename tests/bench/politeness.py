@@ -35,7 +35,9 @@ Measures, per crawl:
   back to back; the old ratio is still reported (``ideal_over_makespan_no_wait``).
 * **orchestration overhead** per level = level wall time (this level's job created → next
   level's job created, or → crawl finished) − makespan − the deliberate wait before the first
-  capture (the earliest moment any host's gap allowed it); target ≤ 1 s. Module durations
+  capture (the earliest moment any host's gap allowed it: the delay after its last capture of an
+  earlier level, from ``gapFrom``, or after the level's own robots.txt request — before
+  2026-12-01 the robots.txt gap was counted as overhead, 1.97 s at d = 2000); target ≤ 1 s. Module durations
   (plan, compile, hosts, report, index) are observed by polling the runner's job record (±0.2 s).
 """
 
@@ -340,6 +342,98 @@ def gap_analysis(run: dict, delay_ms: int) -> dict:
     return out
 
 
+def capture_timelines(state: Path) -> tuple[list[dict], list[float]]:
+    """The capture servers' own timelines (``timeline {json}`` log lines, :meth:`Run.timeline`:
+    monotonic seconds, the clock of this process too) and the moments they answered 429 Busy."""
+    timelines: list[dict] = []
+    busy: list[float] = []
+    for log_file in sorted((state / "logs").glob("capture*.log")):
+        for line in log_file.read_text(errors="replace").splitlines():
+            if " timeline {" in line:
+                try:
+                    timelines.append(json.loads(line.split(" timeline ", 1)[1]))
+                except ValueError:
+                    continue
+            elif " busy at " in line:
+                try:
+                    busy.append(float(line.rsplit(" ", 1)[1]))
+                except ValueError:
+                    continue
+    return timelines, busy
+
+
+# Where a capture's phases end, relative to the site's last request of the page (ms).
+# The next capture's phases from acceptance to the navigation (ms each).
+HEAD_PHASES = ("wait-idle", "check-address", "browser", "open-session", "start-after")
+SEAL_PHASES = ("load", "settle", "behaviors", "dismiss-behaviors", "seal", "title-links", "page-formats")
+
+
+def seal_breakdown(run: dict, delay_ms: int, timelines: list[dict], busy: list[float]) -> dict:
+    """Where the ms of the within-level overshoot go, from the capture servers' timelines laid
+    beside the site's log (monotonic clock). Per capture: when each phase ended after the site's
+    last request of the page (``after_last_ms``: settle quiet window, behaviors, the settle after
+    them, title/links, page formats, seal) and the server's own last-request end. Per
+    within-level pair A → B of a host: A sealed → B submitted (the flow: seal poll, lead wait,
+    POST), B submitted → accepted (transit, 429 rounds: ``busy_between``), accepted → navigation
+    released (open, ``startAfterMs``), released − (gapFrom + delay) (late start), released → first
+    request at the site (Chromium's navigation). Summaries in ms."""
+    by_url: dict[str, list[dict]] = {}
+    for t in timelines:
+        by_url.setdefault(t["url"], []).append(t)
+    pages = {p["url"]: p for p in run["pages"] if p["submitted"] is not None}
+    after: dict[str, list[float]] = {k: [] for k in (*SEAL_PHASES, "sealedAt", "lastRequestEndAt")}
+    pair: dict[str, list[float]] = {k: [] for k in ("seal_to_submit", "submit_to_accept", "accept_to_release",
+                                                     "release_late", "release_to_first")}
+    head: dict[str, list[float]] = {k: [] for k in HEAD_PHASES}
+    busy_rounds: list[int] = []  # 429s any server answered between A's seal and B's submission
+
+    def timeline_of(url: str, first: float) -> dict | None:
+        cands = [t for t in by_url.get(url, []) if t["acceptedAt"] <= first]
+        return max(cands, key=lambda t: t["acceptedAt"]) if cands else None
+
+    for i, host in enumerate(run["hosts"]):
+        if i == SLOW_HOST:
+            continue
+        caps = [c for c in captures(host.hits) if not any(h.status == 0 for h in c.hits)]
+        for prev, nxt in zip(caps, caps[1:]):
+            a = timeline_of(f"{host.url}{prev.page}", prev.first)
+            b = timeline_of(f"{host.url}{nxt.page}", nxt.first)
+            if a is None:
+                continue
+            marks = dict((k, v) for k, v in a["marks"])
+            for k in SEAL_PHASES:
+                if k in marks:
+                    after[k].append(marks[k] - prev.last)
+            for k in ("sealedAt", "lastRequestEndAt"):
+                if a.get(k) is not None:
+                    after[k].append(a[k] - prev.last)
+            page_a, page_b = pages.get(f"{host.url}{prev.page}"), pages.get(f"{host.url}{nxt.page}")
+            if b is None or page_a is None or page_b is None or _depth(prev.page) != _depth(nxt.page):
+                continue
+            release = dict((k, v) for k, v in b["marks"]).get("start-after")
+            if a.get("sealedAt") is not None:
+                pair["seal_to_submit"].append(page_b["submitted"] - a["sealedAt"])
+            pair["submit_to_accept"].append(b["acceptedAt"] - page_b["submitted"])
+            if a.get("sealedAt") is not None:
+                busy_rounds.append(sum(1 for t in busy if a["sealedAt"] <= t <= page_b["submitted"]))
+            prev_t = b["acceptedAt"]
+            for phase, t in b["marks"]:  # the next capture's head, phase by phase
+                if phase in HEAD_PHASES:
+                    head[phase].append(t - prev_t)
+                prev_t = t
+                if phase == "start-after":
+                    break
+            if release is not None:
+                pair["accept_to_release"].append(release - b["acceptedAt"])
+                if page_a.get("gap_from") is not None:
+                    pair["release_late"].append(release - (page_a["gap_from"] + delay_ms / 1000))
+                pair["release_to_first"].append(nxt.first - release)
+    return {"after_last_ms": {k: summary([_ms(x) for x in v]) for k, v in after.items()},
+            "pair_ms": {k: summary([_ms(x) for x in v]) for k, v in pair.items()},
+            "next_head_ms": {k: summary([_ms(x) for x in v]) for k, v in head.items()},
+            "busy_429_between": summary([float(x) for x in busy_rounds])}
+
+
 def level_analysis(run: dict, delay_ms: int) -> list[dict]:
     """Per level: makespan, ideal lower bound, utilization per server, orchestration overhead (s)."""
     pages = [p for p in run["pages"] if p["submitted"] is not None and p["finished"] is not None]
@@ -410,15 +504,23 @@ def level_analysis(run: dict, delay_ms: int) -> list[dict]:
         start = created.get(depth)
         end = created.get(depth + 1, finished_crawl)
         if start is not None:
+            # The deliberate wait: the earliest moment any host's gap allowed its first capture of
+            # the level — from its last capture of an earlier level (gapFrom, the flow's rule) or
+            # from the level's own robots.txt request (a request like any other: the first capture
+            # waits the delay after it), whichever is later; the rest before the first capture is
+            # orchestration.
             prev = [p for p in pages if p["depth"] < depth]
-            earliest = start
-            if prev:
-                allowed = []
-                for h in per_host:
-                    done = [p["finished"] for p in prev if p["host"] == h]
-                    allowed.append(max(done) + host_delay.get(h, delay_ms / 1000) if done else start)
-                earliest = max(start, min(allowed))
-            wait = earliest - start
+            allowed = []
+            for h in per_host:
+                done = [p["gap_from"] or p["finished"] for p in prev if p["host"] == h]
+                own_first = min(p["submitted"] for p in lv if p["host"] == h)
+                robots = [t for t in robots_at.get(h, []) if start <= t < own_first]
+                since = max(done + robots, default=None)
+                allowed.append(since + host_delay.get(h, delay_ms / 1000) if since is not None else start)
+            earliest = max(start, min(allowed)) if allowed else start
+            # a capture submitted with startAfterMs before the gap ends: the makespan already
+            # counts from that submission, so the wait ends there (no time counted twice)
+            wait = max(0.0, min(earliest, first) - start)
             row.update(level_wall_s=end - start, deliberate_wait_s=wait,
                        overhead_s=(end - start) - makespan - wait,
                        before_first_capture_s=first - start - wait, after_last_capture_s=end - last)
@@ -474,6 +576,8 @@ def politeness(ctx: Context, delays: list[int]) -> None:
                     gaps["scheduler_boundary"] = scheduler_gaps(run, d, boundary=True)
                     gaps["retries_logged"] = _flow_retries(info, wm_token, run)
                     levels = level_analysis(run, d)
+                    timelines, busy = capture_timelines(state)
+                    breakdown = seal_breakdown(run, d, timelines, busy)
                     whole = {c: (sum(b for _, b in s if run["t_start"] <= _ <= run["t_end"]) /
                                  max(1, sum(1 for _, b in s if run["t_start"] <= _ <= run["t_end"])))
                              for c, s in run["monitor"].busy.items()}
@@ -493,11 +597,30 @@ def politeness(ctx: Context, delays: list[int]) -> None:
                                    "below_delay": gaps["below"], "per_host": gaps["per_host"],
                                    "robots_requests": gaps["robots_requests"],
                                    "robots_to_capture_overshoot_ms": summary([_ms(x) for x in gaps["robots_after"]]),
-                                   "levels": levels, "utilization_whole_crawl": whole}
+                                   "levels": levels, "utilization_whole_crawl": whole,
+                                   "seal_breakdown": breakdown}
                     _metrics(ctx, label, gaps, levels, whole, baseline)
+                    if not baseline:
+                        _breakdown_metrics(ctx, label, breakdown)
             ctx.detail("runs", runs)
         finally:
             down(state)
+
+
+def _breakdown_metrics(ctx: Context, label: str, breakdown: dict) -> None:
+    """The medians of :func:`seal_breakdown` as informational metrics (no target)."""
+    for key, value in breakdown["after_last_ms"].items():
+        ctx.metric(f"[{label}] {key} − the page's last request, median", value.get("median"), "ms",
+                   note=f"p99 {value.get('p99')}, n={value.get('n')}")
+    for key, value in breakdown["pair_ms"].items():
+        ctx.metric(f"[{label}] next capture: {key}, median", value.get("median"), "ms",
+                   note=f"p99 {value.get('p99')}, n={value.get('n')}")
+    for key, value in breakdown["next_head_ms"].items():
+        ctx.metric(f"[{label}] next capture's {key} phase, median", value.get("median"), "ms",
+                   note=f"p99 {value.get('p99')}, n={value.get('n')}")
+    rounds = breakdown["busy_429_between"]
+    ctx.metric(f"[{label}] 429 Busy answers between a seal and the host's next submission, median",
+               rounds.get("median"), "answers", note=f"max {rounds.get('max')}, n={rounds.get('n')}")
 
 
 def _flow_retries(info: dict, wm_token: str, run: dict) -> list[str]:

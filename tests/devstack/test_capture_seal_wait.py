@@ -156,6 +156,18 @@ def test_start_after_delays_the_first_request_not_less(capture_server, test_site
     assert phases["start-after"] >= 0.5 * 1500  # the wait is its own phase, after the session opened
 
 
+def test_the_navigation_starts_early_and_the_proxy_holds_its_first_request(capture_server, test_site):
+    """The navigation starts before ``startAfterMs`` ends (Chromium's own latency overlaps the
+    wait); the context's proxy holds the connection, so the site still sees nothing earlier."""
+    r, sent, _ = _post(capture_server, url=test_site.url("/other"), captureFormats=ONLY_WACZ, startAfterMs=1500)
+    assert r.status_code == 200 and r.json()["report"]["status"] == "success", r.text
+    assert _first_arrival(test_site, "/other", sent) - sent >= 1.5
+    phases = httpx.get(f"{capture_server}/status").json()["standin"]["lastPhasesMs"]
+    released = sum(ms for name, ms in phases.items() if name in (
+        "wait-idle", "check-address", "browser", "open-session", "start-after"))
+    assert released < 1500, phases  # the navigation was released before the wait ended
+
+
 def test_status_answers_during_the_start_wait(capture_server, test_site):
     """The wait does not block the server: GET /status answers (busy) while it lasts."""
     t, out = _in_thread(_post, capture_server, None, url=test_site.url("/other"), captureFormats=ONLY_WACZ,

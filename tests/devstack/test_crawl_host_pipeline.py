@@ -75,6 +75,14 @@ def test_negotiated_endpoints_pipeline_and_keep_the_delay(servers):
     assert len(felt) == 3 and all(f >= DELAY_MS / 1000 for f in felt), felt
     assert overlaps(results) >= 1, results
     assert all(r["submittedAt"] <= r["gapFrom"] < r["finishedAt"] for r in results)
+    # a 500 ms gap with sealBeforeFormats advertised: the seal came before the formats
+    assert all(seal_first(t) for t in servers)
+
+
+def seal_first(server: str) -> bool:
+    """Whether the server's last capture sealed its page's network before taking the formats."""
+    phases = list(httpx.get(f"{server}/status").json()["standin"]["lastPhasesMs"])
+    return phases.index("seal") < phases.index("title-links")
 
 
 def test_plain_v12_endpoints_stay_sequential(servers):
@@ -82,6 +90,7 @@ def test_plain_v12_endpoints_stay_sequential(servers):
         results, felt = crawl([HttpEndpoint(t, client) for t in servers])
     assert all(f >= DELAY_MS / 1000 for f in felt), felt
     assert overlaps(results) == 0
+    assert not any(seal_first(t) for t in servers)  # today's order: formats, then the seal
 
 
 def test_a_failing_seal_wait_falls_back_to_the_answer(servers):

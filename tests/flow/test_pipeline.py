@@ -175,6 +175,29 @@ def test_keyed_sends_start_after_only_where_advertised():
     assert sent[-1][:2] == ({"url": "c"}, None)
 
 
+def test_seal_before_formats_only_where_advertised_and_the_gap_is_short():
+    """``sealBeforeFormats`` goes with the short-gap ``loadWait`` to an endpoint that lists it;
+    never to one that does not (a real BrowserHive v12 keeps today's request), nor for a long gap."""
+    visits: list[Visit] = []
+    first = BOTH | {pipeline.EXT_SEAL_FIRST}
+    for ext, delay, expected in [(first, 500, True), (first, 2000, None), (BOTH, 500, None),
+                                 (frozenset(), 500, None)]:
+        e = SealingFake("bh-1", visits, extensions=ext)
+        crawl([e], ["a"], delay)
+        assert e.requests[-1][0].get(pipeline.EXT_SEAL_FIRST) is expected, (ext, delay)
+
+
+def test_requests_refused_after_the_seal_are_logged():
+    from f.waggle.crawl_host import judge_answer
+    body = capture_reply("http://h/a", "bh-1")
+    logs: list[str] = []
+    judge_answer("http://h/a", "c1", body, (1.0, 2.0, 1.5), logs.append)
+    assert logs == []
+    body["report"]["afterSeal"] = {"refused": 2, "urls": ["http://h/lazy.png", "http://h/x"]}
+    judge_answer("http://h/a", "c1", body, (1.0, 2.0, 1.5), logs.append)
+    assert logs == ["http://h/a: 2 request(s) after the seal refused, not archived: http://h/lazy.png http://h/x"]
+
+
 # -- the schedule -----------------------------------------------------------------------------------
 
 def test_two_endpoints_pipeline_and_the_site_feels_the_delay():
