@@ -1,13 +1,27 @@
 // autoscroll (behavior): scroll to the bottom in steps so lazy content loads before capture.
-// Stops when the page height has not grown for `settleRounds` steps, when `maxSteps` is
-// reached, or when the host's cooperative budget (`__bh.remainingMs`) runs below `reserveMs`.
-// A page that fits its viewport is not scrolled at all (`stoppedBy: "fits"`): scrolling it
-// fires no scroll event and reveals nothing, and its idle rounds would only hold the capture
-// (and the host's next page) back by `settleRounds × delayMs`.
-// Reports {steps, scrolledPx, finalHeight, stoppedBy} through `__bh.report`.
+// Stops when the page height has not grown for `settleRounds` steps at the bottom, when
+// `maxSteps` is reached, or when the host's cooperative budget (`__bh.remainingMs`) runs below
+// `reserveMs`. A page that fits its viewport is not scrolled at all (`stoppedBy: "fits"`):
+// scrolling it fires no scroll event and reveals nothing, and its idle rounds would only hold
+// the capture (and the host's next page) back by `settleRounds × delayMs`.
+//
+// With our capture server's `scrollHooks` extension (the page-side counters
+// `__waggleScrollHooks`, docs/capture-server.md) it also knows whether anything on the page can
+// react to scrolling: scroll/wheel listeners on the window, document, <html> or <body>, an
+// `onscroll` handler, IntersectionObserver targets, `loading=lazy` images and iframes not loaded
+// yet. A long page with none of them (a static document: the Python docs' 314,000 px
+// contents.html took ~29 s of steps) gets one probe — a jump to the bottom, `probeMs`, and back —
+// and, when that changed nothing, `stoppedBy: "static"`. A page with hooks is scrolled
+// network-aware: after each step it waits `quickMs`, and the full `delayMs` only when the step
+// grew the page, started or finished a request, or reached the bottom. Without the extension
+// (a real BrowserHive v12) it scrolls exactly as before: `delayMs` after every step.
+//
+// Reports {steps, scrolledPx, finalHeight, stoppedBy} through `__bh.report`, plus
+// `reacts` (the hooks found, e.g. ["scrollListeners"]) when the extension is there.
 // Options (all optional, from `__bh.opts.autoscroll`): stepPx, delayMs, maxSteps,
-// settleRounds, reserveMs. Everything lives inside one expression: capture scripts share a
-// global scope, and the completion value (a promise) lets the host await the scroll.
+// settleRounds, reserveMs, quickMs (default 50), probeMs (default 100), scrollStatic (true:
+// step through a page without hooks too). Everything lives inside one expression: capture
+// scripts share a global scope, and the completion value (a promise) lets the host await it.
 (async (): Promise<void> => {
   const id = "autoscroll";
   const opts = __bh.opts[id] ?? {};
@@ -20,16 +34,55 @@
   const maxSteps = num("maxSteps", 200, 1);
   const settleRounds = num("settleRounds", 3, 1);
   const reserveMs = num("reserveMs", 1500, 0);
+  const quickMs = Math.min(num("quickMs", 50, 0), delayMs);
+  const probeMs = num("probeMs", 100, 0);
+  const scrollStatic = opts.scrollStatic === true;
   const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
   const height = (): number =>
     Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0);
+
+  type Hooks = { scrollListeners: number; observed: number; pending: number };
+  const hooks = (globalThis as unknown as { __waggleScrollHooks?: Hooks }).__waggleScrollHooks;
+  const reacts = (h: Hooks): string[] => {
+    const found: string[] = [];
+    if (h.scrollListeners > 0) found.push("scrollListeners");
+    if (window.onscroll !== null || document.onscroll !== null) found.push("onscroll");
+    if (h.observed > 0) found.push("intersectionObserver");
+    const lazy = document.querySelectorAll('img[loading="lazy" i], iframe[loading="lazy" i]');
+    if (Array.from(lazy).some((el) => !(el instanceof HTMLImageElement) || !el.complete)) found.push("lazyElements");
+    return found;
+  };
+  // Requests the page finished since the behavior began (Resource Timing; the observer sees
+  // every entry, the performance buffer stops at 250).
+  let finished = 0;
+  const observer = typeof PerformanceObserver === "function" ? new PerformanceObserver((list) => {
+    finished += list.getEntries().length;
+  }) : undefined;
+  try {
+    observer?.observe({ type: "resource" });
+  } catch {
+    // an engine without resource entries: steps then count only height and pending requests
+  }
+  const busy = (beforeHeight: number, beforeFinished: number): boolean =>
+    height() > beforeHeight || finished > beforeFinished || (hooks !== undefined && hooks.pending > 0);
 
   let steps = 0;
   let scrolledPx = 0;
   let unchanged = 0;
   let lastHeight = height();
   let stoppedBy = lastHeight <= window.innerHeight ? "fits" : "bottom";
-  while (stoppedBy !== "fits") {
+  let found: string[] | undefined = hooks ? reacts(hooks) : undefined;
+  if (stoppedBy !== "fits" && found !== undefined && found.length === 0 && !scrollStatic) {
+    const [x, y, seen] = [window.scrollX, window.scrollY, finished];
+    window.scrollTo(x, lastHeight);
+    await sleep(probeMs);
+    found = reacts(hooks as Hooks);
+    if (found.length === 0 && !busy(lastHeight, seen)) {
+      stoppedBy = "static";
+    }
+    window.scrollTo(x, y);
+  }
+  while (stoppedBy !== "fits" && stoppedBy !== "static") {
     if (steps >= maxSteps) {
       stoppedBy = "maxSteps";
       break;
@@ -38,10 +91,14 @@
       stoppedBy = "budget";
       break;
     }
-    const before = window.scrollY;
+    const [before, seen] = [window.scrollY, finished];
     window.scrollBy(0, stepPx);
     steps += 1;
-    await sleep(delayMs);
+    await sleep(quickMs);
+    const bottom = window.scrollY + window.innerHeight >= height() - 1;
+    if (hooks === undefined || bottom || busy(lastHeight, seen)) {
+      await sleep(delayMs - quickMs);
+    }
     scrolledPx += Math.max(0, window.scrollY - before);
     const now = height();
     const atBottom = window.scrollY + window.innerHeight >= now - 1;
@@ -55,5 +112,10 @@
       }
     }
   }
-  __bh.report(id, { steps, scrolledPx, finalHeight: lastHeight, stoppedBy });
+  observer?.disconnect();
+  const report: Record<string, unknown> = { steps, scrolledPx, finalHeight: lastHeight, stoppedBy };
+  if (hooks !== undefined) {
+    report.reacts = found ?? reacts(hooks);
+  }
+  __bh.report(id, report);
 })();
