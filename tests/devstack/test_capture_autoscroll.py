@@ -51,8 +51,13 @@ OBSERVED = ("<!doctype html><html><head><title>observed</title></head><body styl
 NATIVE = ("<!doctype html><html><head><title>native</title></head><body style='margin:0'>"
           + "".join(f"<div style='height:2500px'><img loading='lazy' src='/img/native-{i}.png' width=10 height=10></div>"
                     for i in range(6)) + "</body></html>")
+# A scroll listener that loads nothing (a sticky header): scrolled, but without waiting per step.
+STICKY = ("<!doctype html><html><head><title>sticky</title></head><body style='margin:0'>"
+          "<header id='h'>header</header>" + TEXT * 250
+          + "<script>addEventListener('scroll', () => { document.getElementById('h').className ="
+            " scrollY > 100 ? 'stuck' : ''; });</script></body></html>")
 SHORT = "<!doctype html><html><head><title>short</title></head><body><h1>one screen</h1></body></html>"
-PAGES = {"/long": LONG, "/infinite": INFINITE, "/observed": OBSERVED, "/native": NATIVE, "/short": SHORT}
+PAGES = {"/long": LONG, "/sticky": STICKY, "/infinite": INFINITE, "/observed": OBSERVED, "/native": NATIVE, "/short": SHORT}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -151,6 +156,15 @@ def test_native_lazy_images_are_loaded_and_archived(capture_server, s3_server, s
     line, urls = _capture(capture_server, s3_server, site + "/native", autoscroll)
     assert line["data"]["stoppedBy"] == "bottom" and line["data"]["reacts"] == ["lazyElements"]
     assert {site + f"/img/native-{i}.png" for i in range(6)} <= urls
+
+
+def test_a_page_whose_listener_loads_nothing_is_stepped_without_the_full_delay(
+        capture_server, s3_server, site, autoscroll):
+    line, _ = _capture(capture_server, s3_server, site + "/sticky", autoscroll)
+    data = line["data"]
+    assert data["stoppedBy"] == "bottom" and data["reacts"] == ["scrollListeners"] and data["steps"] > 10
+    # Today's pace is delayMs (250 ms) after every step; steps that started nothing wait quickMs (50).
+    assert line["elapsedMs"] < 0.6 * data["steps"] * 250
 
 
 def test_a_one_screen_page_still_fits(capture_server, s3_server, site, autoscroll):
