@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 
-from playwright.async_api import Page
+from playwright.async_api import BrowserContext
 
 # Idempotent (a frame navigated twice, a script added twice). Every wrapper calls the original
 # through Reflect, first, so the page's own behaviour and errors are unchanged.
@@ -74,7 +74,12 @@ HOOKS_JS = r"""(() => {
 })();"""
 
 
-async def install(page: Page, timeout_s: float) -> None:
-    """Add :data:`HOOKS_JS` to ``page`` (every frame, every later navigation, before the page's
-    scripts); bounded by ``timeout_s`` seconds. Raises what Playwright raises."""
-    await asyncio.wait_for(page.add_init_script(script=HOOKS_JS), timeout_s)
+async def install(context: BrowserContext, timeout_s: float) -> None:
+    """Add :data:`HOOKS_JS` to ``context`` (its every page and frame, every later navigation,
+    before the page's scripts and before preload scripts added after this call); once per
+    context (a shared session's context keeps it). Bounded by ``timeout_s`` seconds; raises what
+    Playwright raises."""
+    if getattr(context, "_waggle_scroll_hooks", False):
+        return
+    await asyncio.wait_for(context.add_init_script(script=HOOKS_JS), timeout_s)
+    context._waggle_scroll_hooks = True  # type: ignore[attr-defined]

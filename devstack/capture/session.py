@@ -56,8 +56,8 @@ async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder,
         if (req.get("acceptLanguage") or "").strip():
             await asyncio.wait_for(context.set_extra_http_headers({"Accept-Language": req["acceptLanguage"]}),
                                    run.op_timeout(s.operation_ms))
-        if req.get("behaviors"):  # before the page's scripts (extension scrollHooks)
-            await scrollhooks.install(sess.page, run.op_timeout(s.operation_ms))
+        if req.get("behaviors"):  # before the page's and the preload scripts (extension scrollHooks)
+            await scrollhooks.install(context, run.op_timeout(s.operation_ms))
         for script in req.get("preload") or []:
             await context.add_init_script(script=script["source"])
         if run.policies.has_deny():

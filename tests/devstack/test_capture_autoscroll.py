@@ -56,8 +56,20 @@ STICKY = ("<!doctype html><html><head><title>sticky</title></head><body style='m
           "<header id='h'>header</header>" + TEXT * 250
           + "<script>addEventListener('scroll', () => { document.getElementById('h').className ="
             " scrollY > 100 ? 'stuck' : ''; });</script></body></html>")
+# A scroll listener that loads images (data-src → src) once they are in view, the first one
+# 12 viewports down: its markup keeps autoscroll stepping through every screen.
+LISTENED = ("<!doctype html><html><head><title>listened</title></head><body style='margin:0'>"
+            "<div style='height:9600px'>top</div>"
+            + "".join(f"<div style='height:1500px'><img data-src='/img/listened-{i}.png' width=10 height=10></div>"
+                      for i in range(5))
+            + """<script>
+  addEventListener('scroll', () => document.querySelectorAll('img[data-src]').forEach((img) => {
+    const r = img.getBoundingClientRect();
+    if (r.top < innerHeight && r.bottom > 0) { img.src = img.dataset.src; img.removeAttribute('data-src'); }
+  }));
+</script></body></html>""")
 SHORT = "<!doctype html><html><head><title>short</title></head><body><h1>one screen</h1></body></html>"
-PAGES = {"/long": LONG, "/sticky": STICKY, "/infinite": INFINITE, "/observed": OBSERVED, "/native": NATIVE, "/short": SHORT}
+PAGES = {"/long": LONG, "/sticky": STICKY, "/listened": LISTENED, "/infinite": INFINITE, "/observed": OBSERVED, "/native": NATIVE, "/short": SHORT}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -111,9 +123,9 @@ def autoscroll() -> dict:
     return script("autoscroll", out["outputs"]["autoscroll"], options={})
 
 
-def _capture(capture_server: str, s3_server, url: str, autoscroll: dict) -> tuple[dict, set[str]]:
+def _capture(capture_server: str, s3_server, url: str, autoscroll: dict, **extra) -> tuple[dict, set[str]]:
     """One WACZ capture with the default autoscroll; (its report data, the archived URLs)."""
-    r = capture(capture_server, url=url, captureFormats=ONLY_WACZ, behaviors=[autoscroll])
+    r = capture(capture_server, url=url, captureFormats=ONLY_WACZ, behaviors=[autoscroll], **extra)
     assert r.status_code == 200, r.text
     rep = r.json()["report"]
     assert rep["status"] == "success", rep
@@ -158,18 +170,35 @@ def test_native_lazy_images_are_loaded_and_archived(capture_server, s3_server, s
     assert {site + f"/img/native-{i}.png" for i in range(6)} <= urls
 
 
-def test_a_page_whose_listener_loads_nothing_is_stepped_without_the_full_delay(
-        capture_server, s3_server, site, autoscroll):
+def test_a_page_whose_listener_loads_nothing_is_jumped_to_the_bottom(capture_server, s3_server, site, autoscroll):
     line, _ = _capture(capture_server, s3_server, site + "/sticky", autoscroll)
     data = line["data"]
-    assert data["stoppedBy"] == "bottom" and data["reacts"] == ["scrollListeners"] and data["steps"] > 10
-    # Today's pace is delayMs (250 ms) after every step; steps that started nothing wait quickMs (50).
-    assert line["elapsedMs"] < 0.6 * data["steps"] * 250
+    assert data["stoppedBy"] == "bottom" and data["reacts"] == ["scrollListeners"]
+    # 8 idle steps of quickMs (not delayMs), one jump, the settle rounds at the bottom
+    assert data["steps"] == 8 + 1 + 2 and data["skippedPx"] > 10 * 800
+    assert data["finalHeight"] > 20 * 800  # stepped all the way, that would have been > 30 steps
+
+
+def test_a_preload_scripts_listener_counts(capture_server, s3_server, site, autoscroll):
+    """The counters are installed before the crawl's preload scripts, not only the page's."""
+    preload = script("listen", "addEventListener('scroll', () => {});")
+    line, _ = _capture(capture_server, s3_server, site + "/long", autoscroll, preload=[preload])
+    assert line["data"]["reacts"] == ["scrollListeners"] and line["data"]["skippedPx"] > 0
+
+
+def test_a_listener_that_loads_images_is_stepped_through(capture_server, s3_server, site, autoscroll):
+    line, urls = _capture(capture_server, s3_server, site + "/listened", autoscroll)
+    data = line["data"]
+    assert data["stoppedBy"] == "bottom" and data["reacts"] == ["scrollListeners"] and data["skippedPx"] == 0
+    assert {site + f"/img/listened-{i}.png" for i in range(5)} <= urls
+    # steps that started nothing waited quickMs (50 ms), not today's delayMs (250 ms) after every step
+    assert line["elapsedMs"] < 0.75 * data["steps"] * 250
 
 
 def test_a_one_screen_page_still_fits(capture_server, s3_server, site, autoscroll):
     line, _ = _capture(capture_server, s3_server, site + "/short", autoscroll)
-    assert line["data"] == {"steps": 0, "scrolledPx": 0, "finalHeight": 800, "stoppedBy": "fits", "reacts": []}
+    assert line["data"] == {"steps": 0, "scrolledPx": 0, "finalHeight": 800, "stoppedBy": "fits", "reacts": [],
+                            "skippedPx": 0}
 
 
 HOOKED = """<!doctype html><html><body><div id="inner" style="overflow:auto;height:50px"></div><script>

@@ -13,14 +13,20 @@
 // contents.html took ~29 s of steps) gets one probe — a jump to the bottom, `probeMs`, and back —
 // and, when that changed nothing, `stoppedBy: "static"`. A page with hooks is scrolled
 // network-aware: after each step it waits `quickMs`, and the full `delayMs` only when the step
-// grew the page, started or finished a request, or reached the bottom. Without the extension
-// (a real BrowserHive v12) it scrolls exactly as before: `delayMs` after every step.
+// grew the page, started or finished a request, or reached the bottom. And when its only hooks
+// are scroll listeners (no IntersectionObserver target, no lazy element, no element that looks
+// like a script's lazy image: `data-src`, `data-original`, `.lazyload`, an <img> without src…)
+// and `idleSteps` steps in a row did nothing, it jumps to the bottom (where infinite scroll
+// loads) and spends its `settleRounds` there: a sticky header's listener loads nothing, and
+// stepping a long page for it cost up to `maxSteps` × `quickMs`. Without the extension (a real
+// BrowserHive v12) it scrolls exactly as before: `delayMs` after every step.
 //
 // Reports {steps, scrolledPx, finalHeight, stoppedBy} through `__bh.report`, plus
-// `reacts` (the hooks found, e.g. ["scrollListeners"]) when the extension is there.
+// `reacts` (the hooks found, e.g. ["scrollListeners"]) and `skippedPx` (jumped over) when the
+// extension is there.
 // Options (all optional, from `__bh.opts.autoscroll`): stepPx, delayMs, maxSteps,
-// settleRounds, reserveMs, quickMs (default 50), probeMs (default 100), scrollStatic (true:
-// step through a page without hooks too). Everything lives inside one expression: capture
+// settleRounds, reserveMs, quickMs (default 50), probeMs (default 100), idleSteps (default 8;
+// 0: never jump), scrollStatic (true: step through a page without hooks too). Everything lives inside one expression: capture
 // scripts share a global scope, and the completion value (a promise) lets the host await it.
 (async (): Promise<void> => {
   const id = "autoscroll";
@@ -36,6 +42,7 @@
   const reserveMs = num("reserveMs", 1500, 0);
   const quickMs = Math.min(num("quickMs", 50, 0), delayMs);
   const probeMs = num("probeMs", 100, 0);
+  const idleSteps = num("idleSteps", 8, 0);
   const scrollStatic = opts.scrollStatic === true;
   const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
   const height = (): number =>
@@ -63,12 +70,18 @@
   } catch {
     // an engine without resource entries: steps then count only height and pending requests
   }
+  // Elements a scroll listener's lazy loader would fill in (its own markup, not `loading=lazy`).
+  const lazyMarkup = (): boolean =>
+    document.querySelector("img:not([src]):not([srcset]), [data-src], [data-srcset], [data-original], " +
+      "[data-lazy], [data-lazy-src], [data-bg], .lazyload, .lazy") !== null;
   const busy = (beforeHeight: number, beforeFinished: number): boolean =>
     height() > beforeHeight || finished > beforeFinished || (hooks !== undefined && hooks.pending > 0);
 
   let steps = 0;
   let scrolledPx = 0;
   let unchanged = 0;
+  let idle = 0;
+  let skippedPx = 0;
   let lastHeight = height();
   let stoppedBy = lastHeight <= window.innerHeight ? "fits" : "bottom";
   let found: string[] | undefined = hooks ? reacts(hooks) : undefined;
@@ -92,11 +105,20 @@
       break;
     }
     const [before, seen] = [window.scrollY, finished];
-    window.scrollBy(0, stepPx);
+    const jump = idleSteps > 0 && idle >= idleSteps && hooks !== undefined &&
+      reacts(hooks).every((r) => r === "scrollListeners" || r === "onscroll") && !lazyMarkup();
+    if (jump) {
+      window.scrollTo(window.scrollX, height());
+      skippedPx += Math.max(0, window.scrollY - before - stepPx);
+    } else {
+      window.scrollBy(0, stepPx);
+    }
     steps += 1;
     await sleep(quickMs);
     const bottom = window.scrollY + window.innerHeight >= height() - 1;
-    if (hooks === undefined || bottom || busy(lastHeight, seen)) {
+    const active = busy(lastHeight, seen);
+    idle = active || bottom ? 0 : idle + 1;
+    if (hooks === undefined || bottom || active) {
       await sleep(delayMs - quickMs);
     }
     scrolledPx += Math.max(0, window.scrollY - before);
@@ -116,6 +138,7 @@
   const report: Record<string, unknown> = { steps, scrolledPx, finalHeight: lastHeight, stoppedBy };
   if (hooks !== undefined) {
     report.reacts = found ?? reacts(hooks);
+    report.skippedPx = skippedPx;
   }
   __bh.report(id, report);
 })();
