@@ -64,11 +64,18 @@ HOOKS_JS = r"""(() => {
     return out;
   } });
   if (typeof XMLHttpRequest !== "undefined") {
+    // Counted before the call: a synchronous request ends (loadend) inside send().
     wrap(XMLHttpRequest.prototype, "send", { apply(f, self, args) {
-      const out = Reflect.apply(f, self, args);
+      if (!(self instanceof XMLHttpRequest)) return Reflect.apply(f, self, args);
       hooks.pending += 1;
       self.addEventListener("loadend", done, { once: true });
-      return out;
+      try {
+        return Reflect.apply(f, self, args);
+      } catch (e) {
+        self.removeEventListener("loadend", done);
+        done();
+        throw e;
+      }
     } });
   }
 })();"""

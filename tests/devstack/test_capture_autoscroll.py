@@ -207,6 +207,8 @@ HOOKED = """<!doctype html><html><body><div id="inner" style="overflow:auto;heig
   addEventListener('click', () => {});
   new IntersectionObserver(() => {}).observe(document.body);
   globalThis.slow = fetch('/never-answered');
+  const sync = new XMLHttpRequest(); sync.open('GET', '/answered', false); sync.send();  // ends inside send()
+  try { new XMLHttpRequest().send(); } catch (e) { globalThis.unopened = e.name; }  // throws: not counted
   globalThis.nativeLooking = String(EventTarget.prototype.addEventListener) + String(fetch);
   globalThis.keys = Object.keys(globalThis).filter((k) => k.startsWith('__waggle'));
 </script></body></html>"""
@@ -222,12 +224,14 @@ def test_the_hooks_count_only_what_a_window_scroll_reaches():
             page = browser.new_page()
             page.add_init_script(script=HOOKS_JS)
             page.add_init_script(script=HOOKS_JS)  # idempotent
-            page.route("**/*", lambda route: route.fulfill(body=HOOKED, content_type="text/html")
-                       if route.request.url.endswith("/hooked") else None)  # the fetch stays pending
+            answers = {"/hooked": HOOKED, "/answered": "ok"}
+            page.route("**/*", lambda route: route.fulfill(body=answers[path], content_type="text/html")
+                       if (path := urlsplit(route.request.url).path) in answers else None)  # the fetch stays pending
             page.goto("http://127.0.0.1:9/hooked")
             hooks = page.evaluate("() => ({...globalThis.__waggleScrollHooks})")
             assert hooks == {"version": 1, "scrollListeners": 2, "observed": 1, "pending": 1}
             assert page.evaluate("() => globalThis.nativeLooking").count("[native code]") == 2
             assert page.evaluate("() => globalThis.keys") == []
+            assert page.evaluate("() => globalThis.unopened") == "InvalidStateError"
         finally:
             browser.close()
