@@ -18,7 +18,7 @@ each capture (as a crawl's delay leaves the server) and the server's default set
 * **target**: each long page's capture within 1 s of the short page's (median round trip, all
   four modes);
 * ``before``: one capture of ``contents.html`` with autoscroll's ``scrollStatic: true, quickMs:
-  250`` — every step followed by the full 250 ms, through a page without scroll hooks: what every
+  250, idleSteps: 0`` — every step followed by the full 250 ms, through a page without scroll hooks: what every
   page got before the ``scrollHooks`` extension (and still gets from a real BrowserHive v12);
 * one in-process capture of the longest page under pyinstrument (profile text in the JSON).
 """
@@ -200,7 +200,7 @@ def real_pages(ctx: Context) -> None:
                 if not ctx.quick:
                     time.sleep(1.0)
                     before = _one(client, base, site + "contents.html", CRAWL, arrivals,
-                                  [default_autoscroll(scrollStatic=True, quickMs=250)], s3_server)
+                                  [default_autoscroll(scrollStatic=True, quickMs=250, idleSteps=0)], s3_server)
                     ctx.metric("before: contents.html, crawl formats, autoscroll at the old pace",
                                before["total"], "ms", note=f"behaviors {before['behaviors']:.0f} ms")
                     ctx.detail("before contents.html crawl+autoscroll old pace", before)
