@@ -26,7 +26,7 @@
 // extension is there.
 // Options (all optional, from `__bh.opts.autoscroll`): stepPx, delayMs, maxSteps,
 // settleRounds, reserveMs, quickMs (default 50), probeMs (default 100), idleSteps (default 8;
-// 0: never jump), scrollStatic (true: step through a page without hooks too). Everything lives inside one expression: capture
+// 0: never jump), scrollStatic (true: step through a page without hooks too, never jumping). Everything lives inside one expression: capture
 // scripts share a global scope, and the completion value (a promise) lets the host await it.
 (async (): Promise<void> => {
   const id = "autoscroll";
@@ -74,6 +74,9 @@
   const lazyMarkup = (): boolean =>
     document.querySelector("img:not([src]):not([srcset]), [data-src], [data-srcset], [data-original], " +
       "[data-lazy], [data-lazy-src], [data-bg], .lazyload, .lazy") !== null;
+  // Only scroll listeners (none at all: a static page stepped through for `scrollStatic`, no jump).
+  const listenersOnly = (found: string[]): boolean =>
+    found.length > 0 && found.every((r) => r === "scrollListeners" || r === "onscroll");
   const busy = (beforeHeight: number, beforeFinished: number): boolean =>
     height() > beforeHeight || finished > beforeFinished || (hooks !== undefined && hooks.pending > 0);
 
@@ -105,8 +108,8 @@
       break;
     }
     const [before, seen] = [window.scrollY, finished];
-    const jump = idleSteps > 0 && idle >= idleSteps && hooks !== undefined &&
-      reacts(hooks).every((r) => r === "scrollListeners" || r === "onscroll") && !lazyMarkup();
+    const jump = idleSteps > 0 && idle >= idleSteps && hooks !== undefined && listenersOnly(reacts(hooks)) &&
+      !lazyMarkup();
     if (jump) {
       window.scrollTo(window.scrollX, height());
       skippedPx += Math.max(0, window.scrollY - before - stepPx);
