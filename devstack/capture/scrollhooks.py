@@ -3,7 +3,8 @@
 Scrolling a static document reveals nothing; it only holds the capture (and the host's next
 page) back — the default ``autoscroll`` stepped through the Python docs' 314,000 px
 ``contents.html`` for ~29 s (issue 11 item 4). So, for captures that run behaviors, the server
-adds :data:`HOOKS_JS` to the page before any page script runs. It counts, per frame, in the
+adds :data:`HOOKS_JS` to the browser context, to run in every frame before any page or preload
+script. It counts, per frame, in the
 non-enumerable global ``__waggleScrollHooks``:
 
 * ``scrollListeners`` — ``scroll``/``scrollend``/``wheel``/``mousewheel``/``touchmove`` listeners
@@ -26,7 +27,8 @@ import asyncio
 from playwright.async_api import BrowserContext
 
 # Idempotent (a frame navigated twice, a script added twice). Every wrapper calls the original
-# through Reflect, first, so the page's own behaviour and errors are unchanged.
+# through Reflect with the same receiver and arguments, so the page's results and errors are
+# its own.
 HOOKS_JS = r"""(() => {
   if (Object.getOwnPropertyDescriptor(globalThis, "__waggleScrollHooks")) return;
   const hooks = { version: 1, scrollListeners: 0, observed: 0, pending: 0 };
