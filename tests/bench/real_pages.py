@@ -11,8 +11,15 @@ each capture (as a crawl's delay leaves the server) and the server's default set
   (``GET /status`` → ``standin.lastPhasesMs``): head (submit → the site's first request), load,
   settle, formats, seal, WACZ, uploads, manifest, tail (the site's last request → answer) and
   ``sinceLastRequestMs``;
-* **target**: each long page's capture within 1 s of the short page's (median round trip, crawl
-  formats and all formats alike);
+* the same two **with the default page scripts** (``+autoscroll``: the catalogue's
+  ``autoscroll`` compiled as the crawl compiles it, default options) — what a crawl with the
+  default scripts experiences; its report (``stoppedBy``, ``reacts``, steps, elapsed ms) is read
+  from the WACZ's ``behaviors/reports.jsonl``;
+* **target**: each long page's capture within 1 s of the short page's (median round trip, all
+  four modes);
+* ``before``: one capture of ``contents.html`` with autoscroll's ``scrollStatic: true, quickMs:
+  250, idleSteps: 0`` — every step followed by the full 250 ms, through a page without scroll hooks: what every
+  page got before the ``scrollHooks`` extension (and still gets from a real BrowserHive v12);
 * one in-process capture of the longest page under pyinstrument (profile text in the JSON).
 """
 
@@ -40,7 +47,8 @@ CRAWL = {**{k: False for k in ALL}, "links": True, "wacz": True}
 GROUPS = {
     "head (server)": ("wait-idle", "check-address", "browser", "open-session"),
     "load": ("load",),
-    "settle": ("settle", "dismiss-behaviors"),
+    "settle": ("settle",),
+    "behaviors": ("dismiss-behaviors",),  # banners, behaviors and the settle after them
     "formats": ("title-links", "screenshots", "dom-formats", "page-formats"),  # the last two before issue 11's second round
     "seal": ("seal",),
     "WACZ": ("package-wacz",),
@@ -77,15 +85,49 @@ def docs_site():
         server.server_close()
 
 
-def _request(url: str, formats: dict) -> dict:
-    return {"url": url, "labels": ["bench"], "correlationId": "real-pages", "captureFormats": formats,
-            "signing": False, "fullPage": formats["png"]}
+def _request(url: str, formats: dict, behaviors: list[dict] | None = None) -> dict:
+    req = {"url": url, "labels": ["bench"], "correlationId": "real-pages", "captureFormats": formats,
+           "signing": False, "fullPage": formats["png"]}
+    if behaviors:
+        req["behaviors"] = behaviors
+    return req
 
 
-def _one(client: httpx.Client, base: str, url: str, formats: dict, arrivals: list[float]) -> dict:
-    """One capture; returns its round trip, head, tail, sinceLastRequestMs and phases (ms)."""
+def default_autoscroll(**options) -> dict:
+    """The catalogue's ``autoscroll`` as a crawl sends it: compiled (TypeScript + host types) by
+    the ts-compile stand-in's compiler, with ``options`` (default none)."""
+    import hashlib
+
+    from devstack.tscompile.child import NodeCompiler
+    from ledger.crawl.scripts import default_catalogue
+
+    (shipped,) = [s for s in default_catalogue() if s["id"] == "autoscroll"]
+    compiler = NodeCompiler(timeout_s=240)
+    try:
+        js = compiler.compile([{"id": "autoscroll", "source": shipped["source"]}])["outputs"]["autoscroll"]
+    finally:
+        compiler.close()
+    return {"id": "autoscroll", "source": js, "sha256": hashlib.sha256(js.encode()).hexdigest(), "options": options}
+
+
+def _behavior_reports(s3_server, location: str) -> list[dict]:
+    """The lines of a WACZ's ``behaviors/reports.jsonl``."""
+    import io
+    import json
+    import zipfile
+
+    key = location.split("/", 3)[3]
+    data = s3_server.client().get_object(Bucket=s3_server.bucket, Key=key)["Body"].read()
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return [json.loads(x) for x in z.read("behaviors/reports.jsonl").decode().splitlines()]
+
+
+def _one(client: httpx.Client, base: str, url: str, formats: dict, arrivals: list[float],
+         behaviors: list[dict] | None = None, s3_server=None) -> dict:
+    """One capture; returns its round trip, head, tail, sinceLastRequestMs and phases (ms), and
+    with ``behaviors`` their reports (``s3_server`` to read them from the WACZ)."""
     t = time.monotonic()
-    r = client.post(f"{base}/captures", json=_request(url, formats))
+    r = client.post(f"{base}/captures", json=_request(url, formats, behaviors))
     answered = time.monotonic()
     body = r.json()
     if r.status_code != 200:
@@ -100,6 +142,8 @@ def _one(client: httpx.Client, base: str, url: str, formats: dict, arrivals: lis
     for group, names in GROUPS.items():
         row[group] = sum(phases.get(n, 0) for n in names)
     row["phases"] = phases
+    if behaviors and s3_server is not None and body["report"]["status"] == "success":
+        row["behaviors_report"] = _behavior_reports(s3_server, body["report"]["artifacts"]["wacz"])
     return row
 
 
@@ -139,16 +183,27 @@ async def _profile(url: str, s3_server, formats: dict) -> str:
 def real_pages(ctx: Context) -> None:
     """Captures of the Python docs' longest pages vs a short one, per phase (target: within 1 s)."""
     reps = 1 if ctx.quick else 3
-    results: dict[str, dict[str, list[dict]]] = {"crawl": {}, "all": {}}
+    auto = default_autoscroll()
+    modes = {"crawl": (CRAWL, None), "all": (ALL, None), "crawl+autoscroll": (CRAWL, [auto]),
+             "all+autoscroll": (ALL, [auto])}
+    results: dict[str, dict[str, list[dict]]] = {label: {} for label in modes}
     with docs_site() as (site, arrivals), infra.s3() as s3_server:
         with infra.capture_server(s3_server) as (_, base):
             with httpx.Client(timeout=180) as client:
-                _one(client, base, site + SHORT, ALL, arrivals)  # warm-up
-                for label, formats in (("crawl", CRAWL), ("all", ALL)):
+                _one(client, base, site + SHORT, ALL, arrivals, [auto])  # warm-up
+                for label, (formats, behaviors) in modes.items():
                     for _ in range(reps):
                         for page in PAGES:
                             time.sleep(1.0)
-                            results[label].setdefault(page, []).append(_one(client, base, site + page, formats, arrivals))
+                            results[label].setdefault(page, []).append(
+                                _one(client, base, site + page, formats, arrivals, behaviors, s3_server))
+                if not ctx.quick:
+                    time.sleep(1.0)
+                    before = _one(client, base, site + "contents.html", CRAWL, arrivals,
+                                  [default_autoscroll(scrollStatic=True, quickMs=250, idleSteps=0)], s3_server)
+                    ctx.metric("before: contents.html, crawl formats, autoscroll at the old pace",
+                               before["total"], "ms", note=f"behaviors {before['behaviors']:.0f} ms")
+                    ctx.detail("before contents.html crawl+autoscroll old pace", before)
         import asyncio
 
         ctx.detail("profile_contents_all_formats", asyncio.run(_profile(site + "contents.html", s3_server, ALL)))
@@ -164,6 +219,10 @@ def _report(ctx: Context, results: dict[str, dict[str, list[dict]]]) -> None:
             med = {k: _median(rows, k) for k in keys}
             ctx.detail(f"{label} {page}", {"median_ms": med, "rows": rows})
             parts = ", ".join(f"{k} {med[k]:.0f}" for k in keys[1:] if med[k] is not None)
+            scrolls = [line["data"] for r in rows for line in r.get("behaviors_report", [])
+                       if line.get("id") == "autoscroll" and "data" in line]
+            if scrolls:
+                parts += "; autoscroll " + ", ".join(sorted({f"{d['stoppedBy']} {d.get('reacts')}" for d in scrolls}))
             if page == SHORT:
                 ctx.metric(f"{label}: {page} (short) capture", med["total"], "ms", note=parts)
             else:
