@@ -62,8 +62,20 @@
   // Requests the page finished since the behavior began (Resource Timing; the observer sees
   // every entry, the performance buffer stops at 250).
   let finished = 0;
+  // The browser's own icon fetch (`/favicon.ico` or a `rel=icon` link) lands at a random moment
+  // after load and is no reaction to scrolling: counting it made a static page look busy.
+  const isIcon = (name: string): boolean => {
+    try {
+      if (new URL(name).pathname.endsWith("/favicon.ico")) {
+        return true;
+      }
+    } catch {
+      return false;
+    }
+    return Array.from(document.querySelectorAll<HTMLLinkElement>('link[rel~="icon"]')).some((l) => l.href === name);
+  };
   const observer = typeof PerformanceObserver === "function" ? new PerformanceObserver((list) => {
-    finished += list.getEntries().length;
+    finished += list.getEntries().filter((e) => !isIcon(e.name)).length;
   }) : undefined;
   try {
     observer?.observe({ type: "resource" });
