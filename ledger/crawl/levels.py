@@ -17,7 +17,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import uuid
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import orjson
 
 from ledger.crawl import frontier, hosts, leases
+from ledger.crawl.attribution import attribute_tasks
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
 from ledger.crawl import outcome, redirects, robots_cache, shape_store
@@ -67,13 +67,6 @@ def report_hash(report: dict) -> str:
         canonical = json.dumps(report, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     return hashlib.sha256(canonical).hexdigest()
 
-
-def manifest_outcome(result: dict, bucket: str | None) -> tuple[str | None, str | None]:
-    """``(manifest_key, manifest_error)`` for a result with a taskId (ledger.md §9.2); the rule
-    itself is ``ledger.archive.manifest.manifest_key`` (one place for fast path and ledger)."""
-    from ledger.archive.manifest import manifest_key
-
-    return manifest_key(result.get("manifestLocation"), result.get("manifestError"), bucket or "")
 
 
 def links_key(location: str) -> str | None:
@@ -196,36 +189,6 @@ async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[di
     )
     return {bytes(r["url_hash"]) for r in await cur.fetchall()}
 
-
-async def _attribute(conn: Any, crawl: dict, results: list[dict], bucket: str | None) -> list[uuid.UUID]:
-    """Step 2 in one statement: a ``capture_submissions`` row for every result with a taskId
-    (``ON CONFLICT (task_id) DO NOTHING``; within one report the first result of a task wins),
-    with the flow's ``manifestSummary`` when given. Returns the task ids with a manifest key
-    (what admission will read after the answer)."""
-    rows: dict[uuid.UUID, tuple] = {}
-    for r in results:
-        if not r.get("taskId"):
-            continue
-        task = uuid.UUID(r["taskId"])
-        if task in rows:
-            continue
-        manifest_key, manifest_error = manifest_outcome(r, bucket)
-        summary = r.get("manifestSummary")
-        rows[task] = (str(task), r.get("correlationId") or str(crawl["id"]), manifest_key, manifest_error,
-                      json.dumps(summary) if summary is not None else None)
-    if not rows:
-        return []
-    cols = list(zip(*rows.values()))
-    await conn.execute(
-        "INSERT INTO capture_submissions (task_id, correlation_id, org_id, submitted_by, manifest_key, manifest_error,"
-        " manifest_summary)"
-        " SELECT v.task_id, v.correlation_id, %s, %s, v.manifest_key, v.manifest_error, v.summary"
-        " FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::jsonb[])"
-        " AS v(task_id, correlation_id, manifest_key, manifest_error, summary)"
-        " ON CONFLICT (task_id) DO NOTHING",
-        (crawl["org_id"], crawl["requested_by"], *[list(c) for c in cols]),
-    )
-    return [t for t, (_, _, key, _, _) in rows.items() if key is not None]
 
 
 async def _known(conn: Any, crawl: dict, max_pages_per_host: int | None) -> tuple[int, dict[str, int]]:
@@ -412,7 +375,7 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             await redirects.record(conn, crawl_id, depth, results, hashes)  # finalUrl: known from now on
             captured = sum(1 for r, h in zip(results, hashes) if h in matched and r["status"] == "captured")
             # 2. attribution: every result with a taskId, whatever its status
-            to_admit = await _attribute(conn, crawl, results, settings.s3_bucket)
+            to_admit = await attribute_tasks(conn, crawl, results, settings.s3_bucket)
             # 3. archive admission and recovery happen after the answer (ledger.archive.verify):
             # nothing is admitted here, so the answer claims no admission
             # 4.–7. per link distance of the reported pages, shallowest first: one group (this

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ledger.crawl.levels import _attribute as attribute  # the level report's step 2, same rows
+from ledger.crawl.attribution import attribute_tasks
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ async def record_captures(conn: Any, crawl: dict, bucket: str | None) -> list[st
                 **({"manifestLocation": r["manifest_location"]} if r["manifest_location"] else {}),
                 **({"manifestSummary": r["manifest_summary"]} if r["manifest_summary"] is not None else {})}
                for r in rows]
-    to_admit = await attribute(conn, crawl, results, bucket)
+    to_admit = await attribute_tasks(conn, crawl, results, bucket)
     log.info("Crawl failed mid-level: %s: %d captured page(s) recorded from their progress events",
              crawl["id"], len(rows))
     return [str(t) for t in to_admit]
