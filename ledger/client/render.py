@@ -123,7 +123,8 @@ def status_line(crawl: dict) -> str:
     hosts_txt = _n(len(hosts) if isinstance(hosts, list) else hosts)
     progress = level_progress(crawl)
     if progress is not None:  # one line per finished capture, and what runs now
-        busy = [c.get("host") for c in progress.get("capturing") or [] if isinstance(c, dict)]
+        # the pages, not their hosts: a pipelined host has two captures in flight
+        busy = [c.get("url") or c.get("host") for c in progress.get("capturing") or [] if isinstance(c, dict)]
         hosts_txt += f" · level {level_pages(progress)}" + (f" · capturing {', '.join(map(str, busy))}" if busy else "")
     return (
         f"crawl {crawl.get('crawlId', '?')} {crawl.get('state', '?')}: level {_n(level_of(crawl))}"

@@ -36,9 +36,9 @@ def test_each_finished_capture_prints_a_line_with_pages_and_browsers():
     follow(Ledger(views), "c1", Console(file=out, width=80, force_terminal=False), poll_s=0, sleep=lambda _s: None)
     lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("crawl c1")]
     assert [ln.split(" · elapsed")[0].split("hosts in flight 2")[-1] for ln in lines[:3]] == [
-        " · level 0/28 pages · capturing a.test, b.test",
-        " · level 1/28 pages · capturing b.test",
-        " · level 2/28 pages · capturing a.test, b.test"]
+        " · level 0/28 pages · capturing https://a.test/1, https://b.test/1",
+        " · level 1/28 pages · capturing https://b.test/1",
+        " · level 2/28 pages · capturing https://a.test/2, https://b.test/2"]
     assert "succeeded" in lines[-1] and len(lines) == 4
 
 
