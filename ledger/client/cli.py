@@ -31,6 +31,7 @@ from ledger.client.follow import (
 
 EXIT_INTERRUPTED = 130
 
+ARCHIVES_PAGE = 50  # rows per page of GET /api/archives (ledger.api.archives.PAGE_SIZE)
 Wide = Annotated[bool, typer.Option("--wide", help="Full ids and every column (the object key of archives).")]
 AsJson = Annotated[bool, typer.Option("--json", help="The ledger's JSON, one document on stdout (for scripts).")]
 
@@ -260,22 +261,28 @@ def show_pages(client: LedgerClient, crawl_id: str, state: str | None, as_json: 
 
 def archives_command(
     before: Annotated[Optional[str], typer.Option("--before", help="Only archives captured before this ISO 8601 time.")] = None,
+    crawl: Annotated[Optional[str], typer.Option("--crawl", help="Only the archives of this crawl (its id or a unique prefix).")] = None,
     wide: Wide = False,
     as_json: AsJson = False,
     missing: Annotated[bool, typer.Option("--missing", help="Also list, per incomplete archive, the URLs without a body in it.")] = False,
 ) -> None:
-    """List the archives you may view, newest first (one page of up to 50); incomplete ones say
-    how many URLs lack a body."""
+    """List the archives you may view, newest first (one page of up to 50, with the command for
+    the next page when there may be more); incomplete ones say how many URLs lack a body."""
     console = _console()
     try:
         with _client() as client:
-            rows = client.archives_page(before).get("archives", [])
+            crawl_id = resolve_crawl_id(client, crawl) if crawl else None
+            rows = client.archives_page(before, crawl=crawl_id).get("archives", [])
     except (ApiError, ClientConfigError) as exc:
         raise _fail(console, str(exc)) from None
     if as_json:
         _print_json(rows)
         return
     console.print(render.archives_table(rows, title=f"archives ({len(rows)})", wide=wide))
+    if len(rows) >= ARCHIVES_PAGE and rows[-1].get("capturedAt"):
+        # the ledger pages 50 rows before the permission filter: a full page may have more behind it
+        more = f"waggle archives --before {rows[-1]['capturedAt']}" + (f" --crawl {crawl_id}" if crawl_id else "")
+        console.print(f"older archives may exist: {more}")
     if missing:
         console.print(render.missing_table(rows))
 

@@ -151,10 +151,14 @@ class FakeLedger:
         self.crawls[crawl.id] = crawl
         return crawl
 
-    def archives(self) -> list[dict]:
+    def archives(self, crawl: str | None = None) -> list[dict]:
+        """Archive rows as ``GET /api/archives`` gives them, newest first; ``crawl``: only that
+        crawl's (the ledger's ``crawl=`` filter)."""
         now = datetime.now(timezone.utc)
         rows = []
         for c in self.crawls.values():
+            if crawl is not None and c.id != crawl:
+                continue
             c.refresh(now)
             done = c.done_levels(now) if c.state != "failed" else c._done_at_fail
             for i, lv in enumerate(c.levels[:done]):
@@ -261,10 +265,10 @@ class FakeLedger:
             return {"closed": True}
 
         @app.get("/api/archives")
-        def archives(request: Request, before: str | None = None):
+        def archives(request: Request, before: str | None = None, crawl: str | None = None):
             if (resp := denied(request)) is not None:
                 return resp
-            rows = fake.archives()
+            rows = fake.archives(crawl)
             if before:
                 rows = [r for r in rows if r["capturedAt"] < before]
             return {"archives": rows[:50]}

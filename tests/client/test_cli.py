@@ -188,6 +188,26 @@ def test_archives_and_crawls_as_json(fake_ledger: FakeLedger, client_env):
     assert refused.exit_code == 1 and "--json" in refused.output
 
 
+def test_archives_of_one_crawl_and_the_next_page(fake_ledger: FakeLedger, client_env):
+    import json
+
+    from tests.client.fake_ledger import Level
+
+    assert run("crawl", "http://a.test/", "--poll-interval", "0.05", "--archive-wait", "5").exit_code == 0
+    fake_ledger.plan = [Level(captured=[f"http://c.test/{n}" for n in range(60)])]  # more than a page
+    assert run("crawl", "http://c.test/", "--poll-interval", "0.05", "--archive-wait", "5").exit_code == 0
+    first, big = list(fake_ledger.crawls)
+    mine = json.loads(run("archives", "--crawl", first[:8], "--json").stdout)
+    assert [a["id"] for a in mine] == [a["id"] for a in fake_ledger.archives(first)] and len(mine) == 4
+    page = run("archives", "--crawl", big[:8])
+    last = fake_ledger.archives(big)[49]["capturedAt"]
+    assert page.exit_code == 0 and "archives (50)" in page.output
+    assert f"waggle archives --before {last} --crawl {big}" in " ".join(page.output.split())
+    assert "older archives may exist" not in run("archives", "--crawl", first).output  # a short page is all
+    unknown = run("archives", "--crawl", "ffffffff")
+    assert unknown.exit_code == 1 and "no crawl" in unknown.output
+
+
 def test_the_archives_table_keeps_each_archive_on_one_line_at_80_columns(fake_ledger: FakeLedger, client_env):
     """As scripts/demo shows it (not a terminal, 80 columns): one line per archive, short ids."""
     import io
