@@ -56,8 +56,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
-from urllib.parse import urlsplit
 
+import ada_url
 import httpx
 
 from f.waggle import pipeline
@@ -85,27 +85,15 @@ LINKS_PER_PAGE = 1000
 # A page of the level that is the final URL of a capture made earlier in this host's chain
 # (A → 301 → B, B also listed) is not captured again: reported skipped with this reason + A.
 REDIRECT_DUPLICATE = "already captured in this level as the redirect target of "
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
 def page_key(url: str) -> str:
-    """``url`` as the same-level duplicate check compares it: fragment dropped, scheme and host
-    lower-cased, the scheme's default port and an empty path written the WHATWG way (the level's
-    URLs and a capture's ``finalUrl`` are both browser-serialized already; this only covers
-    spelling that differs there). Anything unparsable stays as given, minus its fragment."""
+    """``url`` as the same-level duplicate check compares it: its WHATWG serialization by
+    ada-url (scheme and host lower-cased, default port and dot segments gone, an empty path
+    written ``/``) without the fragment. Anything unparsable stays as given, minus its fragment."""
     base = url.partition("#")[0]
     try:
-        parts = urlsplit(base)
-        port = parts.port
+        return ada_url.URL(base).href
     except ValueError:
         return base
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return base
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    auth = parts.netloc.rpartition("@")[0]
-    netloc = (auth + "@" if auth else "") + host + (f":{port}" if port not in (None, _DEFAULT_PORTS[scheme]) else "")
-    return f"{scheme}://{netloc}{parts.path or '/'}" + (f"?{parts.query}" if parts.query or base.endswith("?") else "")
 
 
 _EPOCH_MINUS_MONOTONIC = time.time() - time.monotonic()
