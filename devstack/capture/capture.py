@@ -265,7 +265,7 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         if loaded.file is not None:
             return {**await write_file_capture(ctx, run, recorder, loaded, dprs, viewport),
                     "windowsNotOpened": windows["refused"]}
-        if req.get("sealBeforeFormats"):  # extension 10: the formats come from the sealed page
+        if req.get("sealBeforeFormats") or loaded.incomplete:  # ext. 10, 14: the formats from the sealed page
             run.after_seal = AfterSeal(sess.context)
             await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
             run.mark("seal")
@@ -286,6 +286,8 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         result.update(settle=loaded.settle, document=document, windowsNotOpened=windows["refused"])
         if run.screenshot is not None:  # extension: docs/capture-server.md
             result["screenshot"] = run.screenshot
+        if loaded.incomplete:  # extension 14 captureAtDeadline: loading ended by the deadline
+            result["incomplete"] = loaded.incomplete
         if run.after_seal is not None:  # extension 10: what the sealed page still asked for
             result["afterSeal"] = run.after_seal.report()
         return result

@@ -105,9 +105,9 @@ async def write_screenshots(ctx: Ctx, run: Run, page: Page, cdp) -> None:
     fmts = run.formats
     if fmts["png"]:
         png = await page.screenshot(timeout=run.op_timeout(ctx.settings.operation_ms) * 1000)
-        upload_soon(ctx, run, "png", png)
+        _shot_taken(ctx, run, "png", png)
     if fmts["webp"]:
-        upload_soon(ctx, run, "webp", await _cdp_shot(ctx, run, cdp, "webp"))
+        _shot_taken(ctx, run, "webp", await _cdp_shot(ctx, run, cdp, "webp"))
 
 
 async def _full_page_shots(ctx: Ctx, run: Run, cdp, doc_height: int) -> None:
@@ -130,10 +130,18 @@ async def _full_page_shots(ctx: Ctx, run: Run, cdp, doc_height: int) -> None:
         fmts = [f for f in ("png", "webp") if run.formats[f]]
         shots = await together(*(_cdp_shot(ctx, run, cdp, f) for f in fmts))
         for fmt, data in zip(fmts, shots):
-            upload_soon(ctx, run, fmt, data)
+            _shot_taken(ctx, run, fmt, data)
     finally:
         await asyncio.wait_for(cdp.send("Emulation.setDeviceMetricsOverride", {**metrics, "height": viewport["height"]}),
                                run.op_timeout(ctx.settings.operation_ms))
+
+
+def _shot_taken(ctx: Ctx, run: Run, fmt: str, data: bytes) -> None:
+    """Write screenshot ``fmt`` as its own artifact (v12) and, with ``screenshotsInWacz``
+    (extension 15), keep it for the WACZ's resource records (:func:`package.screenshot_records`)."""
+    upload_soon(ctx, run, fmt, data)
+    if run.req.get("screenshotsInWacz"):
+        run.shots[fmt] = data
 
 
 async def together(*aws) -> list:

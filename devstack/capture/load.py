@@ -32,6 +32,9 @@ class Loaded:
     ran_behaviors: bool = False
     dismissal: dict[str, Any] | None = None
     file: Any = None  # the .files.TakenFile when the main document is a file (nothing else ran)
+    # captureAtDeadline (extension 14): the report's ``incomplete`` when the page-load deadline
+    # ended loading (the formats and the WACZ then come from what had loaded), else None.
+    incomplete: dict[str, Any] | None = None
 
 
 async def trace(run: Run, page: Page, message: str) -> None:
@@ -60,7 +63,7 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
                 "width": viewport["width"], "height": viewport["height"], "deviceScaleFactor": dpr, "mobile": False})
         if delay:
             await asyncio.sleep(delay)
-        response = await _navigate(ctx, run, page)
+        response, late = await _navigate(ctx, run, page, recorder)
         run.mark("load")
         if i == 0 and run.files is not None and run.files.main is not None:
             out.file = run.files.main  # a file, not a page: no settle, no behaviors, no other pass
@@ -69,6 +72,11 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
             return out
         if i == 0:
             out.main_status = await _main_status(run, page, response)
+        if late is not None:  # captureAtDeadline: stop here, take what is there (no settle, no behaviors)
+            out.incomplete = await stop_at_deadline(ctx, run, cdp, late)
+            out.settle = skipped_settle(out.limits, dpr, "deadline", load={})
+            await trace(run, page, f"page-load deadline at devicePixelRatio {dpr}: captured as it is")
+            return out
         out.settle = await settle(run, recorder, out.limits, dpr, page)
         run.mark("settle")
         await trace(run, page, f"settled ({out.settle['endedBy']}) at devicePixelRatio {dpr}")
@@ -113,10 +121,29 @@ async def start_after(run: Run) -> None:
     run.mark("start-after")
 
 
-async def _navigate(ctx: Ctx, run: Run, page: Page) -> Response | None:
+async def _navigate(ctx: Ctx, run: Run, page: Page, recorder: Recorder) -> tuple[Response | None, list[str] | None]:
+    """Navigate and wait for the load event within ``page_load_ms``: ``(response, None)``.
+
+    With ``captureAtDeadline`` (extension 14) a committed page whose load event does not come
+    in time is not a failure: ``(response, pending)`` with the URLs still in flight at the
+    deadline (sorted). A page that did not even commit (no main document) is a ``timeout`` as
+    without the extension."""
     s = ctx.settings
+    budget_s = run.op_timeout(s.page_load_ms)
+    at_deadline = bool(run.req.get("captureAtDeadline"))
+    began = time.monotonic()
     try:
-        return await page.goto(run.url, wait_until="load", timeout=run.op_timeout(s.page_load_ms) * 1000)
+        response = await page.goto(run.url, wait_until="commit" if at_deadline else "load", timeout=budget_s * 1000)
+        if not at_deadline:
+            return response, None
+        left_s = max(0.05, budget_s - (time.monotonic() - began))
+        try:
+            await page.wait_for_load_state("load", timeout=left_s * 1000)
+            return response, None
+        except PlaywrightTimeout:
+            if run.remaining_s() <= 0.5:
+                raise
+            return response, pending_urls(recorder)
     except PlaywrightTimeout as e:
         if run.remaining_s() <= 0.5:
             raise BudgetExhausted() from e
@@ -124,8 +151,27 @@ async def _navigate(ctx: Ctx, run: Run, page: Page) -> Response | None:
                              timeoutMs=s.page_load_ms) from e
     except PlaywrightError as e:
         if run.files is not None and run.files.main is not None:
-            return None  # aborted on purpose: .files read the main document as a file
+            return None, None  # aborted on purpose: .files read the main document as a file
         raise navigation_failure(run, e) from e
+
+
+# URLs still pending at the deadline listed in the answer (the count covers all of them).
+PENDING_CAP = 20
+
+
+def pending_urls(recorder: Recorder) -> list[str]:
+    """The http(s) URLs the page had in flight at this moment, sorted, without repeats."""
+    return sorted({r.url for r in recorder.inflight})
+
+
+async def stop_at_deadline(ctx: Ctx, run: Run, cdp, pending: list[str]) -> dict[str, Any]:
+    """Stop the page's loading (CDP ``Page.stopLoading``, bounded) and describe why the capture
+    is incomplete: the report's and the WACZ's ``incomplete`` object (docs/capture-server.md
+    extension 14). The network is sealed next (capture.py), before the formats."""
+    with contextlib.suppress(Exception):  # a page that cannot be stopped is sealed all the same
+        await asyncio.wait_for(cdp.send("Page.stopLoading"), run.op_timeout(2000))
+    return {"reason": "page-load-deadline", "deadlineMs": ctx.settings.page_load_ms,
+            "pendingUrls": pending[:PENDING_CAP], "pendingCount": len(pending)}
 
 
 def navigation_failure(run: Run, e: PlaywrightError) -> CaptureFailure:
@@ -143,8 +189,13 @@ def navigation_failure(run: Run, e: PlaywrightError) -> CaptureFailure:
 
 def file_settle(limits: dict[str, int], dpr: int) -> dict[str, Any]:
     """``settle`` of a file capture: no page was loaded, so no wait (``endedBy: "file"``)."""
-    return {"strategy": "fully-loaded", "endedBy": "file", "waitedMs": 0, "devicePixelRatio": dpr,
-            "limits": dict(limits), "load": {}, "network": {}, "cpu": {}, "dom": {}}
+    return skipped_settle(limits, dpr, "file", load={})
+
+
+def skipped_settle(limits: dict[str, int], dpr: int, ended_by: str, load: dict) -> dict[str, Any]:
+    """A ``settle`` object for a capture that did not wait (``waitedMs`` 0, ``endedBy`` as given)."""
+    return {"strategy": "fully-loaded", "endedBy": ended_by, "waitedMs": 0, "devicePixelRatio": dpr,
+            "limits": dict(limits), "load": load, "network": {}, "cpu": {}, "dom": {}}
 
 
 async def _main_status(run: Run, page: Page, response: Response | None) -> int:

@@ -18,7 +18,7 @@ from devstack.capture.session import seal_network
 from devstack.capture.settings import BUILD, SOFTWARE
 from devstack.capture.state import CaptureFailure, Ctx, Run, iso
 from devstack.capture.uploads import upload, uploads_done
-from devstack.capture.warc import cdxj_index, write_warc
+from devstack.capture.warc import Resource, cdxj_index, write_warc
 from devstack.capture.wacz import Member, build_wacz, pages_jsonl
 
 CONFORMS_TO = "https://uraitakahito.github.io/browserhive-specs/wacz-profile/1.12.0/"
@@ -50,15 +50,30 @@ def package(run: Run, recorder: Recorder, title: str | None, document: dict, loa
     start_iso = iso(run.started)
     with tempfile.TemporaryDirectory(prefix="capture-") as tmp:
         warc = Path(tmp) / "data.warc.gz"
+        shots = screenshot_records(run, document.get("url") or run.url)
         write_warc(warc, task_id=run.task_id, url=run.url, software=SOFTWARE, exchanges=recorder.exchanges,
-                   denied=recorder.denied, created=run.started)
+                   denied=recorder.denied, created=run.started, resources=shots)
         cdxj = cdxj_index(warc)
         out = Path(tmp) / "out.wacz"
         build_wacz(out, warc=warc, cdxj=cdxj, pages=pages_jsonl(run.task_id, run.url, start_iso, title,
                                                                  document.get("url") or run.url),
                    extra=extra_members(run, behaviors, loaded.behavior_records),
-                   datapackage=datapackage(run, recorder, title, document, loaded, dprs, viewport))
+                   datapackage=datapackage(run, recorder, title, document, loaded, dprs, viewport, shots))
         return out.read_bytes()
+
+
+# Target-URI scheme of each screenshot record: Browsertrix's names for PNG (``view`` = the
+# viewport, ``fullPage``), which ReplayWeb.page and pywb look up; WebP has no peer name.
+SHOT_SCHEMES = {("png", False): "urn:view:", ("png", True): "urn:fullPage:",
+                ("webp", False): "urn:view-webp:", ("webp", True): "urn:fullPage-webp:"}
+
+
+def screenshot_records(run: Run, page_url: str) -> list[Resource]:
+    """The screenshots kept with ``screenshotsInWacz`` (extension 15) as WARC ``resource``
+    records ``urn:view:<page url>`` etc. (:data:`SHOT_SCHEMES`), dated at the capture start."""
+    full = bool(run.req.get("fullPage"))
+    return [Resource(SHOT_SCHEMES[(fmt, full)] + page_url, f"image/{fmt}", data, run.started)
+            for fmt, data in sorted(run.shots.items())]
 
 
 async def write_file_capture(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, dprs: list[int],
@@ -106,8 +121,9 @@ def _jsonl(rows) -> bytes:
 
 
 def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict, loaded: Loaded,
-                dprs: list[int], viewport: dict) -> dict[str, Any]:
-    """The datapackage fields besides ``resources`` (``browserhive:capture``, contracts.md §B.5)."""
+                dprs: list[int], viewport: dict, shots: list[Resource] = ()) -> dict[str, Any]:
+    """The datapackage fields besides ``resources`` (``browserhive:capture``, contracts.md §B.5);
+    ``shots``: the screenshot records in the WARC (``screenshots``: uri, mime, bytes)."""
     req = run.req
     preload = req.get("preload") or []
     settings: dict[str, Any] = {
@@ -133,6 +149,11 @@ def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict,
         package["browserhive:capture"]["dismissal"] = loaded.dismissal
     if run.screenshot is not None:  # extension: docs/capture-server.md
         package["browserhive:capture"]["screenshot"] = run.screenshot
+    if shots:  # extension 15: where the screenshots are in the WARC
+        package["browserhive:capture"]["screenshots"] = [
+            {"uri": r.uri, "mime": r.mime, "bytes": len(r.data)} for r in shots]
+    if loaded.incomplete:  # extension 14: loading ended by the page-load deadline
+        package["browserhive:capture"]["incomplete"] = loaded.incomplete
     if run.after_seal is not None:  # extension 10: requests of the sealed page, not archived
         package["browserhive:capture"]["afterSeal"] = run.after_seal.report()
     return package

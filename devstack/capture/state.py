@@ -108,6 +108,7 @@ class Run:
     uploads: list[asyncio.Task] = field(default_factory=list)  # page formats still being written
     proxy: GuardedProxy | None = None  # this capture's egress proxy, once its context is open
     screenshot: dict[str, Any] | None = None  # full-page screenshot facts (report extension)
+    shots: dict[str, bytes] = field(default_factory=dict)  # png/webp kept for the WACZ (screenshotsInWacz)
     marks: list[tuple[str, float]] = field(default_factory=list)  # (phase ended, monotonic s)
     links: list[dict] | None = None  # the .links.json items, answered inline (waggle extension)
     network_sealed: bool = False

@@ -212,6 +212,8 @@ REQUEST = Obj(fields={
     "artifactSink": Obj(fields={"url": Str(required=True, min_len=1), "token": Str(required=True, min_len=1)}),
     "startAfterMs": Num(lo=0, hi=60000),  # waggle extension (docs/capture-server.md extension 9)
     "sealBeforeFormats": Bool(),  # waggle extension (docs/capture-server.md extension 10)
+    "captureAtDeadline": Bool(),  # waggle extension (docs/capture-server.md extension 14)
+    "screenshotsInWacz": Bool(),  # waggle extension (docs/capture-server.md extension 15)
     "loadWait": Obj(fields={
         "minMs": Num(lo=0, hi=60000), "maxMs": Num(lo=0, hi=60000), "quietMs": Num(lo=0, hi=60000),
         "networkConcurrency": Num(lo=0, hi=100)}),

@@ -2,7 +2,8 @@
 
 Records: ``warcinfo`` first; per recorded exchange a ``response`` then a ``request`` record
 linked by ``WARC-Concurrent-To``; ``metadata`` records for withheld requests (deny/no-archive),
-dropped bodies (``truncated``) and failures (``incomplete``). One gzip member per record (warcio).
+dropped bodies (``truncated``) and failures (``incomplete``); ``resource`` records for the
+screenshots (extension 15, ``urn:view:<url>``). One gzip member per record (warcio).
 
 Payloads are rewritten to HTTP/1.1 form: status line ``HTTP/1.1 <code> <reason>``, HTTP/2
 pseudo-headers dropped, ``Host`` synthesised, ``Content-Encoding``/``Transfer-Encoding`` dropped
@@ -21,6 +22,7 @@ import base64
 import hashlib
 import io
 import zlib
+from dataclasses import dataclass
 from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
@@ -116,9 +118,20 @@ def _fields(pairs: list[tuple[str, str]]) -> bytes:
     return "".join(f"{k}: {v}\r\n" for k, v in pairs).encode("utf-8")
 
 
+@dataclass(frozen=True)
+class Resource:
+    """A WARC ``resource`` record: content made by the capture itself (a screenshot), under a
+    ``urn:`` target URI (Browsertrix's and pywb's ``urn:view:<page url>``)."""
+
+    uri: str
+    mime: str
+    data: bytes
+    date: datetime
+
+
 def write_warc(path: Path, *, task_id: str, url: str, software: str, exchanges: list[Exchange],
-               denied: list[Exchange], created: datetime) -> None:
-    """Write the capture's WARC (gzip members) to ``path``."""
+               denied: list[Exchange], created: datetime, resources: list[Resource] = ()) -> None:
+    """Write the capture's WARC (gzip members) to ``path``; ``resources`` after the exchanges."""
     with open(path, "wb") as fh:
         w = Sha256WARCWriter(fh, gzip=True, warc_version="1.1")
         info = _fields([
@@ -135,6 +148,10 @@ def write_warc(path: Path, *, task_id: str, url: str, software: str, exchanges: 
         for ex in denied:
             _write_metadata(w, ex, [("action", "deny"), ("pattern", ex.pattern or ""), ("method", ex.method),
                                     ("resourceType", ex.resource_type), ("target", ex.target)])
+        for res in resources:
+            w.write_record(w.create_warc_record(res.uri, "resource", payload=io.BytesIO(res.data),
+                                                length=len(res.data), warc_content_type=res.mime,
+                                                warc_headers_dict={"WARC-Date": _date(res.date)}))
 
 
 def _write_metadata(w: WARCWriter, ex: Exchange, pairs: list[tuple[str, str]], refers_to: str | None = None) -> None:
@@ -179,7 +196,7 @@ def _write_exchange(w: WARCWriter, ex: Exchange) -> None:
 
 
 def cdxj_index(warc_path: Path) -> bytes:
-    """Sorted CDXJ of the response records of ``warc_path`` (``filename`` = ``data.warc.gz``)."""
+    """Sorted CDXJ of the response and resource records of ``warc_path`` (``filename`` = ``data.warc.gz``)."""
     out = io.StringIO()
     indexer = CDXJIndexer(out, [str(warc_path)], post_append=True, sort=True,
                           records="response,revisit,resource", filename="data.warc.gz")

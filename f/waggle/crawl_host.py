@@ -164,7 +164,7 @@ class HttpEndpoint:
             with self._client.stream(
                 "POST",
                 f"{self.target}/captures",
-                content=json.dumps(request).encode(),
+                content=json.dumps(extension_members(request, self.extensions)).encode(),
                 headers={"content-type": "application/json", **(headers or {})},
                 timeout=timeout,
             ) as response:
@@ -187,6 +187,36 @@ class HttpEndpoint:
         except ValueError:
             body = text
         return Answer(response.status_code, response.headers.get("x-amzn-errortype"), body)
+
+
+EXT_DEADLINE = "captureAtDeadline"  # docs/capture-server.md extension 14
+EXT_SHOTS = "screenshotsInWacz"  # docs/capture-server.md extension 15
+
+
+def extension_members(request: dict, extensions: frozenset[str]) -> dict:
+    """``request`` with the members of the extensions 14 and 15 the endpoint advertised:
+    ``captureAtDeadline`` (a page whose load event misses the page-load budget is captured as
+    it is and answered ``success`` with ``incomplete``, not ``timeout``) and ``screenshotsInWacz``
+    (png/webp also as resource records in the WACZ, when both are asked). A real v12 gets the
+    request unchanged (it refuses unknown members with 400)."""
+    extra: dict = {}
+    if EXT_DEADLINE in extensions:
+        extra[EXT_DEADLINE] = True
+    formats = request.get("captureFormats") or {}
+    if EXT_SHOTS in extensions and formats.get("wacz") and (formats.get("png") or formats.get("webp")):
+        extra[EXT_SHOTS] = True
+    return {**request, **extra} if extra else request
+
+
+def incomplete_note(url: str, report: dict) -> str | None:
+    """One log line for a success answered with ``incomplete`` (extension 14), else None."""
+    inc = report.get("incomplete")
+    if not isinstance(inc, dict):
+        return None
+    pending = [u for u in inc.get("pendingUrls") or [] if isinstance(u, str)][:3]
+    count = inc.get("pendingCount") if isinstance(inc.get("pendingCount"), int) else len(pending)
+    return one_line(f"{url}: captured incomplete ({inc.get('reason')}), {count} request(s) still pending: "
+                    + " ".join(pending))
 
 
 def parse_endpoints(raw: str) -> list[str]:
@@ -483,6 +513,8 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
         if isinstance(artifacts.get("links"), str) and artifacts["links"]:
             result["linksLocation"] = artifacts["links"]
         result.update(inline_links(body, links_per_page))
+        if note := incomplete_note(url, report):  # extension captureAtDeadline: not a timeout, not retried
+            log(note)
         after = report.get("afterSeal")  # extension sealBeforeFormats: what the sealed page still asked for
         if isinstance(after, dict) and isinstance(after.get("refused"), int) and after["refused"] > 0:
             urls = [u for u in after.get("urls") or [] if isinstance(u, str)][:3]

@@ -9,7 +9,8 @@
   capturedAt, objectKey`` (bucket is not returned), and why an archive is incomplete, as its
   manifest said (issue 17 item 3; null when it did not say): ``missingBodyUrls`` (≤ 20 URLs the
   page requested that have no response body in the archive), ``missingBodyCount`` (all of
-  them), ``truncatedUrls`` (≤ 20 bodies a size cap dropped).
+  them), ``truncatedUrls`` (≤ 20 bodies a size cap dropped), ``incompleteReason``
+  (``page-load-deadline``: captured at the page-load deadline, docs/capture-server.md extension 14).
 * ``POST /api/archives/{id}/url`` — the only enforcement point: Check ``can_view`` with the
   caller's organizations as contextual ``member`` tuples and ``current_time``; denied or not
   in the ledger → 404 ``{"error":"not found"}``; else a presigned S3 GET valid 300 s:
@@ -95,6 +96,7 @@ def row_json(r: dict[str, Any]) -> dict[str, Any]:
         "missingBodyUrls": None if r["missing_body_urls"] is None else list(r["missing_body_urls"]),
         "missingBodyCount": r["missing_body_count"],
         "truncatedUrls": None if r["truncated_urls"] is None else list(r["truncated_urls"]),
+        "incompleteReason": r.get("incomplete_reason"),
     }
 
 
@@ -115,7 +117,7 @@ async def list_archives(request: Request) -> Any:
         rows = await (await conn.execute(
             """
             SELECT id, task_id, source_url, labels, wacz_complete, captured_at, object_key,
-                   missing_body_urls, missing_body_count, truncated_urls
+                   missing_body_urls, missing_body_count, truncated_urls, incomplete_reason
             FROM archives a
             WHERE (%(before)s::timestamptz IS NULL OR captured_at < %(before)s::timestamptz)
               AND (%(url)s::text IS NULL OR source_url ILIKE %(url)s::text)

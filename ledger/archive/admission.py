@@ -83,8 +83,8 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
         """
         INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, labels,
                               wacz_complete, signed, captured_at, wacz_problem, missing_body_urls,
-                              missing_body_count, truncated_urls)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, date_trunc('milliseconds', %s::timestamptz), %s, %s, %s, %s)
+                              missing_body_count, truncated_urls, incomplete_reason)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, date_trunc('milliseconds', %s::timestamptz), %s, %s, %s, %s, %s)
         ON CONFLICT (bucket, object_key) DO NOTHING
         RETURNING id
         """,
@@ -102,6 +102,7 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
             comp["missing_body_urls"],
             comp["missing_body_count"],
             comp["truncated_urls"],
+            comp["incomplete_reason"],
         ),
     )).fetchone()
     if row is None:
@@ -116,14 +117,14 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
 _BATCH_ARCHIVES_SQL = """
 INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, labels,
                       wacz_complete, signed, captured_at, wacz_problem, missing_body_urls, missing_body_count,
-                      truncated_urls)
+                      truncated_urls, incomplete_reason)
 SELECT v.task_id, v.correlation_id, v.bucket, v.object_key, v.source_url, v.labels,
        v.wacz_complete, v.signed, date_trunc('milliseconds', v.captured_at), v.wacz_problem,
-       v.missing_body_urls, v.missing_body_count, v.truncated_urls
+       v.missing_body_urls, v.missing_body_count, v.truncated_urls, v.incomplete_reason
 FROM jsonb_to_recordset(%s::jsonb) AS v(n int, task_id uuid, correlation_id text, bucket text,
      object_key text, source_url text, labels text[], wacz_complete boolean, signed boolean,
      captured_at timestamptz, wacz_problem text, missing_body_urls text[], missing_body_count int,
-     truncated_urls text[])
+     truncated_urls text[], incomplete_reason text)
 ORDER BY v.n
 ON CONFLICT (bucket, object_key) DO NOTHING
 RETURNING id, bucket, object_key

@@ -87,6 +87,16 @@ NO_COMPLETENESS = {"wacz_complete": None, "missing_body_urls": None, "missing_bo
                    "truncated_urls": None}
 
 
+class Incomplete(_Lenient):
+    """``incomplete`` (docs/capture-server.md extension 14, absent from a real BrowserHive v12):
+    the capture ended loading at the page-load deadline and holds what had loaded."""
+
+    reason: str = Field(min_length=1, max_length=200)
+    deadline_ms: StrictInt | None = Field(None, alias="deadlineMs", ge=0)
+    pending_urls: list[str] = Field(default_factory=list, alias="pendingUrls")
+    pending_count: StrictInt | None = Field(None, alias="pendingCount", ge=0)
+
+
 class Signature(_Lenient):
     signed: StrictBool
     reason: str | None = None
@@ -126,6 +136,7 @@ class CaptureReport(_Lenient):
     artifacts: Artifacts = Field(default_factory=Artifacts)
     wacz_stats: WaczStats | None = Field(None, alias="waczStats")
     completeness: Completeness | None = None
+    incomplete: Incomplete | None = None
     signature: Signature | None = None
     error_details: ErrorDetails | None = Field(None, alias="errorDetails")
 
@@ -152,8 +163,13 @@ class CaptureReport(_Lenient):
         return value
 
     def completeness_row(self) -> dict[str, Any]:
-        """The archive row's completeness columns (all NULL when the manifest has none)."""
-        return self.completeness.row() if self.completeness else dict(NO_COMPLETENESS)
+        """The archive row's completeness columns (all NULL when the manifest has none) and
+        ``incomplete_reason`` (extension 14; it makes ``wacz_complete`` false)."""
+        row = self.completeness.row() if self.completeness else dict(NO_COMPLETENESS)
+        row["incomplete_reason"] = self.incomplete.reason if self.incomplete else None
+        if self.incomplete:
+            row["wacz_complete"] = False
+        return row
 
     @property
     def has_archive(self) -> bool:

@@ -324,15 +324,19 @@ def archives_table(archives: list[dict], title: str = "archives", wide: bool = F
     return table
 
 
+# Short words for an archive's ``incompleteReason`` (docs/capture-server.md extension 14).
+INCOMPLETE_REASONS = {"page-load-deadline": "load deadline"}
+
+
 def complete_cell(a: dict) -> str | Text:
     """``yes``, ``–`` (unknown) or ``incomplete`` with why, when the manifest said:
-    ``incomplete (3 without body, 1 cut)``."""
+    ``incomplete (3 without body, 1 cut)``, ``incomplete (load deadline, 1 without body)``."""
     complete = a.get("waczComplete")
     if complete is None:
         return "–"
     if complete:
         return "yes"
-    why = []
+    why = [INCOMPLETE_REASONS.get(a["incompleteReason"], a["incompleteReason"])] if a.get("incompleteReason") else []
     missing = a.get("missingBodyCount")
     if missing:
         why.append(f"{missing} without body")

@@ -6,7 +6,8 @@ redirect was reported), depth, state, failureClass, reason, captureMs, archiveId
 archiveComplete``. ``captureMs`` = ``finished_at − submitted_at`` in whole ms (None until the
 page was submitted); ``archiveId`` = the archive registered for the page's BrowserHive task
 (None when there is none); ``reason`` of a captured page says why its archive is incomplete
-(a file cut by the size limit, bodies missing, a WACZ check problem), else None.
+(captured at the page-load deadline, a file cut by the size limit, bodies missing, a WACZ check
+problem), else None.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ LIMIT_MAX = 500
 _PAGES = """
 SELECT p.id, p.url, p.final_url, p.depth, p.state, p.failure_class, p.skip_reason,
        (extract(epoch FROM p.finished_at - p.submitted_at) * 1000)::bigint AS capture_ms,
-       a.id AS archive_id, a.wacz_complete, a.wacz_problem, a.missing_body_count, a.truncated_urls
+       a.id AS archive_id, a.wacz_complete, a.wacz_problem, a.missing_body_count, a.truncated_urls,
+       a.incomplete_reason, a.missing_body_urls
 FROM crawl_pages p
 LEFT JOIN LATERAL (SELECT * FROM archives a WHERE a.task_id::text = p.task_id ORDER BY a.created_at LIMIT 1) a ON true
 WHERE p.crawl_id = %s AND p.id > %s AND (%s::text IS NULL OR p.state = %s::text)
@@ -31,10 +33,16 @@ ORDER BY p.id LIMIT %s
 
 def incomplete_reason(row: dict) -> str | None:
     """Why a captured page's archive is incomplete, in one line, or None when it is complete
-    (or unknown): the WACZ check's problem, bodies cut by the size limit, bodies missing."""
+    (or unknown): captured at the page-load deadline (extension 14), the WACZ check's problem,
+    bodies cut by the size limit, bodies missing."""
     if row.get("wacz_complete") is not False:
         return None
     parts = []
+    if row.get("incomplete_reason") == "page-load-deadline":  # extension 14
+        pending = (row.get("missing_body_urls") or [])[:1]
+        parts.append("captured at the page-load deadline, still loading" + (f" {pending[0]}" if pending else ""))
+    elif row.get("incomplete_reason"):
+        parts.append(str(row["incomplete_reason"]))
     if row.get("wacz_problem"):
         parts.append(row["wacz_problem"])
     if row.get("truncated_urls"):

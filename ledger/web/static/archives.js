@@ -7,6 +7,16 @@ async function signed(archive) {
   return api("POST", "/api/archives/" + encodeURIComponent(archive.id) + "/url");
 }
 
+// The badge's tooltip: why the archive is incomplete (docs/capture-server.md extensions 4 and 14).
+export function incompleteWhy(a) {
+  const why = [];
+  if (a.incompleteReason === "page-load-deadline") why.push("captured at the page-load deadline: the page was still loading");
+  else if (a.incompleteReason) why.push(a.incompleteReason);
+  if (a.missingBodyCount) why.push(`${a.missingBodyCount} without a body` + (a.missingBodyUrls && a.missingBodyUrls.length ? ` (${a.missingBodyUrls[0]})` : ""));
+  if (a.truncatedUrls && a.truncatedUrls.length) why.push(`${a.truncatedUrls.length} cut by the size limit`);
+  return why.length ? why.join("; ") : "some responses were recorded without their body";
+}
+
 export async function archiveList(view, ctx, query) {
   const crawl = el("select", { id: "filter-crawl", name: "crawl" }, el("option", { value: "" }, "all crawls"));
   const url = el("input", { id: "filter-url", name: "url", type: "search", placeholder: "part of a URL", value: query.get("url") || "" });
@@ -78,7 +88,7 @@ export async function archiveList(view, ctx, query) {
     } }, "Replay");
     return el("tr", { className: "archive", dataset: { id: a.id } },
       el("td", { className: "url" }, a.sourceUrl,
-        a.waczComplete === false ? el("span", { className: "badge", title: "some responses were recorded without their body" }, "incomplete") : null),
+        a.waczComplete === false ? el("span", { className: "badge", title: incompleteWhy(a) }, "incomplete") : null),
       el("td", {}, when(a.capturedAt)),
       el("td", { className: "buttons" }, download, " ", replay));
   }
