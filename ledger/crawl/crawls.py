@@ -19,6 +19,7 @@ from ledger.crawl import scripts as catalogue
 from ledger.crawl import frontier, salvage, traps
 from ledger.crawl.progress import level_progress
 from ledger.crawl.times import iso_ms
+from ledger.crawl.pages import capture_incomplete
 from ledger.crawl.errors import Refused
 from ledger.crawl.guard import refusal
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
@@ -277,16 +278,24 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
 
 async def archive_problems(conn: Any, crawl_id: uuid.UUID, limit: int = 5) -> dict:
     """``{"archivesIncomplete": n, "archiveProblems": [{url, reason}]}`` (newest ``limit``): the
-    crawl's archives whose WACZ failed the ledger's check (``archives.wacz_problem``; a crawl's
-    archives carry its id as correlation id)."""
+    crawl's archives whose WACZ failed the ledger's check (``archives.wacz_problem``) or that were
+    captured at the page-load deadline (``incomplete_reason``, capture-server extension 14); a
+    crawl's archives carry its id as correlation id."""
     cur = await conn.execute(
-        "SELECT source_url AS url, wacz_problem AS reason, count(*) OVER () AS n FROM archives"
-        " WHERE correlation_id = %s AND wacz_problem IS NOT NULL ORDER BY id DESC LIMIT %s",
+        "SELECT source_url AS url, wacz_problem, incomplete_reason, missing_body_urls, count(*) OVER () AS n"
+        " FROM archives WHERE correlation_id = %s AND (wacz_problem IS NOT NULL OR incomplete_reason IS NOT NULL)"
+        " ORDER BY id DESC LIMIT %s",
         (str(crawl_id), limit),
     )
     found = await cur.fetchall()
     return {"archivesIncomplete": found[0]["n"] if found else 0,
-            "archiveProblems": [{"url": r["url"], "reason": r["reason"]} for r in found]}
+            "archiveProblems": [{"url": r["url"], "reason": _problem(r)} for r in found]}
+
+
+def _problem(row: dict) -> str:
+    """One archive's problem in words: the capture's incompleteness, then the WACZ check's."""
+    parts = [capture_incomplete(row["incomplete_reason"], row["missing_body_urls"])] if row["incomplete_reason"] else []
+    return "; ".join(parts + ([row["wacz_problem"]] if row["wacz_problem"] else []))
 
 
 async def crawl_in_orgs(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> bool:

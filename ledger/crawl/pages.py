@@ -31,6 +31,15 @@ ORDER BY p.id LIMIT %s
 """
 
 
+def capture_incomplete(reason: str, missing_body_urls: list[str] | None) -> str:
+    """The capture server's ``incomplete.reason`` in words (docs/capture-server.md extension 14):
+    ``captured at the page-load deadline, still loading <first URL without a body>``."""
+    if reason != "page-load-deadline":
+        return reason
+    pending = (missing_body_urls or [])[:1]
+    return "captured at the page-load deadline, still loading" + (f" {pending[0]}" if pending else "")
+
+
 def incomplete_reason(row: dict) -> str | None:
     """Why a captured page's archive is incomplete, in one line, or None when it is complete
     (or unknown): captured at the page-load deadline (extension 14), the WACZ check's problem,
@@ -38,11 +47,8 @@ def incomplete_reason(row: dict) -> str | None:
     if row.get("wacz_complete") is not False:
         return None
     parts = []
-    if row.get("incomplete_reason") == "page-load-deadline":  # extension 14
-        pending = (row.get("missing_body_urls") or [])[:1]
-        parts.append("captured at the page-load deadline, still loading" + (f" {pending[0]}" if pending else ""))
-    elif row.get("incomplete_reason"):
-        parts.append(str(row["incomplete_reason"]))
+    if row.get("incomplete_reason"):
+        parts.append(capture_incomplete(row["incomplete_reason"], row.get("missing_body_urls")))
     if row.get("wacz_problem"):
         parts.append(row["wacz_problem"])
     if row.get("truncated_urls"):

@@ -85,6 +85,29 @@ async def test_missing_bodies_are_stored_capped_and_make_the_archive_incomplete(
     assert b["wacz_complete"] is False and b["missing_body_urls"] == ["https://example.org/poll"]
 
 
+async def test_a_capture_at_the_page_load_deadline_is_admitted_incomplete_with_its_reason(
+        pool, s3server_put, s3store) -> None:
+    """Extension 14: a success with ``incomplete`` is an archive, recorded incomplete with the
+    reason, even when its completeness lists nothing (the load event just never came); the pending
+    URLs are the missing bodies. A v12 manifest (no member) keeps NULL."""
+    hang = "https://example.org/hang.png"
+    task, key = unique_key()
+    s3server_put(key, manifest(task, completeness={
+        "bodylessUrls": [], "truncatedUrls": [], "missingBodyUrls": [hang], "missingBodyCount": 1, "complete": False},
+        incomplete={"reason": "page-load-deadline", "deadlineMs": 30000, "pendingUrls": [hang], "pendingCount": 1}))
+    task2, key2 = unique_key()
+    s3server_put(key2, manifest(task2, incomplete={"reason": "page-load-deadline", "pendingUrls": [], "pendingCount": 0}))
+    task3, key3 = unique_key()
+    s3server_put(key3, manifest(task3))
+    got = await fast_path(pool, s3store, [result(task, key), result(task2, key2), result(task3, key3)])
+    assert got.registered == 3
+    by_task = {str(a["task_id"]): a for a in await rows(pool, "SELECT * FROM archives")}
+    a, b, c = by_task[task], by_task[task2], by_task[task3]
+    assert (a["incomplete_reason"], a["wacz_complete"], a["missing_body_urls"]) == ("page-load-deadline", False, [hang])
+    assert (b["incomplete_reason"], b["wacz_complete"]) == ("page-load-deadline", False)
+    assert (c["incomplete_reason"], c["wacz_complete"]) == (None, True)
+
+
 async def test_fast_path_then_reconciler_is_a_no_op(pool, s3server_put, s3store) -> None:
     task, key = unique_key()
     s3server_put(key, manifest(task))

@@ -178,6 +178,7 @@ class FakeLedger:
                         "missingBodyUrls": [] if j % 2 == 0 else [url + "poll"],
                         "missingBodyCount": 0 if j % 2 == 0 else 3,
                         "truncatedUrls": [],
+                        "incompleteReason": None,
                     })
         rows = [r for r in rows if r["id"] not in self.hidden_archives]
         return sorted(rows, key=lambda r: r["capturedAt"], reverse=True)
