@@ -11,7 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import orjson
 from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 from typing_extensions import Required, TypedDict
 
 from ledger.api.authorize import submitter
@@ -27,6 +27,7 @@ from ledger.archive.verify import verify_level
 from ledger.crawl.levels import record_level
 from ledger.crawl.watchdog import cancel_job
 from ledger.crawl.report_limits import check_counts
+from ledger.settings import CAPTURE_FORMAT_NAMES
 
 router = APIRouter()
 
@@ -138,12 +139,25 @@ class CrawlRequest(_Strict):
     perHostDelayMs: int = _setting(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
     hostParallelism: int = _setting(4, ge=1, le=32)
     scripts: list[Annotated[str, Field(min_length=1)] | InlineScript] | None = None
+    # The capture formats of this crawl (None: WAGGLE_CAPTURE_FORMATS); always with wacz.
+    formats: list[Literal["png", "webp", "html", "links", "mhtml", "wacz"]] | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _one_source(self) -> "CrawlRequest":
         if (self.seeds is None) == (self.fromTargets is None):
             raise ValueError("provide exactly one of seeds or fromTargets")
         return self
+
+    @field_validator("formats")
+    @classmethod
+    def _formats(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if len(set(value)) != len(value):
+            raise ValueError("list each format once")
+        if "wacz" not in value:
+            raise ValueError('formats must include "wacz": the ledger lists and serves a crawl\'s WACZ archives')
+        return [f for f in CAPTURE_FORMAT_NAMES if f in value]  # canonical order
 
 
 class PageResult(_Strict):
@@ -252,6 +266,7 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
         scripts=None if body.scripts is None else [
             s if isinstance(s, str) else s.model_dump() for s in body.scripts
         ],
+        formats=body.formats,
     )
 
 

@@ -93,8 +93,10 @@ def build_crawl_body(
     scope: str | None,
     scripts: list[str] | None,
     no_scripts: bool,
+    formats: str | None = None,
 ) -> dict:
-    """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent."""
+    """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent;
+    ``formats`` comma-separated (``wacz,png``) → ``formats`` list (the ledger validates it)."""
     body: dict = {"seeds": list(seeds)}
     for key, value in (
         ("scope", scope),
@@ -105,6 +107,8 @@ def build_crawl_body(
     ):
         if value is not None:
             body[key] = value
+    if formats is not None:
+        body["formats"] = [f.strip() for f in formats.split(",") if f.strip()]
     if no_scripts:
         body["scripts"] = []
     elif scripts:
@@ -172,6 +176,7 @@ def crawl_command(
     scope: Annotated[Optional[Scope], typer.Option("--scope", help="Which links are followed (ledger default same-origin).")] = None,
     script: Annotated[Optional[list[str]], typer.Option("--script", help="Page script: a catalogue id (autoscroll, autoscroll@2) or a .ts file (\\[preload:|behavior:]path.ts). Repeatable; default = the catalogue's default set.")] = None,
     no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
+    formats: Annotated[Optional[str], typer.Option("--formats", help="Capture formats, comma-separated, with wacz: wacz,png,webp,html,links,mhtml (default: the deployment's WAGGLE_CAPTURE_FORMATS). Screenshots go into the WACZ where the capture server can.")] = None,
     download: Annotated[Optional[Path], typer.Option("--download", help="Save the crawl's WACZ files into this directory.", file_okay=False)] = None,
     detach: Annotated[bool, typer.Option("--detach", help="Submit, print the crawl id and return.")] = False,
     archive_wait_s: Annotated[float, typer.Option("--archive-wait", help="Seconds to wait for the archives to be listed after the crawl.")] = 30.0,
@@ -181,7 +186,8 @@ def crawl_command(
     console = _console()
     if no_scripts and script:
         raise _fail(console, "--script and --no-scripts exclude each other")
-    body = build_crawl_body(urls, depth, max_pages, delay_ms, parallelism, scope.value if scope else None, script, no_scripts)
+    body = build_crawl_body(urls, depth, max_pages, delay_ms, parallelism, scope.value if scope else None, script, no_scripts,
+                            formats)
     try:
         with _client() as client:
             crawl_id = client.submit_crawl(body)

@@ -181,6 +181,8 @@ def summary_view(crawl: dict) -> Group:
     table.add_row("pages failed", _n(failed_count(crawl)))
     table.add_row("pages skipped", _n(skipped_count(crawl)))
     table.add_row("pages discovered", _n(count(crawl, "pagesDiscovered")))
+    if crawl.get("formats"):  # chosen for this crawl (else the deployment's default)
+        table.add_row("formats", ", ".join(map(str, crawl["formats"])))
     table.add_row("elapsed", format_duration(elapsed_s(crawl)))
     drops = crawl.get("drops")
     if isinstance(drops, dict) and drops:

@@ -47,6 +47,7 @@ class CrawlSpec:
     per_host_delay_ms: int
     host_parallelism: int
     scripts: list[Any] | None  # None = default set; items: "id", "id@n", or inline dicts
+    formats: list[str] | None = None  # capture formats (with wacz); None = WAGGLE_CAPTURE_FORMATS
 
 
 def is_unique_violation(exc: BaseException, constraint: str) -> bool:
@@ -189,10 +190,11 @@ async def start_crawl(
             crawl_id = uuid.uuid4()
             cur = await conn.execute(
                 "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms,"
-                " host_parallelism, org_id, requested_by, scripts)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb) RETURNING *",
+                " host_parallelism, org_id, requested_by, scripts, capture_formats)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s) RETURNING *",
                 (crawl_id, [s.url for s in seeds], spec.scope, max_depth, max_pages,
-                 spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned)),
+                 spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned),
+                 spec.formats),
             )
             crawl = await cur.fetchone()
             landed = await frontier.insert_rows(conn, crawl_id, 0, seeds)  # exact dedup (migration 071)
@@ -232,6 +234,7 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "lastProgressAt": iso_ms(crawl["last_progress_at"]),
         "failures": failures,
         "scripts": [catalogue.identity(s) for s in crawl["scripts"]],
+        "formats": None if crawl.get("capture_formats") is None else list(crawl["capture_formats"]),
     }
 
 

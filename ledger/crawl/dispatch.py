@@ -29,10 +29,12 @@ class DispatchFailed(RuntimeError):
     """The webhook did not accept the level; ``str()`` is the reason stored on the crawl."""
 
 
-def capture_formats(settings: Settings, *, following: bool) -> dict[str, bool]:
-    """All six format booleans from ``WAGGLE_CAPTURE_FORMATS``; ``links`` forced on when another
-    level may follow (``following``), else left as configured (ledger.md §7.9)."""
-    formats = {name: name in settings.capture_formats for name in CAPTURE_FORMAT_NAMES}
+def capture_formats(settings: Settings, *, following: bool, chosen: list[str] | None = None) -> dict[str, bool]:
+    """All six format booleans from the crawl's own ``formats`` (``chosen``, migration 151) or else
+    ``WAGGLE_CAPTURE_FORMATS``; ``links`` forced on when another level may follow (``following``),
+    else left as configured (ledger.md §7.9)."""
+    names = settings.capture_formats if chosen is None else chosen
+    formats = {name: name in names for name in CAPTURE_FORMAT_NAMES}
     if following:
         formats["links"] = True
     return formats
@@ -60,7 +62,8 @@ def webhook_body(
         "per_host_delay_ms": crawl["per_host_delay_ms"],
         "host_parallelism": crawl["host_parallelism"],
         "capture_formats": capture_formats(
-            settings, following=crawl["max_depth"] > depth if following is None else following),
+            settings, following=crawl["max_depth"] > depth if following is None else following,
+            chosen=crawl.get("capture_formats")),
         "signing": bool(settings.capture_signing),
         "scripts": [webhook_item(s) for s in crawl["scripts"]],
         "links_per_page": settings.report_links_per_page,

@@ -41,3 +41,13 @@ def test_the_crawl_view_lists_a_deadline_capture_among_the_incomplete_archives()
     row = {"incomplete_reason": "page-load-deadline", "missing_body_urls": [HANG], "wacz_problem": None}
     assert _problem(row) == f"captured at the page-load deadline, still loading {HANG}"
     assert _problem({**row, "incomplete_reason": None, "wacz_problem": "no pages"}) == "no pages"
+
+
+def test_the_crawl_summary_names_chosen_formats():
+    from rich.console import Console
+
+    from ledger.client.render import summary_view
+
+    console = Console(width=100, record=True)
+    console.print(summary_view({"crawlId": "c", "state": "succeeded", "formats": ["png", "wacz"]}))
+    assert "png, wacz" in console.export_text()

@@ -1,4 +1,4 @@
-// Start a crawl: seeds or the organization's saved targets, depth, max pages, delay, scope.
+// Start a crawl: seeds or the organization's saved targets, depth, max pages, delay, scope, formats.
 // The API validates; its 400 body's "fields" put each problem next to its field.
 import { api, ApiError } from "./api.js";
 import { el } from "./dom.js";
@@ -34,6 +34,10 @@ export function startForm(view, ctx) {
   const scope = el("select", { id: "scope", name: "scope" },
     el("option", { value: "same-origin" }, "same origin (scheme, host and port of a seed)"),
     el("option", { value: "same-host" }, "same host (any scheme or port)"));
+  // Capture formats besides the WACZ (always captured); none ticked: the deployment's default.
+  const extras = [["png", "PNG screenshot"], ["webp", "WebP screenshot"], ["html", "HTML"], ["mhtml", "MHTML"]]
+    .map(([value, label]) => [value, el("input", { type: "checkbox", name: "formats", value, id: "format-" + value }), label]);
+  const formats = el("span", { id: "formats" }, ...extras.flatMap(([, box, label]) => [box, " " + label + " "]));
   const formError = el("p", { className: "error", id: "form-error", role: "alert" });
   const submit = el("button", { className: "primary", type: "submit", id: "start" }, "Start crawl");
   const form = el("form", { className: "grid", id: "start-form", novalidate: true },
@@ -45,6 +49,8 @@ export function startForm(view, ctx) {
     field("perHostDelayMs", "Delay per host", number("perHostDelayMs", "2000", "2000"),
       "Milliseconds between two pages of one host (robots.txt Crawl-delay wins when longer)."),
     field("scope", "Scope", scope),
+    field("formats", "Also capture", formats,
+      "Besides the WACZ; screenshots are stored inside the WACZ where the capture server can (none ticked: the deployment's default)."),
     el("span"), el("div", {}, submit, formError));
   view.replaceChildren(el("h1", {}, "Start a crawl"), form);
 
@@ -60,6 +66,8 @@ export function startForm(view, ctx) {
       const value = numeric(form.elements[name].value);
       if (value !== undefined) body[name] = value;
     }
+    const ticked = extras.filter(([, box]) => box.checked).map(([value]) => value);
+    if (ticked.length) body.formats = ["wacz", ...ticked];
     submit.disabled = true;
     try {
       const started = await api("POST", "/api/crawls", body);
