@@ -358,9 +358,11 @@ def test_a_running_crawl_is_failed_after_confirmation(local_stack, local, site, 
     local.fill("#seeds", site.url + "/a.html")
     local.fill("#maxDepth", "2")
     local.fill("#perHostDelayMs", "20000")  # slow on purpose: it is still running when failed
+    local.check("#format-png")  # this crawl's formats: the WACZ and a PNG screenshot
     local.click("#start")
     local.wait_for_url(re.compile(r".*#/crawls/[0-9a-f-]{36}$"))
     local.wait_for_selector("#fail-crawl")
+    assert local.inner_text("dd[data-fact='formats']") == "png, wacz"
     local.once("dialog", lambda d: d.dismiss())  # "Cancel" leaves it running
     local.click("#fail-crawl")
     local.wait_for_timeout(1000)

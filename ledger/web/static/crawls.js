@@ -62,6 +62,7 @@ function facts(c) {
     ["Captured", String(c.pagesCaptured)], ["Failed", String(c.pagesFailed)], ["Skipped", String(c.pagesSkipped)],
     ["Pending", String(c.pagesPending)], ["Discovered", String(c.pagesDiscovered)],
     ["Max pages", String(c.maxPages)], ["Scope", c.scope], ["Delay per host", c.perHostDelayMs + " ms"],
+    ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
     ["Started", when(c.startedAt)], ["Elapsed", elapsed(c.startedAt, c.finishedAt)],
     ["Organization", c.organization], ["Requested by", c.requestedBy], ["Seeds", (c.seeds || []).join(" ")],
   ];
