@@ -15,6 +15,20 @@ ALL_FORMATS = {"png": True, "webp": True, "html": True, "links": True, "mhtml": 
 ONLY_WACZ = {"png": False, "webp": False, "html": False, "links": False, "mhtml": False, "wacz": True}
 
 
+@contextlib.contextmanager
+def capture_server_process(s3_server, tmp_dir, *args: str) -> Iterator[str]:
+    """One ``python -m devstack.capture`` writing to ``s3_server`` with ``args``; its URL for the
+    block, terminated after."""
+    from devstack.serving import start_module
+
+    proc, url = start_module("devstack.capture", "--s3-endpoint", s3_server.endpoint, *args, tmp_dir=tmp_dir)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def script(id_: str, source: str, **extra) -> dict:
     return {"id": id_, "source": source, "sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(), **extra}
 

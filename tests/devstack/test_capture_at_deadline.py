@@ -25,9 +25,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devstack.serving import start_module
 from tests.devstack.conftest import FAST_SETTLE
-from tests.devstack.helpers import ONLY_WACZ, capture, cdxj_lines, s3_get, wacz_members, warc_records
+from tests.devstack.helpers import (ONLY_WACZ, capture, capture_server_process, cdxj_lines, s3_get, wacz_members,
+                                    warc_records)
 from tests.devstack.site import tiny_png
 
 PAGE_LOAD_MS = 2000
@@ -90,14 +90,9 @@ def site() -> Iterator[HangingSite]:
 @pytest.fixture(scope="module")
 def short_server(s3_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A capture server whose page-load budget is :data:`PAGE_LOAD_MS`."""
-    proc, url = start_module("devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
-                             "--settle", FAST_SETTLE, "--page-load-ms", str(PAGE_LOAD_MS),
-                             tmp_dir=tmp_path_factory.mktemp("capture-deadline"))
-    try:
+    with capture_server_process(s3_server, tmp_path_factory.mktemp("capture-deadline"), "--allow-private",
+                                "--settle", FAST_SETTLE, "--page-load-ms", str(PAGE_LOAD_MS)) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def timed_capture(server: str, **body) -> tuple[dict, float]:

@@ -12,7 +12,7 @@ import pytest
 from devstack.serving import start_module
 from tests.devstack.conftest import FAST_SETTLE
 from tests.devstack.helpers import (
-    ALL_FORMATS, ONLY_WACZ, capture, faults, s3_get, script, task_keys, wacz_members,
+    ALL_FORMATS, ONLY_WACZ, capture, capture_server_process, faults, s3_get, script, task_keys, wacz_members,
 )
 
 HTML_ONLY = {**{k: False for k in ALL_FORMATS}, "html": True}
@@ -234,13 +234,8 @@ def test_status_shape(capture_server):
 @pytest.fixture(scope="module")
 def strict_server(s3_server, tmp_path_factory):
     """A capture server WITHOUT --allow-private (private targets refused)."""
-    proc, url = start_module("devstack.capture", "--s3-endpoint", s3_server.endpoint, "--settle", FAST_SETTLE,
-                             tmp_dir=tmp_path_factory.mktemp("strict"))
-    try:
+    with capture_server_process(s3_server, tmp_path_factory.mktemp("strict"), "--settle", FAST_SETTLE) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 @pytest.mark.parametrize("path_or_url", ["/page", "http://localhost:9/", "http://169.254.169.254/latest/meta-data/",
