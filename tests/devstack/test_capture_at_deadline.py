@@ -125,7 +125,7 @@ def test_a_hanging_image_is_captured_at_the_deadline_as_incomplete(short_server,
     assert report["settle"]["endedBy"] == "deadline" and "atMs" not in report["settle"]["load"]
     assert set(report["artifacts"]) == {"png", "html", "wacz"}
     # answered soon after the deadline, not after the 130 s task budget: packaging is a fraction
-    assert took < 4 * PAGE_LOAD_MS / 1000, took
+    assert took < 6 * PAGE_LOAD_MS / 1000, took
     wacz = s3_get(s3_server, report["artifacts"]["wacz"])
     members = wacz_members(wacz)
     package = json.loads(members["datapackage.json"])
