@@ -19,7 +19,7 @@ from ledger.api.identity import Identity
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl import pages as pages_store
 from ledger.crawl import progress as progress_store
-from ledger.crawl import robots_cache
+from ledger.crawl import robots_cache, salvage
 from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
 from ledger.crawl.dispatch import dispatch_level, dispatch_waiting
 from ledger.crawl.errors import Refused
@@ -378,15 +378,26 @@ class ProgressEvent(_Strict):
 
 
 @router.post("/api/crawls/{crawl_id}/progress")
-async def post_progress(crawl_id: uuid.UUID, body: ProgressEvent, request: Request) -> dict:
+async def post_progress(crawl_id: uuid.UUID, body: ProgressEvent, request: Request,
+                        background: BackgroundTasks) -> JSONResponse:
     """A capture started or ended → 200 ``{"recorded": true}`` (idempotent; the flow's token, the
     level report's authorization). 404 unknown crawl; 409 not running, or ``url`` not a pending
-    page of its level in flight. Shown in ``GET /api/crawls/{id}`` ``levelProgress``."""
+    page of its level in flight. Shown in ``GET /api/crawls/{id}`` ``levelProgress``. A captured
+    page's ``done`` (with ``taskId``) that arrives after its crawl was failed is recorded as the
+    close would have (``ledger.crawl.salvage.record_late``; its archive admitted after the answer)."""
     await submitter(request)
-    if not await progress_store.record(request.app.state.services.pool, crawl_id, body.url, body.phase, body.status,
-                                       body.capture()):
-        raise Refused(404, "not found")
-    return {"recorded": True}
+    services = request.app.state.services
+    try:
+        if not await progress_store.record(services.pool, crawl_id, body.url, body.phase, body.status, body.capture()):
+            raise Refused(404, "not found")
+    except Refused as refused:
+        late = await salvage.record_late(services.pool, crawl_id, body.url, body.capture(), services.settings.s3_bucket) \
+            if refused.status == 409 and body.capture() else None
+        if late is None:
+            raise
+        if late[1]:
+            background.add_task(verify_level, services, crawl_id, late[0], set(), late[1])
+    return JSONResponse({"recorded": True}, background=background)
 
 
 @router.post("/api/crawls/{crawl_id}/failed")

@@ -329,7 +329,7 @@ async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = No
     return out
 
 
-CLOSED_BEFORE_CAPTURE = "the crawl was failed before this page was captured"
+CLOSED_BEFORE_CAPTURE = salvage.CLOSED_BEFORE_CAPTURE  # also imported from here
 
 
 @dataclass

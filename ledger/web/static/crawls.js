@@ -165,7 +165,7 @@ export async function crawlPage(view, ctx, crawlId) {
   }
 
   async function failCrawl(crawl) {
-    if (!window.confirm("Fail crawl " + crawl.crawlId.slice(0, 8) + "? It stops at once: the level in flight is cancelled and its pages not yet reported are marked skipped. This cannot be undone.")) return;
+    if (!window.confirm("Fail crawl " + crawl.crawlId.slice(0, 8) + "? It stops at once: the level in flight is cancelled; pages already captured are kept with their archives, the others are marked skipped. This cannot be undone.")) return;
     try {
       await api("POST", "/api/crawls/" + crawl.crawlId + "/failed",
         { reason: "failed from the web page by " + ctx.session.subject });
