@@ -16,7 +16,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
-from ledger.crawl import frontier, salvage, traps
+from ledger.crawl import frontier, salvage, traps, waits
 from ledger.crawl.progress import level_progress
 from ledger.crawl.times import iso_ms
 from ledger.crawl.errors import Refused
@@ -264,9 +264,12 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
             )
             hosts = [r["host"] for r in await cur.fetchall()]
             level = await level_progress(conn, crawl_id, crawl["current_depth"])
+            cur = await conn.execute("SELECT clock_timestamp() AS now")
+            waiting = await waits.waiting(conn, crawl, (await cur.fetchone())["now"])
     view = crawl_view(crawl, failures)
     if crawl["state"] == "running":
         view["levelProgress"] = level
+        view["waiting"] = waiting  # why hosts are not being captured now (ledger.crawl.waits)
     view["pagesFailed"] = by_state.get("failed", 0)
     view["pagesSkipped"] = by_state.get("skipped", 0)
     view["pagesPending"] = by_state.get("pending", 0)

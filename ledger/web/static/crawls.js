@@ -4,7 +4,8 @@ import { api, ApiError, isMissingRoute } from "./api.js";
 import { el, elapsed, stateBadge, table, when } from "./dom.js";
 
 const LIST_POLL_MS = 2000;
-const CRAWL_POLL_MS = 1500;
+const CRAWL_POLL_MS = 1000;  // the crawl's facts (one GET /api/crawls/{id}: ~5 ms of ledger CPU, docs/internals.md)
+const PAGES_EVERY = 5;  // the pages table every 5th refresh (it may be long)
 const PAGES_LIMIT = 50;
 
 function level(c) {
@@ -83,6 +84,15 @@ function levelProgress(p) {
       : null);
 }
 
+// Why hosts are not being captured now (GET /api/crawls/{id} "waiting": another crawl's turn,
+// robots.txt first, the host's gap and what sets it).
+function waitingList(items) {
+  if (!items || !items.length) return null;
+  return el("div", { className: "waiting", id: "waiting" }, el("strong", {}, "Waiting: "),
+    el("ul", {}, items.map((w) => el("li", { dataset: { kind: w.kind, host: w.host } }, w.reason,
+      w.crawlId ? [" ", el("a", { href: "#/crawls/" + w.crawlId }, "open crawl " + w.crawlId.slice(0, 8))] : null))));
+}
+
 function pageRow(p, crawlId) {
   return el("tr", { className: "page", dataset: { state: p.state } },
     el("td", { className: "url" }, p.url, p.finalUrl && p.finalUrl !== p.url ? el("div", { className: "muted" }, "→ " + p.finalUrl) : null),
@@ -129,6 +139,7 @@ async function pagesSection(crawl, box, filter) {
 export async function crawlPage(view, ctx, crawlId) {
   view.replaceChildren(el("p", { className: "muted" }, "Loading…"));
   let filter = "";
+  let tick = 0;
   const pagesBox = el("div", { id: "pages-box" });
   const filterSelect = el("select", { id: "page-state", onchange: () => { filter = filterSelect.value; refresh(true); } },
     ["", "captured", "failed", "skipped", "pending"].map((s) => el("option", { value: s }, s || "all states")));
@@ -157,10 +168,13 @@ export async function crawlPage(view, ctx, crawlId) {
               crawl.hostsInFlight.length ? crawl.hostsInFlight.map((h) => el("span", {}, h)) : "—")
           : null,
         crawl.state === "running" ? levelProgress(crawl.levelProgress) : null,
+        crawl.state === "running" ? waitingList(crawl.waiting) : null,
         el("h2", {}, "Pages ", filterSelect),
         pagesBox].filter(Boolean));
     }
-    await pagesSection(crawl, pagesBox, filter);
+    // the facts every second; the pages table on a filter change, every PAGES_EVERY-th tick and at the end
+    if (pagesOnly || tick % PAGES_EVERY === 0 || crawl.state !== "running") await pagesSection(crawl, pagesBox, filter);
+    tick += 1;
     if (crawl.state === "running" && !pagesOnly) ctx.later(() => refresh(false), CRAWL_POLL_MS);
   }
 
