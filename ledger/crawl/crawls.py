@@ -235,7 +235,8 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
 
 
 async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
-    """The crawl's view with its 5 newest failures (``[{url, depth, reason, failureClass}]``), or None."""
+    """The crawl's view with its 5 newest failures (``[{url, depth, reason, failureClass}]``), or None;
+    while it runs also ``levelProgress`` and ``waiting`` (why hosts wait: ledger.crawl.waits)."""
     async with pool.connection() as conn:
         cur = await conn.execute("SELECT * FROM crawls WHERE id = %s", (crawl_id,))
         crawl = await cur.fetchone()
