@@ -14,7 +14,8 @@ reason first, at most :data:`LIMIT`:
   crawl's delay for the host (``ledger.crawl.hosts.politeness``); ``source`` says which.
 
 Items: ``{host, kind, reason, crawlId?, until?, delayMs?, source?}`` (``until`` ISO-8601 UTC ms).
-Read in the caller's connection: two small queries over the level's hosts.
+Read in the caller's connection: one query over the level's hosts and its progress events (each
+read once, as ``levelProgress`` does) and the politeness query for at most 20 hosts.
 """
 
 from __future__ import annotations
@@ -31,18 +32,19 @@ CRAWL_DELAY_CAP_MS = 120_000  # f/waggle/plan_level.py's cap
 _CRAWL_DELAY = re.compile(r"(?im)^\s*crawl-delay\s*:\s*([0-9]+(?:\.[0-9]+)?)")
 
 _HOSTS = """
-SELECT p.host, l.crawl_id AS holder, l.depth AS holder_depth, w.since AS waits_since,
-       (SELECT max(g.at) FROM crawl_progress g JOIN crawl_pages q ON q.id = g.page_id
-        WHERE g.crawl_id = %(crawl)s AND g.depth = %(depth)s AND q.host = p.host AND g.phase = 'done') AS last_done,
-       EXISTS (SELECT 1 FROM crawl_progress g JOIN crawl_pages q ON q.id = g.page_id
-               WHERE g.crawl_id = %(crawl)s AND g.depth = %(depth)s AND q.host = p.host
-                 AND g.phase = 'started') AS capturing,
-       r.body AS robots_body, r.host IS NOT NULL AS robots_cached
+WITH g AS (SELECT q.host, max(g.at) FILTER (WHERE g.phase = 'done') AS last_done,
+                  bool_or(g.phase = 'started') AS capturing
+           FROM crawl_progress g JOIN crawl_pages q ON q.id = g.page_id
+           WHERE g.crawl_id = %(crawl)s AND g.depth = %(depth)s GROUP BY q.host)
+SELECT p.host, l.crawl_id AS holder, l.depth AS holder_depth, w.since AS waits_since, g.last_done,
+       coalesce(g.capturing, false) AS capturing, r.body AS robots_body, r.host IS NOT NULL AS robots_cached
 FROM (SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %(crawl)s AND state = 'pending'
       AND coalesce(level, depth) IN (%(depth)s, %(depth)s + 1)) p
+LEFT JOIN g ON g.host = p.host
 LEFT JOIN host_leases l ON l.host = p.host
 LEFT JOIN host_waits w ON w.host = p.host AND w.crawl_id = %(crawl)s
 LEFT JOIN crawl_robots r ON r.crawl_id = %(crawl)s AND r.host = p.host
+WHERE NOT coalesce(g.capturing, false)
 ORDER BY w.since NULLS LAST, p.host
 LIMIT %(limit)s
 """
@@ -65,7 +67,7 @@ async def waiting(conn: Any, crawl: dict, now: datetime) -> list[dict]:
         return []
     me, depth = crawl["id"], crawl["current_depth"]
     cur = await conn.execute(_HOSTS, {"crawl": me, "depth": depth, "limit": LIMIT})
-    rows = [r for r in await cur.fetchall() if not r["capturing"]]
+    rows = await cur.fetchall()
     out: list[dict] = []
     mine = [r for r in rows if r["holder"] == me]
     for r in rows:

@@ -140,13 +140,16 @@ export async function crawlPage(view, ctx, crawlId) {
   view.replaceChildren(el("p", { className: "muted" }, "Loading…"));
   let filter = "";
   let tick = 0;
+  let took = 0;  // ms the last GET of the crawl took
   const pagesBox = el("div", { id: "pages-box" });
   const filterSelect = el("select", { id: "page-state", onchange: () => { filter = filterSelect.value; refresh(true); } },
     ["", "captured", "failed", "skipped", "pending"].map((s) => el("option", { value: s }, s || "all states")));
   async function refresh(pagesOnly) {
     let crawl;
+    const asked = performance.now();
     try {
       crawl = await api("GET", "/api/crawls/" + encodeURIComponent(crawlId));
+      took = performance.now() - asked;
     } catch (e) {
       view.replaceChildren(el("h1", {}, "Crawl"),
         el("p", { className: e.status === 404 ? "muted" : "error", id: "crawl-missing" },
@@ -175,7 +178,8 @@ export async function crawlPage(view, ctx, crawlId) {
     // the facts every second; the pages table on a filter change, every PAGES_EVERY-th tick and at the end
     if (pagesOnly || tick % PAGES_EVERY === 0 || crawl.state !== "running") await pagesSection(crawl, pagesBox, filter);
     tick += 1;
-    if (crawl.state === "running" && !pagesOnly) ctx.later(() => refresh(false), CRAWL_POLL_MS);
+    // a huge crawl's view takes longer: then poll at most a third of the time (the ledger's cost bounded)
+    if (crawl.state === "running" && !pagesOnly) ctx.later(() => refresh(false), Math.max(CRAWL_POLL_MS, 2 * took));
   }
 
   async function failCrawl(crawl) {
