@@ -197,6 +197,9 @@ def summary_view(crawl: dict) -> Group:
     table.add_row("pages skipped", _n(skipped_count(crawl)))
     table.add_row("pages discovered", _n(count(crawl, "pagesDiscovered")))
     table.add_row("elapsed", format_duration(elapsed_s(crawl)))
+    waits = waiting(crawl, limit=6)
+    if waits:  # `waggle crawls ID` of a running crawl: why its hosts are not being captured now
+        table.add_row("waiting", Text(waits, style="yellow"))
     drops = crawl.get("drops")
     if isinstance(drops, dict) and drops:
         # links the ledger did not follow, per reason (scope, nofollow, trap defences)

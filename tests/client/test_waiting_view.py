@@ -33,6 +33,12 @@ def test_the_live_panel_has_a_waiting_row():
     assert "waiting" in out.getvalue() and "waiting for crawl 0193b6a1's turn" in out.getvalue()
 
 
+def test_the_summary_of_a_running_crawl_says_why_it_waits():
+    out = io.StringIO()
+    Console(file=out, width=200).print(render.summary_view(_view([TURN, GAP])))
+    assert TURN["reason"] in out.getvalue() and GAP["reason"] in out.getvalue()
+
+
 def test_many_waiting_hosts_are_cut_and_counted_and_none_says_nothing():
     many = [{**GAP, "reason": f"h{i}.test: waiting"} for i in range(7)]
     assert render.waiting(_view(many)).endswith("h3.test: waiting (+3 more)")
