@@ -5,7 +5,8 @@ One item per host of the level in flight that has pages left and no capture runn
 reason first, at most :data:`LIMIT`:
 
 * ``turn`` — another crawl's level holds the host (``host_leases``; this crawl waits for it in
-  ``host_waits``): ``crawlId`` names it. With nobody holding it the lease loop dispatches next.
+  ``host_waits``): ``crawlId`` names it. With nobody holding it, a waiting level is sent by the
+  lease loop next, and pages carried past a level sent meanwhile go with this crawl's next level.
 * ``robots`` — the level was sent and the host's robots.txt is read first (level 0, or no cached
   copy: ``crawl_robots``), before any page.
 * ``delay`` — the host's gap runs: ``until`` = its last capture (``hosts.last_capture_at``, or a
@@ -77,9 +78,13 @@ async def waiting(conn: Any, crawl: dict, now: datetime) -> list[dict]:
             out.append({"host": r["host"], "kind": "turn", "crawlId": str(r["holder"]),
                         "reason": f"{r['host']}: waiting for crawl {_short(r['holder'])}'s turn"
                                   f" (its level {r['holder_depth']} holds the host)"})
-        elif r["waits_since"] is not None or crawl["level_state"] == "waiting":
+        elif crawl["level_state"] == "waiting":
             out.append({"host": r["host"], "kind": "turn",
                         "reason": f"{r['host']}: waiting for its turn (the host is free; the lease loop sends it next)"})
+        elif r["waits_since"] is not None:  # carried: another crawl held it when this level was sent
+            out.append({"host": r["host"], "kind": "turn",
+                        "reason": f"{r['host']}: waiting for this crawl's next level (another crawl held the host"
+                                  " when this level was sent)"})
     if not mine or crawl["level_state"] != "dispatched":
         return out
     polite = await host_politeness.politeness(conn, crawl, [r["host"] for r in mine])

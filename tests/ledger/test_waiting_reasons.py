@@ -65,3 +65,16 @@ async def test_a_crawl_waiting_for_another_crawls_turn_says_so_and_names_it(sett
 ])
 def test_crawl_delay_of_a_cached_robots_txt(body, ms):
     assert crawl_delay_ms(body) == ms
+
+
+async def test_pages_carried_past_a_level_wait_for_the_holder_then_for_the_next_level(settings):
+    async with open_ledger(settings) as h:
+        a = await start(h, ["https://s.test/1"], 500)
+        b = await start(h, ["https://s.test/x", "https://t.test/"], 500)  # t.test sent, s.test carried
+        assert (await view(h, b))["levelState"] == "dispatched"
+        assert [(w["host"], w["kind"], w.get("crawlId")) for w in (await view(h, b))["waiting"]] == [
+            ("s.test", "turn", a), ("t.test", "robots", None)]
+        await report(h, a, 0, [captured("https://s.test/1", "2026-09-19T14:53:39.000Z")])
+        freed = {w["host"]: w for w in (await view(h, b))["waiting"]}
+        assert freed["s.test"]["kind"] == "turn" and "crawlId" not in freed["s.test"]
+        assert "waiting for this crawl's next level" in freed["s.test"]["reason"]
