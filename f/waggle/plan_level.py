@@ -6,7 +6,9 @@
 
 reference/scheduler.md §4.1, with RFC 9309 fetch statuses (ARCHITECTURE decision 2) and a
 capped Crawl-delay (cases/README C2); a host's delay is never below the ``hostDelayMs`` the
-ledger sends (other crawls on the same host, issue 12). Output ``Plan``::
+ledger sends (other crawls on the same host, issue 12), nor below what the ledger says just before
+the level's first request (a crawl started meanwhile: ``GET /api/crawls/{id}/politeness``). Output
+``Plan``::
 
     {"groups": [{"host", "urls", "delayMs", "initialDelayMs"}],   # initialDelayMs also covers
                                                                  # the gap after robots.txt
@@ -38,7 +40,10 @@ import httpx
 from f.waggle.failures import PERMANENT, TRANSIENT
 from f.waggle.common import (
     VAR_ALLOW_PRIVATE,
+    VAR_API_URL,
     VAR_ENDPOINTS,
+    VAR_TOKEN,
+    http_client,
     parse_iso,
     read_optional_variable,
     read_variable,
@@ -168,6 +173,39 @@ def robots_not_before(delay_setting: int, items: list[dict], stale_crawl_delay_s
     return last + delay / 1000.0
 
 
+def with_current_politeness(by_host: dict[str, list[dict]], current: Callable[[list[str]], dict] | None,
+                            log: Callable[[str], None]) -> dict[str, list[dict]]:
+    """``by_host`` with each host's ``hostDelayMs`` raised and ``lastFinishedAt`` moved forward to
+    what the ledger says *now* (``current(hosts)`` → ``{host: {hostDelayMs, lastFinishedAt}}``,
+    ``GET /api/crawls/{id}/politeness``), read before the level's first request to any host: a crawl
+    that registered a longer delay for a host after this level was claimed — started at the same
+    time — is honoured from robots.txt on. Never lowers a value; when the ledger cannot say
+    (no ``current``, an error, an older ledger) the level's own values stay (logged)."""
+    if current is None or not by_host:
+        return by_host
+    try:
+        now_hosts = current(sorted(by_host))
+    except Exception as exc:  # noqa: BLE001 - the level's own politeness still holds
+        log(f"politeness: the hosts' current delays could not be read ({type(exc).__name__}: {str(exc)[:160]});"
+            " the level's own are used")
+        return by_host
+    out: dict[str, list[dict]] = {}
+    for host, items in by_host.items():
+        fresh = now_hosts.get(host) if isinstance(now_hosts, dict) else None
+        fresh = fresh if isinstance(fresh, dict) else {}
+        delay, last = fresh.get("hostDelayMs"), fresh.get("lastFinishedAt")
+        sent = shared_delay_ms(items)
+        sent_last = next((parse_iso(i.get("lastFinishedAt")) for i in items if i.get("lastFinishedAt") is not None), None)
+        update: dict = {}
+        if isinstance(delay, (int, float)) and not isinstance(delay, bool) and int(delay) > sent:
+            update["hostDelayMs"] = int(delay)
+            log(f"[{host}] a crawl that started meanwhile uses a longer delay on this host: {int(delay)} ms")
+        if parse_iso(last) is not None and (sent_last is None or parse_iso(last) > sent_last):
+            update["lastFinishedAt"] = last
+        out[host] = [{**i, **update} for i in items] if update else items
+    return out
+
+
 def read_robots(
     by_host: dict[str, list[dict]],
     delay_setting: int,
@@ -208,12 +246,14 @@ def plan(
     robots: list[dict] | None = None,
     now: Callable[[], float] = time.time,
     log: Callable[[str], None] = print,
+    current: Callable[[list[str]], dict] | None = None,
 ) -> dict:
     """Plan one level (algorithm of reference/scheduler.md §4.1; None means "not given").
 
     ``fetch(robots_url)`` fetches one robots.txt (called from several threads at once);
     ``robots`` = the crawl's cached outcomes (flow input, may be None); ``read_endpoints()``
-    returns the endpoint variable's text and is called only after every host was planned.
+    returns the endpoint variable's text and is called only after every host was planned;
+    ``current(hosts)`` gives the hosts' politeness now (:func:`with_current_politeness`).
     """
     respect = True if respect_robots is None else bool(respect_robots)
     delay_setting = DEFAULT_DELAY_MS if per_host_delay_ms is None else int(per_host_delay_ms)
@@ -221,6 +261,7 @@ def plan(
     by_host: dict[str, list[dict]] = {}
     for item in candidates or []:
         by_host.setdefault(str(item["host"]), []).append(item)
+    by_host = with_current_politeness(by_host, current, log)
 
     outcomes, fetched = (read_robots(by_host, delay_setting, robots, fetch=fetch, now=now, log=log)
                          if respect else ({}, {}))
@@ -302,6 +343,7 @@ def main(
     respect_robots: bool = True,
     host_parallelism: int = 4,
     robots: Optional[list[dict]] = None,
+    crawl_id: Optional[str] = None,
 ):
     # Literal defaults: Windmill's schema inference cannot read constants. The ledger always
     # sends an explicit delay; its default (ledger.crawl.crawls.DEFAULT_PER_HOST_DELAY_MS) is the
@@ -317,7 +359,31 @@ def main(
         return read_variable(VAR_ENDPOINTS)
 
     return plan(candidates, per_host_delay_ms, respect_robots, host_parallelism, fetch=fetch, read_endpoints=endpoints,
-                robots=robots)
+                robots=robots, current=ledger_politeness(crawl_id) if crawl_id else None)
+
+
+POLITENESS_TIMEOUT_S = 5.0
+POLITENESS_HOSTS_PER_CALL = 1000  # the ledger's limit (ledger.crawl.hosts.HOSTS_MAX)
+
+
+def ledger_politeness(crawl_id: str, read: Callable[[str], str] = read_variable) -> Callable[[list[str]], dict]:
+    """``current(hosts)`` for :func:`plan`: ``GET {waggle_api_url}/api/crawls/{crawl_id}/politeness``
+    with the flow's token, up to 1,000 hosts a call; raises on any failure (plan logs it)."""
+
+    def current(hosts: list[str]) -> dict:
+        api_url, token = read(VAR_API_URL).rstrip("/"), read(VAR_TOKEN)
+        found: dict = {}
+        with http_client(api_url, POLITENESS_TIMEOUT_S) as client:
+            for i in range(0, len(hosts), POLITENESS_HOSTS_PER_CALL):
+                resp = client.get(f"{api_url}/api/crawls/{crawl_id}/politeness",
+                                  params=[("host", h) for h in hosts[i:i + POLITENESS_HOSTS_PER_CALL]],
+                                  headers={"Authorization": f"Bearer {token}"})
+                if resp.status_code != 200:
+                    raise RuntimeError(f"HTTP {resp.status_code} {resp.text[:160]}")
+                found.update(resp.json()["hosts"])
+        return found
+
+    return current
 
 
 # The flow's fallback when the delay arrives as null: main's literal (one copy in this file).

@@ -9,7 +9,7 @@ import uuid
 from typing import Annotated, Any, ClassVar, Literal
 
 import orjson
-from fastapi import APIRouter, BackgroundTasks, Request
+from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 from typing_extensions import Required, TypedDict
@@ -19,7 +19,8 @@ from ledger.api.identity import Identity
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl import pages as pages_store
 from ledger.crawl import progress as progress_store
-from ledger.crawl import robots_cache
+from ledger.crawl import hosts as host_politeness
+from ledger.crawl import robots_cache, salvage
 from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
 from ledger.crawl.dispatch import dispatch_level, dispatch_waiting
 from ledger.crawl.errors import Refused
@@ -393,15 +394,49 @@ class ProgressEvent(_Strict):
 
 
 @router.post("/api/crawls/{crawl_id}/progress")
-async def post_progress(crawl_id: uuid.UUID, body: ProgressEvent, request: Request) -> dict:
+async def post_progress(crawl_id: uuid.UUID, body: ProgressEvent, request: Request,
+                        background: BackgroundTasks) -> JSONResponse:
     """A capture started or ended → 200 ``{"recorded": true}`` (idempotent; the flow's token, the
     level report's authorization). 404 unknown crawl; 409 not running, or ``url`` not a pending
-    page of its level in flight. Shown in ``GET /api/crawls/{id}`` ``levelProgress``."""
+    page of its level in flight. Shown in ``GET /api/crawls/{id}`` ``levelProgress``. A captured
+    page's ``done`` (with ``taskId``) that arrives after its crawl was failed is recorded as the
+    close would have (``ledger.crawl.salvage.record_late``; its archive admitted after the answer)."""
     await submitter(request)
-    if not await progress_store.record(request.app.state.services.pool, crawl_id, body.url, body.phase, body.status,
-                                       body.capture()):
+    services = request.app.state.services
+    try:
+        if not await progress_store.record(services.pool, crawl_id, body.url, body.phase, body.status, body.capture()):
+            raise Refused(404, "not found")
+    except Refused as refused:
+        late = await salvage.record_late(services.pool, crawl_id, body.url, body.capture(), services.settings.s3_bucket) \
+            if refused.status == 409 and body.capture() else None
+        if late is None:
+            raise
+        if late[1]:
+            background.add_task(verify_level, services, crawl_id, late[0], set(), late[1])
+    return JSONResponse({"recorded": True}, background=background)
+
+
+_HOST = re.compile(r"^[^\s/?#@]{1,262}$")  # a frontier host (name or [v6], optional :port)
+
+
+@router.get("/api/crawls/{crawl_id}/politeness")
+async def get_politeness(crawl_id: uuid.UUID, request: Request,
+                         host: Annotated[list[str] | None, Query()] = None) -> dict:
+    """The hosts' politeness now → 200 ``{"hosts": {host: {lastFinishedAt, hostDelayMs}}}`` (the
+    flow's token): what plan_level reads before a level's first request to a host, so a crawl
+    started meanwhile counts (ledger.crawl.hosts.current). 400 no ``host``, more than 1,000, or
+    one that is not a host; 404 unknown crawl; 409 not running."""
+    await submitter(request)
+    hosts = host or []
+    if not hosts or len(hosts) > host_politeness.HOSTS_MAX:
+        raise Refused(400, f"give 1 to {host_politeness.HOSTS_MAX} host query parameters (?host=a.test&host=b.test)")
+    bad = next((h for h in hosts if not _HOST.match(h)), None)
+    if bad is not None:
+        raise Refused(400, f"host {bad[:80]!r} is not a host name (no scheme, path, user or spaces; at most 262 characters)")
+    found = await host_politeness.current(request.app.state.services.pool, crawl_id, hosts)
+    if found is None:
         raise Refused(404, "not found")
-    return {"recorded": True}
+    return {"hosts": found}
 
 
 @router.post("/api/crawls/{crawl_id}/failed")

@@ -4,7 +4,8 @@ Reads the crawl status body of ``GET /api/crawls/{id}`` (ledger.md §6.8 and iss
 ``stopReason``, ``pagesDiscovered``, ``pagesCaptured``, ``pagesFailed``, ``pagesSkipped``,
 ``lastJob{id, depth}``, ``hostsInFlight``, ``failures[{url, depth, reason}]``, ``error``,
 ``startedAt``/``finishedAt``, and while running ``levelProgress{depth, planned, done, captured,
-failed, capturing[{host, url, since}]}`` (captures as they finish, issue 15). Counters the
+failed, capturing[{host, url, since}]}`` (captures as they finish, issue 15) and ``waiting[{host,
+kind, reason, crawlId?, until?}]`` (why hosts wait: ledger.crawl.waits). Counters the
 ledger does not send are shown as "–".
 """
 
@@ -117,6 +118,15 @@ def capturing(progress: dict, limit: int = 6) -> str:
     return text + (" …" if len(items) > limit else "") if items else "–"
 
 
+def waiting(crawl: dict, limit: int = 4) -> str | None:
+    """Why hosts wait (``waiting`` of a running crawl: another crawl's turn, robots.txt first, the
+    host's gap), ``; ``-joined, or None when nothing waits or the ledger does not say."""
+    items = [w for w in crawl.get("waiting") or [] if isinstance(w, dict) and w.get("reason")]
+    if not items:
+        return None
+    return "; ".join(str(w["reason"]) for w in items[:limit]) + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+
+
 def status_line(crawl: dict) -> str:
     """One plain line for logs and non-terminal output."""
     hosts = hosts_in_flight(crawl)
@@ -126,11 +136,13 @@ def status_line(crawl: dict) -> str:
         # the pages, not their hosts: a pipelined host has two captures in flight
         busy = [c.get("url") or c.get("host") for c in progress.get("capturing") or [] if isinstance(c, dict)]
         hosts_txt += f" · level {level_pages(progress)}" + (f" · capturing {', '.join(map(str, busy))}" if busy else "")
+    waits = waiting(crawl)
     return (
         f"crawl {crawl.get('crawlId', '?')} {crawl.get('state', '?')}: level {_n(level_of(crawl))}"
         f" · captured {_n(captured_count(crawl))} · failed {_n(failed_count(crawl))}"
         f" · skipped {_n(skipped_count(crawl))} · discovered {_n(count(crawl, 'pagesDiscovered'))}"
-        f" · hosts in flight {hosts_txt} · elapsed {format_duration(elapsed_s(crawl))}"
+        f" · hosts in flight {hosts_txt}" + (f" · waiting: {waits}" if waits else "")
+        + f" · elapsed {format_duration(elapsed_s(crawl))}"
     )
 
 
@@ -160,6 +172,9 @@ def progress_view(crawl: dict, note: str | None = None) -> Table:
         done = f"{level_pages(progress)} (captured {progress.get('captured', 0)}, failed {progress.get('failed', 0)})"
         grid.add_row("this level", done)
         grid.add_row("capturing now", capturing(progress))
+    waits = waiting(crawl, limit=6)
+    if waits:
+        grid.add_row("waiting", waits)
     grid.add_row("elapsed", format_duration(elapsed_s(crawl)))
     if note:
         grid.add_row("", Text(note, style="yellow"))
@@ -184,6 +199,9 @@ def summary_view(crawl: dict) -> Group:
     if crawl.get("formats"):  # chosen for this crawl (else the deployment's default)
         table.add_row("formats", ", ".join(map(str, crawl["formats"])))
     table.add_row("elapsed", format_duration(elapsed_s(crawl)))
+    waits = waiting(crawl, limit=6)
+    if waits:  # `waggle crawls ID` of a running crawl: why its hosts are not being captured now
+        table.add_row("waiting", Text(waits, style="yellow"))
     drops = crawl.get("drops")
     if isinstance(drops, dict) and drops:
         # links the ledger did not follow, per reason (scope, nofollow, trap defences)

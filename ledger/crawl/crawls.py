@@ -16,7 +16,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
-from ledger.crawl import frontier, salvage, traps
+from ledger.crawl import frontier, salvage, traps, waits
 from ledger.crawl.progress import level_progress
 from ledger.crawl.times import iso_ms
 from ledger.crawl.pages import capture_incomplete
@@ -239,7 +239,8 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
 
 
 async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
-    """The crawl's view with its 5 newest failures (``[{url, depth, reason, failureClass}]``), or None."""
+    """The crawl's view with its 5 newest failures (``[{url, depth, reason, failureClass}]``), or None;
+    while it runs also ``levelProgress`` and ``waiting`` (why hosts wait: ledger.crawl.waits)."""
     async with pool.connection() as conn:
         cur = await conn.execute("SELECT * FROM crawls WHERE id = %s", (crawl_id,))
         crawl = await cur.fetchone()
@@ -268,9 +269,12 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
             )
             hosts = [r["host"] for r in await cur.fetchall()]
             level = await level_progress(conn, crawl_id, crawl["current_depth"])
+            cur = await conn.execute("SELECT clock_timestamp() AS now")
+            waiting = await waits.waiting(conn, crawl, (await cur.fetchone())["now"])
     view = crawl_view(crawl, failures)
     if crawl["state"] == "running":
         view["levelProgress"] = level
+        view["waiting"] = waiting  # why hosts are not being captured now (ledger.crawl.waits)
     view["pagesFailed"] = by_state.get("failed", 0)
     view["pagesSkipped"] = by_state.get("skipped", 0)
     view["pagesPending"] = by_state.get("pending", 0)
@@ -341,7 +345,7 @@ async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = No
     return out
 
 
-CLOSED_BEFORE_CAPTURE = "the crawl was failed before this page was captured"
+CLOSED_BEFORE_CAPTURE = salvage.CLOSED_BEFORE_CAPTURE  # also imported from here
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 The body is the flow's arguments in snake_case (Windmill drops camelCase as "not passed").
 A dispatch that fails — non-2xx, timeout, refused connection — closes the crawl as
-``failed`` with the reason: a crawl is never left running after a failed dispatch.
+``failed`` with the reason: a crawl is never left running after a failed dispatch (what its
+progress events reported captured is kept: ``ledger.crawl.salvage``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 import httpx
 
-from ledger.crawl import robots_cache
+from ledger.archive.verify import verify_level
+from ledger.crawl import robots_cache, salvage
 from ledger.crawl.leases import PLANNED_GRACE_S, claim_level, expire_leases, lease_seconds, record_job
 from ledger.crawl.scripts import webhook_item
 from ledger.crawl.times import iso_ms  # noqa: F401 - also imported from here
@@ -148,7 +150,7 @@ async def dispatch_level(services: Any, crawl: dict, depth: int, pages: list[dic
         reason = str(exc) if isinstance(exc, DispatchFailed) else f"could not dispatch level {depth}: {type(exc).__name__}"
         log.error("Could not dispatch a level: crawl %s depth %d: %s", crawl_id, depth, reason,
                   exc_info=not isinstance(exc, DispatchFailed))
-        await _close_failed(pool, crawl_id, reason)
+        await _close_failed(services, crawl_id, reason)
         return None
     log.info("Level dispatched: crawl %s depth %d, %d pages on %d hosts, job %s", crawl_id, depth,
              len(claim.frontier), len(claim.leased), job_id)
@@ -168,16 +170,25 @@ async def dispatch_level(services: Any, crawl: dict, depth: int, pages: list[dic
     return job_id
 
 
-async def _close_failed(pool: Any, crawl_id: Any, reason: str) -> None:
+async def _close_failed(services: Any, crawl_id: Any, reason: str) -> None:
+    """Close the crawl ``failed``; its pages whose capture a progress event reported (a re-sent
+    level whose first job captured) are recorded and admitted (``ledger.crawl.salvage``)."""
+    tasks: list[str] = []
     try:
-        async with pool.connection() as conn:
-            await conn.execute(
+        async with services.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(
                 "UPDATE crawls SET state = 'failed', stop_reason = 'failed', finished_at = now(), error = %s"
-                " WHERE id = %s AND state = 'running'",
+                " WHERE id = %s AND state = 'running' RETURNING *",
                 (reason[:2000], crawl_id),
             )
+            row = await cur.fetchone()
+            if row is not None:
+                tasks = await salvage.record_captures(conn, row, services.settings.s3_bucket)
     except Exception:
         log.exception("Could not record the dispatch failure: crawl %s", crawl_id)
+        return
+    if tasks:
+        await verify_level(services, crawl_id, row["current_depth"], set(), tasks)
 
 
 async def dispatch_waiting(services: Any, *, planned_grace_s: float = PLANNED_GRACE_S) -> int:

@@ -7,7 +7,8 @@ that capture. The frontier of a level carries, per host, ``lastFinishedAt`` = th
 ``hostDelayMs`` = the largest per-host delay among this crawl, the crawl of that last capture,
 and every other running crawl with pages pending on the host; ``plan_level`` waits and spaces
 the host's captures by ``max(its own delay and Crawl-delay, hostDelayMs)`` (docs/internals.md
-"Concurrent crawls and host leases").
+"Concurrent crawls and host leases"). :func:`current` answers the same just before a level's
+first request (``GET /api/crawls/{id}/politeness``, docs/internals.md "Faults (round 21)").
 """
 
 from __future__ import annotations
@@ -86,3 +87,23 @@ async def politeness(conn: Any, crawl: dict, hosts: list[str]) -> dict[str, dict
     cur = await conn.execute(_POLITENESS, (crawl["per_host_delay_ms"], crawl["id"], sorted(set(hosts))))
     return {r["host"]: {"lastFinishedAt": iso_ms(r["last_capture_at"]), "hostDelayMs": int(r["delay_ms"])}
             for r in await cur.fetchall()}
+
+
+HOSTS_MAX = 1000  # hosts asked at once by GET /api/crawls/{id}/politeness (one level's plan)
+
+
+async def current(pool: Any, crawl_id: Any, hosts: list[str]) -> dict[str, dict] | None:
+    """The politeness of ``hosts`` for running crawl ``crawl_id`` *now* (:func:`politeness`):
+    what ``plan_level`` reads just before its first request to a host, so a crawl that registered
+    after this level was claimed — started at the same time — is honoured from robots.txt on.
+    None when the crawl does not exist. Raises :class:`Refused` 409 when it is not running."""
+    from ledger.crawl.errors import Refused
+
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT * FROM crawls WHERE id = %s", (crawl_id,))
+        crawl = await cur.fetchone()
+        if crawl is None:
+            return None
+        if crawl["state"] != "running":
+            raise Refused(409, f"the crawl is {crawl['state']}, not running: nothing more is sent to its hosts")
+        return await politeness(conn, crawl, hosts)

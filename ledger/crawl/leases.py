@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.crawl import hosts as host_politeness
+from ledger.crawl import salvage
 
 log = logging.getLogger("waggle.leases")
 
@@ -175,8 +176,10 @@ async def max_page_id(conn: Any) -> int:
 
 async def expire_leases(services: Any) -> list[str]:
     """Close the crawls whose lease expired (their job cancelled first, best effort), which
-    ends their leases; drop expired leases of crawls no longer at that level. Returns the
-    crawl ids closed."""
+    ends their leases, keeping what their progress events reported captured
+    (``ledger.crawl.salvage``); drop expired leases of crawls no longer at that level. Returns
+    the crawl ids closed."""
+    from ledger.archive.verify import verify_level
     from ledger.crawl.watchdog import cancel_job
 
     async with services.pool.connection() as conn:
@@ -190,16 +193,21 @@ async def expire_leases(services: Any) -> list[str]:
         reason = (f"the host lease of level {lease['depth']} expired (no report within WAGGLE_CRAWL_STALL_S plus"
                   " two watchdog intervals); its Windmill job was cancelled — check the capture servers and"
                   " Windmill workers, then start a new crawl")
-        async with services.pool.connection() as conn:
+        tasks: list[str] = []
+        async with services.pool.connection() as conn, conn.transaction():
             cur = await conn.execute(
                 "UPDATE crawls SET state = 'failed', stop_reason = COALESCE(stop_reason, 'failed'),"
                 " finished_at = now(), error = %s WHERE id = %s AND state = 'running' AND current_depth = %s"
-                " RETURNING id", (reason, lease["crawl_id"], lease["depth"]))
-            if await cur.fetchone():
+                " RETURNING *", (reason, lease["crawl_id"], lease["depth"]))
+            row = await cur.fetchone()
+            if row is not None:
                 closed.append(str(lease["crawl_id"]))
+                tasks = await salvage.record_captures(conn, row, services.settings.s3_bucket)
                 log.warning("Host lease expired; crawl %s closed", lease["crawl_id"])
             await conn.execute("DELETE FROM host_leases WHERE crawl_id = %s AND depth = %s AND expires_at < now()",
                                (lease["crawl_id"], lease["depth"]))
+        if tasks:  # admission after the close, as for a level report
+            await verify_level(services, lease["crawl_id"], lease["depth"], set(), tasks)
     return closed
 
 

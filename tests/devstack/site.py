@@ -5,7 +5,10 @@ Routes: ``/start`` 302 → ``/page``; ``/page`` has a ``fetch()`` of ``/api/data
 answers chunked + gzip'd (case C9); ``/banner`` has a CMP dialog, a consent wall and a fixed header; ``/missing`` 404; ``/big`` a 300 kB body; ``/slow`` waits
 ``?ms=`` ms; ``/tracker.js`` (policy target); ``/poll`` fetches ``/ping`` every 20 ms for ever. ``hits`` counts requests per path, ``arrivals`` logs (path, monotonic time);
 ``responses`` logs (path, monotonic time) as each answer starts its last write (a lower bound of
-when the response ended, on the machine-wide monotonic clock the capture server uses too);
+when the response ended, on the machine-wide monotonic clock the capture server uses too) —
+unless the client had already closed the connection then (the capture proxy cut the request at
+the seal: nothing it writes reaches the page, and a site thread late under load would otherwise
+log a time after the cut);
 ``connection_headers`` keeps each request's ``Connection`` header (the capture proxy sends
 ``close``; Chromium itself would send ``keep-alive``); ``user_agents`` keeps each request's
 ``User-Agent`` and ``Sec-CH-UA``. ``/tricky-links`` has link texts that JSON must escape;
@@ -15,6 +18,8 @@ when the response ended, on the machine-wide monotonic clock the capture server 
 from __future__ import annotations
 
 import gzip
+import select
+import socket
 import struct
 import threading
 import time
@@ -82,13 +87,26 @@ class _Handler(BaseHTTPRequestHandler):
         except ConnectionError:  # the browser gave up on a slow answer: not an error here
             pass
 
+    def _note_response(self, path: str) -> None:
+        """Log the answer's last write starting now, if it can still reach the client: the time is
+        taken first and the connection looked at after it, so a close seen open came after the
+        time (the proxy's own bound is later still) and a close seen closed means nothing passes."""
+        at = time.monotonic()
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            closed = bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            closed = True
+        if not closed:
+            self.site.responses.append((path, at))
+
     def _send(self, status: int, body: bytes, ctype: str, extra: dict | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         for k, v in (extra or {}).items():
             self.send_header(k, v)
-        self.site.responses.append((urlsplit(self.path).path, time.monotonic()))
+        self._note_response(urlsplit(self.path).path)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
@@ -104,7 +122,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(302)
             self.send_header("Location", "/page")
             self.send_header("Content-Length", "0")
-            self.site.responses.append((path, time.monotonic()))
+            self._note_response(path)
             self.end_headers()
         elif path == "/page":
             self._send(200, PAGE.encode(), "text/html; charset=utf-8", {"Set-Cookie": "sid=abc; Path=/"})
@@ -133,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
             for i in range(0, len(body), 100):
                 piece = body[i:i + 100]
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-            self.site.responses.append((path, time.monotonic()))
+            self._note_response(path)
             self.wfile.write(b"0\r\n\r\n")
         elif path == "/banner":
             self._send(200, BANNER.encode(), "text/html")

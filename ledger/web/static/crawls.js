@@ -4,7 +4,8 @@ import { api, ApiError, isMissingRoute } from "./api.js";
 import { el, elapsed, stateBadge, table, when } from "./dom.js";
 
 const LIST_POLL_MS = 2000;
-const CRAWL_POLL_MS = 1500;
+const CRAWL_POLL_MS = 1000;  // the crawl's facts (one GET /api/crawls/{id}: ~5 ms of ledger CPU, docs/internals.md)
+const PAGES_EVERY = 5;  // the pages table every 5th refresh (it may be long)
 const PAGES_LIMIT = 50;
 
 function level(c) {
@@ -84,6 +85,15 @@ function levelProgress(p) {
       : null);
 }
 
+// Why hosts are not being captured now (GET /api/crawls/{id} "waiting": another crawl's turn,
+// robots.txt first, the host's gap and what sets it).
+function waitingList(items) {
+  if (!items || !items.length) return null;
+  return el("div", { className: "waiting", id: "waiting" }, el("strong", {}, "Waiting: "),
+    el("ul", {}, items.map((w) => el("li", { dataset: { kind: w.kind, host: w.host } }, w.reason,
+      w.crawlId ? [" ", el("a", { href: "#/crawls/" + w.crawlId }, "open crawl " + w.crawlId.slice(0, 8))] : null))));
+}
+
 function pageRow(p, crawlId) {
   return el("tr", { className: "page", dataset: { state: p.state } },
     el("td", { className: "url" }, p.url, p.finalUrl && p.finalUrl !== p.url ? el("div", { className: "muted" }, "→ " + p.finalUrl) : null),
@@ -130,13 +140,17 @@ async function pagesSection(crawl, box, filter) {
 export async function crawlPage(view, ctx, crawlId) {
   view.replaceChildren(el("p", { className: "muted" }, "Loading…"));
   let filter = "";
+  let tick = 0;
+  let took = 0;  // ms the last GET of the crawl took
   const pagesBox = el("div", { id: "pages-box" });
   const filterSelect = el("select", { id: "page-state", onchange: () => { filter = filterSelect.value; refresh(true); } },
     ["", "captured", "failed", "skipped", "pending"].map((s) => el("option", { value: s }, s || "all states")));
   async function refresh(pagesOnly) {
     let crawl;
+    const asked = performance.now();
     try {
       crawl = await api("GET", "/api/crawls/" + encodeURIComponent(crawlId));
+      took = performance.now() - asked;
     } catch (e) {
       view.replaceChildren(el("h1", {}, "Crawl"),
         el("p", { className: e.status === 404 ? "muted" : "error", id: "crawl-missing" },
@@ -158,15 +172,19 @@ export async function crawlPage(view, ctx, crawlId) {
               crawl.hostsInFlight.length ? crawl.hostsInFlight.map((h) => el("span", {}, h)) : "—")
           : null,
         crawl.state === "running" ? levelProgress(crawl.levelProgress) : null,
+        crawl.state === "running" ? waitingList(crawl.waiting) : null,
         el("h2", {}, "Pages ", filterSelect),
         pagesBox].filter(Boolean));
     }
-    await pagesSection(crawl, pagesBox, filter);
-    if (crawl.state === "running" && !pagesOnly) ctx.later(() => refresh(false), CRAWL_POLL_MS);
+    // the facts every second; the pages table on a filter change, every PAGES_EVERY-th tick and at the end
+    if (pagesOnly || tick % PAGES_EVERY === 0 || crawl.state !== "running") await pagesSection(crawl, pagesBox, filter);
+    tick += 1;
+    // a huge crawl's view takes longer: then poll at most a third of the time (the ledger's cost bounded)
+    if (crawl.state === "running" && !pagesOnly) ctx.later(() => refresh(false), Math.max(CRAWL_POLL_MS, 2 * took));
   }
 
   async function failCrawl(crawl) {
-    if (!window.confirm("Fail crawl " + crawl.crawlId.slice(0, 8) + "? It stops at once: the level in flight is cancelled and its pages not yet reported are marked skipped. This cannot be undone.")) return;
+    if (!window.confirm("Fail crawl " + crawl.crawlId.slice(0, 8) + "? It stops at once: the level in flight is cancelled; pages already captured are kept with their archives, the others are marked skipped. This cannot be undone.")) return;
     try {
       await api("POST", "/api/crawls/" + crawl.crawlId + "/failed",
         { reason: "failed from the web page by " + ctx.session.subject });
