@@ -23,12 +23,20 @@ PAGES = ("/a", "/b", "/c")
 
 @pytest.fixture(scope="module")
 def servers(s3_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    """Two ``python -m devstack.capture`` processes with the server's default settle."""
-    procs = []
+    """Two ``python -m devstack.capture`` processes with the server's default settle (started
+    side by side: each start-up mostly waits for its Chromium)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int):
+        return start_module("devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
+                            tmp_dir=tmp_path_factory.mktemp(f"capture-{i}"))
+
+    with ThreadPoolExecutor(2) as pool:
+        starts = [pool.submit(one, i) for i in range(2)]
+    procs = [f.result() for f in starts if f.exception() is None]
     try:
-        for i in range(2):
-            procs.append(start_module("devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
-                                      tmp_dir=tmp_path_factory.mktemp(f"capture-{i}")))
+        for f in starts:
+            f.result()  # a failed start fails the fixture, after the other one is stopped below
         yield [url for _, url in procs]
     finally:
         for proc, _ in procs:
