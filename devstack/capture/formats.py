@@ -58,6 +58,7 @@ async def write_formats(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder)
     """Take every page format asked for; returns ``(title, document)`` where ``document`` is the
     report's ``{url, withheld?}`` (title None when the document is withheld)."""
     doc_url = page.url
+    await recorder.handled(doc_url, run.op_timeout(ctx.settings.operation_ms))
     withheld = document_withheld(run, recorder, doc_url)
     document: dict[str, Any] = {"url": doc_url}
     if withheld:

@@ -19,6 +19,7 @@ its navigation, aborted on purpose, is not recorded as a failure.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 from dataclasses import dataclass, field
@@ -97,6 +98,7 @@ class Recorder:
         self.cut = 0
         self.max_pending = max_pending
         self._tasks: set[asyncio.Task] = set()
+        self._handling: collections.Counter[str] = collections.Counter()  # URL → end handlers running
         self._stopped = False
         self._context: BrowserContext | None = None
         self._handlers: list[tuple[str, object]] = []
@@ -135,7 +137,28 @@ class Recorder:
         # The end is taken when the event arrives, not when its body fetch is done.
         if not self._stopped and request.url.startswith(("http:", "https:")):
             self.last_end = time.monotonic()
-        self._spawn(coro)
+        if self._stopped:
+            coro.close()
+            return
+        url = request.url
+        self._handling[url] += 1
+
+        async def handled() -> None:
+            try:
+                await coro
+            finally:
+                self._handling[url] -= 1
+                if not self._handling[url]:
+                    del self._handling[url]
+        self._spawn(handled())
+
+    async def handled(self, url: str, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until the end events of ``url`` that have arrived are
+        recorded in :attr:`exchanges` — their handlers await the browser, so on a loaded machine
+        the main document's exchange can still be on its way when the formats start."""
+        deadline = time.monotonic() + timeout_s
+        while self._handling.get(url) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
 
     def _on_request(self, request: Request) -> None:
         if not request.url.startswith(("http:", "https:")):
