@@ -56,6 +56,7 @@ class Seal:
     event: asyncio.Event = field(default_factory=asyncio.Event)
     run: Measured | None = None
     waiters: int = 0
+    accepted: asyncio.Event = field(default_factory=asyncio.Event)  # its capture was accepted here
 
 
 class SealBoard:
@@ -73,8 +74,30 @@ class SealBoard:
             seal = Seal()
         self._seals[key] = seal
         self._seals.move_to_end(key)
+        seal.accepted.set()
         self._trim()
         return seal
+
+    async def find(self, key: str, timeout_s: float) -> Seal | None:
+        """The seal of the capture accepted here with ``key`` (running or ended), waiting up to
+        ``timeout_s`` seconds for its acceptance (its POST may still be on its way); None when
+        no such capture was accepted (extension ``holdAfter``)."""
+        seal = self._seals.get(key)
+        if seal is None:
+            seal = self._seals[key] = Seal()
+            self._trim()
+        seal.waiters += 1
+        try:
+            await asyncio.wait_for(seal.accepted.wait(), timeout=timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            seal.waiters -= 1
+        if seal.accepted.is_set():
+            return seal
+        if seal.run is None and seal.waiters == 0 and self._seals.get(key) is seal and not seal.event.is_set():
+            del self._seals[key]
+        return None
 
     async def wait(self, key: str, timeout_s: float) -> dict[str, Any]:
         """The seal answer ``{key, sealed, sinceLastRequestMs}`` once ``key``'s capture sealed

@@ -776,6 +776,29 @@ class ChainPages:
         return submit_once(endpoints, self.job.request(index), index, sleep=nap, busy_jitter_ms=self.job.busy(),
                            log=self.job.say, now=self.job.now)
 
+    def hold_gaps_ms(self) -> tuple[int, int]:
+        """The host's gap now and after a 429/503 back-off (ms), for a held submission."""
+        return self.job.gap.ms, backed_off_gap(self.job.gap.ms)
+
+    def attempt_held(self, index: int, attempt: int, endpoint: Endpoint) -> Raw | None:
+        """In a worker thread: one submission of page ``index`` held behind the host's loading
+        capture on ``endpoint`` (extension ``holdAfter``); None when it was not taken (429, 409,
+        unreachable: nothing started, it is submitted again the usual way)."""
+        request = self.job.request(index)
+        sent = self.job.now()
+        try:
+            answer = endpoint.capture(request)
+        except TimeoutError as exc:  # the capture may be running: a page failure, as submit_once
+            return Raw(request["url"], None, exc, sent, self.job.now())
+        except Exception as exc:  # noqa: BLE001 - not taken
+            self.job.say(f"{index + 1}/{len(self.job.urls)} held submission not taken ({exc}); submitting it again")
+            return None
+        if answer.status in (409, 429):
+            self.job.say(f"{index + 1}/{len(self.job.urls)} held submission not taken ({describe_refusal(answer)[:120]});"
+                         " submitting it again")
+            return None
+        return Raw(request["url"], answer, None, sent, self.job.now())
+
     def seal_gap_from(self, index: int, body: dict, submitted: float, received: float) -> float:
         """``gapFrom`` from a seal answer (:func:`gap_start`: the same rule and clamp as an answer's)."""
         self.job.say(f"{index + 1}/{len(self.job.urls)} sealed {int((received - submitted) * 1000)} ms after"
