@@ -337,7 +337,13 @@ class Chain:
         """Submit the next page now to the endpoint that accepted ``flight``, held there until
         ``flight`` sealed and the gap passed since its last byte (extension ``holdAfter``), so
         its navigation is ready when the gap ends; None (nothing submitted) when that endpoint
-        does not advertise it, ``flight`` was not accepted or already answered, or no page is next."""
+        does not advertise it, ``flight`` was not accepted or already answered, no page is next,
+        or the host's gap is long (≥ 1.2 s, no short-gap ``loadWait``): a held capture keeps its
+        browser from other hosts for the gap, and a long gap hides the next navigation anyway."""
+        if settle_for_gap(self.pages.gap_ms()) is None:  # a long gap: the browser is not held idle for it
+            return None
+        if not any(EXT_HOLD in extensions_of(e) for e in self.endpoints):
+            return None
         while todo and todo[0][1] == 1 and self.pages.skip(todo[0][0]):
             todo.popleft()
         if not todo:
