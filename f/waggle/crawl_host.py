@@ -37,7 +37,8 @@ Pipelining and settle (issue 11, docs/internals.md): endpoints are asked once pe
 extensions they advertise (``GET /status``). Where one advertises ``sealWait``, the next capture
 is submitted when the previous one's page network is sealed — while it still packages — with
 ``startAfterMs`` holding its navigation until the gap has passed (:mod:`f.waggle.pipeline`: at most
-two captures of a host in flight, ``gapFrom`` from the seal answer); otherwise the loop below, each
+two captures of a host in flight, ``gapFrom`` from the seal answer; a short-gap host's next capture
+held behind the loading one where ``holdAfter`` is advertised); otherwise the loop below, each
 capture after the previous answer. Every request carries a ``loadWait`` whose quiet window fits
 the host's gap (:func:`f.waggle.pipeline.settle_for_gap`; none for a gap ≥ 1.2 s).
 
