@@ -57,13 +57,13 @@ class Hold:
     def release_at(self) -> float:
         """Monotonic s the held capture may reach a site: final once the previous capture sealed
         (its last request's end, else its seal, + the gap); before that an estimate that only
-        moves later (the last byte so far, else now, + the gap)."""
+        moves later (the last byte so far + the gap; nothing out yet: now + the gap)."""
         run = self.prev.run
         if self.sealed():
             base = getattr(run, "last_request_end", None) or getattr(run, "sealed_at", None) or time.monotonic()
         else:
-            proxy = getattr(run, "proxy", None)
-            base = max(getattr(proxy, "last_traffic", None) or 0.0, time.monotonic())
+            last = getattr(getattr(run, "proxy", None), "last_traffic", None)
+            base = time.monotonic() if last is None else last  # nothing out yet: at least the gap from now
         return base + self.gap()
 
     async def until_navigation(self, lead_s: float = NAVIGATION_LEAD_S) -> None:
