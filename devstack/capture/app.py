@@ -140,7 +140,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
         release = gate.enter()
         try:
             seal = ctx.seals.accept(key) if key else None
-            result = await run_capture(ctx, req, accepted=received, seal=seal, on_sealed=release, hold=hold)
+            try:
+                result = await run_capture(ctx, req, accepted=received, seal=seal, on_sealed=release, hold=hold)
+            except holds.HeldDuplicate as e:
+                return _error(409, "ConflictException", {
+                    "message": f"holdAfter: the previous capture ended at this URL ({e.url}); nothing was sent",
+                    "finalUrl": e.url})
             ctx.captures += 1
             # Already JSON types: FastAPI's jsonable_encoder walk of a dict return took 0.15 s for
             # the 14,000 inline links of a long page.

@@ -44,7 +44,7 @@ from devstack.capture.afterseal import AfterSeal
 from devstack.capture.behaviors import RUNTIME_JS
 from devstack.capture.browser import BrowserUnavailable
 from devstack.capture.formats import write_formats
-from devstack.capture.holds import Hold, wait_turn
+from devstack.capture.holds import Hold, HeldDuplicate, track_landing, wait_turn
 from devstack.capture.load import load_pages
 from devstack.capture.package import write_file_capture, write_wacz
 from devstack.capture.policies import Policies
@@ -102,6 +102,8 @@ async def _capture_and_answer(ctx: Ctx, run: Run, req: dict[str, Any]) -> dict[s
         body = await asyncio.wait_for(_capture(ctx, run), timeout=max(0.01, run.remaining_s()))
         report.update(body)
         report["artifacts"] = dict(run.artifacts)
+    except HeldDuplicate:
+        raise  # nothing was sent: app.py answers 409, no manifest
     except Exception as e:  # noqa: BLE001 — a capture must always end with a report
         fields, processing_ms = _failure(ctx.settings, run, e)
         report.update(fields)
@@ -261,10 +263,11 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         )
         run.proxy = sess.proxy
         run.mark("open-session")
-        if not sess.shared:
-            prepare_soon(ctx)  # the next capture's context, ready by this one's seal (issue 11)
+        if not sess.shared:  # the next capture's context, ready by this one's seal (issue 11)
+            prepare_soon(ctx, after=run.hold.prev.event if run.hold is not None else None)
         assert sess.page is not None
         windows = refuse_popups(sess.page)
+        track_landing(run, sess.page)  # seal answer finalUrl; a held capture's redirect check
         if run.hold is not None:
             await wait_turn(run)
         try:

@@ -25,6 +25,29 @@ from typing import Any
 from devstack.capture.seals import Seal
 from devstack.capture.state import BudgetExhausted, Run
 
+class HeldDuplicate(Exception):
+    """The previous capture's page landed at this held capture's URL (a redirect target listed
+    next): it ends before anything is sent, answered 409 with ``finalUrl``."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url
+
+
+def track_landing(run: Run, page: Any) -> None:
+    """Keep ``run.landed_url`` = the page's main-frame URL at each commit (HTTP redirects land
+    at once, script navigations when they commit)."""
+    def on_nav(frame: Any) -> None:
+        if frame == page.main_frame:
+            run.landed_url = frame.url
+            run.landed.set()
+    page.on("framenavigated", on_nav)
+
+
+def same_page(a: str, b: str) -> bool:
+    return a.partition("#")[0] == b.partition("#")[0]
+
+
 NAVIGATION_LEAD_S = 0.15  # as startAfterMs's (load.py): Chromium's navigation → first request
 BACKOFF_STATUSES = frozenset({429, 503})
 FIND_S = 2.0  # how long a held capture waits for its previous capture to be accepted (a race of two POSTs)
@@ -81,6 +104,20 @@ class Hold:
             except asyncio.TimeoutError:
                 pass
 
+    async def landed(self) -> str | None:
+        """Where the previous page landed (its main frame's committed URL), once it committed or
+        ended; None when it never committed."""
+        run = self.prev.run
+        landed = getattr(run, "landed", None)
+        if landed is not None and not landed.is_set() and not self.sealed():
+            waits = [asyncio.ensure_future(landed.wait()), asyncio.ensure_future(self.prev.event.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+        return getattr(self.prev.run, "landed_url", None)
+
     async def until_released(self) -> None:
         """The proxy's hold: wait for the previous capture's seal, then for its final release."""
         await self.prev.event.wait()
@@ -100,6 +137,9 @@ async def wait_turn(run: Run) -> None:
         run.proxy.hold_with(hold.until_released)
     try:
         await asyncio.wait_for(hold.until_navigation(), timeout=max(0.0, run.remaining_s() - 1.0))
+        landed = await asyncio.wait_for(hold.landed(), timeout=max(0.0, run.remaining_s() - 1.0))
     except asyncio.TimeoutError as e:
         raise BudgetExhausted() from e
+    if landed is not None and same_page(landed, run.url):
+        raise HeldDuplicate(landed)
     run.mark("hold-after")

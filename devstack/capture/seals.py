@@ -119,7 +119,11 @@ class SealBoard:
                 del self._seals[key]  # nobody submitted it (yet): do not keep it
             return {"key": key, "sealed": False, "sinceLastRequestMs": None}
         since = seal.run.since_last_request_ms() if seal.run is not None else None
-        return {"key": key, "sealed": True, "sinceLastRequestMs": since}
+        answer: dict[str, Any] = {"key": key, "sealed": True, "sinceLastRequestMs": since}
+        final = getattr(seal.run, "landed_url", None)
+        if isinstance(final, str) and final:  # where the page landed (redirects followed)
+            answer["finalUrl"] = final
+        return answer
 
     def _trim(self) -> None:
         """Forget the oldest entries beyond ``keep``, never a capture still running."""

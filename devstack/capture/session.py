@@ -182,13 +182,15 @@ def teardown_soon(ctx: Ctx, sess: Session) -> None:
     prepare_soon(ctx)
 
 
-def prepare_soon(ctx: Ctx) -> None:
+def prepare_soon(ctx: Ctx, after: asyncio.Event | None = None) -> None:
     """Start measuring the browser's memory and preparing spare contexts (unless that is under
     way, or the browser is due for recycling: the next capture relaunches it first). Started as
     soon as a capture has taken its context (the next capture may arrive at this one's seal, while
-    it packages: issue 11) and again after its teardown (a no-op when the spare is ready)."""
+    it packages: issue 11) and again after its teardown (a no-op when the spare is ready).
+    ``after``: a held capture's (holdAfter) waits for the previous capture's seal — a new renderer
+    started while that page settles would slow its seal, which the held capture waits for."""
     if ctx.preparing is None or ctx.preparing.done():
-        ctx.preparing = asyncio.ensure_future(_prepare(ctx))
+        ctx.preparing = asyncio.ensure_future(_prepare(ctx, after))
 
 
 async def _close(sess: Session) -> None:
@@ -206,7 +208,9 @@ async def _close(sess: Session) -> None:
         await sess.proxy.close()
 
 
-async def _prepare(ctx: Ctx) -> None:
+async def _prepare(ctx: Ctx, after: asyncio.Event | None = None) -> None:
+    if after is not None:
+        await after.wait()
     s = ctx.settings
     holder = ctx.browser
     browser = holder.browser

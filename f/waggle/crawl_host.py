@@ -702,6 +702,7 @@ class HostJob:
     links_per_page: int
     results: list[dict | None] = field(default_factory=list)
     finals: dict[str, str] = field(default_factory=dict)  # page_key(final URL) → the URL captured
+    sealed_finals: dict[str, str] = field(default_factory=dict)  # the same from seal answers (not answered yet)
 
     def request(self, index: int) -> dict:
         """The capture request of page ``index``, its settle bounded by the current gap."""
@@ -772,6 +773,11 @@ class ChainPages:
     def skip(self, index: int) -> bool:
         return self.job.duplicate(index)
 
+    def maybe_duplicate(self, index: int) -> bool:
+        """Whether a capture whose seal answer named page ``index``'s URL as where it landed
+        (extension 8 ``finalUrl``) may make it a duplicate once it answers."""
+        return page_key(self.job.urls[index]) in self.job.sealed_finals
+
     def attempt(self, index: int, attempt: int, endpoints: Sequence[Endpoint], nap: Callable[[float], None]) -> Raw:
         """In a worker thread: one submission of page ``index``."""
         return submit_once(endpoints, self.job.request(index), index, sleep=nap, busy_jitter_ms=self.job.busy(),
@@ -804,6 +810,9 @@ class ChainPages:
         """``gapFrom`` from a seal answer (:func:`gap_start`: the same rule and clamp as an answer's)."""
         self.job.say(f"{index + 1}/{len(self.job.urls)} sealed {int((received - submitted) * 1000)} ms after"
                      f" submission, {body.get('sinceLastRequestMs')} ms after its last request")
+        final = body.get("finalUrl")
+        if isinstance(final, str) and final and page_key(final) != page_key(self.job.urls[index]):
+            self.job.sealed_finals.setdefault(page_key(final), self.job.urls[index])
         return gap_start(body, submitted, received)
 
     def conclude(self, flight: "pipeline.Flight") -> tuple[float, bool]:

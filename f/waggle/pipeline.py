@@ -275,6 +275,8 @@ class Pages(Protocol):
 
     def skip(self, index: int) -> bool: ...  # True: page ``index`` is not captured (recorded by Pages)
 
+    def maybe_duplicate(self, index: int) -> bool: ...  # a sealed capture landed at its URL (not answered yet)
+
     def attempt(self, index: int, attempt: int, endpoints: Sequence[Keyed], nap: Nap) -> Any: ...
 
     def attempt_held(self, index: int, attempt: int, endpoint: Held) -> Any: ...  # None: not taken
@@ -323,6 +325,9 @@ class Chain:
                     if gap_from is not None:
                         finishing = self._until_lead(gap_from, finishing, todo)
                     index, attempt = todo.popleft()
+                    if attempt == 1 and finishing is not None and self.pages.maybe_duplicate(index):
+                        self._conclude(finishing, todo)  # its seal said it landed here: its answer decides
+                        finishing = None
                     if attempt == 1 and self.pages.skip(index):  # known once ``finishing`` answered
                         continue
                     flight = self._submit(pool, index, attempt, gap_from, finishing)

@@ -118,3 +118,24 @@ def test_a_failing_seal_wait_falls_back_to_the_answer(servers):
         results, felt = crawl(endpoints)
     assert all(f >= DELAY_MS / 1000 for f in felt), felt
     assert overlaps(results) == 0
+
+
+def test_a_redirect_target_listed_next_is_not_captured_twice(servers, test_site):
+    """``/start`` 302 → ``/page``, both listed, ``/page`` next: the held ``/page`` is ended by the
+    server before it sends anything (the previous page landed there, 409 with ``finalUrl``), the
+    seal answer's ``finalUrl`` makes the flow wait for ``/start``'s answer, and ``/page`` is
+    recorded as its redirect target — fetched by the site once, by ``/start``'s capture."""
+    import time
+
+    from f.waggle.crawl_host import REDIRECT_DUPLICATE
+
+    t0 = time.monotonic()
+    urls = [test_site.url("/start"), test_site.url("/page"), test_site.url("/other")]
+    logs: list[str] = []
+    with httpx.Client() as client:
+        endpoints = [HttpEndpoint(t, client, extensions=pipeline.read_extensions(client, t)) for t in servers]
+        results = capture_host(endpoints, "h", urls, "c1", formats=FORMATS, signing=False, scripts=[],
+                               delay_ms=DELAY_MS, log=logs.append)
+    assert [r["status"] for r in results] == ["captured", "skipped", "captured"], (results, logs)
+    assert results[1]["skipReason"] == REDIRECT_DUPLICATE + urls[0]
+    assert [p for p, t in list(test_site.arrivals) if t > t0 and p in ("/start", "/page")] == ["/start", "/page"]
