@@ -356,8 +356,8 @@ class Chain:
             return None
         while todo and todo[0][1] == 1 and self.pages.skip(todo[0][0]):
             todo.popleft()
-        if not todo:
-            return None
+        if not todo or (todo[0][1] == 1 and self.pages.maybe_duplicate(todo[0][0])):
+            return None  # a sealed capture landed at its URL: its answer decides at its turn
         tracker = flight.tracker
         while not flight.future.done():  # accepted = posted and no 429 back for POLL_AFTER_S
             tracker.wake.clear()
