@@ -27,13 +27,13 @@ it answers (its 429/503 back-off or retry then applies first) → submit B to an
 ``startAfterMs`` = what is left of the gap (an endpoint without it: after sleeping that) → wait for
 B's seal → A must have answered (at most two captures in flight: one loading, one finishing) → …
 Every capture's navigation starts ≥ the gap after the previous capture's ``gapFrom``; a retry is
-one more link of the same chain.
+one more link of the same chain. When the seal wait fails (a 404, an error, the answer first)
+the capture's ``gapFrom`` comes from its answer, exactly as without the extension.
 
 * ``holdAfter`` (extension 12, hosts with a gap under 1.2 s): B is submitted to A's endpoint
   while A still loads (:meth:`Chain._hold_next`), naming A's key and the gap; the server opens B
   at once and lets nothing of it reach the site before A sealed and the gap passed since A's
-  truly last byte. Not taken (409, 429, unreachable): B goes the way above. When the seal wait fails (a 404, an error, the answer first)
-the capture's ``gapFrom`` comes from its answer, exactly as without the extension.
+  truly last byte. Not taken (409, 429, unreachable): B goes the way above.
 """
 
 from __future__ import annotations
