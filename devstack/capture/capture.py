@@ -67,7 +67,8 @@ __all__ = ["Ctx", "Run", "run_capture", "CaptureFailure", "BudgetExhausted", "RU
 async def run_capture(ctx: Ctx, req: dict[str, Any], *, accepted: float | None = None,
                       seal: Seal | None = None, on_sealed: Callable[[], None] | None = None,
                       hold: Hold | None = None) -> dict[str, Any]:
-    """Run one capture; returns the ``CaptureResponse`` body (always, never raises).
+    """Run one capture; returns the ``CaptureResponse`` body (always; raises only
+    :class:`.holds.HeldDuplicate`, for a held capture ended before it sent anything).
 
     ``accepted``: monotonic seconds when the request was received (budget and ``startAfterMs``
     run from it; default now). ``seal``: the seal of the request's ``Waggle-Capture-Key``
