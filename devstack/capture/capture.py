@@ -265,7 +265,7 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         run.proxy = sess.proxy
         run.mark("open-session")
         if not sess.shared:  # the next capture's context, ready by this one's seal (issue 11)
-            prepare_soon(ctx, after=run.hold.prev.event if run.hold is not None else None)
+            prepare_soon(ctx)
         assert sess.page is not None
         windows = refuse_popups(sess.page)
         track_landing(run, sess.page)  # seal answer finalUrl; a held capture's redirect check
