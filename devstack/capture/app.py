@@ -5,7 +5,7 @@
 capture is loading, or two are running (:class:`CaptureGate`; no queue) → run the capture and answer 200 ``{taskId, report, manifest}``
 only after the manifest write. ``GET /status`` (with the waggle ``extensions`` it implements).
 Extensions (docs/capture-server.md): the ``Waggle-Capture-Key`` request header and
-``GET /captures/seal?key=&timeoutMs=`` (``sealWait``), ``startAfterMs`` in the body. With ``--faults-endpoint``: ``GET/PUT /faults``
+``GET /captures/seal?key=&timeoutMs=`` (``sealWait``), ``startAfterMs`` in the body, ``holdAfter`` in the body (a capture held behind the host's previous one). With ``--faults-endpoint``: ``GET/PUT /faults``
 reads/sets the fault knobs (tests). Unknown paths → 404 ``UnknownOperationException``. Every
 error carries ``x-amzn-errortype``.
 """
@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse
 
 from devstack.restjson import accepts_json as _accepts_json
 from devstack.restjson import error_response as _error
-from devstack.capture import names, seals
+from devstack.capture import holds, names, seals
 from devstack.capture.browser import BrowserHolder, BrowserUnavailable
 from devstack.capture.capture import Ctx, run_capture
 from devstack.capture.settings import BUILD, ServerSettings
@@ -36,7 +36,7 @@ log = logging.getLogger("devstack.capture")
 # Extensions of the v12 contract this server implements (docs/capture-server.md), listed in
 # GET /status so that a client uses one only where it is advertised.
 EXTENSIONS = ("sinceLastRequestMs", "sealWait", "startAfterMs", "sealBeforeFormats", "scrollHooks",
-              "captureAtDeadline", "screenshotsInWacz")
+              "holdAfter", "captureAtDeadline", "screenshotsInWacz")
 MAX_ACTIVE = 2  # one capture loading, one finishing (CaptureGate)
 
 
@@ -44,25 +44,33 @@ class CaptureGate:
     """Which captures may start: one **loading** at a time (from acceptance until its page's
     network is sealed), and at most :data:`MAX_ACTIVE` accepted and not yet answered — so the
     next capture loads while the previous one packages its WACZ, uploads and writes its manifest
-    (issue 11; the browser is not used after the seal). Event-loop only: no locking needed."""
+    (issue 11; the browser is not used after the seal). One exception (extension ``holdAfter``):
+    a capture held behind the one loading may join it, one at a time, its egress held until that
+    one's seal + gap (:mod:`.holds`), with one more unanswered capture allowed then.
+    Event-loop only: no locking needed."""
 
     def __init__(self) -> None:
-        self.loading = False
+        self.loading = 0  # accepted, network not sealed yet
         self.active = 0
 
     def busy(self) -> bool:
         """Whether ``POST /captures`` answers 429 now (also ``GET /status`` ``busy``)."""
-        return self.loading or self.active >= MAX_ACTIVE
+        return self.loading > 0 or self.active >= MAX_ACTIVE
+
+    def may_hold(self, prev_sealed: bool) -> bool:
+        """Whether a capture held behind a previous one (sealed or not) may start now: as any
+        capture, or beside that previous capture while it is the only one loading."""
+        return not self.busy() or (not prev_sealed and self.loading == 1 and self.active <= MAX_ACTIVE)
 
     def enter(self) -> Callable[[], None]:
         """Take the browser; returns the idempotent release called at the seal (or the end)."""
-        self.loading, self.active = True, self.active + 1
+        self.loading, self.active = self.loading + 1, self.active + 1
         released = False
 
         def release() -> None:
             nonlocal released
             if not released:
-                released, self.loading = True, False
+                released, self.loading = True, self.loading - 1
 
         return release
 
@@ -120,13 +128,25 @@ def create_app(settings: ServerSettings) -> FastAPI:
             return _error(400, "ValidationException", e.body())
         except seals.SealRequestError as e:
             return _error(400, "ValidationException", {"message": str(e)})
-        if gate.busy():
+        hold = None
+        if req.get("holdAfter") is not None:  # extension holdAfter: the previous capture must be ours
+            prev = await ctx.seals.find(req["holdAfter"]["key"], holds.FIND_S)
+            if prev is None:
+                return _error(409, "ConflictException", {"message": "holdAfter: no capture with key "
+                              f"{req['holdAfter']['key']} was accepted by this server; submit without holdAfter"})
+            hold = holds.Hold.of(prev, req["holdAfter"])
+        if not (gate.may_hold(hold.sealed()) if hold is not None else not gate.busy()):
             log.info("busy at %.4f", received)  # monotonic: tests/bench/politeness.py lays it beside the site's log
             return _error(429, "Busy", {"message": "a capture is already running on this browser"})
         release = gate.enter()
         try:
             seal = ctx.seals.accept(key) if key else None
-            result = await run_capture(ctx, req, accepted=received, seal=seal, on_sealed=release)
+            try:
+                result = await run_capture(ctx, req, accepted=received, seal=seal, on_sealed=release, hold=hold)
+            except holds.HeldDuplicate as e:
+                return _error(409, "ConflictException", {
+                    "message": f"holdAfter: the previous capture ended at this URL ({e.url}); nothing was sent",
+                    "finalUrl": e.url})
             ctx.captures += 1
             # Already JSON types: FastAPI's jsonable_encoder walk of a dict return took 0.15 s for
             # the 14,000 inline links of a long page.

@@ -106,12 +106,14 @@ class BrowserHolder:
         """Start Playwright and launch the browser (raises BrowserUnavailable)."""
         await self.ensure()
 
-    async def ensure(self) -> Browser:
+    async def ensure(self, may_recycle: bool = True) -> Browser:
+        """The browser, relaunched when disconnected or (``may_recycle``: no other capture is
+        loading on it) due for recycling."""
         async with self._lock:
             if self.browser is not None and not self.browser.is_connected():
                 log.warning("browser disconnected; relaunching")
                 await self._close_browser()
-            if self.browser is not None and self._due_for_recycling():
+            if self.browser is not None and may_recycle and self._due_for_recycling():
                 self.recycles += 1
                 await self._close_browser()
             if self.browser is None:

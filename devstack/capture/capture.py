@@ -44,6 +44,7 @@ from devstack.capture.afterseal import AfterSeal
 from devstack.capture.behaviors import RUNTIME_JS
 from devstack.capture.browser import BrowserUnavailable
 from devstack.capture.formats import write_formats
+from devstack.capture.holds import Hold, HeldDuplicate, track_landing, wait_turn
 from devstack.capture.load import load_pages
 from devstack.capture.package import write_file_capture, write_wacz
 from devstack.capture.policies import Policies
@@ -64,13 +65,17 @@ __all__ = ["Ctx", "Run", "run_capture", "CaptureFailure", "BudgetExhausted", "RU
 
 
 async def run_capture(ctx: Ctx, req: dict[str, Any], *, accepted: float | None = None,
-                      seal: Seal | None = None, on_sealed: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Run one capture; returns the ``CaptureResponse`` body (always, never raises).
+                      seal: Seal | None = None, on_sealed: Callable[[], None] | None = None,
+                      hold: Hold | None = None) -> dict[str, Any]:
+    """Run one capture; returns the ``CaptureResponse`` body (always; raises only
+    :class:`.holds.HeldDuplicate`, for a held capture ended before it sent anything).
 
     ``accepted``: monotonic seconds when the request was received (budget and ``startAfterMs``
     run from it; default now). ``seal``: the seal of the request's ``Waggle-Capture-Key``
     (extension ``sealWait``), signalled when the network is sealed and again when the capture
     ends; ``on_sealed`` is called once at the first of the two (the browser is free then).
+    ``hold`` (extension ``holdAfter``): nothing reaches a site before the previous capture's
+    seal + gap (:mod:`.holds`).
     Leaves background work in ``ctx`` (context teardown, next spare); the next call waits only
     for what it must (:meth:`Ctx.wait_idle`), and that wait counts against its task budget, so a
     hung teardown cannot push the answer past the caller's deadline. The answer carries
@@ -80,7 +85,7 @@ async def run_capture(ctx: Ctx, req: dict[str, Any], *, accepted: float | None =
     run = _new_run(ctx, req, accepted)
     if seal is not None:
         seal.run, run.seal_signal = run, seal.event
-    run.on_sealed = on_sealed
+    run.on_sealed, run.hold = on_sealed, hold
     try:
         return await _capture_and_answer(ctx, run, req)
     finally:
@@ -98,6 +103,8 @@ async def _capture_and_answer(ctx: Ctx, run: Run, req: dict[str, Any]) -> dict[s
         body = await asyncio.wait_for(_capture(ctx, run), timeout=max(0.01, run.remaining_s()))
         report.update(body)
         report["artifacts"] = dict(run.artifacts)
+    except HeldDuplicate:
+        raise  # nothing was sent: app.py answers 409, no manifest
     except Exception as e:  # noqa: BLE001 — a capture must always end with a report
         fields, processing_ms = _failure(ctx.settings, run, e)
         report.update(fields)
@@ -188,7 +195,7 @@ async def _capture(ctx: Ctx, run: Run) -> dict[str, Any]:
     first = run.policies.match_url(run.url)
     if first is not None and first.action == "deny":
         return {"status": "success", "document": {"withheld": "deny"}, "windowsNotOpened": 0}
-    browser = await _browser(ctx)
+    browser = await _browser(ctx, may_recycle=run.hold is None or run.hold.sealed())  # never under a loading capture
     run.mark("browser")
     return await _record(ctx, run, browser, checked)
 
@@ -223,7 +230,7 @@ async def _check_address(ctx: Ctx, run: Run) -> dict[tuple[str, int], list[str]]
     return {(parts.hostname, port): addresses}
 
 
-async def _browser(ctx: Ctx) -> Browser:
+async def _browser(ctx: Ctx, may_recycle: bool = True) -> Browser:
     s, faults = ctx.settings, ctx.settings.faults
     if faults.crash_browser:
         faults.crash_browser = False
@@ -232,7 +239,7 @@ async def _browser(ctx: Ctx) -> Browser:
     ctx.browser.max_rss_mb = faults.max_rss_mb or s.max_rss_mb
     ctx.browser.recycle_every = faults.recycle_every or s.recycle_every
     try:
-        return await ctx.browser.ensure()
+        return await ctx.browser.ensure(may_recycle)
     except BrowserUnavailable as e:
         raise CaptureFailure("failed", "connection", str(e)) from e
 
@@ -257,11 +264,18 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         )
         run.proxy = sess.proxy
         run.mark("open-session")
-        if not sess.shared:
-            prepare_soon(ctx)  # the next capture's context, ready by this one's seal (issue 11)
+        if not sess.shared:  # the next capture's context, ready by this one's seal (issue 11)
+            prepare_soon(ctx)
         assert sess.page is not None
         windows = refuse_popups(sess.page)
-        loaded = await load_pages(ctx, run, sess.page, sess.cdp, recorder, dprs, viewport)
+        track_landing(run, sess.page)  # seal answer finalUrl; a held capture's redirect check
+        if run.hold is not None:
+            await wait_turn(run)
+        try:
+            loaded = await load_pages(ctx, run, sess.page, sess.cdp, recorder, dprs, viewport)
+        except CaptureFailure as e:  # a held capture's back-off reads it before the seal below
+            run.doc_status = e.details.get("httpStatusCode")
+            raise
         if loaded.file is not None:
             return {**await write_file_capture(ctx, run, recorder, loaded, dprs, viewport),
                     "windowsNotOpened": windows["refused"]}

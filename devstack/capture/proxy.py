@@ -37,7 +37,7 @@ import contextlib
 import ipaddress
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 import anyio.to_thread
@@ -98,6 +98,7 @@ class GuardedProxy:
         self.dropped = 0  # connections refused while sealed
         self.last_traffic: float | None = None
         self.not_before: float | None = None  # monotonic s: no connection to a site before (startAfterMs)
+        self.hold: Callable[[], Awaitable[None]] | None = None  # awaited before each connection (holdAfter)
         self._busy: dict[asyncio.Task, float] = {}  # plain-HTTP requests sent to a site, response
         # not ended → monotonic seconds when sent
 
@@ -123,6 +124,7 @@ class GuardedProxy:
         self._on_denied = on_denied or (lambda url, method: None)
         self.last_traffic = None
         self.not_before = None
+        self.hold = None
         self.sealed = False
 
     def hold_until(self, at: float | None) -> None:
@@ -130,6 +132,12 @@ class GuardedProxy:
         no hold): each waits here until then (extension ``startAfterMs``, so the browser can
         start its navigation a little earlier and its first request leaves exactly on time)."""
         self.not_before = at
+
+    def hold_with(self, hold: Callable[[], Awaitable[None]]) -> None:
+        """No connection of this capture reaches a site before ``hold()`` returned (awaited anew
+        for each connection; extension ``holdAfter``: until the previous capture sealed and its
+        gap since its last byte passed)."""
+        self.hold = hold
 
     async def end_capture(self, drain_s: float = 0.1) -> None:
         """Seal the proxy (the capture is over): no new connection or request goes out; plain-HTTP
@@ -218,6 +226,8 @@ class GuardedProxy:
 
     async def _open(self, host: str, port: int, writer: asyncio.StreamWriter):
         label = f"{host}:{port}"
+        if self.hold is not None:
+            await self.hold()
         if self.not_before is not None and (hold := self.not_before - time.monotonic()) > 0:
             await asyncio.sleep(hold)  # a connection attempt is felt by the site: held as well
         if self.sealed:

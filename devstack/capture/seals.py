@@ -15,7 +15,7 @@ import asyncio
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 
 class Measured(Protocol):
@@ -56,6 +56,7 @@ class Seal:
     event: asyncio.Event = field(default_factory=asyncio.Event)
     run: Measured | None = None
     waiters: int = 0
+    accepted: asyncio.Event = field(default_factory=asyncio.Event)  # its capture was accepted here
 
 
 class SealBoard:
@@ -73,30 +74,48 @@ class SealBoard:
             seal = Seal()
         self._seals[key] = seal
         self._seals.move_to_end(key)
+        seal.accepted.set()
         self._trim()
         return seal
 
+    async def find(self, key: str, timeout_s: float) -> Seal | None:
+        """The seal of the capture accepted here with ``key`` (running or ended), waiting up to
+        ``timeout_s`` seconds for its acceptance (its POST may still be on its way); None when
+        no such capture was accepted (extension ``holdAfter``)."""
+        seal = await self._until(key, lambda s: s.accepted, timeout_s)
+        return seal if seal.accepted.is_set() else None
+
     async def wait(self, key: str, timeout_s: float) -> dict[str, Any]:
-        """The seal answer ``{key, sealed, sinceLastRequestMs}`` once ``key``'s capture sealed
-        or ended, or ``sealed: false`` after ``timeout_s`` seconds. ``sinceLastRequestMs`` is
-        measured now (as the answer is written), null when the page made no request."""
+        """The seal answer ``{key, sealed, sinceLastRequestMs, finalUrl?}`` once ``key``'s capture
+        sealed or ended, or ``sealed: false`` after ``timeout_s`` seconds. ``sinceLastRequestMs``
+        is measured now (as the answer is written), null when the page made no request."""
+        seal = await self._until(key, lambda s: s.event, timeout_s)
+        if not seal.event.is_set():
+            return {"key": key, "sealed": False, "sinceLastRequestMs": None}
+        since = seal.run.since_last_request_ms() if seal.run is not None else None
+        answer: dict[str, Any] = {"key": key, "sealed": True, "sinceLastRequestMs": since}
+        final = getattr(seal.run, "landed_url", None)
+        if isinstance(final, str) and final:  # where the page landed (redirects followed)
+            answer["finalUrl"] = final
+        return answer
+
+    async def _until(self, key: str, event: Callable[[Seal], asyncio.Event], timeout_s: float) -> Seal:
+        """``key``'s entry (made when unknown) once ``event(entry)`` is set or ``timeout_s``
+        passed; an entry no capture was accepted for is dropped when nobody waits on it any more."""
         seal = self._seals.get(key)
         if seal is None:
             seal = self._seals[key] = Seal()
             self._trim()
         seal.waiters += 1
         try:
-            await asyncio.wait_for(seal.event.wait(), timeout=timeout_s)
+            await asyncio.wait_for(event(seal).wait(), timeout=timeout_s)
         except asyncio.TimeoutError:
             pass
         finally:
             seal.waiters -= 1
-        if not seal.event.is_set():
-            if seal.run is None and seal.waiters == 0 and self._seals.get(key) is seal:
-                del self._seals[key]  # nobody submitted it (yet): do not keep it
-            return {"key": key, "sealed": False, "sinceLastRequestMs": None}
-        since = seal.run.since_last_request_ms() if seal.run is not None else None
-        return {"key": key, "sealed": True, "sinceLastRequestMs": since}
+        if not seal.accepted.is_set() and seal.waiters == 0 and self._seals.get(key) is seal:
+            del self._seals[key]  # nobody submitted it (yet): do not keep it
+        return seal
 
     def _trim(self) -> None:
         """Forget the oldest entries beyond ``keep``, never a capture still running."""

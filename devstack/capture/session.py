@@ -186,7 +186,9 @@ def prepare_soon(ctx: Ctx) -> None:
     """Start measuring the browser's memory and preparing spare contexts (unless that is under
     way, or the browser is due for recycling: the next capture relaunches it first). Started as
     soon as a capture has taken its context (the next capture may arrive at this one's seal, while
-    it packages: issue 11) and again after its teardown (a no-op when the spare is ready)."""
+    it packages: issue 11; a held capture's next one right after the previous seal — holdAfter:
+    deferring the spare to that seal left it unready, 0.9 → 1.3–1.9 s open-session under load)
+    and again after its teardown (a no-op when the spare is ready)."""
     if ctx.preparing is None or ctx.preparing.done():
         ctx.preparing = asyncio.ensure_future(_prepare(ctx))
 

@@ -119,6 +119,10 @@ class Run:
     on_sealed: Any = None  # called once then: the browser is free for the next capture (app.py)
     after_seal: Any = None  # an .afterseal.AfterSeal when the formats follow the seal (sealBeforeFormats)
     sealed_at: float | None = None  # monotonic seconds of the first :meth:`signal_sealed`
+    doc_status: int | None = None  # the main document's HTTP status when it failed the capture (holdAfter back-off)
+    hold: Any = None  # a .holds.Hold: this capture waits for the previous one's seal + gap (holdAfter)
+    landed_url: str | None = None  # the main frame's URL as last committed (seal answer finalUrl, holdAfter)
+    landed: asyncio.Event = field(default_factory=asyncio.Event)  # set at its first commit
 
     def signal_sealed(self) -> None:
         """The page's network is sealed (or the capture ended): wake the seal waits of this

@@ -17,6 +17,7 @@ from typing import Any
 FORMATS = ("png", "webp", "html", "links", "mhtml", "wacz")
 URL_ACTIONS = ("deny", "no-archive", "no-body")
 CT_ACTIONS = ("no-body",)
+KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a Waggle-Capture-Key (seals.KEY_RE)
 SHA_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 PRINTABLE_RE = re.compile(r"^[\x20-\x7e]*$")
 _SNAKE_HINTS = {
@@ -25,7 +26,7 @@ _SNAKE_HINTS = {
     "full_page": "fullPage", "device_pixel_ratios": "devicePixelRatios",
     "max_response_bytes": "maxResponseBytes", "url_policies": "urlPolicies",
     "artifact_sink": "artifactSink", "load_wait": "loadWait", "start_after_ms": "startAfterMs",
-    "seal_before_formats": "sealBeforeFormats", "dismissbanners": "dismissBanners",
+    "seal_before_formats": "sealBeforeFormats", "dismissbanners": "dismissBanners", "hold_after": "holdAfter",
 }
 
 
@@ -212,6 +213,9 @@ REQUEST = Obj(fields={
     "artifactSink": Obj(fields={"url": Str(required=True, min_len=1), "token": Str(required=True, min_len=1)}),
     "startAfterMs": Num(lo=0, hi=60000),  # waggle extension (docs/capture-server.md extension 9)
     "sealBeforeFormats": Bool(),  # waggle extension (docs/capture-server.md extension 10)
+    "holdAfter": Obj(fields={  # waggle extension (docs/capture-server.md extension 12)
+        "key": Str(required=True, min_len=1, max_len=64, pattern=KEY_RE),
+        "gapMs": Num(required=True, lo=0, hi=60000), "backoffGapMs": Num(lo=0, hi=120000)}),
     "captureAtDeadline": Bool(),  # waggle extension (docs/capture-server.md extension 14)
     "screenshotsInWacz": Bool(),  # waggle extension (docs/capture-server.md extension 15)
     "loadWait": Obj(fields={
@@ -246,6 +250,9 @@ def validate_request(body: Any) -> dict[str, Any]:
         raise ValidationError("loadWait: minMs must not exceed maxMs")
     if "maxMs" in lw and lw.get("quietMs", 0) > lw["maxMs"]:
         raise ValidationError("loadWait: quietMs must not exceed maxMs")
+    if body.get("holdAfter") is not None and body.get("session") == "shared":
+        raise ValidationError("holdAfter: a held capture runs beside the previous one, so it cannot use session: shared",
+                              [{"path": "/holdAfter", "message": "not allowed with session: shared"}])
     if not body["url"].strip():
         raise ValidationError("url must not be blank", [{"path": "/url", "message": "Member must not be blank"}])
     return body

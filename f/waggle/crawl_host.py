@@ -37,7 +37,8 @@ Pipelining and settle (issue 11, docs/internals.md): endpoints are asked once pe
 extensions they advertise (``GET /status``). Where one advertises ``sealWait``, the next capture
 is submitted when the previous one's page network is sealed — while it still packages — with
 ``startAfterMs`` holding its navigation until the gap has passed (:mod:`f.waggle.pipeline`: at most
-two captures of a host in flight, ``gapFrom`` from the seal answer); otherwise the loop below, each
+two captures of a host in flight, ``gapFrom`` from the seal answer; a short-gap host's next capture
+held behind the loading one where ``holdAfter`` is advertised); otherwise the loop below, each
 capture after the previous answer. Every request carries a ``loadWait`` whose quiet window fits
 the host's gap (:func:`f.waggle.pipeline.settle_for_gap`; none for a gap ≥ 1.2 s).
 
@@ -733,6 +734,7 @@ class HostJob:
     links_per_page: int
     results: list[dict | None] = field(default_factory=list)
     finals: dict[str, str] = field(default_factory=dict)  # page_key(final URL) → the URL captured
+    sealed_finals: dict[str, str] = field(default_factory=dict)  # the same from seal answers (not answered yet)
 
     def request(self, index: int) -> dict:
         """The capture request of page ``index``, its settle bounded by the current gap."""
@@ -803,15 +805,46 @@ class ChainPages:
     def skip(self, index: int) -> bool:
         return self.job.duplicate(index)
 
+    def maybe_duplicate(self, index: int) -> bool:
+        """Whether a capture whose seal answer named page ``index``'s URL as where it landed
+        (extension 8 ``finalUrl``) may make it a duplicate once it answers."""
+        return page_key(self.job.urls[index]) in self.job.sealed_finals
+
     def attempt(self, index: int, attempt: int, endpoints: Sequence[Endpoint], nap: Callable[[float], None]) -> Raw:
         """In a worker thread: one submission of page ``index``."""
         return submit_once(endpoints, self.job.request(index), index, sleep=nap, busy_jitter_ms=self.job.busy(),
                            log=self.job.say, now=self.job.now)
 
+    def hold_gaps_ms(self) -> tuple[int, int]:
+        """The host's gap now and after a 429/503 back-off (ms), for a held submission."""
+        return self.job.gap.ms, backed_off_gap(self.job.gap.ms)
+
+    def attempt_held(self, index: int, attempt: int, endpoint: Endpoint) -> Raw | None:
+        """In a worker thread: one submission of page ``index`` held behind the host's loading
+        capture on ``endpoint`` (extension ``holdAfter``); None when it was not taken (429, 409,
+        unreachable: nothing started, it is submitted again the usual way)."""
+        request = self.job.request(index)
+        sent = self.job.now()
+        try:
+            answer = endpoint.capture(request)
+        except TimeoutError as exc:  # the capture may be running: a page failure, as submit_once
+            return Raw(request["url"], None, exc, sent, self.job.now())
+        except Exception as exc:  # noqa: BLE001 - not taken
+            self.job.say(f"{index + 1}/{len(self.job.urls)} held submission not taken ({exc}); submitting it again")
+            return None
+        if answer.status in (409, 429):
+            self.job.say(f"{index + 1}/{len(self.job.urls)} held submission not taken ({describe_refusal(answer)[:120]});"
+                         " submitting it again")
+            return None
+        return Raw(request["url"], answer, None, sent, self.job.now())
+
     def seal_gap_from(self, index: int, body: dict, submitted: float, received: float) -> float:
         """``gapFrom`` from a seal answer (:func:`gap_start`: the same rule and clamp as an answer's)."""
         self.job.say(f"{index + 1}/{len(self.job.urls)} sealed {int((received - submitted) * 1000)} ms after"
                      f" submission, {body.get('sinceLastRequestMs')} ms after its last request")
+        final = body.get("finalUrl")
+        if isinstance(final, str) and final and page_key(final) != page_key(self.job.urls[index]):
+            self.job.sealed_finals.setdefault(page_key(final), self.job.urls[index])
         return gap_start(body, submitted, received)
 
     def conclude(self, flight: "pipeline.Flight") -> tuple[float, bool]:

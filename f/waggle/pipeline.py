@@ -29,6 +29,11 @@ B's seal → A must have answered (at most two captures in flight: one loading, 
 Every capture's navigation starts ≥ the gap after the previous capture's ``gapFrom``; a retry is
 one more link of the same chain. When the seal wait fails (a 404, an error, the answer first)
 the capture's ``gapFrom`` comes from its answer, exactly as without the extension.
+
+* ``holdAfter`` (extension 12, hosts with a gap under 1.2 s): B is submitted to A's endpoint
+  while A still loads (:meth:`Chain._hold_next`), naming A's key and the gap; the server opens B
+  at once and lets nothing of it reach the site before A sealed and the gap passed since A's
+  truly last byte. Not taken (409, 429, unreachable): B goes the way above.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ EXT_SINCE = "sinceLastRequestMs"
 EXT_SEAL = "sealWait"
 EXT_START = "startAfterMs"
 EXT_SEAL_FIRST = "sealBeforeFormats"
+EXT_HOLD = "holdAfter"
 KEY_HEADER = "Waggle-Capture-Key"
 STATUS_TIMEOUT_S = 5.0
 SEAL_POLL_MS = 10_000  # one long-poll; polled again while the capture runs
@@ -165,6 +171,27 @@ class Keyed:
         return self.endpoint.capture(body)
 
 
+class Held:
+    """The endpoint of the capture now loading, as the host's next submission uses it there
+    (extension ``holdAfter``): the request names the loading capture's key and the host's gap
+    (and the gap after a 429/503 back-off); the server holds its egress until that capture sealed
+    and the gap passed since its last byte."""
+
+    def __init__(self, endpoint: Any, tracker: Tracker, prev_key: str, gaps: tuple[int, int],
+                 now: Callable[[], float]) -> None:
+        self.endpoint, self.target = endpoint, endpoint.target
+        self._tracker, self._prev_key, self._gaps, self._now = tracker, prev_key, gaps, now
+
+    def capture(self, request: dict) -> Any:
+        ext = extensions_of(self.endpoint)
+        body = dict(request)
+        if EXT_SEAL_FIRST in ext and "loadWait" in body:
+            body[EXT_SEAL_FIRST] = True
+        body[EXT_HOLD] = {"key": self._prev_key, "gapMs": self._gaps[0], "backoffGapMs": self._gaps[1]}
+        self._tracker.posting(self.endpoint, self._now())
+        return self.endpoint.capture(body, headers={KEY_HEADER: self._tracker.key})
+
+
 def _spawn(fn: Callable[..., Any], *args: Any) -> Future:
     """``fn(*args)`` in a daemon thread (a seal poll left behind must never hold the job open)."""
     future: Future = Future()
@@ -238,6 +265,7 @@ class Flight:
     future: Future
     gap_from: float | None = None
     concluded: bool = False
+    held: bool = False  # submitted behind the previous flight (holdAfter): its Raw is None if not taken
 
 
 class Pages(Protocol):
@@ -247,7 +275,13 @@ class Pages(Protocol):
 
     def skip(self, index: int) -> bool: ...  # True: page ``index`` is not captured (recorded by Pages)
 
+    def maybe_duplicate(self, index: int) -> bool: ...  # a sealed capture landed at its URL (not answered yet)
+
     def attempt(self, index: int, attempt: int, endpoints: Sequence[Keyed], nap: Nap) -> Any: ...
+
+    def attempt_held(self, index: int, attempt: int, endpoint: Held) -> Any: ...  # None: not taken
+
+    def hold_gaps_ms(self) -> tuple[int, int]: ...  # (the gap, the gap after a 429/503 back-off)
 
     def seal_gap_from(self, index: int, body: dict, submitted: float, received: float) -> float: ...
 
@@ -263,34 +297,90 @@ class Chain:
     def __init__(self, endpoints: Sequence[Any], pages: Pages, *, now: Callable[[], float],
                  sleep: Callable[[float], None] = time.sleep, lead_ms: int = START_LEAD_MS) -> None:
         self.endpoints, self.pages, self.now, self.sleep, self.lead_s = endpoints, pages, now, sleep, lead_ms / 1000
+        self._begun: set[int] = set()
 
     def run(self, count: int, gap_from: Optional[float] = None) -> None:
         """Capture pages ``0..count-1`` (and their retries); outcomes go to ``pages.conclude``.
         ``gap_from``: when the host's gap runs from before the first capture (None: no wait).
         A page ``pages.skip`` declines (asked before its first submission, and again once the
         wait before it ended: the previous capture may have answered meanwhile) is not submitted
-        and takes no gap; a capture still in flight cannot tell, so its duplicate goes ahead."""
+        and takes no gap; a capture still in flight cannot tell, so its duplicate goes ahead.
+        Where the loading capture's endpoint advertises ``holdAfter``, the next page is submitted
+        there at once, held by the server (:meth:`_hold_next`); not taken, it goes the usual way."""
         todo: deque[tuple[int, int]] = deque((i, 1) for i in range(count))
         finishing: Flight | None = None
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="capture") as pool:
-            while todo or finishing is not None:
-                if not todo:
-                    self._conclude(finishing, todo)
-                    finishing = None
-                    continue
-                if todo[0][1] == 1 and self.pages.skip(todo[0][0]):  # known before any wait
-                    todo.popleft()
-                    continue
-                if gap_from is not None:
-                    finishing = self._until_lead(gap_from, finishing, todo)
-                index, attempt = todo.popleft()
-                if attempt == 1 and self.pages.skip(index):  # known once ``finishing`` answered
-                    continue
-                flight = self._submit(pool, index, attempt, gap_from, finishing)
-                gap_from = self._gap_from(flight, todo)
-                if finishing is not None:  # at most two in flight: the older one must be done
+        held: Flight | None = None
+        with ThreadPoolExecutor(max_workers=3, thread_name_prefix="capture") as pool:
+            while todo or finishing is not None or held is not None:
+                if held is not None:
+                    flight, held = held, None
+                else:
+                    if not todo:
+                        self._conclude(finishing, todo)
+                        finishing = None
+                        continue
+                    if todo[0][1] == 1 and self.pages.skip(todo[0][0]):  # known before any wait
+                        todo.popleft()
+                        continue
+                    if gap_from is not None:
+                        finishing = self._until_lead(gap_from, finishing, todo)
+                    index, attempt = todo.popleft()
+                    if attempt == 1 and finishing is not None and self.pages.maybe_duplicate(index):
+                        self._conclude(finishing, todo)  # its seal said it landed here: its answer decides
+                        finishing = None
+                    if attempt == 1 and self.pages.skip(index):  # known once ``finishing`` answered
+                        continue
+                    flight = self._submit(pool, index, attempt, gap_from, finishing)
+                held = self._hold_next(pool, flight, todo)
+                sealed_from = self._gap_from(flight, todo)
+                if sealed_from is not None:
+                    gap_from = sealed_from
+                elif held is not None and held.future.result() is None:  # behind one never accepted
+                    held.concluded = True
+                    todo.insert(1, (held.index, held.attempt))
+                    held = None
+                if finishing is not None:  # the older one must be done (answered soon after its seal)
                     self._conclude(finishing, todo)
                 finishing = None if flight.concluded else flight
+
+    def _hold_next(self, pool: ThreadPoolExecutor, flight: Flight, todo: deque) -> Flight | None:
+        """Submit the next page now to the endpoint that accepted ``flight``, held there until
+        ``flight`` sealed and the gap passed since its last byte (extension ``holdAfter``), so
+        its navigation is ready when the gap ends; None (nothing submitted) when that endpoint
+        does not advertise it, ``flight`` was not accepted or already answered, no page is next,
+        or the host's gap is long (≥ 1.2 s, no short-gap ``loadWait``): a held capture keeps its
+        browser from other hosts for the gap, and a long gap hides the next navigation anyway."""
+        if settle_for_gap(self.pages.gap_ms()) is None:  # a long gap: the browser is not held idle for it
+            return None
+        if not any(EXT_HOLD in extensions_of(e) for e in self.endpoints):
+            return None
+        while todo and todo[0][1] == 1 and self.pages.skip(todo[0][0]):
+            todo.popleft()
+        if not todo or (todo[0][1] == 1 and self.pages.maybe_duplicate(todo[0][0])):
+            return None  # a sealed capture landed at its URL: its answer decides at its turn
+        tracker = flight.tracker
+        while not flight.future.done():  # accepted = posted and no 429 back for POLL_AFTER_S
+            tracker.wake.clear()
+            young = POLL_AFTER_S - (time.monotonic() - tracker.posted_mono)
+            if tracker.endpoint is not None and young <= 0:
+                break
+            tracker.wake.wait(young if tracker.endpoint is not None else 1.0)
+        endpoint = tracker.endpoint
+        if flight.future.done() or endpoint is None or not {EXT_HOLD, EXT_SEAL} <= extensions_of(endpoint):
+            return None
+        index, attempt = todo.popleft()
+        nxt = Tracker()
+        view = Held(endpoint, nxt, tracker.key, self.pages.hold_gaps_ms(), self.now)
+        self._started(index, attempt)
+        future = pool.submit(self.pages.attempt_held, index, attempt, view)
+        future.add_done_callback(lambda _f: nxt.wake.set())
+        return Flight(index, attempt, nxt, future, held=True)
+
+    def _started(self, index: int, attempt: int) -> None:
+        """``pages.started`` once per page (a held submission not taken is submitted again)."""
+        if attempt == 1 and index not in self._begun:
+            self._begun.add(index)
+            self.pages.started(index)
 
     def _until_lead(self, gap_from: float, finishing: Flight | None, todo: deque) -> Flight | None:
         """Wait until the lead before the gap (``gap_from`` + the host's current gap) ends,
@@ -315,14 +405,13 @@ class Chain:
             return None if gap_from is None else gap_from + self.pages.gap_ms() / 1000
 
         view = [Keyed(e, tracker, start_at, self.now, self.sleep) for e in self.endpoints]
-        if attempt == 1:
-            self.pages.started(index)
+        self._started(index, attempt)
         nap = Nap(finishing.future if finishing is not None else None, self.sleep)
         future = pool.submit(self.pages.attempt, index, attempt, view, nap)
         future.add_done_callback(lambda _f: tracker.wake.set())
         return Flight(index, attempt, tracker, future)
 
-    def _gap_from(self, flight: Flight, todo: deque) -> float:
+    def _gap_from(self, flight: Flight, todo: deque) -> float | None:
         """The flight's ``gapFrom``: from its seal, or (no seal) from its answer, concluded here."""
         sealed = await_seal(flight.tracker, flight.future)
         if sealed is None:
@@ -332,7 +421,13 @@ class Chain:
         flight.gap_from = self.pages.seal_gap_from(flight.index, body, submitted, received)
         return flight.gap_from
 
-    def _conclude(self, flight: Flight, todo: deque) -> float:
+    def _conclude(self, flight: Flight, todo: deque) -> float | None:
+        """The flight's outcome to ``pages``; returns its gapFrom (None: a held submission the
+        server did not take, back at the front of ``todo``, nothing reached the site)."""
+        if flight.held and flight.future.result() is None:
+            flight.concluded = True
+            todo.appendleft((flight.index, flight.attempt))
+            return None
         gap_from, retry = self.pages.conclude(flight)
         flight.concluded = True
         if retry:

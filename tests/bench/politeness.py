@@ -274,11 +274,13 @@ def _merge_browser_retries(caps: list, last_submitted: dict[str, float] | None =
     return out
 
 
-def scheduler_gaps(run: dict, delay_ms: int, boundary: bool = False) -> list[float]:
+def scheduler_gaps(run: dict, delay_ms: int, boundary: bool = False, held: list | None = None) -> list[float]:
     """The flow's own view, per host: next ``submittedAt`` − previous ``gapFrom`` (where the flow
     started the gap: the page's last request, issue 11; ``finishedAt`` without it) − delay (s),
     from ``crawl_pages`` (ms resolution; last attempt of a retried page); within a level, or
-    across a level boundary when ``boundary``."""
+    across a level boundary when ``boundary``. ``held``: given, collects instead the pairs whose
+    next capture was submitted before the previous ``gapFrom`` — held by the capture server
+    behind the loading capture (extension ``holdAfter``), where the flow-side gap says nothing."""
     delays = {f"127.0.0.1:{h.port}": max(delay_ms / 1000, CRAWL_DELAY_S if i == SLOW_HOST else 0)
               for i, h in enumerate(run["hosts"])}
     out = []
@@ -291,6 +293,9 @@ def scheduler_gaps(run: dict, delay_ms: int, boundary: bool = False) -> list[flo
         for prev, nxt in zip(pages, pages[1:]):
             if (prev["depth"] != nxt["depth"]) == boundary:
                 start = prev.get("gap_from") or prev["finished"]
+                if held is not None and nxt["submitted"] < start:
+                    held.append(nxt["submitted"] - start)
+                    continue
                 out.append(nxt["submitted"] - start - delays.get(host, delay_ms / 1000))
     return out
 
@@ -364,7 +369,7 @@ def capture_timelines(state: Path) -> tuple[list[dict], list[float]]:
 
 # Where a capture's phases end, relative to the site's last request of the page (ms).
 # The next capture's phases from acceptance to the navigation (ms each).
-HEAD_PHASES = ("wait-idle", "check-address", "browser", "open-session", "start-after")
+HEAD_PHASES = ("wait-idle", "check-address", "browser", "open-session", "hold-after", "start-after")
 SEAL_PHASES = ("load", "settle", "behaviors", "dismiss-behaviors", "seal", "title-links", "page-formats")
 
 
@@ -572,7 +577,8 @@ def politeness(ctx: Context, delays: list[int]) -> None:
                     t0 = time.monotonic()
                     run = run_crawl(info, wm_token, d)
                     gaps = gap_analysis(run, d)
-                    gaps["scheduler"] = scheduler_gaps(run, d)
+                    gaps["held"] = []
+                    gaps["scheduler"] = scheduler_gaps(run, d, held=gaps["held"])
                     gaps["scheduler_boundary"] = scheduler_gaps(run, d, boundary=True)
                     gaps["retries_logged"] = _flow_retries(info, wm_token, run)
                     levels = level_analysis(run, d)
@@ -652,6 +658,8 @@ def _metrics(ctx: Context, label: str, gaps: dict, levels: list[dict], whole: di
         ctx.metric(f"[{label}] flow-side gap − delay (submit − gapFrom), min", min(sched) if sched else None,
                    "ms", -START_LEAD_MS, ">=", f"median {percentile(sched, 50):.0f} ms, p99 "
                    f"{percentile(sched, 99):.0f} ms, n={len(sched)}; ≥ −lead: startAfterMs" if sched else "")
+        ctx.metric(f"[{label}] submissions held behind the loading capture (holdAfter)", len(gaps.get("held", [])),
+                   "captures", note="submitted before the previous gapFrom; not in the flow-side gap above")
         head, tail = [x * 1000 for x in gaps["head"]], [x * 1000 for x in gaps["tail"]]
         ctx.metric(f"[{label}] capture head (submit → first request), median", percentile(head, 50), "ms",
                    note=f"p99 {percentile(head, 99):.0f} ms; includes the startAfterMs wait" if head else "")

@@ -3,7 +3,7 @@
 Routes: ``/start`` 302 → ``/page``; ``/page`` has a ``fetch()`` of ``/api/data.json``, an iframe
 ``/frame.html``, a lazy image ``/img/lazy.png`` 5000 px below the fold and links; ``/gzip``
 answers chunked + gzip'd (case C9); ``/banner`` has a CMP dialog, a consent wall and a fixed header; ``/missing`` 404; ``/big`` a 300 kB body; ``/slow`` waits
-``?ms=`` ms; ``/tracker.js`` (policy target); ``/poll`` fetches ``/ping`` every 20 ms for ever. ``hits`` counts requests per path, ``arrivals`` logs (path, monotonic time);
+``?ms=`` ms; ``/tracker.js`` (policy target); ``/poll`` fetches ``/ping`` every 20 ms for ever; ``/late?ms=`` fetches ``/late-ping`` once, ``ms`` after it ran. ``hits`` counts requests per path, ``arrivals`` logs (path, monotonic time);
 ``responses`` logs (path, monotonic time) as each answer starts its last write (a lower bound of
 when the response ended, on the machine-wide monotonic clock the capture server uses too) —
 unless the client had already closed the connection then (the capture proxy cut the request at
@@ -66,6 +66,9 @@ WORKER_PAGE = """<!doctype html><html><head><title>worker</title></head><body><p
 
 POLL = """<!doctype html><html><head><title>poll</title></head><body><p>polling</p>
 <script>setInterval(() => fetch('/ping?' + Date.now()).catch(() => {}), 20);</script></body></html>"""
+
+LATE = """<!doctype html><html><head><title>late</title></head><body><p>one late request</p>
+<script>setTimeout(() => fetch('/late-ping?' + Date.now()).catch(() => {}), %d);</script></body></html>"""
 
 BANNER = """<!doctype html><html><head><title>banner</title></head><body>
 <header style="position:fixed;top:0;z-index:5000;width:100%;height:100%">site header</header>
@@ -137,7 +140,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"window.tracked = true;", "application/javascript")
         elif path == "/poll":
             self._send(200, POLL.encode(), "text/html")
-        elif path == "/ping":
+        elif path == "/late":
+            ms = int(parse_qs(parts.query).get("ms", ["500"])[0])
+            self._send(200, (LATE % ms).encode(), "text/html")
+        elif path == "/ping" or path == "/late-ping":
             self._send(200, b"pong", "text/plain", {"Cache-Control": "no-store"})
         elif path == "/other":
             self._send(200, b"<html><head><title>other</title></head><body>other</body></html>", "text/html")

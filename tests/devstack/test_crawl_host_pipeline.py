@@ -69,6 +69,11 @@ def overlaps(results: list[dict]) -> int:
     return sum(b["submittedAt"] < a["finishedAt"] for a, b in zip(results, results[1:]))
 
 
+def held(results: list[dict]) -> int:
+    """Captures submitted before the previous one's page sealed (extension holdAfter)."""
+    return sum(b["submittedAt"] < a["gapFrom"] for a, b in zip(results, results[1:]))
+
+
 def test_the_servers_advertise_the_extensions(servers):
     with httpx.Client() as client:
         assert pipeline.read_extensions(client, servers[0]) >= {"sealWait", "startAfterMs", "sinceLastRequestMs"}
@@ -82,6 +87,7 @@ def test_negotiated_endpoints_pipeline_and_keep_the_delay(servers):
     print("felt gaps (ms):", [round(f * 1000) for f in felt])
     assert len(felt) == 3 and all(f >= DELAY_MS / 1000 for f in felt), felt
     assert overlaps(results) >= 1, results
+    assert held(results) >= 1, results  # holdAfter: submitted while the previous page still loaded
     assert all(r["submittedAt"] <= r["gapFrom"] < r["finishedAt"] for r in results)
     # a 500 ms gap with sealBeforeFormats advertised: the seal came before the formats
     assert all(seal_first(t) for t in servers)
@@ -90,7 +96,20 @@ def test_negotiated_endpoints_pipeline_and_keep_the_delay(servers):
 def seal_first(server: str) -> bool:
     """Whether the server's last capture sealed its page's network before taking the formats."""
     phases = list(httpx.get(f"{server}/status").json()["standin"]["lastPhasesMs"])
+    if not phases:  # no capture here yet: held captures stay on the server of the previous one
+        return True
     return phases.index("seal") < phases.index("title-links")
+
+
+def test_endpoints_without_hold_after_submit_at_the_seal(servers):
+    """A server that does not advertise holdAfter (as before it): the next capture goes out at
+    the previous seal (startAfterMs), never before it."""
+    with httpx.Client() as client:
+        endpoints = [HttpEndpoint(t, client, extensions=pipeline.read_extensions(client, t) - {"holdAfter"})
+                     for t in servers]
+        results, felt = crawl(endpoints)
+    assert all(f >= DELAY_MS / 1000 for f in felt), felt
+    assert overlaps(results) >= 1 and held(results) == 0, results
 
 
 def test_plain_v12_endpoints_stay_sequential(servers):
@@ -107,3 +126,24 @@ def test_a_failing_seal_wait_falls_back_to_the_answer(servers):
         results, felt = crawl(endpoints)
     assert all(f >= DELAY_MS / 1000 for f in felt), felt
     assert overlaps(results) == 0
+
+
+def test_a_redirect_target_listed_next_is_not_captured_twice(servers, test_site):
+    """``/start`` 302 → ``/page``, both listed, ``/page`` next: the held ``/page`` is ended by the
+    server before it sends anything (the previous page landed there, 409 with ``finalUrl``), the
+    seal answer's ``finalUrl`` makes the flow wait for ``/start``'s answer, and ``/page`` is
+    recorded as its redirect target — fetched by the site once, by ``/start``'s capture."""
+    import time
+
+    from f.waggle.crawl_host import REDIRECT_DUPLICATE
+
+    t0 = time.monotonic()
+    urls = [test_site.url("/start"), test_site.url("/page"), test_site.url("/other")]
+    logs: list[str] = []
+    with httpx.Client() as client:
+        endpoints = [HttpEndpoint(t, client, extensions=pipeline.read_extensions(client, t)) for t in servers]
+        results = capture_host(endpoints, "h", urls, "c1", formats=FORMATS, signing=False, scripts=[],
+                               delay_ms=DELAY_MS, log=logs.append)
+    assert [r["status"] for r in results] == ["captured", "skipped", "captured"], (results, logs)
+    assert results[1]["skipReason"] == REDIRECT_DUPLICATE + urls[0]
+    assert [p for p, t in list(test_site.arrivals) if t > t0 and p in ("/start", "/page")] == ["/start", "/page"]

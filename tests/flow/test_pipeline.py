@@ -320,3 +320,60 @@ def test_a_redirect_target_known_by_its_turn_is_skipped_an_in_flight_one_is_not(
     results, _ = crawl([e], ["http://h/a", "http://h/b"], 300)
     assert [r["status"] for r in results] == ["captured", "captured"] and len(visits) == 2
     assert results[0]["finalUrl"] == "http://h/b"
+
+
+HOLDING = BOTH | {pipeline.EXT_HOLD, pipeline.EXT_SEAL_FIRST}
+
+
+class HoldingFake(SealingFake):
+    """Also ``holdAfter`` (extension 12) as our capture server has it: a held capture is taken
+    while the previous one loads and navigates at the previous page's last request + ``gapMs``,
+    once that one sealed; ``refuse_holds``: every held submission answered 409 (not taken)."""
+
+    def __init__(self, *args, refuse_holds: bool = False, **kw) -> None:
+        super().__init__(*args, extensions=HOLDING, free_at_seal=True, **kw)
+        self.refuse_holds = refuse_holds
+        self.held: list[dict] = []
+
+    def capture(self, request: dict, headers: dict | None = None) -> Answer:
+        hold = request.get(pipeline.EXT_HOLD)
+        if hold is None:
+            return super().capture(request, headers)
+        self.held.append(request)
+        if self.refuse_holds:
+            return Answer(409, "ConflictException", {"message": "holdAfter: no such capture"})
+        event, holder = self._entry(hold["key"])
+        event.wait(30)
+        self._busy.acquire()  # free at the previous seal
+        self._busy.release()
+        start = holder[0].last + hold["gapMs"] / 1000 - time.monotonic()
+        return super().capture({**request, "startAfterMs": max(0, int(start * 1000) + 1)}, headers)
+
+
+def test_a_short_gap_host_is_submitted_held_before_the_previous_seal():
+    visits: list[Visit] = []
+    e = HoldingFake("bh-1", visits)
+    results, _ = crawl([e], ["a", "b", "c", "d"], 400)
+    assert [r["status"] for r in results] == ["captured"] * 4 and [v.url for v in visits] == ["a", "b", "c", "d"]
+    assert all(g >= 0.4 for g in felt(visits)), felt(visits)
+    assert len(e.held) == 3 and all(r["holdAfter"]["gapMs"] == 400 and r["holdAfter"]["backoffGapMs"] == 800
+                                    for r in e.held)
+    # submitted before the previous page's last request (the first page's comes 50 ms after its POST)
+    assert sum(b["submittedAt"] < a["gapFrom"] for a, b in zip(results, results[1:])) >= 2
+
+
+def test_held_submissions_not_taken_go_the_usual_way_in_order():
+    visits: list[Visit] = []
+    e = HoldingFake("bh-1", visits, refuse_holds=True)
+    results, logs = crawl([e], ["a", "b", "c"], 400)
+    assert [r["status"] for r in results] == ["captured"] * 3 and [v.url for v in visits] == ["a", "b", "c"]
+    assert all(g >= 0.4 for g in felt(visits)), felt(visits)
+    assert e.held and any("not taken" in m for m in logs)
+    assert [m for m in logs if m.endswith("] 2/3 b")] == ["[h] 2/3 b"]  # started once (progress)
+
+
+def test_a_long_gap_host_is_not_held():
+    visits: list[Visit] = []
+    e = HoldingFake("bh-1", visits)
+    results, _ = crawl([e], ["a", "b"], 1300)
+    assert [r["status"] for r in results] == ["captured"] * 2 and e.held == []

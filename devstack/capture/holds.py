@@ -1,0 +1,145 @@
+"""Hold after (waggle extension ``holdAfter``, docs/capture-server.md extension 12): a capture
+accepted while the host's previous capture on this server is still loading, its egress held at
+its own proxy until that capture's page is sealed and ``gapMs`` has passed since the page's
+truly last byte.
+
+The request body's ``holdAfter: {key, gapMs, backoffGapMs?}`` names the previous capture by its
+``Waggle-Capture-Key`` (extension 8). The held capture opens its context and page at once; its
+first navigation starts :data:`NAVIGATION_LEAD_S` before the *estimated* release — the previous
+page's last byte so far (its proxy's ``last_traffic``) + the gap, re-estimated whenever that
+moves, i.e. whenever the sealing page still sends a request — and the proxy lets no connection
+out before the *final* release: the previous capture sealed (or ended), then its
+``last_request_end`` + the gap. So the gap is measured from the truly last byte: a request the
+previous page makes after the held navigation started moves the release later.
+``backoffGapMs`` replaces ``gapMs`` when the previous page's main document answered 429 or 503
+(the client's back-off, decided before that answer reaches it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from devstack.capture.seals import Seal
+from devstack.capture.state import BudgetExhausted, Run
+
+class HeldDuplicate(Exception):
+    """The previous capture's page landed at this held capture's URL (a redirect target listed
+    next): it ends before anything is sent, answered 409 with ``finalUrl``."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url
+
+
+def track_landing(run: Run, page: Any) -> None:
+    """Keep ``run.landed_url`` = the page's main-frame URL at each commit (HTTP redirects land
+    at once, script navigations when they commit)."""
+    def on_nav(frame: Any) -> None:
+        if frame == page.main_frame:
+            run.landed_url = frame.url
+            run.landed.set()
+    page.on("framenavigated", on_nav)
+
+
+def same_page(a: str, b: str) -> bool:
+    return a.partition("#")[0] == b.partition("#")[0]
+
+
+NAVIGATION_LEAD_S = 0.15  # as startAfterMs's (load.py): Chromium's navigation → first request
+BACKOFF_STATUSES = frozenset({429, 503})
+FIND_S = 2.0  # how long a held capture waits for its previous capture to be accepted (a race of two POSTs)
+
+
+@dataclass
+class Hold:
+    """The held capture's view of the previous one (its :class:`Seal`, whose ``run`` is a
+    ``state.Run`` once it started) and the gaps in seconds."""
+
+    prev: Seal
+    gap_s: float
+    backoff_gap_s: float | None = None
+
+    @classmethod
+    def of(cls, prev: Seal, spec: dict[str, Any]) -> "Hold":
+        """From the validated ``holdAfter`` member."""
+        backoff = spec.get("backoffGapMs")
+        return cls(prev, spec["gapMs"] / 1000, None if backoff is None else backoff / 1000)
+
+    def gap(self) -> float:
+        run = self.prev.run
+        if self.backoff_gap_s is not None and getattr(run, "doc_status", None) in BACKOFF_STATUSES:
+            return max(self.gap_s, self.backoff_gap_s)
+        return self.gap_s
+
+    def sealed(self) -> bool:
+        return self.prev.event.is_set()
+
+    def release_at(self) -> float:
+        """Monotonic s the held capture may reach a site: final once the previous capture sealed
+        (its last request's end, else its seal, + the gap); before that an estimate that only
+        moves later (the last byte so far + the gap; nothing out yet: now + the gap)."""
+        run = self.prev.run
+        if self.sealed():
+            base = getattr(run, "last_request_end", None) or getattr(run, "sealed_at", None) or time.monotonic()
+        else:
+            last = getattr(getattr(run, "proxy", None), "last_traffic", None)
+            base = time.monotonic() if last is None else last  # nothing out yet: at least the gap from now
+        return base + self.gap()
+
+    async def until_navigation(self, lead_s: float = NAVIGATION_LEAD_S) -> None:
+        """Return when the held navigation should start: ``lead_s`` before the release, the
+        estimate re-evaluated while the previous capture is not sealed (it moves later with
+        every byte the sealing page still exchanges)."""
+        while True:
+            left = self.release_at() - lead_s - time.monotonic()
+            if self.sealed() or left <= 0:
+                if left > 0:
+                    await asyncio.sleep(left)
+                return
+            try:
+                await asyncio.wait_for(self.prev.event.wait(), timeout=left)
+            except asyncio.TimeoutError:
+                pass
+
+    async def landed(self) -> str | None:
+        """Where the previous page landed (its main frame's committed URL), once it committed or
+        ended; None when it never committed."""
+        run = self.prev.run
+        landed = getattr(run, "landed", None)
+        if landed is not None and not landed.is_set() and not self.sealed():
+            waits = [asyncio.ensure_future(landed.wait()), asyncio.ensure_future(self.prev.event.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+        return getattr(self.prev.run, "landed_url", None)
+
+    async def until_released(self) -> None:
+        """The proxy's hold: wait for the previous capture's seal, then for its final release."""
+        await self.prev.event.wait()
+        left = self.release_at() - time.monotonic()
+        if left > 0:
+            await asyncio.sleep(left)
+
+
+async def wait_turn(run: Run) -> None:
+    """Before the first navigation of a held capture (``run.hold`` set): the proxy holds every
+    connection until the final release, and this returns at the (re-estimated) navigation
+    start. A wait that would leave < 1 s of the task budget ends the capture as ``timeout``
+    at step ``hold-after``."""
+    hold: Hold = run.hold
+    run.step = "hold-after"
+    if run.proxy is not None:
+        run.proxy.hold_with(hold.until_released)
+    try:
+        await asyncio.wait_for(hold.until_navigation(), timeout=max(0.0, run.remaining_s() - 1.0))
+        landed = await asyncio.wait_for(hold.landed(), timeout=max(0.0, run.remaining_s() - 1.0))
+    except asyncio.TimeoutError as e:
+        raise BudgetExhausted() from e
+    if landed is not None and same_page(landed, run.url):
+        raise HeldDuplicate(landed)
+    run.mark("hold-after")
