@@ -26,7 +26,7 @@ from ledger.crawl.errors import Refused
 from ledger.archive.verify import verify_level
 from ledger.crawl.levels import record_level
 from ledger.crawl.watchdog import cancel_job
-from ledger.crawl.report_limits import check_counts
+from ledger.crawl.report_limits import check_counts, check_progress_links
 
 router = APIRouter()
 
@@ -358,6 +358,7 @@ class ProgressEvent(_Strict):
     taskId: Annotated[str, AfterValidator(_uuid_text)] | None = None
     manifestLocation: Annotated[str, Field(min_length=1, max_length=LOCATION_MAX_CHARS)] | None = None
     manifestSummary: ManifestSummary | None = None
+    links: list[DiscoveredLink] | None = None  # ≤ WAGGLE_REPORT_LINKS_PER_PAGE (413 beyond)
 
     @model_validator(mode="after")
     def _status_with_done(self) -> "ProgressEvent":
@@ -367,6 +368,8 @@ class ProgressEvent(_Strict):
             raise ValueError("taskId goes with status 'captured' only")
         if (self.manifestLocation is not None or self.manifestSummary is not None) and self.taskId is None:
             raise ValueError("manifestLocation and manifestSummary need a taskId")
+        if self.links is not None and self.status != "captured":
+            raise ValueError("links go with status 'captured' only (a captured page's links)")
         return self
 
     def capture(self) -> dict | None:
@@ -381,10 +384,14 @@ class ProgressEvent(_Strict):
 async def post_progress(crawl_id: uuid.UUID, body: ProgressEvent, request: Request) -> dict:
     """A capture started or ended → 200 ``{"recorded": true}`` (idempotent; the flow's token, the
     level report's authorization). 404 unknown crawl; 409 not running, or ``url`` not a pending
-    page of its level in flight. Shown in ``GET /api/crawls/{id}`` ``levelProgress``."""
+    page of its level in flight; 413 more ``links`` than ``WAGGLE_REPORT_LINKS_PER_PAGE``. Shown in
+    ``GET /api/crawls/{id}`` ``levelProgress``; ``links`` go into the frontier during the level
+    (docs/internals.md "Links from progress")."""
     await submitter(request)
-    if not await progress_store.record(request.app.state.services.pool, crawl_id, body.url, body.phase, body.status,
-                                       body.capture()):
+    services = request.app.state.services
+    check_progress_links(body.links, services.settings)
+    if not await progress_store.record(services.pool, crawl_id, body.url, body.phase, body.status,
+                                       body.capture(), body.links, services.settings):
         raise Refused(404, "not found")
     return {"recorded": True}
 
