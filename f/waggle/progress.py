@@ -67,7 +67,8 @@ class ProgressPoster:
         elif self.no_links:
             body = {k: v for k, v in body.items() if k != "links"}
         resp = self._send(body)
-        if resp.status_code == 400 and "links" in body and "unknown field links" in resp.text and not self.no_links:
+        if (resp.status_code == 400 and "links" in body and "unknown field links" in resp.text and not self.no_links
+                and "unknown field taskId" not in resp.text):
             self.no_links = True
             self._log("the ledger takes no links in progress events (an older ledger): sent without")
             return self._post(body)
