@@ -25,10 +25,11 @@ _PAGE = (
 )
 _UPSERT = (
     "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status, task_id, manifest_location,"
-    " manifest_summary, links_sha256) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s)"
+    " manifest_summary, links_sha256, links_count) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s)"
     " ON CONFLICT (page_id) DO UPDATE SET phase = EXCLUDED.phase, status = EXCLUDED.status, at = now(),"
     " task_id = EXCLUDED.task_id, manifest_location = EXCLUDED.manifest_location,"
-    " manifest_summary = EXCLUDED.manifest_summary, links_sha256 = EXCLUDED.links_sha256"
+    " manifest_summary = EXCLUDED.manifest_summary, links_sha256 = EXCLUDED.links_sha256,"
+    " links_count = EXCLUDED.links_count"
     " WHERE crawl_progress.phase = 'started'"
 )
 
@@ -39,7 +40,7 @@ async def record(pool: Any, crawl_id: uuid.UUID, url: str, phase: str, status: s
     ``capture`` = a captured page's ``{taskId, manifestLocation?, manifestSummary?}``, kept so
     that a crawl failed before its level report still records the page (ledger.crawl.salvage).
     ``links`` = a captured page's links (``[{href, rel?}]``, as its report result carries them):
-    on the page's first ``done``, when the page budget cannot cut the level
+    on the page's first ``done``, when the page budget is not expected to cut the level
     (``report_early.budget_safe``), they go into the frontier now, under the crawl's row lock,
     and their digest is recorded; otherwise (or on a re-sent ``done``) they are ignored — the
     level report carries them anyway.
@@ -60,16 +61,16 @@ async def record(pool: Any, crawl_id: uuid.UUID, url: str, phase: str, status: s
         if page is None:
             raise Refused(409, "url is not a pending page of the crawl's level in flight"
                                " (already reported, or not in this level)")
-        digest = None
+        digest = count = None
         if links is not None and await _first_done(conn, page["id"]) and await report_early.budget_safe(
-                conn, crawl, settings):
+                conn, crawl, len(links)):
             await report_early.land(conn, crawl, links, settings)
-            digest = report_early.digest(links)
+            digest, count = report_early.digest(links), len(links)
         capture = capture or {}
         summary = capture.get("manifestSummary")
         await conn.execute(_UPSERT, (page["id"], crawl_id, page["depth"], phase, status, capture.get("taskId"),
                                      capture.get("manifestLocation"),
-                                     json.dumps(summary) if summary is not None else None, digest))
+                                     json.dumps(summary) if summary is not None else None, digest, count))
     return True
 
 

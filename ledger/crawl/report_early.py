@@ -12,9 +12,8 @@ per-host cap) is made once over everything new for the level, early rows include
 links unchanged, or the page budget could cut, the early rows are deleted (:func:`drop`) and the
 report runs alone, as without progress: a lost or odd event costs time, never a link.
 
-Early rows are the crawl's pending rows of ``level + 1`` with ``level IS NULL``: rows of
-pages carried from hosts leased elsewhere always have ``level`` set (ledger.crawl.leases), and
-no other insert writes that depth before the level's report.
+Early rows are the crawl's pending rows of ``level + 1`` marked ``from_progress`` (migration
+130) and not carried (``level IS NULL``).
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from ledger.crawl.scope import LinkFilter
 from ledger.crawl.urls import InvalidUrl, parse_http_url
 
 _EARLY = ("FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s AND state = 'pending'"
-          " AND level IS NULL")  # the pending-level index (migration 100) serves it
+          " AND level IS NULL AND from_progress")  # the pending-level index (migration 100) serves it
 
 
 def digest(links: list) -> bytes:
@@ -52,19 +51,24 @@ class Early:
     first_id: int | None = None
 
 
-async def budget_safe(conn: Any, crawl: dict, settings: Any) -> bool:
-    """True when the page budget cannot cut the current level's report: the pages the crawl can
-    hold (seeds + ``pages_discovered``: every inserted row was counted there as discovered)
-    plus ``WAGGLE_REPORT_LINKS_PER_PAGE`` links for every pending page of the level fit in
-    ``max_pages``, and a level may follow. Early insertion happens only then."""
+async def budget_safe(conn: Any, crawl: dict, links: int) -> bool:
+    """True when a level may follow and the level's links, guessed from what landed so far plus
+    ``links`` for every pending page of the level whose links have not landed, fit in
+    ``max_pages`` beside what the crawl can hold (seeds + ``pages_discovered``: every inserted
+    row was counted there as discovered). A guess: the level report checks the real count and,
+    when the budget could cut, deletes the early rows and decides alone (time, never a link)."""
     if crawl["current_depth"] + 1 > crawl["max_depth"]:
         return False
     cur = await conn.execute("SELECT count(*) AS n FROM crawl_pages WHERE crawl_id = %s"
                              " AND coalesce(level, depth) = %s AND state = 'pending'",
                              (crawl["id"], crawl["current_depth"]))
     pending = (await cur.fetchone())["n"]
-    bound = len(crawl["seeds"]) + crawl["pages_discovered"] + pending * settings.report_links_per_page
-    return bound <= crawl["max_pages"]
+    cur = await conn.execute("SELECT count(*) AS pages, coalesce(sum(links_count), 0) AS links FROM crawl_progress"
+                             " WHERE crawl_id = %s AND depth = %s AND links_sha256 IS NOT NULL",
+                             (crawl["id"], crawl["current_depth"]))
+    landed = await cur.fetchone()
+    guess = landed["links"] + links * max(pending - landed["pages"], 1)
+    return len(crawl["seeds"]) + crawl["pages_discovered"] + guess <= crawl["max_pages"]
 
 
 async def land(conn: Any, crawl: dict, links: list, settings: Any) -> int:
@@ -84,7 +88,7 @@ async def land(conn: Any, crawl: dict, links: list, settings: Any) -> int:
             candidates.append(p)
     if not candidates:
         return 0
-    return len(await frontier.insert_rows(conn, crawl["id"], crawl["current_depth"] + 1, candidates))
+    return len(await frontier.insert_rows(conn, crawl["id"], crawl["current_depth"] + 1, candidates, early=True))
 
 
 async def landed_pages(conn: Any, crawl_id: Any, depth: int) -> dict[bytes, bytes]:

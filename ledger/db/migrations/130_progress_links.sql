@@ -3,4 +3,12 @@
 -- level and records here the SHA-256 of the links it applied (ledger.crawl.report_early.digest).
 -- The level report skips a result whose links have that digest (they are in already) and
 -- applies the rest. NULL: nothing landed from this page's progress. Nullable: rows untouched.
-ALTER TABLE crawl_progress ADD COLUMN links_sha256 bytea CHECK (links_sha256 IS NULL OR length(links_sha256) = 32);
+-- crawl_pages.from_progress marks the rows inserted that way (true from the insert on; the
+-- report of the level before them reads them as "new for this level"); a constant default: no
+-- table rewrite.
+ALTER TABLE crawl_pages ADD COLUMN from_progress boolean NOT NULL DEFAULT false;
+-- links_count: how many links that event carried (the next events' guess of the level's size).
+ALTER TABLE crawl_progress
+    ADD COLUMN links_sha256 bytea CHECK (links_sha256 IS NULL OR length(links_sha256) = 32),
+    ADD COLUMN links_count  integer CHECK (links_count >= 0),
+    ADD CONSTRAINT crawl_progress_links_check CHECK ((links_sha256 IS NULL) = (links_count IS NULL));
