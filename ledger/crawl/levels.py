@@ -445,7 +445,7 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             # links landed from progress during the level (ledger.crawl.report_early): trusted
             # only when every landed page's result carries them unchanged and no carried page
             # adds a second group; otherwise deleted, and the report runs as without them
-            early = await report_early.read(conn, crawl_id, depth + 1)
+            early = await report_early.read(conn, crawl_id, depth + 1, bool(settings.max_pages_per_host))
             landed_pages = await report_early.landed_pages(conn, crawl_id, depth)
             skip = report_early.skipped(results, hashes, landed_pages) if landed_pages else set()
             if early.keys and (skip is None or len(set(sources)) > 1):

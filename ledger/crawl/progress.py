@@ -20,16 +20,16 @@ from ledger.crawl.errors import Refused
 from ledger.crawl.times import iso_ms
 
 _PAGE = (
-    "SELECT p.id, p.depth FROM crawl_pages p JOIN crawls c ON c.id = p.crawl_id"
+    "SELECT p.id, p.depth, g.phase FROM crawl_pages p JOIN crawls c ON c.id = p.crawl_id"
+    " LEFT JOIN crawl_progress g ON g.page_id = p.id"
     " WHERE p.crawl_id = %s AND p.url = %s AND p.depth = c.current_depth AND p.state = 'pending'"
 )
 _UPSERT = (
     "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status, task_id, manifest_location,"
-    " manifest_summary, links_sha256, links_count) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s)"
+    " manifest_summary, links_sha256) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s)"
     " ON CONFLICT (page_id) DO UPDATE SET phase = EXCLUDED.phase, status = EXCLUDED.status, at = now(),"
     " task_id = EXCLUDED.task_id, manifest_location = EXCLUDED.manifest_location,"
-    " manifest_summary = EXCLUDED.manifest_summary, links_sha256 = EXCLUDED.links_sha256,"
-    " links_count = EXCLUDED.links_count"
+    " manifest_summary = EXCLUDED.manifest_summary, links_sha256 = EXCLUDED.links_sha256"
     " WHERE crawl_progress.phase = 'started'"
 )
 
@@ -61,24 +61,16 @@ async def record(pool: Any, crawl_id: uuid.UUID, url: str, phase: str, status: s
         if page is None:
             raise Refused(409, "url is not a pending page of the crawl's level in flight"
                                " (already reported, or not in this level)")
-        digest = count = None
-        if links is not None and await _first_done(conn, page["id"]) and await report_early.budget_safe(
-                conn, crawl, len(links)):
+        digest = None  # a re-sent done (the page has one already) lands nothing
+        if links is not None and page["phase"] != "done" and await report_early.budget_safe(conn, crawl, len(links)):
             await report_early.land(conn, crawl, links, settings)
-            digest, count = report_early.digest(links), len(links)
+            digest = report_early.digest(links)
         capture = capture or {}
         summary = capture.get("manifestSummary")
         await conn.execute(_UPSERT, (page["id"], crawl_id, page["depth"], phase, status, capture.get("taskId"),
                                      capture.get("manifestLocation"),
-                                     json.dumps(summary) if summary is not None else None, digest, count))
+                                     json.dumps(summary) if summary is not None else None, digest))
     return True
-
-
-async def _first_done(conn: Any, page_id: int) -> bool:
-    """True unless the page already has a ``done`` event (a re-send lands nothing)."""
-    cur = await conn.execute("SELECT phase FROM crawl_progress WHERE page_id = %s", (page_id,))
-    row = await cur.fetchone()
-    return row is None or row["phase"] != "done"
 
 
 async def level_progress(conn: Any, crawl_id: uuid.UUID, depth: int) -> dict:

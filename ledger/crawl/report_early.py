@@ -43,7 +43,7 @@ def digest(links: list) -> bytes:
 
 @dataclass
 class Early:
-    """The early rows of one level: ``{url_key: url_hash}`` in id order, pages per host, and
+    """The early rows of one level: ``{url_key: url_hash}``, pages per host (when asked), and
     the smallest id (every row of the crawl inserted before the level has a smaller one)."""
 
     keys: dict[str, bytes] = field(default_factory=dict)
@@ -52,23 +52,18 @@ class Early:
 
 
 async def budget_safe(conn: Any, crawl: dict, links: int) -> bool:
-    """True when a level may follow and the level's links, guessed from what landed so far plus
-    ``links`` for every pending page of the level whose links have not landed, fit in
-    ``max_pages`` beside what the crawl can hold (seeds + ``pages_discovered``: every inserted
-    row was counted there as discovered). A guess: the level report checks the real count and,
-    when the budget could cut, deletes the early rows and decides alone (time, never a link)."""
+    """True when a level may follow and ``links`` links for every pending page of the level fit
+    in ``max_pages`` beside what the crawl can hold (seeds + ``pages_discovered``: every
+    inserted row was counted there as discovered). A guess (pages differ): the level report
+    checks the real count and, when the budget could cut, deletes the early rows and decides
+    alone — time, never a link. One index-only count per event."""
     if crawl["current_depth"] + 1 > crawl["max_depth"]:
         return False
     cur = await conn.execute("SELECT count(*) AS n FROM crawl_pages WHERE crawl_id = %s"
                              " AND coalesce(level, depth) = %s AND state = 'pending'",
                              (crawl["id"], crawl["current_depth"]))
     pending = (await cur.fetchone())["n"]
-    cur = await conn.execute("SELECT count(*) AS pages, coalesce(sum(links_count), 0) AS links FROM crawl_progress"
-                             " WHERE crawl_id = %s AND depth = %s AND links_sha256 IS NOT NULL",
-                             (crawl["id"], crawl["current_depth"]))
-    landed = await cur.fetchone()
-    guess = landed["links"] + links * max(pending - landed["pages"], 1)
-    return len(crawl["seeds"]) + crawl["pages_discovered"] + guess <= crawl["max_pages"]
+    return len(crawl["seeds"]) + crawl["pages_discovered"] + links * pending <= crawl["max_pages"]
 
 
 async def land(conn: Any, crawl: dict, links: list, settings: Any) -> int:
@@ -99,16 +94,23 @@ async def landed_pages(conn: Any, crawl_id: Any, depth: int) -> dict[bytes, byte
         return {bytes(h): bytes(d) for h, d in await cur.fetchall()}
 
 
-async def read(conn: Any, crawl_id: Any, level: int) -> Early:
-    """The early rows of ``level`` (the next depth of the level being reported)."""
+async def read(conn: Any, crawl_id: Any, level: int, per_host: bool = False) -> Early:
+    """The early rows of ``level`` (the next depth of the level being reported); their hosts
+    only with ``per_host`` (the per-host cap needs them)."""
     early = Early()
+    cur = await conn.execute(f"SELECT min(id) AS first {_EARLY}", (crawl_id, level))
+    early.first_id = (await cur.fetchone())["first"]
+    if early.first_id is None:
+        return early
     async with conn.cursor(row_factory=tuple_row, binary=True) as cur:
-        await cur.execute(f"SELECT id, url_key, url_hash, host {_EARLY} ORDER BY id", (crawl_id, level))
-        for row_id, key, h, host in await cur.fetchall():
-            if early.first_id is None:
-                early.first_id = row_id
-            early.keys[key] = bytes(h)
-            early.hosts[host] += 1
+        if per_host:
+            await cur.execute(f"SELECT url_key, url_hash, host {_EARLY}", (crawl_id, level))
+            for key, h, host in await cur.fetchall():
+                early.keys[key] = h
+                early.hosts[host] += 1
+        else:
+            await cur.execute(f"SELECT url_key, url_hash {_EARLY}", (crawl_id, level))
+            early.keys = dict(await cur.fetchall())
     return early
 
 

@@ -7,8 +7,4 @@
 -- report of the level before them reads them as "new for this level"); a constant default: no
 -- table rewrite.
 ALTER TABLE crawl_pages ADD COLUMN from_progress boolean NOT NULL DEFAULT false;
--- links_count: how many links that event carried (the next events' guess of the level's size).
-ALTER TABLE crawl_progress
-    ADD COLUMN links_sha256 bytea CHECK (links_sha256 IS NULL OR length(links_sha256) = 32),
-    ADD COLUMN links_count  integer CHECK (links_count >= 0),
-    ADD CONSTRAINT crawl_progress_links_check CHECK ((links_sha256 IS NULL) = (links_count IS NULL));
+ALTER TABLE crawl_progress ADD COLUMN links_sha256 bytea CHECK (links_sha256 IS NULL OR length(links_sha256) = 32);
