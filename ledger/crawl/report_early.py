@@ -35,6 +35,11 @@ _EARLY = ("FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s 
           " AND level IS NULL AND from_progress")  # the pending-level index (migration 100) serves it
 
 
+# pending pages per (crawl, level), for the budget guess; per process (a replica counts once too)
+_PENDING: dict[tuple[Any, int], int] = {}
+_PENDING_MAX = 4096
+
+
 def digest(links: list) -> bytes:
     """SHA-256 (32 bytes) of a link list as ``[[href, rel], …]`` in order (``rel`` None when
     absent): the same list in a progress event and in a report result gives the same digest."""
@@ -56,13 +61,19 @@ async def budget_safe(conn: Any, crawl: dict, links: int) -> bool:
     in ``max_pages`` beside what the crawl can hold (seeds + ``pages_discovered``: every
     inserted row was counted there as discovered). A guess (pages differ): the level report
     checks the real count and, when the budget could cut, deletes the early rows and decides
-    alone — time, never a link. One index-only count per event."""
+    alone — time, never a link. The level's pending pages are counted once per level and
+    process (they stay pending until the report)."""
     if crawl["current_depth"] + 1 > crawl["max_depth"]:
         return False
-    cur = await conn.execute("SELECT count(*) AS n FROM crawl_pages WHERE crawl_id = %s"
-                             " AND coalesce(level, depth) = %s AND state = 'pending'",
-                             (crawl["id"], crawl["current_depth"]))
-    pending = (await cur.fetchone())["n"]
+    level = (crawl["id"], crawl["current_depth"])
+    pending = _PENDING.get(level)
+    if pending is None:  # the level's pages stay pending until its report: counted once a level
+        cur = await conn.execute("SELECT count(*) AS n FROM crawl_pages WHERE crawl_id = %s"
+                                 " AND coalesce(level, depth) = %s AND state = 'pending'", level)
+        pending = (await cur.fetchone())["n"]
+        if len(_PENDING) >= _PENDING_MAX:
+            _PENDING.clear()
+        _PENDING[level] = pending
     return len(crawl["seeds"]) + crawl["pages_discovered"] + links * pending <= crawl["max_pages"]
 
 
