@@ -292,7 +292,11 @@ def level_report(ctx: Context) -> None:
                     early = _count(db_http, "SELECT count(*) FROM crawl_pages WHERE from_progress")
                     ctx.detail("rows landed from progress", early)
                 load = os.getloadavg()[0]
+                postmaster = _postmaster(db_http)
+                c0, p0 = _tree_cpu_s(led.proc.pid), _pg_cpu(postmaster)
                 elapsed, answer = _post_report(led.url, crawl_id, payload)
+                cpu = (round(_tree_cpu_s(led.proc.pid) - c0, 2), round(_pg_cpu(postmaster) - p0, 2))
+                ctx.detail(f"{label}: report CPU (ledger, Postgres) s", cpu)
                 answered = time.monotonic()
                 admitted_after = _until_archives(db_http, n_results, answered)
             archives = _count(db_http, "SELECT count(*) FROM archives")
@@ -308,6 +312,8 @@ def level_report(ctx: Context) -> None:
                 ctx.metric("level report round trip (links landed from progress)", elapsed, "s", 2.0, "<=",
                            f"{n_results} results, {n_results * links_per:,} links inline, {pages:,} pages held;"
                            f" load {load:.2f}")
+                ctx.metric("  its CPU: ledger + Postgres", cpu[0] + cpu[1], "s",
+                           note=f"ledger {cpu[0]} s, Postgres {cpu[1]} s (the answer before admission)")
                 ctx.metric("  progress events: ledger CPU", events["ledger_cpu_s"], "s",
                            note=f"{events['events']} done + {events['events']} started events over {events['wall_s']} s")
                 ctx.metric("  progress events: Postgres CPU", events["postgres_cpu_s"], "s")
@@ -316,7 +322,8 @@ def level_report(ctx: Context) -> None:
                 ctx.metric("  admission after the answer (1,000 manifests)", admitted_after, "s",
                            note="answer → last archive row; off the critical path")
             elif label == "v2":
-                ctx.metric("  v2 without progress links (the old path)", elapsed, "s", note=f"load {load:.2f}")
+                ctx.metric("  v2 without progress links (the old path)", elapsed, "s",
+                           note=f"load {load:.2f}; CPU ledger {cpu[0]} s, Postgres {cpu[1]} s")
             else:
                 ctx.metric("  old shape (linksLocation only, real BrowserHive v12)", elapsed, "s",
                            note="the ledger reads 1,000 .links.json before answering")
