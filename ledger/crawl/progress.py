@@ -19,10 +19,12 @@ from ledger.crawl import report_early
 from ledger.crawl.errors import Refused
 from ledger.crawl.times import iso_ms
 
+# the level's own pages through the pending-level index (migration 100): the crawl's pending
+# rows also hold the next depth's links from progress (90,000 at 100,000 links), not to be scanned
 _PAGE = (
-    "SELECT p.id, p.depth, g.phase FROM crawl_pages p JOIN crawls c ON c.id = p.crawl_id"
-    " LEFT JOIN crawl_progress g ON g.page_id = p.id"
-    " WHERE p.crawl_id = %s AND p.url = %s AND p.depth = c.current_depth AND p.state = 'pending'"
+    "SELECT p.id, p.depth, g.phase FROM crawl_pages p LEFT JOIN crawl_progress g ON g.page_id = p.id"
+    " WHERE p.crawl_id = %(crawl)s AND coalesce(p.level, p.depth) = %(depth)s AND p.depth = %(depth)s"
+    " AND p.url = %(url)s AND p.state = 'pending'"
 )
 _UPSERT = (
     "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status, task_id, manifest_location,"
@@ -56,7 +58,7 @@ async def record(pool: Any, crawl_id: uuid.UUID, url: str, phase: str, status: s
             return False
         if crawl["state"] != "running":
             raise Refused(409, f"the crawl is {crawl['state']}, not running: progress is no longer recorded")
-        cur = await conn.execute(_PAGE, (crawl_id, url))
+        cur = await conn.execute(_PAGE, {"crawl": crawl_id, "depth": crawl["current_depth"], "url": url})
         page = await cur.fetchone()
         if page is None:
             raise Refused(409, "url is not a pending page of the crawl's level in flight"
