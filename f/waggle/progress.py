@@ -8,9 +8,11 @@
 ``{"url", "phase": "started"|"done", "status"?: "captured"|"failed"}`` — one when a page's
 capture starts, one when it ends (issue 15). A captured page's ``done`` also carries the
 capture's ``taskId``, ``manifestLocation`` and ``manifestSummary`` when the result has them, so a
-crawl failed before its level report still records the page (ledger.crawl.salvage); a ledger
-that predates them refuses them (400 "unknown field"): the poster then sends that event, and
-every later one, without them. Progress is a courtesy: a poster never raises and
+crawl failed before its level report still records the page (ledger.crawl.salvage), and the
+page's ``links`` (the capped list its level-report result carries), which the ledger puts into
+the frontier during the level (issue 14: the report then skips them). A ledger that predates
+these fields refuses them (400 "unknown field"): the poster then sends that event, and every
+later one, without them (the level report still carries every link). Progress is a courtesy: a poster never raises and
 never delays a capture. Events go out in order from one background thread per host, each with a
 short timeout and no retry; failures are logged (first few only) and dropped. ``close()`` waits
 at most :data:`CLOSE_WAIT_S` for the queue to drain.
@@ -29,7 +31,7 @@ from f.waggle.common import VAR_API_URL, VAR_TOKEN, http_client, read_variable
 TIMEOUT_S = 2.0
 CLOSE_WAIT_S = 3.0
 MAX_LOGGED = 3  # failures logged per host; the rest are counted in the closing line
-CAPTURE_KEYS = ("taskId", "manifestLocation", "manifestSummary")  # of a captured PageResult
+CAPTURE_KEYS = ("taskId", "manifestLocation", "manifestSummary", "links")  # of a captured PageResult
 _STOP = object()
 
 
@@ -41,6 +43,7 @@ class ProgressPoster:
         self._queue: queue.Queue = queue.Queue()
         self.sent = self.failed = 0
         self.plain = False  # the ledger refused the capture fields once: never sent again
+        self.no_links = False  # the ledger refused ``links`` once (round 20): never sent again
         self._thread = threading.Thread(target=self._run, name="waggle-progress", daemon=True)
         if send is not None:
             self._thread.start()
@@ -57,10 +60,18 @@ class ProgressPoster:
         self._queue.put(body)
 
     def _post(self, body: dict) -> httpx.Response:
-        """Send ``body`` (without the capture fields once the ledger refused them)."""
+        """Send ``body`` (without the fields the ledger refused before: ``links``, then every
+        capture field)."""
         if self.plain:
             body = {k: v for k, v in body.items() if k not in CAPTURE_KEYS}
+        elif self.no_links:
+            body = {k: v for k, v in body.items() if k != "links"}
         resp = self._send(body)
+        if (resp.status_code == 400 and "links" in body and "unknown field links" in resp.text and not self.no_links
+                and "unknown field taskId" not in resp.text):
+            self.no_links = True
+            self._log("the ledger takes no links in progress events (an older ledger): sent without")
+            return self._post(body)
         if resp.status_code == 400 and "taskId" in body and "unknown field" in resp.text and not self.plain:
             self.plain = True
             self._log("the ledger takes no capture fields in progress events (an older ledger): sent without")

@@ -27,7 +27,7 @@ from ledger.crawl.errors import Refused
 from ledger.archive.verify import verify_level
 from ledger.crawl.levels import record_level
 from ledger.crawl.watchdog import cancel_job
-from ledger.crawl.report_limits import check_counts
+from ledger.crawl.report_limits import check_counts, check_progress_links
 from ledger.settings import CAPTURE_FORMAT_NAMES
 
 router = APIRouter()
@@ -374,6 +374,7 @@ class ProgressEvent(_Strict):
     taskId: Annotated[str, AfterValidator(_uuid_text)] | None = None
     manifestLocation: Annotated[str, Field(min_length=1, max_length=LOCATION_MAX_CHARS)] | None = None
     manifestSummary: ManifestSummary | None = None
+    links: list[DiscoveredLink] | None = None  # ≤ WAGGLE_REPORT_LINKS_PER_PAGE (413 beyond)
 
     @model_validator(mode="after")
     def _status_with_done(self) -> "ProgressEvent":
@@ -383,6 +384,8 @@ class ProgressEvent(_Strict):
             raise ValueError("taskId goes with status 'captured' only")
         if (self.manifestLocation is not None or self.manifestSummary is not None) and self.taskId is None:
             raise ValueError("manifestLocation and manifestSummary need a taskId")
+        if self.links is not None and self.status != "captured":
+            raise ValueError("links go with status 'captured' only (a captured page's links)")
         return self
 
     def capture(self) -> dict | None:
@@ -398,13 +401,17 @@ async def post_progress(crawl_id: uuid.UUID, body: ProgressEvent, request: Reque
                         background: BackgroundTasks) -> JSONResponse:
     """A capture started or ended → 200 ``{"recorded": true}`` (idempotent; the flow's token, the
     level report's authorization). 404 unknown crawl; 409 not running, or ``url`` not a pending
-    page of its level in flight. Shown in ``GET /api/crawls/{id}`` ``levelProgress``. A captured
-    page's ``done`` (with ``taskId``) that arrives after its crawl was failed is recorded as the
-    close would have (``ledger.crawl.salvage.record_late``; its archive admitted after the answer)."""
+    page of its level in flight; 413 more ``links`` than ``WAGGLE_REPORT_LINKS_PER_PAGE``. Shown in
+    ``GET /api/crawls/{id}`` ``levelProgress``; ``links`` go into the frontier during the level
+    (docs/internals.md "Links from progress"). A captured page's ``done`` (with ``taskId``) that
+    arrives after its crawl was failed is recorded as the close would have
+    (``ledger.crawl.salvage.record_late``; its archive admitted after the answer)."""
     await submitter(request)
     services = request.app.state.services
+    check_progress_links(body.links, services.settings)
     try:
-        if not await progress_store.record(services.pool, crawl_id, body.url, body.phase, body.status, body.capture()):
+        if not await progress_store.record(services.pool, crawl_id, body.url, body.phase, body.status,
+                                           body.capture(), body.links, services.settings):
             raise Refused(404, "not found")
     except Refused as refused:
         late = await salvage.record_late(services.pool, crawl_id, body.url, body.capture(), services.settings.s3_bucket) \

@@ -44,6 +44,9 @@ _INSERT = ("INSERT INTO crawl_pages (crawl_id, url, url_key, url_hash, depth, ho
            " FROM unnest(%b::text[], %b::text[], %b::bytea[], %b::text[]) WITH ORDINALITY"
            " AS u(url, url_key, url_hash, host, n)"
            " ORDER BY u.n ON CONFLICT (crawl_id, url_hash) DO NOTHING RETURNING url_key, url_hash")
+# the same, for links from progress (ledger.crawl.report_early): rows marked from_progress
+_INSERT_EARLY = (_INSERT.replace("depth, host)", "depth, host, from_progress)")
+                 .replace("u.host FROM", "u.host, true FROM"))
 
 
 def _insert_params(crawl_id: Any, depth: int, urls: Sequence[ParsedUrl], hashes: Sequence[bytes]) -> tuple:
@@ -51,9 +54,9 @@ def _insert_params(crawl_id: Any, depth: int, urls: Sequence[ParsedUrl], hashes:
 
 
 async def _insert(conn: Any, crawl_id: Any, depth: int, urls: Sequence[ParsedUrl],
-                  hashes: Sequence[bytes]) -> set[tuple[str, bytes]]:
+                  hashes: Sequence[bytes], early: bool = False) -> set[tuple[str, bytes]]:
     async with conn.cursor(row_factory=tuple_row, binary=True) as cur:
-        await cur.execute(_INSERT, _insert_params(crawl_id, depth, urls, hashes))
+        await cur.execute(_INSERT_EARLY if early else _INSERT, _insert_params(crawl_id, depth, urls, hashes))
         return set(await cur.fetchall())
 
 
@@ -82,18 +85,19 @@ async def stored_hashes(conn: Any, crawl_id: Any, keys: Sequence[str | None]) ->
 
 
 async def insert_rows(conn: Any, crawl_id: Any, depth: int, urls: Sequence[ParsedUrl],
-                      first: int = 0) -> dict[str, bytes]:
+                      first: int = 0, early: bool = False) -> dict[str, bytes]:
     """Insert ``urls`` as pending pages of ``depth`` (ids in discovery order); returns
     ``{key: url_hash}`` of the rows that landed. Exact: a URL whose hash is held by another key
     moves along its probe chain (:func:`probe_hash`, from position ``first``) until it lands or
     meets its own row, so a hash collision never drops a distinct URL. One statement (plus one
-    lookup of the rows that did not land) unless something collides."""
+    lookup of the rows that did not land) unless something collides. ``early``: the rows are
+    links from progress (``crawl_pages.from_progress``, ledger.crawl.report_early)."""
     landed: dict[str, bytes] = {}
     pending = list(urls)
     n = first
     while pending:
         hashes = [probe_hash(p.key, n) for p in pending]
-        got = await _insert(conn, crawl_id, depth, pending, hashes)
+        got = await _insert(conn, crawl_id, depth, pending, hashes, early)
         rest = [(p, h) for p, h in zip(pending, hashes) if (p.key, h) not in got]
         landed.update((p.key, h) for p, h in zip(pending, hashes) if (p.key, h) in got)
         if not rest:

@@ -27,7 +27,7 @@ from ledger.crawl import frontier, hosts, leases
 from ledger.crawl.attribution import attribute_tasks
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
-from ledger.crawl import outcome, redirects, robots_cache, shape_store
+from ledger.crawl import outcome, redirects, report_early, robots_cache, shape_store
 from ledger.crawl.guard import refusal
 from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
 from ledger.crawl.report_gc import paused_gc
@@ -262,7 +262,8 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
 async def _stream_plan_and_insert(conn: Any, crawl: dict, next_depth: int, chunks: Any,
                                   max_pages_per_host: int | None, settings: Any,
                                   held: tuple[int, dict[str, int]],
-                                  reasons: dict[str, str | None]) -> tuple[Any, list[dict]]:
+                                  reasons: dict[str, str | None], ordered: list[ParsedUrl],
+                                  early: report_early.Early) -> tuple[Any, list[dict]]:
     """:func:`_plan_and_insert`'s insert-first way with the insert overlapping the ledger's
     work (issue 14, third round): ``chunks`` yields the candidates chunk by chunk (scope and
     the private-host guard run as it is iterated) and ``frontier.insert_stream`` sends each
@@ -271,10 +272,24 @@ async def _stream_plan_and_insert(conn: Any, crawl: dict, next_depth: int, chunk
     not new; the parameter rules' counts are read as they were before this report's rows (id
     range); what the plan screens out is deleted. Only when the page budget cannot cut (the
     caller checks that the group's links fit in the room left). ``reasons``: the URL trap
-    rules' verdicts, filled while the chunks are made (``traps.trap_reason`` per key)."""
+    rules' verdicts, filled while the chunks are made (``traps.trap_reason`` per key).
+
+    Links from progress (``early``, ``ledger.crawl.report_early``): the chunks leave out the
+    candidates of results whose links landed already, ``ordered`` gets every candidate in
+    discovery order; new = landed now or early; early rows no candidate names are deleted.
+    ``held`` counts the crawl's rows before the level (early rows not included)."""
     known, per_host = held
-    before = await leases.max_page_id(conn)  # this crawl's rows above it are this group's
-    candidates, landed = await frontier.insert_stream(conn, crawl["id"], next_depth, chunks)
+    # this crawl's rows above it are this level's
+    before = early.first_id - 1 if early.first_id is not None else await leases.max_page_id(conn)
+    _, landed = await frontier.insert_stream(conn, crawl["id"], next_depth, chunks)
+    candidates = ordered
+    if early.keys:
+        names = {c.key for c in candidates}
+        stale = [h for k, h in early.keys.items() if k not in names]
+        if stale:
+            await conn.execute("DELETE FROM crawl_pages WHERE crawl_id = %s AND depth = %s"
+                               " AND url_hash = ANY(%b::bytea[])", (crawl["id"], next_depth, stale))
+        landed = {**early.keys, **landed}
     new = [c for c in candidates if c.key in landed]
     fresh = await redirects.drop_known_finals(conn, crawl["id"], new)  # redirect targets held: never new
     counts = await _load_shapes(conn, crawl, [c.key for c in candidates], next_depth, settings, held_up_to=before)
@@ -285,6 +300,38 @@ async def _stream_plan_and_insert(conn: Any, crawl: dict, next_depth: int, chunk
                            (crawl["id"], next_depth, [landed[c.key] for c in new if c.key not in keep]))
     await shape_store.save(conn, crawl["id"], [p.key for p in plan.urls], depth=next_depth)
     return plan, [{"url": p.url, "host": p.host} for p in plan.urls]
+
+
+def _stream_chunks(screen: LinkFilter, links: list, segments: list[tuple[int, int, bool]],
+                   verdicts: dict[str, str | None], drops: Counter, settings: Any, reasons: dict[str, str | None],
+                   ordered: list[ParsedUrl]) -> Any:
+    """Chunks of ``STREAM_CHUNK_LINKS`` links through :func:`_guarded`; each yields the
+    candidates to insert: those of ``segments`` ``(start, end, landed)`` whose links did not
+    land from progress. Every candidate goes into ``ordered``, in discovery order."""
+    for i in range(0, len(links), STREAM_CHUNK_LINKS):
+        j, out = i + STREAM_CHUNK_LINKS, []
+        for a, b, early in segments:
+            if a < j and b > i:
+                got = _guarded(screen, links[max(a, i):min(b, j)], verdicts, drops, settings, reasons)
+                ordered += got
+                if not early:
+                    out += got
+        yield out
+
+
+def _segments(counts: list[int], skip: set[int]) -> list[tuple[int, int, bool]]:
+    """``(start, end, landed)`` link ranges of results (``counts`` links each), consecutive
+    results of the same kind merged; ``skip`` = positions of the results whose links landed."""
+    out: list[tuple[int, int, bool]] = []
+    start = 0
+    for i, n in enumerate(counts):
+        kind = i in skip
+        if out and out[-1][2] == kind:
+            out[-1] = (out[-1][0], start + n, kind)
+        elif n:
+            out.append((start, start + n, kind))
+        start += n
+    return out
 
 
 def _guarded(screen: LinkFilter, links: list, verdicts: dict[str, str | None], drops: Counter,
@@ -305,6 +352,20 @@ def _guarded(screen: LinkFilter, links: list, verdicts: dict[str, str | None], d
         if reasons is not None:
             reasons[p.key] = trap_reason(p.url, p.key)
     return out
+
+
+async def _drop_early(conn: Any, crawl_id: Any, level: int) -> tuple[report_early.Early, set[int]]:
+    await report_early.drop(conn, crawl_id, level)
+    log.info("Links from progress not used: crawl %s level %d: the report inserts its links itself", crawl_id, level)
+    return report_early.Early(), set()
+
+
+def _before_level(held: tuple[int, dict[str, int]], early: report_early.Early) -> tuple[int, dict[str, int]]:
+    """:func:`_known` without the early rows: what the crawl held before the level."""
+    total, per_host = held
+    if not early.keys:
+        return held
+    return total - len(early.keys), {h: n - early.hosts.get(h, 0) for h, n in per_host.items()}
 
 
 async def _level_done(conn: Any, crawl: dict, depth: int, results: list[dict], inserted: list[dict],
@@ -381,26 +442,41 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             # 4.–7. per link distance of the reported pages, shallowest first: one group (this
             # depth) unless the level captured pages carried from an earlier level (issue 12)
             sources = await leases.source_depths(conn, crawl_id, depth, hashes)
-            held_up_to = await leases.max_page_id(conn)  # rows above it are this report's
+            # links landed from progress during the level (ledger.crawl.report_early): trusted
+            # only when every landed page's result carries them unchanged and no carried page
+            # adds a second group; otherwise deleted, and the report runs as without them
+            early = await report_early.read(conn, crawl_id, depth + 1, bool(settings.max_pages_per_host))
+            landed_pages = await report_early.landed_pages(conn, crawl_id, depth)
+            skip = report_early.skipped(results, hashes, landed_pages) if landed_pages else set()
+            if early.keys and (skip is None or len(set(sources)) > 1):
+                early, skip = await _drop_early(conn, crawl_id, depth + 1)
+            skip = skip or set()
+            # rows above it are this level's (early rows included)
+            held_up_to = early.first_id - 1 if early.first_id is not None else await leases.max_page_id(conn)
             plan, inserted, discovered, drops = None, [], 0, Counter()
             for src in sorted(set(sources)) or [depth]:
                 group = [r for r, s in zip(results, sources) if s == src]
                 # 4. discovered links: inline in the results, else read from S3 (old shape)
-                links, overflow = await discovered_links(group, lambda rs: _read_all_links(services, rs))
+                links, overflow, counts = await discovered_links(group, lambda rs: _read_all_links(services, rs))
                 # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
                 # the host name only, so it is asked once per host); chunk by chunk, so that when the
                 # budget cannot cut, chunk n + 1 is scoped while Postgres inserts chunk n
                 screen = LinkFilter(seeds, crawl["scope"])
                 verdicts: dict[str, str | None] = {}
-                held = await _known(conn, crawl, settings.max_pages_per_host)
+                held = _before_level(await _known(conn, crawl, settings.max_pages_per_host), early)
                 if src + 1 <= crawl["max_depth"] and len(links) <= crawl["max_pages"] - held[0]:
                     # 6.–7. every link fits the budget: insert while scoping, plan over what landed
                     reasons: dict[str, str | None] = {}
-                    chunks = (_guarded(screen, links[i:i + STREAM_CHUNK_LINKS], verdicts, drops, settings, reasons)
-                              for i in range(0, len(links), STREAM_CHUNK_LINKS))
+                    ordered: list[ParsedUrl] = []
+                    at = [i for i, s in enumerate(sources) if s == src]  # the group's results' positions
+                    segments = _segments(counts, {g for g, i in enumerate(at) if i in skip})
+                    chunks = _stream_chunks(screen, links, segments, verdicts, drops, settings, reasons, ordered)
                     part, landed = await _stream_plan_and_insert(conn, crawl, src + 1, chunks,
-                                                                 settings.max_pages_per_host, settings, held, reasons)
+                                                                 settings.max_pages_per_host, settings, held, reasons,
+                                                                 ordered, early)
                 else:
+                    if early.keys:  # the budget may cut: the report alone decides, in its order
+                        early, skip = await _drop_early(conn, crawl_id, depth + 1)
                     candidates = _guarded(screen, links, verdicts, drops, settings)
                     # 6.–7. budget over links not yet known to the crawl (nor the final URL of a
                     # redirected page), then the next level through the unique index

@@ -31,3 +31,11 @@ def check_counts(results: Sequence[Any], settings: Any) -> None:
     if total > settings.report_links_max:
         raise Refused(413, f"the report carries {total} inline links; at most {settings.report_links_max}"
                            " in one report (WAGGLE_REPORT_LINKS_MAX)")
+
+
+def check_progress_links(links: Sequence[Any] | None, settings: Any) -> None:
+    """Raise :class:`Refused` 413 when a progress event carries more links than one report
+    result may (``WAGGLE_REPORT_LINKS_PER_PAGE``)."""
+    if links is not None and len(links) > settings.report_links_per_page:
+        raise Refused(413, f"links has {len(links)} links; at most {settings.report_links_per_page} per page"
+                           " (WAGGLE_REPORT_LINKS_PER_PAGE), as in a level report result")

@@ -12,9 +12,10 @@ from typing import Any
 
 
 async def discovered_links(results: list[dict],
-                           read_s3: Callable[[list[dict]], Awaitable[list[list]]]) -> tuple[list, int]:
-    """``(links, overflow)``: every result's links in result order, and the sum of the
-    results' ``linksOverflow`` (links the flow did not send because of the per-page cap).
+                           read_s3: Callable[[list[dict]], Awaitable[list[list]]]) -> tuple[list, int, list[int]]:
+    """``(links, overflow, counts)``: every result's links in result order, the sum of the
+    results' ``linksOverflow`` (links the flow did not send because of the per-page cap), and
+    how many of ``links`` each result gave (in result order).
 
     ``read_s3(results)`` reads the ``.links.json`` of the results without inline links and
     returns one list per result given (empty when the file was skipped); it raises what the
@@ -23,11 +24,15 @@ async def discovered_links(results: list[dict],
     read = dict(zip(map(id, from_s3), await read_s3(from_s3))) if from_s3 else {}
     links: list = []
     overflow = 0
+    counts: list[int] = []
     for r in results:
         inline = r.get("links")
         if inline is not None:
             links.extend(inline)
             overflow += int(r.get("linksOverflow") or 0)
+            counts.append(len(inline))
         else:
-            links.extend(read.get(id(r)) or [])
-    return links, overflow
+            got = read.get(id(r)) or []
+            links.extend(got)
+            counts.append(len(got))
+    return links, overflow, counts

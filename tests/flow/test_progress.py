@@ -109,8 +109,23 @@ def test_a_captured_pages_done_event_carries_its_capture():
         post.close()
         assert [r.json() for r in ledger.requests] == [
             {"url": "https://m/a", "phase": "done", "status": "captured", "taskId": CAPTURE["taskId"],
-             "manifestLocation": "s3://b/t.result.json", "manifestSummary": CAPTURE["manifestSummary"]},
+             "manifestLocation": "s3://b/t.result.json", "manifestSummary": CAPTURE["manifestSummary"],
+             "links": CAPTURE["links"]},
             {"url": "https://m/b", "phase": "done", "status": "failed"}]
+    finally:
+        ledger.close()
+
+
+def _two_captures_sent_to(answer) -> tuple[list[dict], list[str], object]:
+    """The requests of two captured pages' ``done`` events to a ledger answering ``answer``."""
+    ledger = HttpFake(answer)
+    lines: list[str] = []
+    try:
+        post = poster("c-1", read=_vars(ledger.url), log=lines.append)
+        post("https://m/a", "done", CAPTURE)
+        post("https://m/b", "done", CAPTURE)
+        post.close()
+        return [r.json() for r in ledger.requests], lines, post
     finally:
         ledger.close()
 
@@ -119,20 +134,29 @@ def test_an_older_ledger_refusing_the_capture_fields_gets_the_events_without_the
     def older(req):
         body = req.json()
         extra = sorted(set(body) - {"url", "phase", "status"})
-        return (400, {}, {"error": f"unknown field {extra[0]}"}) if extra else (200, {}, {"recorded": True})
+        why = "; ".join(f"unknown field {name}" for name in extra)  # as the ledger names them: each
+        return (400, {}, {"error": why}) if extra else (200, {}, {"recorded": True})
 
-    ledger = HttpFake(older)
-    lines: list[str] = []
-    try:
-        post = poster("c-1", read=_vars(ledger.url), log=lines.append)
-        post("https://m/a", "done", CAPTURE)
-        post("https://m/b", "done", CAPTURE)
-        post.close()
-        assert [r.json() for r in ledger.requests] == [
-            {"url": "https://m/a", "phase": "done", "status": "captured", "taskId": CAPTURE["taskId"],
-             "manifestLocation": "s3://b/t.result.json", "manifestSummary": CAPTURE["manifestSummary"]},
-            {"url": "https://m/a", "phase": "done", "status": "captured"},
-            {"url": "https://m/b", "phase": "done", "status": "captured"}]  # not tried again
-        assert post.failed == 0 and any("older ledger" in ln for ln in lines)
-    finally:
-        ledger.close()
+    sent, lines, post = _two_captures_sent_to(older)
+    assert sent == [
+        {"url": "https://m/a", "phase": "done", "status": "captured", "taskId": CAPTURE["taskId"],
+         "manifestLocation": "s3://b/t.result.json", "manifestSummary": CAPTURE["manifestSummary"],
+         "links": CAPTURE["links"]},
+        {"url": "https://m/a", "phase": "done", "status": "captured"},
+        {"url": "https://m/b", "phase": "done", "status": "captured"}]  # not tried again
+    assert post.failed == 0 and any("older ledger" in ln for ln in lines)
+
+
+def test_a_round_20_ledger_refusing_links_keeps_the_capture_fields():
+    def round20(req):
+        body = req.json()
+        return (400, {}, {"error": "unknown field links"}) if "links" in body else (200, {}, {"recorded": True})
+
+    sent, lines, post = _two_captures_sent_to(round20)
+    capture = {"status": "captured", "taskId": CAPTURE["taskId"], "manifestLocation": "s3://b/t.result.json",
+               "manifestSummary": CAPTURE["manifestSummary"]}
+    assert sent == [
+        {"url": "https://m/a", "phase": "done", **capture, "links": CAPTURE["links"]},
+        {"url": "https://m/a", "phase": "done", **capture},
+        {"url": "https://m/b", "phase": "done", **capture}]  # links not tried again
+    assert post.failed == 0 and any("no links" in ln for ln in lines)
