@@ -8,6 +8,8 @@ of two links."""
 
 from __future__ import annotations
 
+import types
+
 import psycopg
 import pytest
 
@@ -159,8 +161,18 @@ def two_links_a_chunk(monkeypatch):
     monkeypatch.setattr(levels, "STREAM_CHUNK_LINKS", 2)
 
 
+def _copy(func: types.FunctionType, name: str) -> types.FunctionType:
+    """A new function object: a mark applied to it must not reach the original module's test
+    (pytest keeps marks on the function, so marking the imported one broke it when collected later)."""
+    twin = types.FunctionType(func.__code__, func.__globals__, name, func.__defaults__, func.__closure__)
+    twin.__kwdefaults__, twin.__qualname__ = func.__kwdefaults__, name
+    twin.__dict__.update({k: list(v) if isinstance(v, list) else v for k, v in func.__dict__.items()})
+    return twin
+
+
 # the set-based and exact-dedup tests again, every report in chunks of two links
 for _module in (test_level_report_sets, test_frontier_exact):
     for _name in dir(_module):
         if _name.startswith("test_"):
-            globals()[f"{_name}__chunks_of_2"] = pytest.mark.usefixtures("two_links_a_chunk")(getattr(_module, _name))
+            _twin = _copy(getattr(_module, _name), f"{_name}__chunks_of_2")
+            globals()[_twin.__name__] = pytest.mark.usefixtures("two_links_a_chunk")(_twin)
