@@ -158,7 +158,8 @@ def ts_compile_handler(req: Req):
 
 
 class FakeLedger:
-    """Records /pages, /progress, /index and /failed; answers like the ledger (index: 404, no search)."""
+    """Records /pages, /progress, /index and /failed; answers like the ledger (index: 404, no search;
+    /politeness: no other crawl on these hosts)."""
 
     def __init__(self) -> None:
         self.pages: list[dict] = []
@@ -183,6 +184,8 @@ class FakeLedger:
         if req.path.endswith("/failed"):
             self.failed.append(req.json())
             return 200, {}, {"closed": True}
+        if req.path.partition("?")[0].endswith("/politeness"):  # no other crawl shares these hosts: nothing to raise
+            return 200, {}, {"hosts": {}}
         return 404, {}, {"error": "not found"}
 
     def close(self) -> None:
