@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from f.waggle.failures import TRANSIENT, classify_report
 from tests.devstack.helpers import ONLY_WACZ, capture, s3_get, wacz_members, warc_records
 
 NOT_FOUND = b"<!DOCTYPE HTML><html><head><title>Error response</title></head><body><h1>404</h1></body></html>"
@@ -98,3 +99,4 @@ def test_a_refused_connection_is_a_network_failure_not_http_502(capture_server, 
     assert "httpStatusCode" not in rep
     assert rep["errorDetails"]["type"] == "internal"  # BrowserHive v12: net::ERR_* navigation errors
     assert "net::ERR_CONNECTION_REFUSED" in rep["errorDetails"]["message"]
+    assert classify_report(rep, None)[0] == TRANSIENT  # crawl_host retries it once, as a connection error
