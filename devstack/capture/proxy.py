@@ -83,6 +83,13 @@ def _forged_status(line: str) -> bool:
     return name.strip().lower() == "proxy-status" and proxystatus.is_ours(value)
 
 
+def _client_head(lines: list[str]) -> bytes:
+    """A site's response head as the browser gets it: ``Connection: close``, no forged mark."""
+    kept = [lines[0]] + [h for h in lines[1:] if h and h.split(":", 1)[0].strip().lower() not in ("connection", "keep-alive")
+                         and not _forged_status(h)]
+    return ("\r\n".join(kept) + "\r\nConnection: close\r\n\r\n").encode("latin-1")
+
+
 def _status(status_line: str) -> int:
     parts = status_line.split(" ", 2)
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
@@ -295,10 +302,8 @@ class GuardedProxy:
             if get_url is not None and _status(lines[0]) >= 400:
                 await self._forward_error(head, lines, c_w, u_r, get_url)
                 return
-            kept = [lines[0]] + [h for h in lines[1:] if h and h.split(":", 1)[0].strip().lower() not in ("connection", "keep-alive")
-                                 and not _forged_status(h)]
             self.last_traffic = time.monotonic()
-            c_w.write(("\r\n".join(kept) + "\r\nConnection: close\r\n\r\n").encode("latin-1"))
+            c_w.write(_client_head(lines))
             await self._pipe(u_r, c_w)
         finally:
             up.cancel()
@@ -309,11 +314,9 @@ class GuardedProxy:
         self.error_bodies.expect(url)
         raw: bytearray | None = bytearray(head)
         client_ok, ended = True, False
-        kept = [lines[0]] + [h for h in lines[1:] if h and h.split(":", 1)[0].strip().lower() not in ("connection", "keep-alive")
-                             and not _forged_status(h)]
         self.last_traffic = time.monotonic()
         try:
-            c_w.write(("\r\n".join(kept) + "\r\nConnection: close\r\n\r\n").encode("latin-1"))
+            c_w.write(_client_head(lines))
             await c_w.drain()
         except ConnectionError:
             client_ok = False
