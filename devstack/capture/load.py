@@ -13,6 +13,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, Response
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
+from devstack.capture import proxystatus
 from devstack.capture.behaviors import run_behaviors
 from devstack.capture.dismiss import DismissFailed, dismiss
 from devstack.capture.recorder import Recorder
@@ -202,6 +203,9 @@ async def _main_status(run: Run, page: Page, response: Response | None) -> int:
     if response is None:
         raise CaptureFailure("failed", "internal", "navigation produced no response")
     status = response.status
+    if status == 502 and (error := proxystatus.net_error(list((await response.all_headers()).items()))):
+        # The capture proxy could not reach the site: Chromium's own network error, not its 502.
+        raise CaptureFailure("failed", "internal", f"{error} at {response.url}"[:500])
     if not 200 <= status < 300:
         await _follow_script_navigation(run, page, response.url)
         raise CaptureFailure("http_error", "http", f"HTTP {status}", httpStatusCode=status,

@@ -42,6 +42,9 @@ from urllib.parse import urlsplit
 
 import anyio.to_thread
 
+from devstack.capture import proxystatus
+from devstack.capture.errorbodies import CAP as ERROR_BODY_CAP
+from devstack.capture.errorbodies import ErrorBodies
 from ledger.hostguard import HostRefused, resolve_checked
 
 log = logging.getLogger("devstack.capture.proxy")
@@ -74,6 +77,24 @@ def checked_addresses(host: str, port: int, allow_private: bool) -> list[str]:
     return addresses
 
 
+def _forged_status(line: str) -> bool:
+    """A site's ``Proxy-Status`` header line naming this proxy (dropped: only we say that)."""
+    name, _, value = line.partition(":")
+    return name.strip().lower() == "proxy-status" and proxystatus.is_ours(value)
+
+
+def _client_head(lines: list[str]) -> bytes:
+    """A site's response head as the browser gets it: ``Connection: close``, no forged mark."""
+    kept = [lines[0]] + [h for h in lines[1:] if h and h.split(":", 1)[0].strip().lower() not in ("connection", "keep-alive")
+                         and not _forged_status(h)]
+    return ("\r\n".join(kept) + "\r\nConnection: close\r\n\r\n").encode("latin-1")
+
+
+def _status(status_line: str) -> int:
+    parts = status_line.split(" ", 2)
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+
+
 class GuardedProxy:
     """Forward proxy on 127.0.0.1 (OS-chosen port) enforcing the private-host guard.
 
@@ -99,6 +120,7 @@ class GuardedProxy:
         self.last_traffic: float | None = None
         self.not_before: float | None = None  # monotonic s: no connection to a site before (startAfterMs)
         self.hold: Callable[[], Awaitable[None]] | None = None  # awaited before each connection (holdAfter)
+        self.error_bodies = ErrorBodies()  # plain-HTTP error answers' bodies, for the recorder
         self._busy: dict[asyncio.Task, float] = {}  # plain-HTTP requests sent to a site, response
         # not ended → monotonic seconds when sent
 
@@ -119,6 +141,7 @@ class GuardedProxy:
         instead of a second resolution)."""
         self.refused = []
         self.connections = 0
+        self.error_bodies.clear()
         self._checked = dict(checked or {})
         self._deny = deny or (lambda url: False)
         self._on_denied = on_denied or (lambda url, method: None)
@@ -211,7 +234,7 @@ class GuardedProxy:
             upstream.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1"))
             self.last_traffic = time.monotonic()
             await upstream.drain()
-            await self._forward_response(reader, writer, up_r, upstream)
+            await self._forward_response(reader, writer, up_r, upstream, target if method.upper() == "GET" else None)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
                 ConnectionError, ValueError):
             pass
@@ -241,7 +264,8 @@ class GuardedProxy:
             await self._refuse(writer, label, e.reason)
             return None, None
         except OSError as e:
-            await self._refuse(writer, label, f"cannot resolve: {e}", status="502 Bad Gateway")
+            await self._refuse(writer, label, f"cannot resolve: {e}", status="502 Bad Gateway",
+                               proxy_status=proxystatus.header("dns_error", "net::ERR_NAME_NOT_RESOLVED"))
             return None, None
         last: Exception | None = None
         for address in addresses:
@@ -251,31 +275,77 @@ class GuardedProxy:
                 last = e
             finally:
                 self.last_traffic = time.monotonic()  # a connection attempt is felt too, even a refused one
-        await self._refuse(writer, label, f"cannot connect: {last}", status="502 Bad Gateway", record=False)
+        # The site never answered: say so in Proxy-Status, so the capture reports Chromium's
+        # network error instead of a 502 the site never sent (proxystatus).
+        await self._refuse(writer, label, f"cannot connect: {last}", status="502 Bad Gateway", record=False,
+                           proxy_status=proxystatus.header(*proxystatus.for_connect_error(last)))
         return None, None
 
-    async def _refuse(self, writer, label: str, reason: str, status: str = "403 Forbidden", record: bool = True) -> None:
+    async def _refuse(self, writer, label: str, reason: str, status: str = "403 Forbidden", record: bool = True,
+                      proxy_status: str | None = None) -> None:
         if record:
             self.refused.append((label, reason))
         log.info("proxy refused %s: %s", label, reason)
         body = f"{reason}\n".encode()
+        extra = f"Proxy-Status: {proxy_status}\r\n" if proxy_status else ""
         writer.write(f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-                     f"Connection: close\r\n\r\n".encode() + body)
+                     f"{extra}Connection: close\r\n\r\n".encode() + body)
         with contextlib.suppress(ConnectionError):
             await writer.drain()
 
-    async def _forward_response(self, c_r, c_w, u_r, u_w) -> None:
+    async def _forward_response(self, c_r, c_w, u_r, u_w, get_url: str | None = None) -> None:
         # Request body (if any) flows up while the response head is read and rewritten.
         up = asyncio.create_task(self._pipe(c_r, u_w))
         try:
             head = await asyncio.wait_for(u_r.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
             lines = head.decode("latin-1").split("\r\n")
-            kept = [lines[0]] + [h for h in lines[1:] if h and h.split(":", 1)[0].strip().lower() not in ("connection", "keep-alive")]
+            if get_url is not None and _status(lines[0]) >= 400:
+                await self._forward_error(head, lines, c_w, u_r, get_url)
+                return
             self.last_traffic = time.monotonic()
-            c_w.write(("\r\n".join(kept) + "\r\nConnection: close\r\n\r\n").encode("latin-1"))
+            c_w.write(_client_head(lines))
             await self._pipe(u_r, c_w)
         finally:
             up.cancel()
+
+    async def _forward_error(self, head: bytes, lines: list[str], c_w, u_r, url: str) -> None:
+        """Pass an error answer on and keep its body (:mod:`.errorbodies`): read to its end even
+        when the browser hung up after the head (Blink cancels such subresources)."""
+        self.error_bodies.expect(url)
+        raw: bytearray | None = bytearray(head)
+        client_ok, ended = True, False
+        self.last_traffic = time.monotonic()
+        try:
+            c_w.write(_client_head(lines))
+            await c_w.drain()
+        except ConnectionError:
+            client_ok = False
+        try:
+            while True:
+                chunk = await asyncio.wait_for(u_r.read(65536), IDLE_TIMEOUT_S)
+                if not chunk:
+                    ended = True
+                    break
+                self.last_traffic = time.monotonic()
+                if raw is not None:
+                    raw += chunk
+                    if len(raw) > ERROR_BODY_CAP:
+                        raw = None
+                if client_ok:
+                    try:
+                        c_w.write(chunk)
+                        await c_w.drain()
+                    except ConnectionError:
+                        client_ok = False
+                if not client_ok and raw is None:
+                    break  # nobody wants the rest
+        except (ConnectionError, asyncio.TimeoutError):
+            pass
+        finally:  # cut short (seal, timeout, too large): no body rather than part of one
+            self.error_bodies.finish(url, bytes(raw) if ended and raw is not None else None)
+            with contextlib.suppress(Exception):
+                if client_ok and c_w.can_write_eof():
+                    c_w.write_eof()
 
     async def _pipe_both(self, c_r, c_w, u_r, u_w) -> None:
         a = asyncio.create_task(self._pipe(c_r, u_w))

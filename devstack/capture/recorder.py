@@ -27,6 +27,8 @@ from datetime import datetime, timezone
 
 from playwright.async_api import BrowserContext, Request
 
+from devstack.capture import proxystatus
+from devstack.capture.errorbodies import ErrorBodies
 from devstack.capture.policies import Policies
 
 
@@ -104,6 +106,7 @@ class Recorder:
         self._handlers: list[tuple[str, object]] = []
         self.files: set[str] = set()  # URLs of main documents read as files (their abort is ours)
         self._file_headers: dict[str, tuple[list, list]] = {}
+        self.error_bodies: ErrorBodies | None = None  # the proxy's (plain HTTP), for cancelled error loads
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -196,16 +199,24 @@ class Recorder:
         if not request.url.startswith(("http:", "https:")):
             return
         ex = await self._base(request)
-        match = self.policies.match_url(request.url)
         response = await request.response()
         if response is None:
             ex.incomplete = "loadingFinished-without-response"
             self.exchanges.append(ex)
             return
+        await self._answered(ex, request, response)
+
+    async def _answered(self, ex: Exchange, request: Request, response, cancelled: str | None = None) -> None:
+        """Record a response the site gave; ``cancelled`` (Chromium's failure text) when Blink
+        dropped the load after an error status's head: the body then comes from the proxy
+        (:mod:`.errorbodies`), and without it the exchange stays counted as missing its body."""
+        match = self.policies.match_url(request.url)
         ex.status = response.status
         ex.status_text = response.status_text
         with contextlib.suppress(Exception):
             ex.resp_headers = [(h["name"], h["value"]) for h in await response.headers_array()]
+        if self._unreached(ex):
+            return
         if match is not None and match.action in ("no-archive", "deny"):
             ex.withheld, ex.pattern = match.action, match.pattern
             self.exchanges.append(ex)
@@ -216,8 +227,26 @@ class Recorder:
             ex.withheld = "content-type"
         is_redirect = 300 <= ex.status < 400 and any(k.lower() == "location" for k, _ in ex.resp_headers)
         if ex.withheld is None and not is_redirect and ex.status not in (204, 304) and request.method != "HEAD":
-            await self._fetch_body(ex, response)
+            if cancelled is None:
+                await self._fetch_body(ex, response)
+            else:
+                body = await self.error_bodies.get(ex.url, self.body_timeout_s) if self.error_bodies else None
+                if body is None:
+                    ex.incomplete, ex.failure = "loadingFailed", f"{cancelled}: body not kept (HTTP {ex.status})"
+                else:
+                    self._keep(ex, body)
         self.exchanges.append(ex)
+
+    def _unreached(self, ex: Exchange) -> bool:
+        """The answer is the proxy's own (the site was never reached): record the network error
+        Chromium would have reported, not a response the site never sent (:mod:`.proxystatus`)."""
+        error = proxystatus.net_error(ex.resp_headers)
+        if error is None:
+            return False
+        ex.status, ex.status_text, ex.resp_headers = None, "", []
+        ex.incomplete, ex.failure = "loadingFailed", error
+        self.exchanges.append(ex)
+        return True
 
     async def _fetch_body(self, ex: Exchange, response) -> None:
         declared = None
@@ -232,6 +261,10 @@ class Recorder:
         except Exception as e:  # body evicted / target closed: keep the record, say so
             ex.incomplete, ex.failure = "loadingFailed", f"body unavailable: {e}"[:300]
             return
+        self._keep(ex, body)
+
+    def _keep(self, ex: Exchange, body: bytes) -> None:
+        """Apply the per-response and task caps to a body read whole."""
         if len(body) > self.max_response_bytes:
             ex.truncated, ex.encoded_length = "too-large", len(body)
         elif self.body_bytes + len(body) > self.max_task_bytes:
@@ -258,6 +291,13 @@ class Recorder:
             return
         if any(d.url == ex.url for d in self.denied) and ex.failure and "BLOCKED" in ex.failure.upper():
             return  # the denied request itself; already a metadata record
+        response = None
+        with contextlib.suppress(Exception):
+            response = await request.response()
+        if response is not None and response.status >= 400:  # the site answered; Blink dropped it
+            ex.incomplete, ex.failure = None, None
+            await self._answered(ex, request, response, cancelled=request.failure or "net::ERR_ABORTED")
+            return
         self.exchanges.append(ex)
 
     def expect_file(self, url: str) -> None:

@@ -64,6 +64,7 @@ async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder,
         if run.policies.has_deny():
             sess.gate = deny_gate(run, recorder)
             await context.route("**/*", sess.gate)
+        recorder.error_bodies = sess.proxy.error_bodies if sess.proxy is not None else None
         recorder.attach(context)
         max_resp = recorder.max_response_bytes
         run.files = FileTaker(sess.cdp, max_resp, run.deadline, on_take=recorder.expect_file)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gzip
 
 import httpx
 import pytest
 
-from devstack.capture import names
+from devstack.capture import errorbodies, names, proxystatus
 from devstack.capture.proxy import GuardedProxy, checked_addresses
 from ledger.hostguard import HostRefused
 
@@ -86,3 +88,65 @@ def test_connect_tunnel_to_a_refused_host_gets_403():
 def test_artifact_names_escape_separators(corr, labels, expected):
     assert names.stem("T", corr, labels) == expected
     assert names.file_name(expected, "links") == expected + ".links.json"
+
+
+def _one_answer_server(answer: bytes):
+    """A loopback server that reads one request head and writes ``answer`` raw, then closes."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def serve():
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = srv.accept()
+                with conn:
+                    buf = b""
+                    while b"\r\n\r\n" not in buf:
+                        buf += conn.recv(4096)
+                    conn.sendall(answer)
+    threading.Thread(target=serve, daemon=True).start()
+    return srv
+
+
+def test_a_refused_connection_is_marked_as_the_proxys_own_502():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r, _ = run_with_proxy(True, lambda p: _through(p, f"http://127.0.0.1:{port}/"))
+    assert r.status_code == 502
+    assert proxystatus.net_error(list(r.headers.items())) == "net::ERR_CONNECTION_REFUSED"
+
+
+def test_a_sites_forged_proxy_status_is_dropped_and_error_bodies_are_kept():
+    body = gzip.compress(b"<h1>not here</h1>", mtime=0)
+    srv = _one_answer_server(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n"
+                             b"Proxy-Status: waggle-capture; error=connection_refused\r\n\r\n"
+                             + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}/x.js"
+
+    async def go(p: GuardedProxy):
+        p.begin_capture()
+        r = await _through(p, url)
+        return r, await p.error_bodies.get(url, 5)
+
+    try:
+        (r, kept), _ = run_with_proxy(True, go)
+    finally:
+        srv.close()
+    assert r.status_code == 404 and "proxy-status" not in r.headers
+    assert proxystatus.net_error(list(r.headers.items())) is None
+    assert kept == body  # no Content-Encoding: the bytes as sent, de-chunked
+
+
+def test_error_body_decoding_keeps_only_whole_bodies():
+    body = b"missing" * 50
+    gz = gzip.compress(body)
+    whole = b"HTTP/1.1 404 Not Found\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(gz) + gz
+    assert errorbodies.decode(whole) == body
+    assert errorbodies.decode(whole[:-5]) is None  # cut short: not part of a body
+    assert errorbodies.decode(b"HTTP/1.1 404 Not Found\r\nContent-Encoding: zstd\r\n\r\nxx") is None
