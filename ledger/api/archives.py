@@ -11,6 +11,8 @@
   page requested that have no response body in the archive), ``missingBodyCount`` (all of
   them), ``truncatedUrls`` (≤ 20 bodies a size cap dropped), ``incompleteReason``
   (``page-load-deadline``: captured at the page-load deadline, docs/capture-server.md extension 14).
+  ``nextBefore``: the ``before`` of the next page (the last SQL row's ``capturedAt``) when this
+  page was full before the filter, else null — no older rows: a list is done when it is null.
 * ``POST /api/archives/{id}/url`` — the only enforcement point: Check ``can_view`` with the
   caller's organizations as contextual ``member`` tuples and ``current_time``; denied or not
   in the ledger → 404 ``{"error":"not found"}``; else a presigned S3 GET valid 300 s:
@@ -102,8 +104,8 @@ def row_json(r: dict[str, Any]) -> dict[str, Any]:
 
 @router.get("/api/archives")
 async def list_archives(request: Request) -> Any:
-    """200 ``{"archives": [...]}`` — the caller's viewable rows of one page; 400 for a bad
-    ``before``; 401 without identity."""
+    """200 ``{"archives": [...], "nextBefore"}`` — the caller's viewable rows of one page and the
+    next page's cursor (null at the end); 400 for a bad ``before``; 401 without identity."""
     before = parse_before(request.query_params.getlist("before"))
     if isinstance(before, JSONResponse):
         return before
@@ -129,9 +131,11 @@ async def list_archives(request: Request) -> Any:
             {"before": before, "limit": PAGE_SIZE, "crawl": crawl, "url": _like(text) if text else None},
         )).fetchall()
     if not rows:
-        return {"archives": []}
+        return {"archives": [], "nextBefore": None}
     allowed = await services.authz.viewable(identity, [str(r["id"]) for r in rows])
-    return {"archives": [row_json(r) for r in rows if str(r["id"]) in allowed]}
+    # the cursor comes from the unfiltered page: rows hidden from this caller still move it on
+    next_before = iso_ms(rows[-1]["captured_at"]) if len(rows) == PAGE_SIZE else None
+    return {"archives": [row_json(r) for r in rows if str(r["id"]) in allowed], "nextBefore": next_before}
 
 
 @router.post("/api/archives/{archive_id}/url")

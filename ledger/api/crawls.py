@@ -300,15 +300,24 @@ async def _member(request: Request, crawl_id: uuid.UUID) -> Identity:
     return identity
 
 
+ID_PREFIX = re.compile(r"^[0-9a-f][0-9a-f-]{3,35}$")
+
+
 @router.get("/api/crawls")
-async def list_crawls(request: Request, limit: int = 20) -> dict:
+async def list_crawls(request: Request, limit: int = 20,
+                      id_prefix: Annotated[str | None, Query(alias="idPrefix")] = None) -> dict:
     """The most recent crawls (``limit`` 1–100, default 20), newest first, with level and page
-    counts by state (see ``ledger.crawl.crawls.list_crawls``)."""
+    counts by state (see ``ledger.crawl.crawls.list_crawls``). ``idPrefix`` (4–36 hex digits or
+    dashes, case-insensitive): only the crawls whose id starts with it, however old (how the
+    client resolves a short id). Same authorization either way: your organizations' crawls."""
     if not 1 <= limit <= 100:
         raise Refused(400, "limit must be between 1 and 100")
+    prefix = id_prefix.strip().lower() if id_prefix is not None else None
+    if prefix is not None and not ID_PREFIX.match(prefix):
+        raise Refused(400, "idPrefix must be the start of a crawl id: 4 to 36 hex digits or dashes, e.g. ad7cac4d")
     identity = await submitter(request)
     return {"crawls": await crawl_store.list_crawls(request.app.state.services.pool, limit,
-                                                    orgs=identity.organizations)}
+                                                    orgs=identity.organizations, id_prefix=prefix)}
 
 
 @router.get("/api/crawls/{crawl_id}")

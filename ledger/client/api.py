@@ -162,9 +162,11 @@ class LedgerClient:
             if not cursor:
                 return
 
-    def list_crawls(self) -> list[dict]:
-        """``GET /api/crawls`` → recent crawls, newest first."""
-        body = self._call("GET", "/api/crawls").json()
+    def list_crawls(self, id_prefix: str | None = None) -> list[dict]:
+        """``GET /api/crawls`` → recent crawls, newest first; with ``id_prefix`` (4+ hex digits or
+        dashes) the crawls you may see whose id starts with it, however old (up to 100)."""
+        params = {"idPrefix": id_prefix, "limit": 100} if id_prefix else None
+        body = self._call("GET", "/api/crawls", params=params).json()
         return body.get("crawls", []) if isinstance(body, dict) else body
 
     def fail_crawl(self, crawl_id: str, reason: str) -> bool:
@@ -178,24 +180,26 @@ class LedgerClient:
 
     def iter_archives(self, since: str | None = None, max_pages: int = 200,
                       crawl: str | None = None) -> Iterator[dict]:
-        """Archives newest first, following the ``before`` cursor (the last row's ``capturedAt``).
+        """Archives newest first, following the ledger's ``nextBefore`` cursor until it is null
+        (an older ledger without it: the last row's ``capturedAt``, up to an empty page — pages
+        are filtered by permission after paging, ledger.md §6.5).
 
-        Stops at the first row captured before ``since`` (ISO 8601), or at an empty page: the
-        ledger pages before filtering by permission, so a short page does not mean the end,
-        but an empty one leaves no cursor (ledger.md §6.5). ``crawl``: only that crawl's archives.
+        Stops at the first row captured before ``since`` (ISO 8601), or after ``max_pages``
+        pages of 50. ``crawl``: only that crawl's archives.
         """
         from ledger.client.render import parse_time
 
         floor = parse_time(since)
         before = None
         for _ in range(max_pages):
-            rows = self.archives_page(before, crawl).get("archives", [])
+            body = self.archives_page(before, crawl)
+            rows = body.get("archives", [])
             for row in rows:
                 captured = parse_time(row.get("capturedAt"))
                 if floor is not None and captured is not None and captured < floor:
                     return
                 yield row
-            cursor = rows[-1].get("capturedAt") if rows else None
+            cursor = body["nextBefore"] if "nextBefore" in body else (rows[-1].get("capturedAt") if rows else None)
             if not cursor or cursor == before:
                 return
             before = cursor

@@ -278,16 +278,19 @@ def archives_command(
     try:
         with _client() as client:
             crawl_id = resolve_crawl_id(client, crawl) if crawl else None
-            rows = client.archives_page(before, crawl=crawl_id).get("archives", [])
+            body = client.archives_page(before, crawl=crawl_id)
+            rows = body.get("archives", [])
     except (ApiError, ClientConfigError) as exc:
         raise _fail(console, str(exc)) from None
     if as_json:
         _print_json(rows)
         return
     console.print(render.archives_table(rows, title=f"archives ({len(rows)})", wide=wide))
-    if len(rows) >= ARCHIVES_PAGE and rows[-1].get("capturedAt"):
-        # the ledger pages 50 rows before the permission filter: a full page may have more behind it
-        more = f"waggle archives --before {rows[-1]['capturedAt']}" + (f" --crawl {crawl_id}" if crawl_id else "")
+    # the ledger's nextBefore (null at the end); an older ledger: a full page may have more behind it
+    older = body.get("nextBefore") if "nextBefore" in body else (
+        rows[-1].get("capturedAt") if len(rows) >= ARCHIVES_PAGE else None)
+    if older:
+        more = f"waggle archives --before {older}" + (f" --crawl {crawl_id}" if crawl_id else "")
         console.print(f"older archives may exist: {more}")
     if missing:
         console.print(render.missing_table(rows))
@@ -299,8 +302,16 @@ def resolve_archive_id(client: LedgerClient, given: str) -> str:
 
 
 def resolve_crawl_id(client: LedgerClient, given: str) -> str:
-    """``given`` as a full crawl id: a full UUID as is, else the one recent crawl it prefixes."""
-    return ids.resolve(given, (c.get("crawlId") or c.get("id") for c in client.list_crawls()), "crawl", "waggle crawls")
+    """``given`` as a full crawl id: a full UUID as is, else the one visible crawl it prefixes
+    (however old: the ledger looks the prefix up; an older ledger answers with the recent ones)."""
+    prefix = given.strip().lower()
+    if ids.FULL_UUID.match(prefix) or not ids.PREFIX.match(prefix):
+        return ids.resolve(given, (), "crawl", "waggle crawls")  # as is, or its clear 400
+    if len(prefix) < ids.MIN_CRAWL_PREFIX:
+        raise ApiError(400, f"{given!r} is too short: give at least {ids.MIN_CRAWL_PREFIX} characters of the crawl id"
+                            " (as `waggle crawls` shows)")
+    rows = client.list_crawls(id_prefix=prefix)
+    return ids.resolve(given, (c.get("crawlId") or c.get("id") for c in rows), "crawl", "waggle crawls")
 
 
 def url_command(

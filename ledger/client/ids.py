@@ -1,7 +1,8 @@
 """Short ids: the client shows the first 8 characters of an id and accepts any unique prefix.
 
 A full UUID is used as given (no listing). A prefix is matched, case-insensitively, against the
-ids the caller may see (archives: every page of ``GET /api/archives``; crawls: the recent list).
+ids the caller may see (archives: every page of ``GET /api/archives``; crawls: the ledger's
+``GET /api/crawls?idPrefix=``, which needs at least :data:`MIN_CRAWL_PREFIX` characters).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ledger.client.api import ApiError
 FULL_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 PREFIX = re.compile(r"^[0-9a-f][0-9a-f-]*$")
 SHOWN_CANDIDATES = 5
+MIN_CRAWL_PREFIX = 4  # what GET /api/crawls?idPrefix= accepts
 
 
 def _article(word: str) -> str:

@@ -96,6 +96,16 @@ def hosts_in_flight(crawl: dict) -> list[str] | int | None:
     return None
 
 
+def stop_reason_text(crawl: dict) -> str:
+    """The stop reason as shown: ``stopReason`` once the crawl has ended; while it runs the ledger
+    already records the limit it reached (``max_pages``, ``max_depth``), shown as "will stop at
+    max pages" (the crawl ends after the level in flight); "–" when there is none."""
+    reason = crawl.get("stopReason")
+    if not reason:
+        return "–"
+    return f"will stop at {str(reason).replace('_', ' ')}" if crawl.get("state") == "running" else str(reason)
+
+
 def _n(value: int | None) -> str:
     return "–" if value is None else str(value)
 
@@ -189,7 +199,7 @@ def summary_view(crawl: dict) -> Group:
     state = crawl.get("state", "?")
     style = {"succeeded": "green", "failed": "red"}.get(state, "yellow")
     table.add_row("state", Text(state, style=style))
-    table.add_row("stop reason", str(crawl.get("stopReason") or "–"))
+    table.add_row("stop reason", stop_reason_text(crawl))
     table.add_row("seeds", "\n".join(crawl.get("seeds") or []) or "–")
     table.add_row("levels", _n(level_of(crawl)) + (f" (max depth {crawl['maxDepth']})" if "maxDepth" in crawl else ""))
     table.add_row("pages captured", _n(captured_count(crawl)))
@@ -230,6 +240,10 @@ def summary_view(crawl: dict) -> Group:
             ft.add_row(str(f.get("url", "")), _n(f.get("depth")), str(f.get("failureClass") or "–"),
                        str(f.get("reason") or "–"))
         parts.append(ft)
+        more = (failed_count(crawl) or 0) - len(failures)
+        if more > 0:  # the ledger sends the 5 newest; say where the rest are
+            parts.append(Text(f"{more} more: waggle crawls {short_id(crawl.get('crawlId', 'ID'))} --pages --state failed",
+                              style="dim"))
     return Group(*parts)
 
 
@@ -309,7 +323,7 @@ def crawls_table(crawls: list[dict], wide: bool = False) -> Table:
         table.add_row(
             crawl_id if wide else short_id(crawl_id),
             state,
-            str(c.get("stopReason") or "–"),
+            stop_reason_text(c),
             seeds_txt,
             _n(captured_count(c)),
             str(c.get("startedAt") or "–") if wide else short_time(c.get("startedAt")),

@@ -312,20 +312,23 @@ async def crawl_in_orgs(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> bool
         return await cur.fetchone() is not None
 
 
-async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = None) -> list[dict]:
+async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = None,
+                      id_prefix: str | None = None) -> list[dict]:
     """Every running crawl, then the most recently started others up to ``limit`` in all
     (summaries, newest first in each group; several crawls run at once, issue 12): ``crawlId,
     seeds, state, stopReason, startedAt, finishedAt, pagesDiscovered, pagesCaptured,
     organization, requestedBy, error, currentDepth, levelState, maxDepth, maxPages`` and
     ``pagesFailed, pagesSkipped, pagesPending`` (crawl_pages counts by state). ``orgs`` (None =
-    every organization) keeps only the crawls of those organizations."""
+    every organization) keeps only the crawls of those organizations; ``id_prefix`` (lower-case
+    hex digits and dashes, checked by the route) only those whose id starts with it."""
+    visible = "(%(all)s OR org_id = ANY(%(orgs)s)) AND (%(prefix)s::text IS NULL OR id::text LIKE %(prefix)s || '%%')"
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT * FROM ((SELECT * FROM crawls WHERE state = 'running' AND (%(all)s OR org_id = ANY(%(orgs)s)))"
-            " UNION ALL (SELECT * FROM crawls WHERE state <> 'running' AND (%(all)s OR org_id = ANY(%(orgs)s))"
+            f"SELECT * FROM ((SELECT * FROM crawls WHERE state = 'running' AND {visible})"
+            f" UNION ALL (SELECT * FROM crawls WHERE state <> 'running' AND {visible}"
             " ORDER BY started_at DESC LIMIT %(limit)s)) c"
             " ORDER BY (c.state = 'running') DESC, c.started_at DESC",
-            {"all": orgs is None, "orgs": list(orgs or []), "limit": limit})
+            {"all": orgs is None, "orgs": list(orgs or []), "limit": limit, "prefix": id_prefix})
         rows = await cur.fetchall()
         running = sum(1 for r in rows if r["state"] == "running")
         rows = rows[:max(limit, running)]

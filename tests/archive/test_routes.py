@@ -135,6 +135,32 @@ def test_before_cursor_pages_strictly(archive_ledger) -> None:
     assert ids(unencoded.json()["archives"]) == [a["acme_old"]["id"]]
 
 
+def test_next_before_is_null_once_no_older_rows_exist(archive_ledger, monkeypatch) -> None:
+    """The web page's "More" button follows ``nextBefore``: null on a short page (the trial's
+    "More" under 2 archives that did nothing), the last SQL row's time on a full one even when
+    the permission filter hid rows of it."""
+    import ledger.api.archives as route
+
+    def page(orgs: str, **params) -> dict:
+        r = httpx.get(f"{archive_ledger.url}/api/archives", headers=who("bob", orgs), params=params, timeout=10)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    assert page("acme,contoso,beta")["nextBefore"] is None  # 4 rows < 50: the end
+    everything, acme = listing(archive_ledger, "bob", "acme,contoso,beta"), ids(listing(archive_ledger, "bob", "acme"))
+    assert len(everything) == 4 and len(acme) < 4
+    monkeypatch.setattr(route, "PAGE_SIZE", 3)  # the ledger runs in this process: full pages of 3
+    assert page("acme,contoso,beta")["nextBefore"] == everything[2]["capturedAt"]
+    seen, before = [], None
+    for _ in range(5):  # bob of acme alone: pages thinned by the filter still lead to the end
+        body = page("acme", **({"before": before} if before else {}))
+        seen += ids(body["archives"])
+        before = body["nextBefore"]
+        if before is None:
+            break
+    assert before is None and seen == acme
+
+
 def test_validation_precedes_authentication(archive_ledger) -> None:
     base = archive_ledger.url
     for params in ({"before": "not-a-date"}, {"before": "2026-09-24T10:00:00"},

@@ -57,13 +57,15 @@ class FakeFlow:
     """Answers the ledger's webhook like Windmill, then (in a thread) reports the level back.
 
     ``/broken`` pages fail (http 500); every captured page gets a WACZ, a manifest and, at
-    depth 0, a ``.links.json`` naming ``/one`` and ``/broken``. ``hold`` = never report.
+    depth 0, a ``.links.json`` naming ``/one`` and ``/broken``. ``hold`` = never report;
+    ``hold_from`` = never report the levels of that depth or deeper.
     """
 
     s3: Any
     token: str = ""
     ledger_url: str = ""
     hold: bool = False
+    hold_from: int | None = None
     delay_s: float = 0.3
     wacz: dict[str, bytes] = field(default_factory=dict)  # object key → bytes
     jobs: dict[str, bool] = field(default_factory=dict)  # job id → finished
@@ -104,7 +106,7 @@ class FakeFlow:
             body = await request.json()
             job = str(uuid.uuid4())
             self.jobs[job] = False
-            if not self.hold:
+            if not self.hold and (self.hold_from is None or body["depth"] < self.hold_from):
                 threading.Thread(target=self.run_level, args=(job, body), daemon=True).start()
             return PlainTextResponse(job, status_code=201)
 
@@ -168,7 +170,7 @@ def ledger_env(real_ledger: RealLedger, monkeypatch, tmp_path) -> RealLedger:
     monkeypatch.setenv("WAGGLE_STATE_DIR", str(tmp_path))
     for k, v in real_ledger.env.items():
         monkeypatch.setenv(k, v)
-    real_ledger.flow.hold = False
+    real_ledger.flow.hold, real_ledger.flow.hold_from = False, None
     yield real_ledger
     # never leave a crawl running for the next test
     crawls = httpx.get(real_ledger.url + "/api/crawls", headers={"Authorization": f"Bearer {real_ledger.env['WAGGLE_TOKEN']}"}).json()

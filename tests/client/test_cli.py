@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import pty
 import re
@@ -12,9 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from ledger.cli import app
+from ledger.client import render
 from tests.client.fake_ledger import FakeLedger, wacz_bytes
 
 runner = CliRunner()
@@ -406,3 +409,24 @@ def test_live_display_on_a_terminal(fake_ledger: FakeLedger, client_env):
     assert "hosts in flight" in out and "2 of 2" in out and "budget 30" in out
     assert "running: level" not in out  # the line format is for non-terminals only
     assert "succeeded" in out and "max_depth" in out and "archives (4)" in out
+
+
+def _text(renderable) -> str:
+    out = io.StringIO()
+    Console(file=out, width=200, highlight=False).print(renderable)
+    return out.getvalue()
+
+
+def test_summary_says_how_many_failures_it_does_not_list():
+    failures = [{"url": f"http://a.test/{i}", "depth": 1, "reason": "http: 500", "failureClass": "transient"}
+                for i in range(5)]  # the ledger sends the 5 newest
+    crawl = {"crawlId": "ad7cac4d-0000-4000-8000-000000000000", "state": "succeeded", "pagesFailed": 6,
+             "failures": failures}
+    assert "1 more: waggle crawls ad7cac4d --pages --state failed" in _text(render.summary_view(crawl))
+    assert "more:" not in _text(render.summary_view({**crawl, "pagesFailed": 5}))
+
+
+def test_stop_reason_of_a_running_crawl_is_what_it_will_stop_at():
+    assert render.stop_reason_text({"state": "running", "stopReason": "max_pages"}) == "will stop at max pages"
+    assert render.stop_reason_text({"state": "succeeded", "stopReason": "max_pages"}) == "max_pages"
+    assert render.stop_reason_text({"state": "running", "stopReason": None}) == "–"

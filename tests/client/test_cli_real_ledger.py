@@ -8,6 +8,7 @@ import json
 import re
 import signal
 import subprocess
+import time
 
 import httpx
 from typer.testing import CliRunner
@@ -154,3 +155,62 @@ def test_unusable_seeds_and_settings_are_refused_with_the_reason(ledger_env: Rea
     after = httpx.get(f"{ledger_env.url}/api/crawls",
                       headers={"Authorization": f"Bearer {ledger_env.env['WAGGLE_TOKEN']}"}).json()["crawls"]
     assert len(after) == len(before)  # nothing half-created
+
+
+def test_short_crawl_id_still_resolves_after_many_newer_crawls(ledger_env: RealLedger):
+    """The trial's bug: a short id stopped resolving once 20 newer crawls existed (the client
+    matched only the recent list); the ledger now looks the prefix up (``?idPrefix=``)."""
+    ledger_env.flow.hold = True
+    headers = {"Authorization": f"Bearer {ledger_env.env['WAGGLE_TOKEN']}"}
+
+    def start_and_fail(seed: str) -> str:
+        run = runner.invoke(app, ["crawl", seed, "--no-scripts", "--detach"], catch_exceptions=False)
+        assert run.exit_code == 0, run.output
+        crawl_id = re.search(r"crawl (\S+) started", run.output).group(1)
+        httpx.post(f"{ledger_env.url}/api/crawls/{crawl_id}/failed", json={"reason": "made room"}, headers=headers)
+        return crawl_id
+
+    old = start_and_fail("http://site-old.example/")
+    for i in range(21):
+        start_and_fail(f"http://site-new-{i}.example/")
+    recent = runner.invoke(app, ["crawls"], catch_exceptions=False).output
+    assert old[:8] not in recent  # no longer among the recent ones
+    shown = runner.invoke(app, ["crawls", old[:8], "--json"], catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["crawlId"] == old
+    archives = runner.invoke(app, ["archives", "--crawl", old[:8]], catch_exceptions=False)
+    assert archives.exit_code == 0 and "archives (0)" in archives.output, archives.output
+    short = runner.invoke(app, ["crawls", old[:3]], catch_exceptions=False)
+    assert short.exit_code == 1 and "at least 4 characters" in short.output
+
+    # the route: only matching visible crawls; a malformed prefix is a 400 with the reason
+    r = httpx.get(f"{ledger_env.url}/api/crawls", params={"idPrefix": old[:8].upper()}, headers=headers)
+    assert r.status_code == 200 and [c["crawlId"] for c in r.json()["crawls"]] == [old]
+    for bad in ("abc", "xyz12345", "abcd%", "a" * 37):
+        r = httpx.get(f"{ledger_env.url}/api/crawls", params={"idPrefix": bad}, headers=headers)
+        assert r.status_code == 400 and "idPrefix must be" in r.text, (bad, r.text)
+
+
+def test_a_running_crawl_that_reached_max_pages_will_stop_it_has_not_stopped(ledger_env: RealLedger):
+    """The ledger records ``stopReason: max_pages`` when the budget is reached, while the crawl
+    still runs its last level: the CLI says "will stop at max pages" until the crawl ends."""
+    ledger_env.flow.hold_from = 1  # level 0 reports (finds /one and /broken, budget 2), level 1 runs on
+    run = runner.invoke(app, ["crawl", "http://site-a.example/", "--depth", "2", "--max-pages", "2", "--no-scripts",
+                              "--detach"], catch_exceptions=False)
+    crawl_id = re.search(r"crawl (\S+) started", run.output).group(1)
+    headers = {"Authorization": f"Bearer {ledger_env.env['WAGGLE_TOKEN']}"}
+    for _ in range(400):  # the level report lands within a second or so
+        view = httpx.get(f"{ledger_env.url}/api/crawls/{crawl_id}", headers=headers).json()
+        if view["currentDepth"] == 1:
+            break
+        time.sleep(0.05)
+    assert (view["state"], view["stopReason"]) == ("running", "max_pages")
+    listing = runner.invoke(app, ["crawls"], catch_exceptions=False).output
+    row = next(line for line in listing.splitlines() if crawl_id[:8] in line)
+    assert "will stop at max pages" in row, listing
+    shown = runner.invoke(app, ["crawls", crawl_id[:8], "--archive-wait", "0"], catch_exceptions=False).output
+    assert "will stop at max pages" in shown
+    httpx.post(f"{ledger_env.url}/api/crawls/{crawl_id}/failed", json={"reason": "done"}, headers=headers)
+    ended = runner.invoke(app, ["crawls"], catch_exceptions=False).output
+    row = next(line for line in ended.splitlines() if crawl_id[:8] in line)
+    assert "will stop" not in row and "failed  failed" in row, ended  # ended: the reason itself

@@ -114,7 +114,7 @@ def test_session_sees_what_the_api_allows_and_needs_csrf(web_ledger, archive_led
 def test_outsider_session_sees_nothing(web_ledger) -> None:
     with sign_in(web_ledger.url, "mallory", "evil") as browser:
         assert browser.get(web_ledger.url + "/auth/session").json()["canSubmit"] is False
-        assert browser.get(web_ledger.url + "/api/archives").json() == {"archives": []}
+        assert browser.get(web_ledger.url + "/api/archives").json() == {"archives": [], "nextBefore": None}
 
 
 def test_callback_refuses_a_login_not_started_in_this_browser(web_ledger) -> None:

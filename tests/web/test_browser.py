@@ -303,6 +303,7 @@ def test_archives_download_and_replay(local_stack, local, finished_crawl, site) 
         local.wait_for_function(loaded)  # a loaded machine may answer the list in more than 1 s
     urls = local.locator("tr.archive td.url").all_inner_texts()
     assert all(u.startswith(site.url) for u in urls) and len(urls) == 3, urls
+    assert local.locator("#more").is_hidden()  # 3 archives are all: no "More" that does nothing
     local.fill("#filter-url", "index.html")
     local.click("#apply")
     local.wait_for_function("document.querySelectorAll('tr.archive').length === 1")

@@ -59,8 +59,11 @@ export async function archiveList(view, ctx, query) {
     try {
       const page = await api("GET", "/api/archives?" + q);
       for (const a of page.archives) tbody.append(row(a));
-      if (page.archives.length) before = page.archives[page.archives.length - 1].capturedAt;
-      more.hidden = page.archives.length === 0;
+      // nextBefore: null once no older rows exist (a short page after the permission filter
+      // may still have more behind it; a ledger without the field: the last row's time)
+      before = "nextBefore" in page ? page.nextBefore
+        : (page.archives.length ? page.archives[page.archives.length - 1].capturedAt : null);
+      more.hidden = !before;
       status.className = "muted";
       status.textContent = tbody.children.length ? tbody.children.length + " archive(s)" : "No archives you may view.";
     } catch (e) {

@@ -13,6 +13,13 @@ function level(c) {
     : c.currentDepth + (c.maxDepth !== null && c.maxDepth !== undefined ? " / " + c.maxDepth : "");
 }
 
+// While a crawl runs, stopReason is the limit it already reached (it ends after the level in
+// flight): say "will stop at max pages", not a reason for a stop that has not happened.
+function stopText(c, none) {
+  if (!c.stopReason) return none;
+  return c.state === "running" ? "will stop at " + c.stopReason.replace(/_/g, " ") : c.stopReason;
+}
+
 function seedsText(seeds) {
   if (!seeds || !seeds.length) return "—";
   return seeds[0] + (seeds.length > 1 ? " +" + (seeds.length - 1) : "");
@@ -36,7 +43,7 @@ export async function crawlList(view, ctx) {
       el("td", {}, el("a", { href: "#/crawls/" + c.crawlId }, when(c.startedAt))),
       el("td", { className: "url" }, seedsText(c.seeds)),
       el("td", {}, stateBadge(c.state)),
-      el("td", { className: "stop" }, c.stopReason || ""),
+      el("td", { className: "stop" }, stopText(c, "")),
       el("td", { className: "num level" }, level(c)),
       el("td", { className: "num captured" }, c.pagesCaptured),
       el("td", { className: "num failed" }, c.pagesFailed ?? "—"),
@@ -59,7 +66,7 @@ export async function crawlList(view, ctx) {
 
 function facts(c) {
   const pairs = [
-    ["State", stateBadge(c.state)], ["Stop reason", c.stopReason || "—"], ["Level", level(c)],
+    ["State", stateBadge(c.state)], ["Stop reason", stopText(c, "—")], ["Level", level(c)],
     ["Captured", String(c.pagesCaptured)], ["Failed", String(c.pagesFailed)], ["Skipped", String(c.pagesSkipped)],
     ["Pending", String(c.pagesPending)], ["Discovered", String(c.pagesDiscovered)],
     ["Max pages", String(c.maxPages)], ["Scope", c.scope], ["Delay per host", c.perHostDelayMs + " ms"],
