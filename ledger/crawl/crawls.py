@@ -22,7 +22,7 @@ from ledger.crawl.times import iso_ms
 from ledger.crawl.pages import capture_incomplete
 from ledger.crawl.errors import Refused
 from ledger.crawl.guard import refusal
-from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
+from ledger.crawl.urls import USERINFO_REFUSED, InvalidUrl, ParsedUrl, has_userinfo, parse_http_url
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +74,19 @@ def _seed_refusal(message: str, field: str = "seeds") -> Refused:
 
 def parse_seeds(raw: list[str], allow_private: bool, field: str = "seeds") -> list[ParsedUrl]:
     """Every seed parsed; raises :class:`Refused` 400 naming the unusable ones (none dropped):
-    not http(s), longer than :data:`ledger.crawl.traps.MAX_URL_LENGTH` (as given or
-    serialized), or on a private host. ``field`` names the request field they came from
+    not http(s), with credentials (``user:password@``, named without them), longer than
+    :data:`ledger.crawl.traps.MAX_URL_LENGTH` (as given or serialized), or on a private host. ``field`` names the request field they came from
     (``seeds``, or ``fromTargets`` for saved targets)."""
     noun = "seed" if field == "seeds" else "saved target"
-    parsed, bad, too_long, refused = [], [], [], []
+    parsed, bad, too_long, refused, secret = [], [], [], [], []
     for item in raw:
         try:
             p = parse_http_url(item)
         except InvalidUrl:
             bad.append(item)
+            continue
+        if has_userinfo(p):  # named by host only: the password is never echoed
+            secret.append(p.origin + "/…")
             continue
         if traps.too_long(p.url, p.key):
             too_long.append(traps.shown(p.url))
@@ -95,6 +98,9 @@ def parse_seeds(raw: list[str], allow_private: bool, field: str = "seeds") -> li
     if bad:
         raise _seed_refusal(f"every {noun} must be an http(s) URL; unusable: "
                             + ", ".join(traps.shown(repr(b)) for b in bad), field)
+    if secret:
+        raise _seed_refusal(f"{noun}s with user:password@ are refused ({USERINFO_REFUSED}): "
+                            + ", ".join(secret), field)
     if too_long:
         raise _seed_refusal(f"{noun}s longer than {traps.MAX_URL_LENGTH:,} characters are refused (a crawl never"
                             " follows so long a URL; shorten it): " + ", ".join(too_long), field)
