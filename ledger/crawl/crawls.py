@@ -74,9 +74,10 @@ def _seed_refusal(message: str, field: str = "seeds") -> Refused:
 
 def parse_seeds(raw: list[str], allow_private: bool, field: str = "seeds") -> list[ParsedUrl]:
     """Every seed parsed; raises :class:`Refused` 400 naming the unusable ones (none dropped):
-    not http(s), with credentials (``user:password@``, named without them), longer than
-    :data:`ledger.crawl.traps.MAX_URL_LENGTH` (as given or serialized), or on a private host. ``field`` names the request field they came from
-    (``seeds``, or ``fromTargets`` for saved targets)."""
+    not http(s), longer than :data:`ledger.crawl.traps.MAX_URL_LENGTH` (as given or
+    serialized), on a private host, or with credentials (``user:password@``; such a seed is
+    named by its origin only, never with its password). ``field`` names the request field they
+    came from (``seeds``, or ``fromTargets`` for saved targets)."""
     noun = "seed" if field == "seeds" else "saved target"
     parsed, bad, too_long, refused, secret = [], [], [], [], []
     for item in raw:
@@ -85,28 +86,29 @@ def parse_seeds(raw: list[str], allow_private: bool, field: str = "seeds") -> li
         except InvalidUrl:
             bad.append(item)
             continue
-        if has_userinfo(p):  # named by host only: the password is never echoed
-            secret.append(p.origin + "/…")
-            continue
+        shown = p.url
+        if has_userinfo(p):
+            shown = p.origin + "/…"
+            secret.append(shown)
         if traps.too_long(p.url, p.key):
-            too_long.append(traps.shown(p.url))
+            too_long.append(traps.shown(shown))
             continue
         why = refusal(p.url, allow_private)
         if why:
-            refused.append(f"{p.url} ({why})")
+            refused.append(f"{shown} ({why})")
         parsed.append(p)
     if bad:
         raise _seed_refusal(f"every {noun} must be an http(s) URL; unusable: "
                             + ", ".join(traps.shown(repr(b)) for b in bad), field)
-    if secret:
-        raise _seed_refusal(f"{noun}s with user:password@ are refused ({USERINFO_REFUSED}): "
-                            + ", ".join(secret), field)
     if too_long:
         raise _seed_refusal(f"{noun}s longer than {traps.MAX_URL_LENGTH:,} characters are refused (a crawl never"
                             " follows so long a URL; shorten it): " + ", ".join(too_long), field)
     if refused:
         raise _seed_refusal(f"{noun}s on private or local hosts are refused: " + "; ".join(refused)
                             + " (set WAGGLE_ALLOW_PRIVATE_HOSTS=1 to crawl local sites)", field)
+    if secret:
+        raise _seed_refusal(f"{noun}s with user:password@ are refused ({USERINFO_REFUSED}): "
+                            + ", ".join(secret), field)
     return parsed
 
 
