@@ -22,7 +22,7 @@ from ledger.crawl.times import iso_ms
 from ledger.crawl.pages import capture_incomplete
 from ledger.crawl.errors import Refused
 from ledger.crawl.guard import refusal
-from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
+from ledger.crawl.urls import USERINFO_REFUSED, InvalidUrl, ParsedUrl, has_userinfo, parse_http_url
 
 log = logging.getLogger(__name__)
 
@@ -75,22 +75,27 @@ def _seed_refusal(message: str, field: str = "seeds") -> Refused:
 def parse_seeds(raw: list[str], allow_private: bool, field: str = "seeds") -> list[ParsedUrl]:
     """Every seed parsed; raises :class:`Refused` 400 naming the unusable ones (none dropped):
     not http(s), longer than :data:`ledger.crawl.traps.MAX_URL_LENGTH` (as given or
-    serialized), or on a private host. ``field`` names the request field they came from
-    (``seeds``, or ``fromTargets`` for saved targets)."""
+    serialized), on a private host, or with credentials (``user:password@``; such a seed is
+    named by its origin only, never with its password). ``field`` names the request field they
+    came from (``seeds``, or ``fromTargets`` for saved targets)."""
     noun = "seed" if field == "seeds" else "saved target"
-    parsed, bad, too_long, refused = [], [], [], []
+    parsed, bad, too_long, refused, secret = [], [], [], [], []
     for item in raw:
         try:
             p = parse_http_url(item)
         except InvalidUrl:
             bad.append(item)
             continue
+        shown = p.url
+        if has_userinfo(p):
+            shown = p.origin + "/…"
+            secret.append(shown)
         if traps.too_long(p.url, p.key):
-            too_long.append(traps.shown(p.url))
+            too_long.append(traps.shown(shown))
             continue
         why = refusal(p.url, allow_private)
         if why:
-            refused.append(f"{p.url} ({why})")
+            refused.append(f"{shown} ({why})")
         parsed.append(p)
     if bad:
         raise _seed_refusal(f"every {noun} must be an http(s) URL; unusable: "
@@ -101,6 +106,9 @@ def parse_seeds(raw: list[str], allow_private: bool, field: str = "seeds") -> li
     if refused:
         raise _seed_refusal(f"{noun}s on private or local hosts are refused: " + "; ".join(refused)
                             + " (set WAGGLE_ALLOW_PRIVATE_HOSTS=1 to crawl local sites)", field)
+    if secret:
+        raise _seed_refusal(f"{noun}s with user:password@ are refused ({USERINFO_REFUSED}): "
+                            + ", ".join(secret), field)
     return parsed
 
 

@@ -499,8 +499,8 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             # 8. counters and closing
             done = not inserted
             reason = plan.stop_reason or ("completed" if done else None)
-            # nothing captured and no seed host reached: failed, not succeeded (ledger.crawl.outcome)
-            error = (await outcome.unreached(conn, crawl_id)
+            # nothing captured at all: failed, not succeeded, naming what happened (ledger.crawl.outcome)
+            error = (await outcome.nothing_captured(conn, crawl_id)
                      if done and crawl["pages_captured"] + captured == 0 else None)
             if error:
                 reason = "failed"

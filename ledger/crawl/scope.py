@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
+from ledger.crawl.urls import InvalidUrl, ParsedUrl, has_userinfo, parse_http_url
 
 SCOPES = ("same-origin", "same-host")
 _WS = re.compile(r"\s+")
@@ -42,7 +42,8 @@ def is_nofollow(rel: object) -> bool:
 class AcceptedLinks:
     """Links that may enter the next level, first-seen order, plus why the others did not.
 
-    ``drops`` counts by reason: ``invalid_url``, ``nofollow``, ``out_of_scope``, ``duplicate``
+    ``drops`` counts by reason: ``invalid_url``, ``nofollow``, ``userinfo`` (``user:password@``
+    in the URL: never crawled nor stored), ``out_of_scope``, ``duplicate``
     (the same dedup key twice within this call).
     """
 
@@ -91,7 +92,9 @@ class LinkFilter:
                 except InvalidUrl:
                     parsed = "invalid_url"
                 else:
-                    if getattr(parsed, part) not in centres:
+                    if has_userinfo(parsed):  # credentials are never crawled nor stored
+                        parsed = "userinfo"
+                    elif getattr(parsed, part) not in centres:
                         parsed = "out_of_scope"
                 fate[href] = parsed
             if isinstance(parsed, str):
@@ -109,7 +112,7 @@ class LinkFilter:
 def accept_links(links: Iterable[dict], seeds: Sequence[ParsedUrl], scope: str) -> AcceptedLinks:
     """Filter ``links`` (``.links.json`` items ``{href, rel?}``, contracts.md §B.4).
 
-    Drops nofollow links, unparseable / non-http(s) hrefs, out-of-scope URLs and in-call
+    Drops nofollow links, unparseable / non-http(s) hrefs, URLs with userinfo, out-of-scope URLs and in-call
     duplicates (by dedup key, so fragment variants collapse). Items that are not objects with
     a string ``href`` count as ``invalid_url``. Raises ``ValueError`` for an unknown ``scope``.
     """

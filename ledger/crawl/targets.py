@@ -1,7 +1,7 @@
 """Saved seed URLs per organization (``capture_targets``; ``waggle targets …``, ledger.md §11).
 
-URLs are parsed like seeds (WHATWG, http(s) only, at most 2,048 characters, fragment dropped);
-any unreadable or too long URL means nothing is added and the bad ones are named. Unknown ids on enable/disable/rm change nothing.
+URLs are parsed like seeds (WHATWG, http(s) only, no ``user:password@``, at most 2,048 characters,
+fragment dropped); any unreadable, credentialed or too long URL means nothing is added and the bad ones are named. Unknown ids on enable/disable/rm change nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from psycopg import Connection
 
 from ledger.crawl import traps
-from ledger.crawl.urls import InvalidUrl, parse_http_url
+from ledger.crawl.urls import USERINFO_REFUSED, InvalidUrl, has_userinfo, parse_http_url
 
 
 class TargetsError(ValueError):
@@ -26,18 +26,23 @@ def add(conn: Connection, org_id: str, urls: list[str], labels: list[str] | None
     """
     if not org_id:
         raise TargetsError("--org is required")
-    parsed, bad, too_long = [], [], []
+    parsed, bad, too_long, secret = [], [], [], []
     for raw in urls:
         try:
             p = parse_http_url(raw)
         except InvalidUrl:
             bad.append(raw)
             continue
+        if has_userinfo(p):
+            secret.append(p.origin + "/…")
+            continue
         if traps.too_long(p.url, p.key):
             too_long.append(traps.shown(p.url))
         parsed.append(p.url)
     if bad:
         raise TargetsError("not http(s) URLs, nothing added: " + ", ".join(traps.shown(repr(b)) for b in bad))
+    if secret:
+        raise TargetsError(f"URLs with user:password@ ({USERINFO_REFUSED}), nothing added: " + ", ".join(secret))
     if too_long:
         raise TargetsError(f"URLs longer than {traps.MAX_URL_LENGTH:,} characters (a crawl never follows them;"
                            " shorten them), nothing added: " + ", ".join(too_long))

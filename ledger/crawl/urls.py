@@ -10,6 +10,11 @@ Three forms of one URL:
   encoded: decoding them would change what the server sees), a stray ``%`` written ``%25``;
 * ``host`` – hostname plus ``:port`` when the port is not the scheme's default;
   ``origin`` – scheme, host and port.
+
+A URL with userinfo (``user:password@``) parses, but is never crawled or archived
+(:func:`has_userinfo`): seeds and saved targets with it are refused, discovered links with it
+dropped (``userinfo``). An empty query (``page?``) stays distinct from none (``page``): WHATWG
+keeps it, and a server may answer the two differently.
 """
 
 from __future__ import annotations
@@ -73,6 +78,16 @@ def normalize_percent(text: str) -> str:
     encoded as ``%25``. Idempotent; never decodes a reserved or non-ASCII octet. The same rule
     in SQL is ``waggle_url_key_060`` (migration 060, which recomputed the stored keys)."""
     return _PERCENT.sub(_percent, text) if "%" in text else text
+
+
+USERINFO_REFUSED = "credentials in a URL are not crawled or archived; remove user:password@"
+
+
+def has_userinfo(parsed: ParsedUrl) -> bool:
+    """True when ``parsed`` carries a username or password (``http://user:pw@host/``). WHATWG
+    percent-encodes ``@`` inside userinfo, so an ``@`` in the serialized authority is the
+    separator."""
+    return "@" in parsed.key[len(parsed.origin.partition("://")[0]) + 3:].partition("/")[0]
 
 
 _HTTP = frozenset(("http", "https"))

@@ -73,6 +73,8 @@ def test_private_seed_refused_naming_url_and_reason(ledger, seed, reason):
     assert reason in error and "WAGGLE_ALLOW_PRIVATE_HOSTS" in error
     host = seed.split("//", 1)[1].split("/", 1)[0].rsplit("@", 1)[-1]
     assert host.split(":")[0].strip("[]").lower()[:8] in error.lower() or "127.0.0.1" in error
+    if "@" in seed:  # credentials are never echoed (round 21)
+        assert seed.split("//", 1)[1].split("@", 1)[0] not in r.text
 
 
 ODD_SEEDS = [

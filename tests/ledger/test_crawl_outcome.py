@@ -1,12 +1,12 @@
-"""A crawl's outcome when its level reports end it (ledger.crawl.outcome): nothing captured and
-every seed host's robots.txt unreachable → ``failed`` with the reason; anything captured, or
-pages that failed for another reason → ``succeeded`` as before."""
+"""A crawl's outcome when its level reports end it (ledger.crawl.outcome): nothing captured →
+``failed`` with what happened to its seeds (every seed host's robots.txt unreachable: round 20's
+reason); at least one page captured → ``succeeded``."""
 
 from __future__ import annotations
 
 import pytest
 
-from ledger.crawl.outcome import NO_HOST_REACHED
+from ledger.crawl.outcome import NO_HOST_REACHED, NOTHING_CAPTURED
 from tests.fixtures.ledger import LedgerHarness, ledger_settings, open_ledger
 
 pytestmark = pytest.mark.anyio
@@ -49,14 +49,42 @@ async def test_no_seed_host_reached_fails_the_crawl_with_the_reason(settings):
         assert r.status_code == 409
 
 
-@pytest.mark.parametrize("other", [
-    {"url": "https://b.test/", "status": "captured"},  # one host answered: what it gave is kept
-    {"url": "https://b.test/", "status": "failed", "skipReason": "http: 500", "failureClass": "transient"},
-    {"url": "https://b.test/", "status": "skipped", "skipReason": "robots", "failureClass": "permanent"},
-])
-async def test_a_reached_host_keeps_succeeded(settings, other):
+async def test_one_captured_page_keeps_succeeded(settings):
     async with open_ledger(settings) as h:
         answer, view = await crawl_ending_with(h, ["https://a.test/", "https://b.test/"],
-                                               [{"url": "https://a.test/", **UNREACHABLE}, other])
+                                               [{"url": "https://a.test/", **UNREACHABLE},
+                                                {"url": "https://b.test/", "status": "captured"}])
         assert answer["stopReason"] in ("completed", "max_depth")
         assert view["state"] == "succeeded" and view["error"] is None
+
+
+# round 21: these ended "succeeded / completed" with nothing archived (a new-user trial)
+@pytest.mark.parametrize("result, fate", [
+    ({"status": "failed", "skipReason": "failed: HTTP 404", "failureClass": "permanent"},
+     "https://b.test/ answered HTTP 404"),
+    ({"status": "failed", "skipReason": "http: 500", "failureClass": "transient"}, "https://b.test/ answered HTTP 500"),
+    ({"status": "failed", "skipReason": "failed: page.goto: net::ERR_TOO_MANY_REDIRECTS at https://b.test/ (HTTP 302)",
+      "failureClass": "permanent"}, "https://b.test/: redirect loop"),
+    ({"status": "failed", "skipReason": "timeout: the task budget of 30000 ms ran out during load",
+      "failureClass": "transient"}, "https://b.test/: timeout"),
+    ({"status": "skipped", "skipReason": "robots", "failureClass": "permanent"}, "https://b.test/: skipped: robots"),
+])
+async def test_nothing_captured_fails_the_crawl_naming_what_happened(settings, result, fate):
+    async with open_ledger(settings) as h:
+        answer, view = await crawl_ending_with(h, ["https://a.test/", "https://b.test/"],
+                                               [{"url": "https://a.test/", **UNREACHABLE},
+                                                {"url": "https://b.test/", **result}])
+        assert answer == {"next": [], "stopReason": "failed"}
+        assert (view["state"], view["stopReason"], view["pagesCaptured"]) == ("failed", "failed", 0)
+        assert view["error"] == f"{NOTHING_CAPTURED}: https://a.test/: robots.txt could not be fetched; {fate}"
+        assert view["finishedAt"] is not None
+
+
+async def test_nothing_captured_names_five_seeds_then_how_many_more(settings):
+    seeds = [f"https://a.test/{i}" for i in range(7)]
+    async with open_ledger(settings) as h:
+        _, view = await crawl_ending_with(h, seeds, [{"url": s, "status": "failed", "skipReason": "failed (HTTP 404)",
+                                                      "failureClass": "permanent"} for s in seeds])
+        assert view["state"] == "failed"
+        assert view["error"].count("answered HTTP 404") == 5
+        assert view["error"].endswith("https://a.test/4 answered HTTP 404; and 2 more seed(s)")

@@ -166,11 +166,14 @@ async def test_budget_truncation_keeps_first_reason(settings, s3_server):
     assert (view["state"], view["stopReason"], view["pagesCaptured"]) == ("succeeded", "max_pages", 2)
 
 
-async def test_empty_results_complete_the_crawl(settings, s3_server):
+async def test_empty_results_end_the_crawl_failed(settings, s3_server):
     async with open_ledger(settings, s3=store_of(s3_server)) as h:
         crawl_id = await start(h)
         r = await post(h, crawl_id, report(0, []))
-        assert r.json() == {"next": [], "stopReason": "completed"}
+        # round 21: nothing captured is a failure, not "completed" (ledger.crawl.outcome)
+        assert r.json() == {"next": [], "stopReason": "failed"}
+        view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
+        assert view["state"] == "failed" and view["error"].startswith("nothing was captured: https://a.test/")
 
 
 async def test_reports_are_idempotent_and_ordered(settings, s3_server, fake_webhook):

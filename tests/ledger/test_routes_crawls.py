@@ -88,6 +88,34 @@ async def test_a_saved_target_longer_than_2048_characters_refuses_the_crawl(sett
         assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 0
 
 
+@pytest.mark.parametrize("seed", ["http://user:secretpw@127.0.0.1:8765/index.html", "https://user@a.test/"])
+async def test_a_seed_with_credentials_is_refused_and_nothing_created(migrated_db_url, ledger_fga, fake_webhook, seed):
+    # the trial's local site: private hosts allowed, so only the credentials refuse it
+    settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, allow_private_hosts=True)
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"seeds": ["https://a.test/ok", seed], "scripts": []},
+                                headers=WHO)
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert "credentials in a URL are not crawled or archived; remove user:password@" in error
+        assert "secretpw" not in r.text and "user@" not in error  # named by its origin only
+        assert r.json()["fields"] == {"seeds": error}
+        assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 0
+        assert rows(settings.database_url, "SELECT count(*) FROM crawl_pages")[0][0] == 0
+        assert fake_webhook.bodies() == []
+
+
+async def test_a_saved_target_with_credentials_refuses_the_crawl(settings, fake_webhook):
+    with psycopg.connect(settings.database_url) as conn:  # saved before targets add refused such URLs
+        conn.execute("INSERT INTO capture_targets (url, org_id) VALUES (%s, 'acme')", ("https://u:pw@a.test/",))
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"fromTargets": {}, "scripts": []}, headers=WHO)
+        assert r.status_code == 400, r.text
+        assert "saved targets with user:password@ are refused" in r.json()["error"]
+        assert list(r.json()["fields"]) == ["fromTargets"]
+        assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 0
+
+
 async def test_max_pages_above_configured_limit_is_400(migrated_db_url, ledger_fga, fake_webhook):
     settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, max_pages=50)
     async with open_ledger(settings) as h:

@@ -77,6 +77,10 @@ def test_targets_cli(migrated_db_url):
     r = cli(migrated_db_url, "targets", "add", "https://a.test/ok", "https://a.test/" + "x" * 2100, "--org", "acme")
     assert r.exit_code == 1 and "longer than 2,048 characters" in r.output and "nothing added" in r.output
     assert cli(migrated_db_url, "targets", "list", "--json").output.strip() == "[]"
+    r = cli(migrated_db_url, "targets", "add", "https://a.test/ok", "http://user:secretpw@a.test/", "--org", "acme")
+    assert r.exit_code == 1 and "remove user:password@" in r.output and "nothing added" in r.output
+    assert "secretpw" not in r.output
+    assert cli(migrated_db_url, "targets", "list", "--json").output.strip() == "[]"
     r = cli(migrated_db_url, "targets", "add", "-", "--org", "acme",
             input="# saved\nhttps://a.test/1#x\r\n\nhttps://a.test/2\nhttps://a.test/1\n")
     assert r.exit_code == 0 and r.output.count("added:") == 2

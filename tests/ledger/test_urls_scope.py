@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ledger.crawl.scope import LinkFilter, accept_links, in_scope, is_nofollow
-from ledger.crawl.urls import InvalidUrl, parse_http_url as p
+from ledger.crawl.urls import InvalidUrl, has_userinfo, parse_http_url as p
 
 
 def test_fragment_dropped_query_untouched():
@@ -99,3 +99,34 @@ def test_c5_redirected_seed_does_not_move_scope():
     out = accept_links(links, seeds("http://a.test/"), "same-origin")
     assert [u.url for u in out.urls] == ["http://a.test/back"]
     assert out.drops["out_of_scope"] == 2
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("http://user:secretpw@127.0.0.1:8765/index.html", True),
+    ("http://user@a.test/", True),
+    ("http://:pw@a.test/", True),
+    ("HTTP://U:P@A.TEST:80/x#f", True),
+    ("http://a.test/x@y?to=me@there#a@b", False),  # '@' after the authority is no userinfo
+    ("http://a.test/%40", False),
+    ("https://a.test:8443/", False),
+])
+def test_has_userinfo(raw, expected):
+    assert has_userinfo(p(raw)) is expected
+
+
+def test_links_with_credentials_are_dropped_never_accepted():
+    """A link carrying user:password@ is not crawled (its password would be sent and archived in
+    the WARC's Target-URI): dropped as ``userinfo``, even on a seed's own origin."""
+    links = [{"href": "http://user:secretpw@127.0.0.1:8765/index.html"}, {"href": "http://u@127.0.0.1:8765/b"},
+             {"href": "http://127.0.0.1:8765/index.html"}, {"href": "http://user:secretpw@127.0.0.1:8765/index.html"}]
+    for scope in ("same-origin", "same-host"):
+        out = accept_links(links, seeds("http://127.0.0.1:8765/"), scope)
+        assert [u.url for u in out.urls] == ["http://127.0.0.1:8765/index.html"]
+        assert dict(out.drops) == {"userinfo": 3}
+
+
+def test_an_empty_query_stays_a_distinct_page():
+    """WHATWG keeps ``?`` with an empty query (a server may answer ``/p?`` and ``/p``
+    differently), and url_key is the WHATWG serialization: two pages, as documented."""
+    assert p("http://a.test/index.html?").key == "http://a.test/index.html?"
+    assert p("http://a.test/index.html?").key != p("http://a.test/index.html").key
