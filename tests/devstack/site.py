@@ -95,13 +95,16 @@ class _Handler(BaseHTTPRequestHandler):
         taken first and the connection looked at after it, so a close seen open came after the
         time (the proxy's own bound is later still) and a close seen closed means nothing passes."""
         at = time.monotonic()
+        if not self._client_gone():
+            self.site.responses.append((path, at))
+
+    def _client_gone(self) -> bool:
+        """The client (the capture proxy) already closed this connection: nothing sent now reaches it."""
         try:
             readable, _, _ = select.select([self.connection], [], [], 0)
-            closed = bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
         except OSError:
-            closed = True
-        if not closed:
-            self.site.responses.append((path, at))
+            return True
 
     def _send(self, status: int, body: bytes, ctype: str, extra: dict | None = None) -> None:
         self.send_response(status)
@@ -118,7 +121,10 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         path = parts.path
         self.site.hits[path] += 1
-        self.site.arrivals.append((path, time.monotonic()))
+        at = time.monotonic()
+        self.site.arrivals.append((path, at))
+        if not self._client_gone():  # time first, as in _note_response: a close seen open came after it
+            self.site.live_arrivals.append((path, at))
         self.site.connection_headers.append((path, self.headers.get("Connection", "")))
         self.site.user_agents.append((path, self.headers.get("User-Agent", ""), self.headers.get("Sec-CH-UA")))
         if path == "/start":
@@ -185,6 +191,9 @@ class TestSite:
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
         self.arrivals: list[tuple[str, float]] = []  # (path, monotonic seconds) per request
+        # the same, less requests handled after the proxy had closed their connection (a seal cut a
+        # request it had forwarded before: under load the handler thread can run after the seal)
+        self.live_arrivals: list[tuple[str, float]] = []
         self.responses: list[tuple[str, float]] = []  # (path, monotonic seconds) as each answer's last write starts
         self.connection_headers: list[tuple[str, str]] = []  # (path, Connection header) per request
         self.user_agents: list[tuple[str, str, str | None]] = []  # (path, User-Agent, Sec-CH-UA) per request

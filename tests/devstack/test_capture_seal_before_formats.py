@@ -57,9 +57,11 @@ def test_requests_after_the_seal_are_refused_and_listed_and_the_formats_come_out
     assert all("/ping?" in u for u in after["urls"])
     phases = list(httpx.get(f"{capture_server}/status").json()["standin"]["lastPhasesMs"])
     assert phases.index("seal") < phases.index("page-formats") < phases.index("package-wacz")
-    # no ping arrived at the site after the seal (the page kept asking while the formats were taken)
+    # no ping arrived at the site after the seal (the page kept asking while the formats were taken);
+    # a ping forwarded before the seal and cut by it may be handled late under load: its connection
+    # is closed by then, so only pings on a live connection count
     assert sealed["at"] < answered
-    assert [t for p, t in list(test_site.arrivals) if p == "/ping" and t > sealed["at"]] == []
+    assert [t for p, t in list(test_site.live_arrivals) if p == "/ping" and t > sealed["at"]] == []
     package = json.loads(wacz_members(s3_get(s3_server, report["artifacts"]["wacz"]))["datapackage.json"])
     assert package["browserhive:capture"]["afterSeal"] == after
 
