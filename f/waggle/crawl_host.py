@@ -6,7 +6,9 @@
 
 reference/scheduler.md §4.3 (the politeness core) on BrowserHive v12 (contracts.md §A):
 
-* the first page waits ``initial_delay_ms`` (the remainder of the cross-level gap); every
+* the first page waits ``initial_delay_ms`` (the remainder of the cross-level gap), counted
+  from the plan (to ``not_before``) rather than from this job's start, which a busy for-each
+  may delay; every
   later page is submitted once the host's gap has passed since the previous page's
   ``gapFrom`` (retry included; see below);
 * page ``i`` starts at endpoint ``i mod n``; 429 → next endpoint; all busy → uniform
@@ -675,6 +677,7 @@ def capture_host(
     artifact_sink: dict | None = None,
     delay_ms: int,
     initial_delay_ms: int = 0,
+    not_before: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
     busy_jitter_ms: tuple[float, float] = BUSY_JITTER_MS,
     busy_ref_gap_ms: float = BUSY_REF_GAP_MS,
@@ -689,7 +692,9 @@ def capture_host(
     one's page network is sealed, while it still packages (:mod:`f.waggle.pipeline`); otherwise
     each capture waits for the previous answer (a real BrowserHive v12). Raises
     :class:`ServerUnavailable` (aborting the host and so the level) when every endpoint is
-    unreachable for a page. ``sleep``/``now`` are injectable for tests (real timers).
+    unreachable for a page. ``not_before`` (epoch s, the plan's ``notBefore``) shortens the
+    first wait to what is left of ``initial_delay_ms`` when this job started late (never
+    lengthens it). ``sleep``/``now`` are injectable for tests (real timers).
     ``on_page(url, "started")`` / ``on_page(url, "done", result)`` around each capture (progress
     events, :mod:`f.waggle.progress`); whatever it raises is logged, never fails the page.
     """
@@ -701,9 +706,9 @@ def capture_host(
 
     job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink, HostGap(max(0, int(delay_ms or 0)), say),
                   busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page)
-    initial_s = max(0.0, (initial_delay_ms or 0) / 1000.0)
+    initial_s = first_wait_s(initial_delay_ms, not_before, now())
     if initial_s > 0:
-        say(f"waiting {int(initial_delay_ms)} ms (rest of the gap since this host's last capture)")
+        say(f"waiting {initial_s * 1000:.0f} ms (rest of the gap since this host's last capture)")
     if any(pipeline.EXT_SEAL in pipeline.extensions_of(e) for e in endpoints):
         # the cross-level rest is one more gap of the chain: its first capture may use startAfterMs too
         first_gap_from = now() + initial_s - job.gap.ms / 1000 if initial_s > 0 else None
@@ -712,6 +717,18 @@ def capture_host(
     if initial_s > 0:
         sleep(initial_s)
     return capture_sequentially(endpoints, job)
+
+
+def first_wait_s(initial_delay_ms: int | None, not_before: float | None, now: float) -> float:
+    """Seconds the first capture still waits: ``initial_delay_ms`` (ms, planned), cut to what is
+    left until ``not_before`` (epoch s) — a for-each slot that opened late has already waited part
+    of it. Never longer than planned, never negative; ``not_before`` None keeps the planned wait.
+    The plan and this job compare one clock (Windmill workers of one installation), as the
+    ledger's ``lastFinishedAt`` already does."""
+    planned = max(0.0, (initial_delay_ms or 0) / 1000.0)
+    if not isinstance(not_before, (int, float)) or isinstance(not_before, bool):
+        return planned
+    return max(0.0, min(planned, float(not_before) - now))
 
 
 @dataclass
@@ -878,6 +895,7 @@ def main(
     initial_delay_ms: int = 0,
     artifact_sink: Optional[dict] = None,
     links_per_page: Optional[int] = None,
+    not_before: Optional[float] = None,
 ):
     missing = [n for n, v in (("crawl_id", crawl_id), ("host", host), ("urls", urls),
                               ("capture_formats", capture_formats), ("signing", signing), ("scripts", scripts)) if v is None]
@@ -895,7 +913,7 @@ def main(
             endpoints, host, urls, crawl_id,
             formats=capture_formats, signing=signing, scripts=scripts,
             artifact_sink=artifact_sink or None,
-            delay_ms=per_host_delay_ms or 0, initial_delay_ms=initial_delay_ms or 0,
+            delay_ms=per_host_delay_ms or 0, initial_delay_ms=initial_delay_ms or 0, not_before=not_before,
             on_page=on_page,
             links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
         )

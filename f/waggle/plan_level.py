@@ -10,14 +10,20 @@ ledger sends (other crawls on the same host, issue 12), nor below what the ledge
 the level's first request (a crawl started meanwhile: ``GET /api/crawls/{id}/politeness``). Output
 ``Plan``::
 
-    {"groups": [{"host", "urls", "delayMs", "initialDelayMs"}],   # initialDelayMs also covers
-                                                                 # the gap after robots.txt
+    {"groups": [{"host", "urls", "delayMs", "initialDelayMs",   # initialDelayMs also covers
+                 "notBefore"}],                                # the gap after robots.txt;
+                                                               # notBefore = plan time + it (epoch s)
      "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large",
                   "failureClass": "permanent" | "transient"}],
      "slowed": [{"host", "crawlDelayMs", "delayMs", "capped"}],
      "robots": [{"host", "fetchedAt", "state", "body"}],   # fetched this level, for the ledger's
                                                           # cache (f/waggle/robots_cache.py)
      "parallelism": int}
+
+Groups come longest estimated chain first (:func:`chain_ms`, longest-processing-time order): the
+for-each starts them in this order, so a host sleeping a long gap gets a slot at once instead of
+queueing behind short hosts. Its wait runs to ``notBefore`` (an absolute time), not
+``initialDelayMs`` from whenever its slot opened.
 
 robots.txt is read once per crawl per host: the ledger sends the outcomes this crawl fetched
 less than its TTL ago (input ``robots``) and only the other hosts' files are fetched —
@@ -306,14 +312,11 @@ def plan(
             log(f"[{host}] another crawl on this host uses a longer delay; host slowed to {shared} ms")
             delay = shared
         last = next((i.get("lastFinishedAt") for i in items if i.get("lastFinishedAt") is not None), None)
-        groups.append(
-            {
-                "host": host,
-                "urls": allowed,
-                "delayMs": delay,
-                "initialDelayMs": max(initial_delay_for(delay, last, now()), robots_gap_ms(delay, robots_done, now())),
-            }
-        )
+        at = now()
+        initial = max(initial_delay_for(delay, last, at), robots_gap_ms(delay, robots_done, at))
+        groups.append({"host": host, "urls": allowed, "delayMs": delay, "initialDelayMs": initial,
+                       "notBefore": round(at + initial / 1000.0, 3)})
+    groups.sort(key=chain_ms, reverse=True)  # stable: equal chains keep first-seen order
 
     endpoints = endpoint_count(read_endpoints())
     parallelism = parallelism_for(host_parallelism, endpoints, groups)

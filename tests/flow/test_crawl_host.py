@@ -14,7 +14,9 @@ from f.waggle.crawl_host import (
     BACKOFF_CAP_MS,
     backed_off_gap,
     capture_host,
+    clock,
     describe_refusal,
+    first_wait_s,
     parse_endpoints,
 )
 from tests.flow.fakes import FakeEndpoint, capture_reply
@@ -23,9 +25,10 @@ FORMATS = {"png": False, "webp": False, "html": False, "links": True, "mhtml": F
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
-def run(endpoints, urls, delay=0, initial=0, *, formats=FORMATS, signing=False, scripts=(), sink=None, log=None):
+def run(endpoints, urls, delay=0, initial=0, *, formats=FORMATS, signing=False, scripts=(), sink=None, log=None,
+        not_before=None):
     return capture_host(endpoints, "m", urls, "c1", formats=formats, signing=signing, scripts=list(scripts),
-                        artifact_sink=sink, delay_ms=delay, initial_delay_ms=initial,
+                        artifact_sink=sink, delay_ms=delay, initial_delay_ms=initial, not_before=not_before,
                         busy_jitter_ms=(1, 2), log=log or (lambda _m: None))
 
 
@@ -51,6 +54,22 @@ def test_initial_delay_before_first_page():
     start = time.monotonic()
     run([e], ["a"], initial=80)
     assert e.times[0] - start >= 0.075
+
+
+def test_a_slot_that_opened_late_waits_only_what_is_left_until_not_before():
+    """The for-each may start this host's job late; the planned rest counts from the plan."""
+    (e,), _ = eps("bh-1")
+    start = time.monotonic()
+    run([e], ["a"], initial=900, not_before=clock() + 0.2)
+    waited = e.times[0] - start
+    assert 0.195 <= waited < 0.9 * 0.9  # to not_before, well short of the planned 900 ms
+
+
+def test_not_before_never_lengthens_the_planned_wait():
+    assert first_wait_s(80, clock() + 60.0, clock()) == pytest.approx(0.08)
+    assert first_wait_s(900, None, 0.0) == pytest.approx(0.9)
+    assert first_wait_s(900, 100.0, 200.0) == 0.0  # already past
+    assert first_wait_s(0, 500.0, 100.0) == 0.0
 
 
 def test_zero_gap_means_no_waiting():

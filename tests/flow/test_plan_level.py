@@ -202,6 +202,22 @@ def test_host_delay_of_another_crawl_slows_the_host_and_its_first_gap(serving):
 
 # -- grouping by host -------------------------------------------------------------------------
 
+def test_the_longest_chain_comes_first_and_its_wait_has_an_absolute_end(serving):
+    """The for-each starts groups in order: a host sleeping a long gap must not queue behind
+    short hosts (bench politeness-*: a 20 s host fourth of four at width 2 started ~8 s late and
+    then waited its whole rest again). ``notBefore`` is the plan's clock + ``initialDelayMs``."""
+    quick, slow = serving(None), serving("User-agent: *\nCrawl-delay: 20\n")
+    before = time.time()
+    groups = run([cand(quick, "/a"), cand(slow, "/a", iso_now(time.time() - 1.0)), cand(quick, "/b")],
+                 delay=500)["groups"]
+    after = time.time()
+    assert [g["host"] for g in groups] == [slow.fake.authority, quick.fake.authority]
+    for g in groups:
+        assert before + g["initialDelayMs"] / 1000 - 0.01 <= g["notBefore"] <= after + g["initialDelayMs"] / 1000 + 0.01
+    assert groups[0]["initialDelayMs"] > 15_000
+
+
+
 def test_one_group_per_host_in_first_seen_order(serving):
     a, b = serving(None), serving(None)
     result = run([cand(a, "/1"), cand(b, "/x"), cand(a, "/2")])
