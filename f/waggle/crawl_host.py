@@ -709,14 +709,34 @@ def capture_host(
     initial_s = first_wait_s(initial_delay_ms, not_before, now())
     if initial_s > 0:
         say(f"waiting {initial_s * 1000:.0f} ms (rest of the gap since this host's last capture)")
-    if any(pipeline.EXT_SEAL in pipeline.extensions_of(e) for e in endpoints):
-        # the cross-level rest is one more gap of the chain: its first capture may use startAfterMs too
-        first_gap_from = now() + initial_s - job.gap.ms / 1000 if initial_s > 0 else None
-        pipeline.Chain(endpoints, ChainPages(job), now=now, sleep=sleep).run(len(job.urls), first_gap_from)
-        return [r for r in job.results if r is not None]
-    if initial_s > 0:
-        sleep(initial_s)
-    return capture_sequentially(endpoints, job)
+    try:
+        if any(pipeline.EXT_SEAL in pipeline.extensions_of(e) for e in endpoints):
+            # the cross-level rest is one more gap of the chain: its first capture may use startAfterMs too
+            first_gap_from = now() + initial_s - job.gap.ms / 1000 if initial_s > 0 else None
+            pipeline.Chain(endpoints, ChainPages(job), now=now, sleep=sleep).run(len(job.urls), first_gap_from)
+            return [r for r in job.results if r is not None]
+        if initial_s > 0:
+            sleep(initial_s)
+        return capture_sequentially(endpoints, job)
+    except Exception:
+        rest = rest_before_retry_s(job.gap.ms, job.contacted)
+        if rest > 0:
+            say(f"failing; waiting {rest * 1000:.0f} ms first so that the flow's retry"
+                f" ({FLOW_RETRY_S} s later) keeps the gap ({job.gap.ms} ms)")
+            sleep(rest)
+        raise
+
+
+# The flow's retry of this step (crawl_level.flow: retry.constant.seconds; a test keeps them equal).
+FLOW_RETRY_S = 30
+
+
+def rest_before_retry_s(gap_ms: int, contacted: bool) -> float:
+    """Seconds to wait before a failing job raises: Windmill retries the step ``FLOW_RETRY_S``
+    later from its first page, which must still keep the host's gap (ms) from this attempt's
+    last request. Unknown when exactly that was, so it counts from now: ``gap − retry delay``,
+    ≥ 0; 0 when this attempt never submitted a page (``contacted`` False)."""
+    return max(0.0, gap_ms / 1000.0 - FLOW_RETRY_S) if contacted else 0.0
 
 
 def first_wait_s(initial_delay_ms: int | None, not_before: float | None, now: float) -> float:
@@ -752,6 +772,7 @@ class HostJob:
     results: list[dict | None] = field(default_factory=list)
     finals: dict[str, str] = field(default_factory=dict)  # page_key(final URL) → the URL captured
     sealed_finals: dict[str, str] = field(default_factory=dict)  # the same from seal answers (not answered yet)
+    contacted: bool = False  # a page was submitted (the site may have been reached)
 
     def request(self, index: int) -> dict:
         """The capture request of page ``index``, its settle bounded by the current gap."""
@@ -762,6 +783,7 @@ class HostJob:
         return busy_window(self.busy_jitter_ms, self.gap.ms, self.busy_ref_gap_ms)
 
     def started(self, index: int) -> None:
+        self.contacted = True
         self.say(f"{index + 1}/{len(self.urls)} {self.urls[index]}")
         _notify(self.on_page, self.say, self.urls[index], "started")
 

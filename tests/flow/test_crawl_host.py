@@ -12,12 +12,14 @@ from f.waggle.crawl_host import (
     ConnectionLost,
     ServerUnavailable,
     BACKOFF_CAP_MS,
+    FLOW_RETRY_S,
     backed_off_gap,
     capture_host,
     clock,
     describe_refusal,
     first_wait_s,
     parse_endpoints,
+    rest_before_retry_s,
 )
 from tests.flow.fakes import FakeEndpoint, capture_reply
 
@@ -479,3 +481,32 @@ def test_a_failed_redirect_does_not_spare_its_target():
     (e,), _ = eps("bh-1", responses=[lambda u, t: old.get(u, capture_reply)(u, t)])
     results = run([e], ["https://a.test/old", "https://a.test/new"])
     assert [r["status"] for r in results] == ["failed", "captured"]
+
+
+# -- a failing job and the flow's retry ---------------------------------------------------------
+
+def test_a_failing_job_waits_so_the_flows_retry_keeps_a_gap_longer_than_the_retry_delay():
+    """Windmill retries ``cap`` FLOW_RETRY_S after a throw, from its first page: with a gap above
+    that, the job waits the difference before raising (the site may have just been reached)."""
+    slept: list[float] = []
+    (e,), _ = eps("bh-1", down=True)
+    with pytest.raises(ServerUnavailable):
+        capture_host([e], "m", ["a"], "c1", formats=FORMATS, signing=False, scripts=[], delay_ms=30_250,
+                     busy_jitter_ms=(1, 2), log=lambda _m: None, sleep=slept.append)
+    assert slept[-1] == pytest.approx(0.25)
+
+
+def test_a_short_gap_or_no_submission_adds_no_wait_before_failing():
+    assert rest_before_retry_s(2000, True) == 0.0
+    assert rest_before_retry_s(45_000, False) == 0.0  # nothing was sent in this attempt
+    assert rest_before_retry_s(45_000, True) == pytest.approx(15.0)
+
+
+def test_the_retry_delay_is_the_flows():
+    import yaml
+    from pathlib import Path
+
+    flow = yaml.safe_load((Path(__file__).parents[2] / "f/waggle/crawl_level.flow/flow.yaml").read_text())
+    hosts = next(m for m in flow["value"]["modules"] if m["id"] == "hosts")
+    cap = next(m for m in hosts["value"]["modules"] if m["id"] == "cap")
+    assert cap["retry"]["constant"]["seconds"] == FLOW_RETRY_S
