@@ -194,40 +194,55 @@ def _pyinstrument_text(profiler) -> str:
 
 
 PROGRESS_SENDERS = 8  # hosts capturing at once (each sends its pages' events in order)
-PROGRESS_GAP_S = 0.02  # between one host's events: captures take time
+PROGRESS_CAPTURE_S = 0.3  # from a page's started to its done (longer than the poster's linger, as real captures are)
 
 
 def _send_progress(url: str, crawl_id: str, pending_urls: list[str], task_ids: list[str],
-                   links: list[list[dict]], postmaster: int, ledger_pid: int) -> dict:
-    """The level's progress events as ``crawl_host`` sends them (``f/waggle/progress.py``): per
-    page a ``started`` and a ``done`` carrying the capture and the page's links, from
-    ``PROGRESS_SENDERS`` hosts at once, spread over time. Returns latencies and the CPU of the
-    ledger and of Postgres over the whole phase."""
+                   links: list[list[dict]], postmaster: int, ledger_pid: int, capture_s: float = PROGRESS_CAPTURE_S) -> dict:
+    """The level's progress events as ``crawl_host`` sends them: per page a ``started`` and,
+    ``capture_s`` later, a ``done`` carrying the capture and the page's links, from
+    ``PROGRESS_SENDERS`` hosts at once, each through its own ``f/waggle/progress.py`` poster
+    (batches: a done goes with the next page's started). Returns the done events' latency (queued
+    → answered, the poster's linger included), the requests sent and the CPU of the ledger and
+    of Postgres over the whole phase."""
+    from f.waggle.progress import ProgressPoster
+
     headers = {**infra.who(SUBJECT, ORG)}
     latencies: list[float] = []
+    queued: dict[str, float] = {}
+    failures: list[str] = []
 
-    def host(k: int) -> None:
+    def host(k: int) -> int:
         with httpx.Client(timeout=60) as http:
+            def send(body: dict) -> httpx.Response:
+                resp = http.post(f"{url}/api/crawls/{crawl_id}/progress", json=body, headers=headers)
+                answered = time.monotonic()
+                for event in body.get("events", [body]):
+                    if event["phase"] == "done":
+                        latencies.append(answered - queued[event["url"]])
+                return resp
+
+            poster = ProgressPoster(send, log=failures.append)
             for j in range(k, len(pending_urls), PROGRESS_SENDERS):
                 page, task = pending_urls[j], task_ids[j]
-                done = {"url": page, "phase": "done", "status": "captured", "taskId": task,
-                        "manifestLocation": f"s3://browserhive/{task}_{crawl_id}.result.json",
-                        "manifestSummary": {"status": "success", "wacz": f"s3://browserhive/{task}_{crawl_id}.wacz"},
-                        "links": [{"href": item["href"], "rel": item["rel"]} for item in links[j]]}
-                for body in ({"url": page, "phase": "started"}, done):
-                    t0 = time.monotonic()
-                    resp = http.post(f"{url}/api/crawls/{crawl_id}/progress", json=body, headers=headers)
-                    if resp.status_code != 200:
-                        raise RuntimeError(f"progress answered {resp.status_code}: {resp.text[:300]}")
-                    if body is done:
-                        latencies.append(time.monotonic() - t0)
-                time.sleep(PROGRESS_GAP_S)
+                poster(page, "started")
+                time.sleep(capture_s)
+                queued[page] = time.monotonic()
+                poster(page, "done", {"status": "captured", "taskId": task,
+                                      "manifestLocation": f"s3://browserhive/{task}_{crawl_id}.result.json",
+                                      "manifestSummary": {"status": "success",
+                                                          "wacz": f"s3://browserhive/{task}_{crawl_id}.wacz"},
+                                      "links": [{"href": item["href"], "rel": item["rel"]} for item in links[j]]})
+            poster.close()
+            if poster.failed or poster._thread.is_alive():
+                raise RuntimeError(f"progress events not all recorded: {poster.failed} failed; {failures[:3]}")
+            return poster.requests
 
     c0, p0, t0 = _tree_cpu_s(ledger_pid), _pg_cpu(postmaster), time.monotonic()
     with ThreadPoolExecutor(PROGRESS_SENDERS) as pool:
-        list(pool.map(host, range(PROGRESS_SENDERS)))
+        requests = sum(pool.map(host, range(PROGRESS_SENDERS)))
     return {"wall_s": round(time.monotonic() - t0, 2), "ledger_cpu_s": round(_tree_cpu_s(ledger_pid) - c0, 2),
-            "postgres_cpu_s": round(_pg_cpu(postmaster) - p0, 2), "events": len(latencies),
+            "postgres_cpu_s": round(_pg_cpu(postmaster) - p0, 2), "events": len(latencies), "requests": requests,
             "done_p50_s": round(percentile(latencies, 50), 4), "done_p99_s": round(percentile(latencies, 99), 4),
             "done_max_s": round(max(latencies), 4)}
 
@@ -315,7 +330,8 @@ def level_report(ctx: Context) -> None:
                 ctx.metric("  its CPU: ledger + Postgres", cpu[0] + cpu[1], "s",
                            note=f"ledger {cpu[0]} s, Postgres {cpu[1]} s (the answer before admission)")
                 ctx.metric("  progress events: ledger CPU", events["ledger_cpu_s"], "s",
-                           note=f"{events['events']} done + {events['events']} started events over {events['wall_s']} s")
+                           note=f"{events['events']} done + {events['events']} started events in"
+                                f" {events['requests']} requests over {events['wall_s']} s")
                 ctx.metric("  progress events: Postgres CPU", events["postgres_cpu_s"], "s")
                 ctx.metric("  progress done event latency p50", events["done_p50_s"], "s")
                 ctx.metric("  progress done event latency p99", events["done_p99_s"], "s")
@@ -335,7 +351,8 @@ def level_report(ctx: Context) -> None:
         with infra.ledger(infra.ledger_env(db_prof, store, s3_server, hook, WAGGLE_DRAIN_INTERVAL_S="3600",
                                            WAGGLE_RECONCILE_INTERVAL_S="3600",
                                            WAGGLE_WATCHDOG_INTERVAL_S="3600")) as led:
-            _send_progress(led.url, crawl_id, pending_urls, task_ids, links, _postmaster(db_prof), led.proc.pid)
+            _send_progress(led.url, crawl_id, pending_urls, task_ids, links, _postmaster(db_prof), led.proc.pid,
+                           capture_s=0.0)  # only the rows they leave matter here
         with psycopg.connect(db_prof, autocommit=True) as conn:
             conn.execute("CHECKPOINT")
         phases, text = asyncio.run(_profile_level(db_prof, env, crawl_id, body))
