@@ -13,7 +13,7 @@ from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator)
+                      model_validator, TypeAdapter)
 from typing_extensions import Required, TypedDict
 
 from ledger.api.authorize import submitter
@@ -436,9 +436,29 @@ async def _progress_body(request: Request) -> ProgressEvent | ProgressBatch:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
 
 
+def _inlined(schema: dict) -> dict:
+    """``schema`` (pydantic's, with ``$defs``) with every ``$ref`` replaced by its definition: the
+    route reads its body itself, so FastAPI does not list these models under components."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return walk(defs[ref[len("#/$defs/"):]])
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
+_PROGRESS_BODY = _inlined(TypeAdapter(ProgressEvent | ProgressBatch).json_schema())
+
+
 @router.post("/api/crawls/{crawl_id}/progress", openapi_extra={"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"oneOf": [{"$ref": "#/components/schemas/ProgressEvent"},
-                                              {"$ref": "#/components/schemas/ProgressBatch"}]}}}}})
+    "application/json": {"schema": _PROGRESS_BODY}}}})
 async def post_progress(crawl_id: uuid.UUID, request: Request, background: BackgroundTasks) -> JSONResponse:
     """A capture started or ended → 200 ``{"recorded": true}`` (idempotent; the flow's token, the
     level report's authorization). 404 unknown crawl; 409 not running, or ``url`` not a pending
