@@ -233,9 +233,13 @@ def _send_progress(url: str, crawl_id: str, pending_urls: list[str], task_ids: l
                                       "manifestSummary": {"status": "success",
                                                           "wacz": f"s3://browserhive/{task}_{crawl_id}.wacz"},
                                       "links": [{"href": item["href"], "rel": item["rel"]} for item in links[j]]})
+            events = 2 * len(range(k, len(pending_urls), PROGRESS_SENDERS))
+            until = time.monotonic() + 300  # close() waits 3 s at most: here every event must land
+            while poster.sent + poster.failed < events and time.monotonic() < until:
+                time.sleep(0.05)
             poster.close()
-            if poster.failed or poster._thread.is_alive():
-                raise RuntimeError(f"progress events not all recorded: {poster.failed} failed; {failures[:3]}")
+            if poster.sent != events:
+                raise RuntimeError(f"progress events not all recorded: {poster.sent} of {events}; {failures[:3]}")
             return poster.requests
 
     c0, p0, t0 = _tree_cpu_s(ledger_pid), _pg_cpu(postmaster), time.monotonic()
