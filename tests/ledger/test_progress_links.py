@@ -111,9 +111,11 @@ def scoped(monkeypatch):
 
 
 def _with_traps(i: int) -> list[dict]:
-    """:func:`_links` plus a URL trap, a link with credentials and an unparseable one."""
+    """:func:`_links` plus a URL trap, a link with credentials, an unparseable one and one whose
+    dedup key is not its URL."""
     return [*_links(i), {"href": f"https://a.test/t{i}/x/x/x/"}, {"href": "https://u:p@a.test/secret"},
-            {"href": "https://a.test/p0/0#frag", "rel": "next"}, {"href": "mailto:x@a.test"}]
+            {"href": "https://a.test/p0/0#frag", "rel": "next"}, {"href": "mailto:x@a.test"},
+            {"href": f"HTTPS://A.TEST:443/é/%7eq{i}?a=%2f"}]
 
 
 @pytest.mark.parametrize("verdicts_kept", [True, False])
