@@ -198,11 +198,13 @@ PROGRESS_CAPTURE_S = 0.3  # from a page's started to its done (longer than the p
 
 
 def _send_progress(url: str, crawl_id: str, pending_urls: list[str], task_ids: list[str],
-                   links: list[list[dict]], postmaster: int, ledger_pid: int, capture_s: float = PROGRESS_CAPTURE_S) -> dict:
+                   links: list[list[dict]], postmaster: int, ledger_pid: int, capture_s: float = PROGRESS_CAPTURE_S,
+                   batches: bool = True) -> dict:
     """The level's progress events as ``crawl_host`` sends them: per page a ``started`` and,
     ``capture_s`` later, a ``done`` carrying the capture and the page's links, from
     ``PROGRESS_SENDERS`` hosts at once, each through its own ``f/waggle/progress.py`` poster
-    (batches: a done goes with the next page's started). Returns the done events' latency (queued
+    (batches: a done goes with the next page's started; one request per event without
+    ``batches``). Returns the done events' latency (queued
     → answered, the poster's linger included), the requests sent and the CPU of the ledger and
     of Postgres over the whole phase."""
     from f.waggle.progress import ProgressPoster
@@ -223,6 +225,7 @@ def _send_progress(url: str, crawl_id: str, pending_urls: list[str], task_ids: l
                 return resp
 
             poster = ProgressPoster(send, log=failures.append)
+            poster.no_batch = not batches  # as with a ledger before batches: one request per event
             for j in range(k, len(pending_urls), PROGRESS_SENDERS):
                 page, task = pending_urls[j], task_ids[j]
                 poster(page, "started")
@@ -458,6 +461,38 @@ async def _profile_level(db_url: str, env: dict[str, str], crawl_id: str, body: 
     top = sorted(queries.items(), key=lambda kv: -kv[1][1])[:6]
     phases["queries"] = {q: {"calls": n, "seconds": round(secs, 3)} for q, (n, secs) in top}
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in phases.items()}, _pyinstrument_text(profiler)
+
+
+def level_progress(ctx: Context) -> None:
+    """The level's 2,000 progress events (1,000 ``started``, 1,000 ``done`` with 100 links) over
+    HTTP through ``f/waggle/progress.py`` posters, one request per event (a ledger before
+    batches) and batched, each on a fresh copy of a crawl of 11,000 pages: ledger and Postgres
+    CPU per event, requests, ``done`` latency. No target (issue 14: the cost the level carries)."""
+    n_results, links_per, depth, pages = (200 if ctx.quick else 1000), 100, 3, 11_000
+    with infra.postgres() as pg, infra.s3() as s3_server, infra.fga() as store, infra.webhook() as hook:
+        store.write(writes=[f"user:{SUBJECT} submitter organization:{ORG}"])
+        template = pg.new_db()
+        _migrate(template)
+        crawl_id, pending_urls = _load_crawl(template, pages=pages, pending=n_results, depth=depth)
+        task_ids = [str(uuid.uuid4()) for _ in pending_urls]
+        links = _links_of(crawl_id, pending_urls, pages, n_results, links_per, depth)
+        for label, batches in (("one request per event", False), ("batched", True)):
+            db = pg.new_db(template=pg.db_name(template))
+            env = infra.ledger_env(db, store, s3_server, hook, WAGGLE_DRAIN_INTERVAL_S="3600",
+                                   WAGGLE_RECONCILE_INTERVAL_S="3600", WAGGLE_WATCHDOG_INTERVAL_S="3600")
+            with infra.ledger(env) as led:
+                load = os.getloadavg()[0]
+                out = _send_progress(led.url, crawl_id, pending_urls, task_ids, links, _postmaster(db), led.proc.pid,
+                                     batches=batches)
+            early = _count(db, "SELECT count(*) FROM crawl_pages WHERE from_progress")
+            ctx.detail(label, {**out, "load": round(load, 2), "rows_landed": early})
+            events = 2 * n_results
+            ctx.metric(f"{label}: ledger CPU per event", out["ledger_cpu_s"] * 1000 / events, "ms",
+                       note=f"{out['requests']} requests for {events} events; load {load:.1f}")
+            ctx.metric(f"{label}: Postgres CPU per event", out["postgres_cpu_s"] * 1000 / events, "ms",
+                       note=f"{early:,} rows landed")
+            ctx.metric(f"{label}: done latency p50 / p99", out["done_p50_s"] * 1000, "ms",
+                       note=f"p99 {out['done_p99_s'] * 1000:.0f} ms (queued → answered)")
 
 
 # -- signing ---------------------------------------------------------------------------------
