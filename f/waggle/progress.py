@@ -16,12 +16,18 @@ later one, without them (the level report still carries every link). Progress is
 never delays a capture. Events go out in order from one background thread per host, each with a
 short timeout and no retry; failures are logged (first few only) and dropped. ``close()`` waits
 at most :data:`CLOSE_WAIT_S` for the queue to drain.
+
+Batches: the thread sends what is queued in one request, ``{"events": [...]}`` (at most
+:data:`BATCH_MAX`), after waiting up to :data:`LINGER_S` for the next event (a page's ``done``
+and the next page's ``started`` come together): half the requests of one per event. A ledger
+that predates batches (400 "unknown field events") gets one request per event from then on.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 import httpx
@@ -32,6 +38,8 @@ TIMEOUT_S = 2.0
 CLOSE_WAIT_S = 3.0
 MAX_LOGGED = 3  # failures logged per host; the rest are counted in the closing line
 CAPTURE_KEYS = ("taskId", "manifestLocation", "manifestSummary", "links")  # of a captured PageResult
+BATCH_MAX = 32  # events in one request (the ledger's PROGRESS_BATCH_MAX)
+LINGER_S = 0.2  # wait for the next event before sending: a done's latency grows by at most this
 _STOP = object()
 
 
@@ -44,6 +52,8 @@ class ProgressPoster:
         self.sent = self.failed = 0
         self.plain = False  # the ledger refused the capture fields once: never sent again
         self.no_links = False  # the ledger refused ``links`` once (round 20): never sent again
+        self.no_batch = False  # the ledger refused ``events`` once (round 21): one request per event
+        self.requests = 0
         self._thread = threading.Thread(target=self._run, name="waggle-progress", daemon=True)
         if send is not None:
             self._thread.start()
@@ -62,10 +72,7 @@ class ProgressPoster:
     def _post(self, body: dict) -> httpx.Response:
         """Send ``body`` (without the fields the ledger refused before: ``links``, then every
         capture field)."""
-        if self.plain:
-            body = {k: v for k, v in body.items() if k not in CAPTURE_KEYS}
-        elif self.no_links:
-            body = {k: v for k, v in body.items() if k != "links"}
+        body = self._strip(body)
         resp = self._send(body)
         if (resp.status_code == 400 and "links" in body and "unknown field links" in resp.text and not self.no_links
                 and "unknown field taskId" not in resp.text):
@@ -78,19 +85,71 @@ class ProgressPoster:
             return self._post(body)
         return resp
 
-    def _run(self) -> None:
-        while (body := self._queue.get()) is not _STOP:
+    def _take(self) -> tuple[list[dict], bool]:
+        """The next events to send (blocks for the first, then waits up to :data:`LINGER_S` for
+        more, at most :data:`BATCH_MAX`), and whether ``close()`` was called."""
+        first = self._queue.get()
+        if first is _STOP:
+            return [], True
+        events = [first]
+        deadline = time.monotonic() + LINGER_S
+        while len(events) < BATCH_MAX:
             try:
-                resp = self._post(body)
-                ok, why = resp.status_code < 300, f"HTTP {resp.status_code} {resp.text[:160]}"
-            except Exception as exc:  # noqa: BLE001 - the ledger being down must not touch the capture
-                ok, why = False, f"{type(exc).__name__}: {exc}"
-            if ok:
-                self.sent += 1
+                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return events, True
+            events.append(item)
+        return events, False
+
+    def _send_batch(self, events: list[dict]) -> list[str | None]:
+        """Send ``events``; one outcome each: None when recorded, else why not."""
+        if len(events) > 1 and not self.no_batch:
+            self.requests += 1
+            resp = self._send({"events": [self._strip(e) for e in events]})
+            if resp.status_code == 400 and "unknown field events" in resp.text:
+                self.no_batch = True
+                self._log("the ledger takes no batched progress events (an older ledger): sent one by one")
+            elif resp.status_code < 300:
+                results = resp.json().get("results") or []
+                return [None if i < len(results) and results[i].get("recorded") else
+                        f"HTTP {results[i].get('status') if i < len(results) else '?'}"
+                        f" {str(results[i].get('error') if i < len(results) else 'no result')[:160]}"
+                        for i in range(len(events))]
+            else:
+                return [f"HTTP {resp.status_code} {resp.text[:160]}"] * len(events)
+        out: list[str | None] = []
+        for body in events:
+            self.requests += 1
+            resp = self._post(body)
+            out.append(None if resp.status_code < 300 else f"HTTP {resp.status_code} {resp.text[:160]}")
+        return out
+
+    def _strip(self, body: dict) -> dict:
+        if self.plain:
+            return {k: v for k, v in body.items() if k not in CAPTURE_KEYS}
+        if self.no_links:
+            return {k: v for k, v in body.items() if k != "links"}
+        return body
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            events, stop = self._take()
+            if not events:
                 continue
-            self.failed += 1
-            if self.failed <= MAX_LOGGED:
-                self._log(f"progress event not recorded ({why}); the capture goes on")
+            try:
+                outcomes = self._send_batch(events)
+            except Exception as exc:  # noqa: BLE001 - the ledger being down must not touch the capture
+                outcomes = [f"{type(exc).__name__}: {exc}"] * len(events)
+            for why in outcomes:
+                if why is None:
+                    self.sent += 1
+                    continue
+                self.failed += 1
+                if self.failed <= MAX_LOGGED:
+                    self._log(f"progress event not recorded ({why}); the capture goes on")
 
     def close(self) -> None:
         if self._send is None:

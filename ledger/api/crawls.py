@@ -11,7 +11,9 @@ from typing import Annotated, Any, ClassVar, Literal
 import orjson
 from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from fastapi.exceptions import RequestValidationError
+from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator, TypeAdapter)
 from typing_extensions import Required, TypedDict
 
 from ledger.api.authorize import submitter
@@ -405,31 +407,98 @@ class ProgressEvent(_Strict):
                                exclude_none=True)
 
 
-@router.post("/api/crawls/{crawl_id}/progress")
-async def post_progress(crawl_id: uuid.UUID, body: ProgressEvent, request: Request,
-                        background: BackgroundTasks) -> JSONResponse:
+PROGRESS_BATCH_MAX = 32  # events in one request (f/waggle/progress.py sends a host's queued events)
+
+
+class _BatchedEvent(ProgressEvent):
+    walks_text: ClassVar[bool] = False  # the batch walks its text once
+
+
+class ProgressBatch(_Strict):
+    """Several progress events of one crawl, applied in order (docs/internals.md "Progress
+    events in batches")."""
+
+    events: list[_BatchedEvent] = Field(min_length=1, max_length=PROGRESS_BATCH_MAX)
+
+
+async def _progress_body(request: Request) -> ProgressEvent | ProgressBatch:
+    """The body as one event, or as a batch when it is an object with ``events`` (400 with the
+    field otherwise, as a declared body would be)."""
+    raw = await request.body()
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        data = None
+    model: type[_Strict] = ProgressBatch if isinstance(data, dict) and "events" in data else ProgressEvent
+    try:
+        return model.model_validate_json(raw)  # type: ignore[return-value]
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+
+
+def _inlined(schema: dict) -> dict:
+    """``schema`` (pydantic's, with ``$defs``) with every ``$ref`` replaced by its definition: the
+    route reads its body itself, so FastAPI does not list these models under components."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return walk(defs[ref[len("#/$defs/"):]])
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
+_PROGRESS_BODY = _inlined(TypeAdapter(ProgressEvent | ProgressBatch).json_schema())
+
+
+@router.post("/api/crawls/{crawl_id}/progress", openapi_extra={"requestBody": {"required": True, "content": {
+    "application/json": {"schema": _PROGRESS_BODY}}}})
+async def post_progress(crawl_id: uuid.UUID, request: Request, background: BackgroundTasks) -> JSONResponse:
     """A capture started or ended → 200 ``{"recorded": true}`` (idempotent; the flow's token, the
     level report's authorization). 404 unknown crawl; 409 not running, or ``url`` not a pending
     page of its level in flight; 413 more ``links`` than ``WAGGLE_REPORT_LINKS_PER_PAGE``. Shown in
     ``GET /api/crawls/{id}`` ``levelProgress``; ``links`` go into the frontier during the level
     (docs/internals.md "Links from progress"). A captured page's ``done`` (with ``taskId``) that
     arrives after its crawl was failed is recorded as the close would have
-    (``ledger.crawl.salvage.record_late``; its archive admitted after the answer)."""
+    (``ledger.crawl.salvage.record_late``; its archive admitted after the answer).
+
+    ``{events: [event, …]}`` (1–:data:`PROGRESS_BATCH_MAX`) records several in order, in one
+    request → 200 ``{"results": [{"recorded": true} | {"recorded": false, "status": 409,
+    "error"}]}``, one per event; a shape or size problem in any event refuses the whole batch
+    (400 / 413 naming ``events.N``), an unknown crawl too (404)."""
+    body = await _progress_body(request)  # validation before authentication
     await submitter(request)
     services = request.app.state.services
-    check_progress_links(body.links, services.settings)
-    try:
-        if not await progress_store.record(services.pool, crawl_id, body.url, body.phase, body.status,
-                                           body.capture(), body.links, services.settings):
-            raise Refused(404, "not found")
-    except Refused as refused:
-        late = await salvage.record_late(services.pool, crawl_id, body.url, body.capture(), services.settings.s3_bucket) \
-            if refused.status == 409 and body.capture() else None
+    batch = isinstance(body, ProgressBatch)
+    events: list[ProgressEvent] = list(body.events) if isinstance(body, ProgressBatch) else [body]
+    for i, event in enumerate(events):
+        check_progress_links(event.links, services.settings, f"events.{i}.links" if batch else "links")
+    captures = [event.capture() for event in events]
+    outcomes = await progress_store.record_many(
+        services.pool, crawl_id, [progress_store.Event(e.url, e.phase, e.status, c, e.links)
+                                  for e, c in zip(events, captures)], services.settings)
+    if outcomes is None:
+        raise Refused(404, "not found")
+    for i, (event, capture, refused) in enumerate(zip(events, captures, outcomes)):
+        late = await salvage.record_late(services.pool, crawl_id, event.url, capture, services.settings.s3_bucket) \
+            if refused is not None and refused.status == 409 and capture else None
         if late is None:
-            raise
+            continue
+        outcomes[i] = None
         if late[1]:
             background.add_task(verify_level, services, crawl_id, late[0], set(), late[1])
-    return JSONResponse({"recorded": True}, background=background)
+    if not batch:
+        if outcomes[0] is not None:
+            raise outcomes[0]
+        return JSONResponse({"recorded": True}, background=background)
+    return JSONResponse({"results": [{"recorded": True} if r is None else {"recorded": False, "status": r.status, **r.body()}
+                                     for r in outcomes]}, background=background)
 
 
 _HOST = re.compile(r"^[^\s/?#@]{1,262}$")  # a frontier host (name or [v6], optional :port)

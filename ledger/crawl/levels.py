@@ -302,31 +302,49 @@ async def _stream_plan_and_insert(conn: Any, crawl: dict, next_depth: int, chunk
     return plan, [{"url": p.url, "host": p.host} for p in plan.urls]
 
 
-def _stream_chunks(screen: LinkFilter, links: list, segments: list[tuple[int, int, bool]],
+def _stream_chunks(screen: LinkFilter, links: list, pieces: list[tuple[int, int, Any]],
                    verdicts: dict[str, str | None], drops: Counter, settings: Any, reasons: dict[str, str | None],
                    ordered: list[ParsedUrl]) -> Any:
-    """Chunks of ``STREAM_CHUNK_LINKS`` links through :func:`_guarded`; each yields the
-    candidates to insert: those of ``segments`` ``(start, end, landed)`` whose links did not
-    land from progress. Every candidate goes into ``ordered``, in discovery order."""
-    for i in range(0, len(links), STREAM_CHUNK_LINKS):
-        j, out = i + STREAM_CHUNK_LINKS, []
-        for a, b, early in segments:
-            if a < j and b > i:
-                got = _guarded(screen, links[max(a, i):min(b, j)], verdicts, drops, settings, reasons)
-                ordered += got
-                if not early:
-                    out += got
+    """Chunks of about ``STREAM_CHUNK_LINKS`` links through :func:`_guarded`; each yields the
+    candidates to insert: those of ``pieces`` ``(start, end, early)`` whose links did not land
+    from progress (``early`` False). A piece whose links landed is not inserted: with its scope
+    verdicts from the event (``early`` a ``report_early.Scoped``) only the in-report dedup and
+    the guard run (``LinkFilter.take``), else (``early`` True) its links are scoped again.
+    Every candidate goes into ``ordered``, in discovery order."""
+    out: list[ParsedUrl] = []
+    size = 0  # links scoped into ``out`` since the last chunk
+    for a, b, early in pieces:
+        if isinstance(early, report_early.Scoped):
+            got = screen.take(early.urls, early.drops)
+            ordered += _guard(got, verdicts, drops, settings, reasons,
+                              dict(zip((p.key for p in early.urls), early.reasons)))
+            continue
+        for i in range(a, b, STREAM_CHUNK_LINKS):
+            j = min(b, i + STREAM_CHUNK_LINKS)
+            got = _guarded(screen, links[i:j], verdicts, drops, settings, reasons)
+            ordered += got
+            if not early:
+                out += got
+                size += j - i
+                if size >= STREAM_CHUNK_LINKS:
+                    yield out
+                    out, size = [], 0
+    if out:
         yield out
 
 
-def _segments(counts: list[int], skip: set[int]) -> list[tuple[int, int, bool]]:
-    """``(start, end, landed)`` link ranges of results (``counts`` links each), consecutive
-    results of the same kind merged; ``skip`` = positions of the results whose links landed."""
-    out: list[tuple[int, int, bool]] = []
+def _pieces(counts: list[int], early: dict[int, Any]) -> list[tuple[int, int, Any]]:
+    """``(start, end, early)`` link ranges of results (``counts`` links each): ``early`` maps
+    the positions of the results whose links landed to their ``report_early.Scoped`` (or True
+    when there is none); consecutive results of the same kind are merged, except those with
+    verdicts (one piece each)."""
+    out: list[tuple[int, int, Any]] = []
     start = 0
     for i, n in enumerate(counts):
-        kind = i in skip
-        if out and out[-1][2] == kind:
+        kind = early.get(i, False)
+        if isinstance(kind, report_early.Scoped):
+            out.append((start, start + n, kind))
+        elif out and out[-1][2] is kind:
             out[-1] = (out[-1][0], start + n, kind)
         elif n:
             out.append((start, start + n, kind))
@@ -337,12 +355,19 @@ def _segments(counts: list[int], skip: set[int]) -> list[tuple[int, int, bool]]:
 def _guarded(screen: LinkFilter, links: list, verdicts: dict[str, str | None], drops: Counter,
              settings: Any, reasons: dict[str, str | None] | None = None) -> list[ParsedUrl]:
     """Step 5 for one chunk of links: scope, nofollow, in-call dedup (``screen``, carried across
-    chunks), then the private-host guard — its verdict depends on the host name only, so it is
-    asked once per host (``verdicts``, carried too); refusals are counted in ``drops``. With
-    ``reasons``, each candidate's URL trap verdict (pure: ``traps.trap_reason``) is put there
-    for the plan, so that it too is computed while Postgres inserts the previous chunk."""
+    chunks), then :func:`_guard`. With ``reasons``, each candidate's URL trap verdict (pure:
+    ``traps.trap_reason``) is put there for the plan, so that it too is computed while Postgres
+    inserts the previous chunk."""
+    return _guard(screen.accept(links), verdicts, drops, settings, reasons)
+
+
+def _guard(accepted: list[ParsedUrl], verdicts: dict[str, str | None], drops: Counter, settings: Any,
+           reasons: dict[str, str | None] | None = None, known: dict[str, str | None] | None = None) -> list[ParsedUrl]:
+    """The private-host guard over accepted URLs — its verdict depends on the host name only, so
+    it is asked once per host (``verdicts``, carried); refusals are counted in ``drops``. With
+    ``reasons``, each candidate's URL trap verdict goes there (from ``known`` when given)."""
     out: list[ParsedUrl] = []
-    for p in screen.accept(links):
+    for p in accepted:
         if p.host not in verdicts:
             verdicts[p.host] = refusal(p.url, settings.allow_private_hosts)
         if verdicts[p.host]:
@@ -350,7 +375,7 @@ def _guarded(screen: LinkFilter, links: list, verdicts: dict[str, str | None], d
             continue
         out.append(p)
         if reasons is not None:
-            reasons[p.key] = trap_reason(p.url, p.key)
+            reasons[p.key] = known[p.key] if known is not None else trap_reason(p.url, p.key)
     return out
 
 
@@ -469,8 +494,9 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                     reasons: dict[str, str | None] = {}
                     ordered: list[ParsedUrl] = []
                     at = [i for i, s in enumerate(sources) if s == src]  # the group's results' positions
-                    segments = _segments(counts, {g for g, i in enumerate(at) if i in skip})
-                    chunks = _stream_chunks(screen, links, segments, verdicts, drops, settings, reasons, ordered)
+                    pieces = _pieces(counts, {g: report_early.Scoped.decode(landed_pages[hashes[i]][1]) or True
+                                              for g, i in enumerate(at) if i in skip})
+                    chunks = _stream_chunks(screen, links, pieces, verdicts, drops, settings, reasons, ordered)
                     part, landed = await _stream_plan_and_insert(conn, crawl, src + 1, chunks,
                                                                  settings.max_pages_per_host, settings, held, reasons,
                                                                  ordered, early)

@@ -6,13 +6,15 @@ level (``crawl_progress``, one row per page; a ``started`` never replaces a ``do
 re-sent or late event changes nothing). The level report stays the record of outcomes; a
 captured page's ``done`` may also carry ``taskId``, ``manifestLocation`` and ``manifestSummary``
 (kept for a crawl failed before its report: ledger.crawl.salvage), and ``links``: the page's
-links, put into the frontier during the level (ledger.crawl.report_early, issue 14).
+links, put into the frontier during the level (ledger.crawl.report_early, issue 14). Several
+events of one crawl may come in one request (``{events: [...]}``, :func:`record_many`).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from ledger.crawl import report_early
@@ -28,51 +30,87 @@ _PAGE = (
 )
 _UPSERT = (
     "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status, task_id, manifest_location,"
-    " manifest_summary, links_sha256) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s)"
+    " manifest_summary, links_sha256, links_scoped) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s)"
     " ON CONFLICT (page_id) DO UPDATE SET phase = EXCLUDED.phase, status = EXCLUDED.status, at = now(),"
     " task_id = EXCLUDED.task_id, manifest_location = EXCLUDED.manifest_location,"
-    " manifest_summary = EXCLUDED.manifest_summary, links_sha256 = EXCLUDED.links_sha256"
+    " manifest_summary = EXCLUDED.manifest_summary, links_sha256 = EXCLUDED.links_sha256,"
+    " links_scoped = EXCLUDED.links_scoped"
     " WHERE crawl_progress.phase = 'started'"
 )
 
 
+@dataclass
+class Event:
+    """One progress event as validated: page ``url``, ``phase``, ``status`` (with ``done``),
+    ``capture`` (a captured page's ``{taskId, manifestLocation?, manifestSummary?}``) and
+    ``links`` (a captured page's links, ``[{href, rel?}]``)."""
+
+    url: str
+    phase: str
+    status: str | None = None
+    capture: dict | None = None
+    links: list | None = None
+
+
 async def record(pool: Any, crawl_id: uuid.UUID, url: str, phase: str, status: str | None,
                  capture: dict | None = None, links: list | None = None, settings: Any = None) -> bool:
-    """Store one event; returns False when the crawl does not exist (the route answers 404).
-    ``capture`` = a captured page's ``{taskId, manifestLocation?, manifestSummary?}``, kept so
-    that a crawl failed before its level report still records the page (ledger.crawl.salvage).
-    ``links`` = a captured page's links (``[{href, rel?}]``, as its report result carries them):
-    on the page's first ``done``, when the page budget is not expected to cut the level
-    (``report_early.budget_safe``), they go into the frontier now, under the crawl's row lock,
-    and their digest is recorded; otherwise (or on a re-sent ``done``) they are ignored — the
-    level report carries them anyway.
+    """:func:`record_many` for one event: False when the crawl does not exist (the route
+    answers 404); raises the event's :class:`Refused`."""
+    outcomes = await record_many(pool, crawl_id, [Event(url, phase, status, capture, links)], settings)
+    if outcomes is None:
+        return False
+    if outcomes[0] is not None:
+        raise outcomes[0]
+    return True
 
-    Raises :class:`Refused` (409) when the crawl is not running or ``url`` is not a pending page
-    of its current level (already reported, or never in it): the flow logs it and goes on.
+
+async def record_many(pool: Any, crawl_id: uuid.UUID, events: list[Event], settings: Any = None) -> list[Refused | None] | None:
+    """Store ``events`` in order, in one transaction (a host's queued events come in one request:
+    f/waggle/progress.py); returns one outcome per event — None when recorded, else its
+    :class:`Refused` (409: not a pending page of the level in flight, already reported or never
+    in it; the flow logs it and goes on) — or None when the crawl does not exist (404).
+    A crawl that is not running refuses every event (409).
+
+    ``capture`` is kept so that a crawl failed before its level report still records the page
+    (ledger.crawl.salvage). ``links``: on the page's *first* ``done``, when the page budget is
+    not expected to cut the level (``report_early.budget_safe``), they go into the frontier now,
+    under the crawl's row lock, and their digest and scope verdicts are recorded; otherwise (or
+    on a re-sent ``done``) they are ignored — the level report carries them anyway.
     """
     async with pool.connection() as conn, conn.transaction():
-        lock = " FOR UPDATE" if links is not None else ""  # inserts of a crawl hold its row lock
+        # inserts of a crawl hold its row lock
+        lock = " FOR UPDATE" if any(e.links is not None for e in events) else ""
         cur = await conn.execute(f"SELECT * FROM crawls WHERE id = %s{lock}", (crawl_id,))
         crawl = await cur.fetchone()
         if crawl is None:
-            return False
+            return None
         if crawl["state"] != "running":
-            raise Refused(409, f"the crawl is {crawl['state']}, not running: progress is no longer recorded")
-        cur = await conn.execute(_PAGE, {"crawl": crawl_id, "depth": crawl["current_depth"], "url": url})
-        page = await cur.fetchone()
-        if page is None:
-            raise Refused(409, "url is not a pending page of the crawl's level in flight"
-                               " (already reported, or not in this level)")
-        digest = None  # a re-sent done (the page has one already) lands nothing
-        if links is not None and page["phase"] != "done" and await report_early.budget_safe(conn, crawl, len(links)):
-            await report_early.land(conn, crawl, links, settings)
-            digest = report_early.digest(links)
-        capture = capture or {}
-        summary = capture.get("manifestSummary")
-        await conn.execute(_UPSERT, (page["id"], crawl_id, page["depth"], phase, status, capture.get("taskId"),
-                                     capture.get("manifestLocation"),
-                                     json.dumps(summary) if summary is not None else None, digest))
-    return True
+            refused = Refused(409, f"the crawl is {crawl['state']}, not running: progress is no longer recorded")
+            return [refused for _ in events]
+        outcomes: list[Refused | None] = []
+        for event in events:
+            outcomes.append(await _record_one(conn, crawl, event, settings))
+    return outcomes
+
+
+async def _record_one(conn: Any, crawl: dict, event: Event, settings: Any) -> Refused | None:
+    cur = await conn.execute(_PAGE, {"crawl": crawl["id"], "depth": crawl["current_depth"], "url": event.url})
+    page = await cur.fetchone()
+    if page is None:  # checked before any write: a refused event changes nothing
+        return Refused(409, "url is not a pending page of the crawl's level in flight"
+                            " (already reported, or not in this level)")
+    links = event.links
+    digest = scoped = None  # a re-sent done (the page has one already) lands nothing
+    if links is not None and page["phase"] != "done" and await report_early.budget_safe(conn, crawl, len(links)):
+        landed = await report_early.land(conn, crawl, links, settings)
+        digest = report_early.digest(links)
+        scoped = landed.encode() if landed is not None else None
+    capture = event.capture or {}
+    summary = capture.get("manifestSummary")
+    await conn.execute(_UPSERT, (page["id"], crawl["id"], page["depth"], event.phase, event.status,
+                                 capture.get("taskId"), capture.get("manifestLocation"),
+                                 json.dumps(summary) if summary is not None else None, digest, scoped))
+    return None
 
 
 async def level_progress(conn: Any, crawl_id: uuid.UUID, depth: int) -> dict:

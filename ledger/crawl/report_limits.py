@@ -33,9 +33,9 @@ def check_counts(results: Sequence[Any], settings: Any) -> None:
                            " in one report (WAGGLE_REPORT_LINKS_MAX)")
 
 
-def check_progress_links(links: Sequence[Any] | None, settings: Any) -> None:
+def check_progress_links(links: Sequence[Any] | None, settings: Any, where: str = "links") -> None:
     """Raise :class:`Refused` 413 when a progress event carries more links than one report
-    result may (``WAGGLE_REPORT_LINKS_PER_PAGE``)."""
+    result may (``WAGGLE_REPORT_LINKS_PER_PAGE``); ``where`` names the field in the answer."""
     if links is not None and len(links) > settings.report_links_per_page:
-        raise Refused(413, f"links has {len(links)} links; at most {settings.report_links_per_page} per page"
+        raise Refused(413, f"{where} has {len(links)} links; at most {settings.report_links_per_page} per page"
                            " (WAGGLE_REPORT_LINKS_PER_PAGE), as in a level report result")

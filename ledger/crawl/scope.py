@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, has_userinfo, parse_http_url
@@ -107,6 +107,23 @@ class LinkFilter:
             urls.append(parsed)
         self.accepted += len(urls)
         return urls
+
+    def take(self, urls: Iterable[ParsedUrl], drops: Mapping[str, int]) -> list[ParsedUrl]:
+        """:meth:`accept` for links scoped before: ``urls`` and ``drops`` are what a
+        ``LinkFilter`` of the same seeds and scope accepted and dropped over one page's links
+        alone (``ledger.crawl.report_early.Scoped``). Only the in-call dedup is left to do, so
+        the result, ``drops`` and ``accepted`` are those of :meth:`accept` over those links."""
+        self.drops.update(drops)
+        seen = self._seen
+        out: list[ParsedUrl] = []
+        for p in urls:
+            if p.key in seen:
+                self.drops["duplicate"] += 1
+                continue
+            seen.add(p.key)
+            out.append(p)
+        self.accepted += len(out)
+        return out
 
 
 def accept_links(links: Iterable[dict], seeds: Sequence[ParsedUrl], scope: str) -> AcceptedLinks:

@@ -24,6 +24,7 @@ BENCHMARKS = {
     "frontier-insert": "tests.bench.frontier_insert:frontier_insert",
     "level-report-curve": "tests.bench.ledger_scale:level_report_curve",
     "level-report-overlap": "tests.bench.ledger_scale:level_report_overlap",
+    "level-progress": "tests.bench.ledger_scale:level_progress",
     "capture": "tests.bench.capture:capture",
     "real-pages": "tests.bench.real_pages:real_pages",
     "politeness-500": "tests.bench.politeness:politeness_500",

@@ -194,40 +194,62 @@ def _pyinstrument_text(profiler) -> str:
 
 
 PROGRESS_SENDERS = 8  # hosts capturing at once (each sends its pages' events in order)
-PROGRESS_GAP_S = 0.02  # between one host's events: captures take time
+PROGRESS_CAPTURE_S = 0.3  # from a page's started to its done (longer than the poster's linger, as real captures are)
 
 
 def _send_progress(url: str, crawl_id: str, pending_urls: list[str], task_ids: list[str],
-                   links: list[list[dict]], postmaster: int, ledger_pid: int) -> dict:
-    """The level's progress events as ``crawl_host`` sends them (``f/waggle/progress.py``): per
-    page a ``started`` and a ``done`` carrying the capture and the page's links, from
-    ``PROGRESS_SENDERS`` hosts at once, spread over time. Returns latencies and the CPU of the
-    ledger and of Postgres over the whole phase."""
+                   links: list[list[dict]], postmaster: int, ledger_pid: int, capture_s: float = PROGRESS_CAPTURE_S,
+                   batches: bool = True) -> dict:
+    """The level's progress events as ``crawl_host`` sends them: per page a ``started`` and,
+    ``capture_s`` later, a ``done`` carrying the capture and the page's links, from
+    ``PROGRESS_SENDERS`` hosts at once, each through its own ``f/waggle/progress.py`` poster
+    (batches: a done goes with the next page's started; one request per event without
+    ``batches``). Returns the done events' latency (queued
+    → answered, the poster's linger included), the requests sent and the CPU of the ledger and
+    of Postgres over the whole phase."""
+    from f.waggle.progress import ProgressPoster
+
     headers = {**infra.who(SUBJECT, ORG)}
     latencies: list[float] = []
+    queued: dict[str, float] = {}
+    failures: list[str] = []
 
-    def host(k: int) -> None:
+    def host(k: int) -> int:
         with httpx.Client(timeout=60) as http:
+            def send(body: dict) -> httpx.Response:
+                resp = http.post(f"{url}/api/crawls/{crawl_id}/progress", json=body, headers=headers)
+                answered = time.monotonic()
+                for event in body.get("events", [body]):
+                    if event["phase"] == "done":
+                        latencies.append(answered - queued[event["url"]])
+                return resp
+
+            poster = ProgressPoster(send, log=failures.append)
+            poster.no_batch = not batches  # as with a ledger before batches: one request per event
             for j in range(k, len(pending_urls), PROGRESS_SENDERS):
                 page, task = pending_urls[j], task_ids[j]
-                done = {"url": page, "phase": "done", "status": "captured", "taskId": task,
-                        "manifestLocation": f"s3://browserhive/{task}_{crawl_id}.result.json",
-                        "manifestSummary": {"status": "success", "wacz": f"s3://browserhive/{task}_{crawl_id}.wacz"},
-                        "links": [{"href": item["href"], "rel": item["rel"]} for item in links[j]]}
-                for body in ({"url": page, "phase": "started"}, done):
-                    t0 = time.monotonic()
-                    resp = http.post(f"{url}/api/crawls/{crawl_id}/progress", json=body, headers=headers)
-                    if resp.status_code != 200:
-                        raise RuntimeError(f"progress answered {resp.status_code}: {resp.text[:300]}")
-                    if body is done:
-                        latencies.append(time.monotonic() - t0)
-                time.sleep(PROGRESS_GAP_S)
+                poster(page, "started")
+                time.sleep(capture_s)
+                queued[page] = time.monotonic()
+                poster(page, "done", {"status": "captured", "taskId": task,
+                                      "manifestLocation": f"s3://browserhive/{task}_{crawl_id}.result.json",
+                                      "manifestSummary": {"status": "success",
+                                                          "wacz": f"s3://browserhive/{task}_{crawl_id}.wacz"},
+                                      "links": [{"href": item["href"], "rel": item["rel"]} for item in links[j]]})
+            events = 2 * len(range(k, len(pending_urls), PROGRESS_SENDERS))
+            until = time.monotonic() + 300  # close() waits 3 s at most: here every event must land
+            while poster.sent + poster.failed < events and time.monotonic() < until:
+                time.sleep(0.05)
+            poster.close()
+            if poster.sent != events:
+                raise RuntimeError(f"progress events not all recorded: {poster.sent} of {events}; {failures[:3]}")
+            return poster.requests
 
     c0, p0, t0 = _tree_cpu_s(ledger_pid), _pg_cpu(postmaster), time.monotonic()
     with ThreadPoolExecutor(PROGRESS_SENDERS) as pool:
-        list(pool.map(host, range(PROGRESS_SENDERS)))
+        requests = sum(pool.map(host, range(PROGRESS_SENDERS)))
     return {"wall_s": round(time.monotonic() - t0, 2), "ledger_cpu_s": round(_tree_cpu_s(ledger_pid) - c0, 2),
-            "postgres_cpu_s": round(_pg_cpu(postmaster) - p0, 2), "events": len(latencies),
+            "postgres_cpu_s": round(_pg_cpu(postmaster) - p0, 2), "events": len(latencies), "requests": requests,
             "done_p50_s": round(percentile(latencies, 50), 4), "done_p99_s": round(percentile(latencies, 99), 4),
             "done_max_s": round(max(latencies), 4)}
 
@@ -315,7 +337,8 @@ def level_report(ctx: Context) -> None:
                 ctx.metric("  its CPU: ledger + Postgres", cpu[0] + cpu[1], "s",
                            note=f"ledger {cpu[0]} s, Postgres {cpu[1]} s (the answer before admission)")
                 ctx.metric("  progress events: ledger CPU", events["ledger_cpu_s"], "s",
-                           note=f"{events['events']} done + {events['events']} started events over {events['wall_s']} s")
+                           note=f"{events['events']} done + {events['events']} started events in"
+                                f" {events['requests']} requests over {events['wall_s']} s")
                 ctx.metric("  progress events: Postgres CPU", events["postgres_cpu_s"], "s")
                 ctx.metric("  progress done event latency p50", events["done_p50_s"], "s")
                 ctx.metric("  progress done event latency p99", events["done_p99_s"], "s")
@@ -335,7 +358,8 @@ def level_report(ctx: Context) -> None:
         with infra.ledger(infra.ledger_env(db_prof, store, s3_server, hook, WAGGLE_DRAIN_INTERVAL_S="3600",
                                            WAGGLE_RECONCILE_INTERVAL_S="3600",
                                            WAGGLE_WATCHDOG_INTERVAL_S="3600")) as led:
-            _send_progress(led.url, crawl_id, pending_urls, task_ids, links, _postmaster(db_prof), led.proc.pid)
+            _send_progress(led.url, crawl_id, pending_urls, task_ids, links, _postmaster(db_prof), led.proc.pid,
+                           capture_s=0.0)  # only the rows they leave matter here
         with psycopg.connect(db_prof, autocommit=True) as conn:
             conn.execute("CHECKPOINT")
         phases, text = asyncio.run(_profile_level(db_prof, env, crawl_id, body))
@@ -437,6 +461,38 @@ async def _profile_level(db_url: str, env: dict[str, str], crawl_id: str, body: 
     top = sorted(queries.items(), key=lambda kv: -kv[1][1])[:6]
     phases["queries"] = {q: {"calls": n, "seconds": round(secs, 3)} for q, (n, secs) in top}
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in phases.items()}, _pyinstrument_text(profiler)
+
+
+def level_progress(ctx: Context) -> None:
+    """The level's 2,000 progress events (1,000 ``started``, 1,000 ``done`` with 100 links) over
+    HTTP through ``f/waggle/progress.py`` posters, one request per event (a ledger before
+    batches) and batched, each on a fresh copy of a crawl of 11,000 pages: ledger and Postgres
+    CPU per event, requests, ``done`` latency. No target (issue 14: the cost the level carries)."""
+    n_results, links_per, depth, pages = (200 if ctx.quick else 1000), 100, 3, 11_000
+    with infra.postgres() as pg, infra.s3() as s3_server, infra.fga() as store, infra.webhook() as hook:
+        store.write(writes=[f"user:{SUBJECT} submitter organization:{ORG}"])
+        template = pg.new_db()
+        _migrate(template)
+        crawl_id, pending_urls = _load_crawl(template, pages=pages, pending=n_results, depth=depth)
+        task_ids = [str(uuid.uuid4()) for _ in pending_urls]
+        links = _links_of(crawl_id, pending_urls, pages, n_results, links_per, depth)
+        for label, batches in (("one request per event", False), ("batched", True)):
+            db = pg.new_db(template=pg.db_name(template))
+            env = infra.ledger_env(db, store, s3_server, hook, WAGGLE_DRAIN_INTERVAL_S="3600",
+                                   WAGGLE_RECONCILE_INTERVAL_S="3600", WAGGLE_WATCHDOG_INTERVAL_S="3600")
+            with infra.ledger(env) as led:
+                load = os.getloadavg()[0]
+                out = _send_progress(led.url, crawl_id, pending_urls, task_ids, links, _postmaster(db), led.proc.pid,
+                                     batches=batches)
+            early = _count(db, "SELECT count(*) FROM crawl_pages WHERE from_progress")
+            ctx.detail(label, {**out, "load": round(load, 2), "rows_landed": early})
+            events = 2 * n_results
+            ctx.metric(f"{label}: ledger CPU per event", out["ledger_cpu_s"] * 1000 / events, "ms",
+                       note=f"{out['requests']} requests for {events} events; load {load:.1f}")
+            ctx.metric(f"{label}: Postgres CPU per event", out["postgres_cpu_s"] * 1000 / events, "ms",
+                       note=f"{early:,} rows landed")
+            ctx.metric(f"{label}: done latency p50 / p99", out["done_p50_s"] * 1000, "ms",
+                       note=f"p99 {out['done_p99_s'] * 1000:.0f} ms (queued → answered)")
 
 
 # -- signing ---------------------------------------------------------------------------------
@@ -684,6 +740,10 @@ def reconciler(ctx: Context) -> None:
                note=f"chunk wall / chunk size, ≤ {READ_CONCURRENCY} GETs in flight")
     ctx.metric("  per registered archive: batched admission", out["admit_s"] / max(1, registered) * 1000, "ms",
                note=f"one transaction per {CHUNK} rows")
+    ctx.metric("  reconciler CPU per submission looked at", out["reconciler_cpu_s"] / looked * 1000, "ms",
+               note=f"{out['reconciler_cpu_s']:.1f} s in this process (the S3 client's included)")
+    ctx.metric("  Postgres CPU per submission looked at", out["postgres_cpu_s"] / looked * 1000, "ms",
+               note=f"{out['postgres_cpu_s']:.1f} s")
 
 
 async def _reconcile(db: str, s3_server, budget_s: float) -> dict:
@@ -719,13 +779,18 @@ async def _reconcile(db: str, s3_server, budget_s: float) -> dict:
         async with pool.connection() as conn:
             await (await conn.execute(rec.PENDING_SQL, {"since_days": None})).fetchall()
         stats["pending_query_s"] = time.monotonic() - t
-        t0 = time.monotonic()
+        postmaster = _postmaster(db)
+        # CPU seconds (a loaded machine stretches wall time, not these): the reconciler runs in
+        # this process (its S3 client too), Postgres in its own
+        t0, c0, p0 = time.monotonic(), time.process_time(), _pg_cpu(postmaster)
         try:
             await asyncio.wait_for(rec.reconcile(pool, s3), budget_s)
             stats["finished"] = True
         except asyncio.TimeoutError:
             stats["finished"] = False
         stats["seconds"] = time.monotonic() - t0
+        stats["reconciler_cpu_s"] = time.process_time() - c0
+        stats["postgres_cpu_s"] = _pg_cpu(postmaster) - p0
     finally:
         rec.fetch_manifests, rec.admit_many = fetch, admit
         await pool.close()

@@ -175,8 +175,11 @@ class FakeLedger:
         if req.path.endswith("/pages"):
             self.pages.append(req.json())
             return 200, {}, {"next": [], "stopReason": "completed"}
-        if req.path.endswith("/progress"):
-            self.progress.append(req.json())
+        if req.path.endswith("/progress"):  # one event, or a batch of them (f/waggle/progress.py)
+            body = req.json()
+            self.progress.extend(body.get("events", [body]))
+            if "events" in body:
+                return 200, {}, {"results": [{"recorded": True} for _ in body["events"]]}
             return 200, {}, {"recorded": True}
         if req.path.endswith("/index"):
             self.index.append(req)

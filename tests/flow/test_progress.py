@@ -8,7 +8,7 @@ import time
 
 from f.waggle.common import VAR_API_URL, VAR_TOKEN
 from f.waggle.crawl_host import capture_host
-from f.waggle.progress import poster
+from f.waggle.progress import LINGER_S, poster
 from tests.flow.fakes import FakeEndpoint, HttpFake, hang
 
 FORMATS = {"png": False, "webp": False, "html": False, "links": True, "mhtml": False, "wacz": True}
@@ -43,8 +43,26 @@ def _vars(api_url):
     return lambda path: {VAR_API_URL: api_url, VAR_TOKEN: "flow-token"}[path]
 
 
+def _ledger(req):
+    """Today's ledger: one outcome per event of a batch."""
+    body = req.json()
+    if "events" in body:
+        return 200, {}, {"results": [{"recorded": True} for _ in body["events"]]}
+    return 200, {}, {"recorded": True}
+
+
+def _older(known: set[str]):
+    """A ledger that refuses fields it does not know, each named, as a real one does."""
+    def answer(req):
+        body = req.json()
+        extra = sorted(set(body) - known)
+        why = "; ".join(f"unknown field {name}" for name in extra)
+        return (400, {}, {"error": why}) if extra else (200, {}, {"recorded": True})
+    return answer
+
+
 def test_the_poster_sends_the_events_with_the_flows_token_in_order():
-    ledger = HttpFake(lambda req: (200, {}, {"recorded": True}))
+    ledger = HttpFake(_ledger)
     try:
         post = poster("c-1", read=_vars(ledger.url + "/"), log=lambda _m: None)
         post("https://m/a", "started")
@@ -52,11 +70,72 @@ def test_the_poster_sends_the_events_with_the_flows_token_in_order():
         post("https://m/b", "done", {"status": "failed", "skipReason": "x"})
         post.close()
         assert [(r.method, r.path, r.headers["authorization"]) for r in ledger.requests] == \
-            [("POST", "/api/crawls/c-1/progress", "Bearer flow-token")] * 3
+            [("POST", "/api/crawls/c-1/progress", "Bearer flow-token")]
+        assert ledger.requests[0].json() == {"events": [  # queued together: one request
+            {"url": "https://m/a", "phase": "started"},
+            {"url": "https://m/a", "phase": "done", "status": "captured"},
+            {"url": "https://m/b", "phase": "done", "status": "failed"}]}
+        assert (post.sent, post.failed) == (3, 0)
+    finally:
+        ledger.close()
+
+
+def test_events_apart_go_alone_and_a_batch_waits_at_most_the_linger():
+    ledger = HttpFake(_ledger)
+    try:
+        post = poster("c-1", read=_vars(ledger.url), log=lambda _m: None)
+        post("https://m/a", "started")
+        time.sleep(LINGER_S * 3)
+        t0 = time.monotonic()
+        post("https://m/a", "done", {"status": "captured"})
+        while not post.sent == 2 and time.monotonic() - t0 < 5:
+            time.sleep(0.01)
+        waited = time.monotonic() - t0
+        post("https://m/b", "started")
+        post.close()
         assert [r.json() for r in ledger.requests] == [
             {"url": "https://m/a", "phase": "started"},
             {"url": "https://m/a", "phase": "done", "status": "captured"},
-            {"url": "https://m/b", "phase": "done", "status": "failed"}]
+            {"url": "https://m/b", "phase": "started"}]
+        assert waited < LINGER_S + 1.0, waited  # close() sends what is queued without lingering
+    finally:
+        ledger.close()
+
+
+def test_a_refused_event_in_a_batch_is_counted_and_logged_alone():
+    def answer(req):
+        events = req.json()["events"]
+        return 200, {}, {"results": [{"recorded": True}, {"recorded": False, "status": 409, "error": "not pending"}]
+                         [:len(events)]}
+
+    ledger = HttpFake(answer)
+    lines: list[str] = []
+    try:
+        post = poster("c-1", read=_vars(ledger.url), log=lines.append)
+        post("https://m/a", "started")
+        post("https://m/b", "started")
+        post.close()
+        assert (post.sent, post.failed) == (1, 1)
+        assert any("HTTP 409 not pending" in ln for ln in lines), lines
+    finally:
+        ledger.close()
+
+
+def test_an_older_ledger_without_batches_gets_one_request_per_event():
+    ledger = HttpFake(_older({"url", "phase", "status", "taskId", "manifestLocation", "manifestSummary", "links"}))
+    lines: list[str] = []
+    try:
+        post = poster("c-1", read=_vars(ledger.url), log=lines.append)
+        for url in ("https://m/a", "https://m/b"):
+            post(url, "started")
+        time.sleep(LINGER_S * 3)
+        for url in ("https://m/c", "https://m/d"):
+            post(url, "started")
+        post.close()
+        sent = [r.json() for r in ledger.requests]
+        assert sent[0] == {"events": [{"url": "https://m/a", "phase": "started"}, {"url": "https://m/b", "phase": "started"}]}
+        assert sent[1:] == [{"url": f"https://m/{x}", "phase": "started"} for x in "abcd"]  # never batched again
+        assert (post.sent, post.failed) == (4, 0) and any("no batched" in ln for ln in lines)
     finally:
         ledger.close()
 
@@ -101,17 +180,17 @@ CAPTURE = {"status": "captured", "taskId": "0193b6a1-3c1d-7a2e-9f00-1234567890ab
 
 
 def test_a_captured_pages_done_event_carries_its_capture():
-    ledger = HttpFake(lambda req: (200, {}, {"recorded": True}))
+    ledger = HttpFake(_ledger)
     try:
         post = poster("c-1", read=_vars(ledger.url), log=lambda _m: None)
         post("https://m/a", "done", CAPTURE)
         post("https://m/b", "done", {**CAPTURE, "status": "failed"})  # a failed capture's task is not sent
         post.close()
-        assert [r.json() for r in ledger.requests] == [
+        assert [r.json() for r in ledger.requests] == [{"events": [
             {"url": "https://m/a", "phase": "done", "status": "captured", "taskId": CAPTURE["taskId"],
              "manifestLocation": "s3://b/t.result.json", "manifestSummary": CAPTURE["manifestSummary"],
              "links": CAPTURE["links"]},
-            {"url": "https://m/b", "phase": "done", "status": "failed"}]
+            {"url": "https://m/b", "phase": "done", "status": "failed"}]}]
     finally:
         ledger.close()
 
@@ -123,6 +202,7 @@ def _two_captures_sent_to(answer) -> tuple[list[dict], list[str], object]:
     try:
         post = poster("c-1", read=_vars(ledger.url), log=lines.append)
         post("https://m/a", "done", CAPTURE)
+        time.sleep(LINGER_S * 3)  # sent alone: no batch
         post("https://m/b", "done", CAPTURE)
         post.close()
         return [r.json() for r in ledger.requests], lines, post
@@ -131,13 +211,7 @@ def _two_captures_sent_to(answer) -> tuple[list[dict], list[str], object]:
 
 
 def test_an_older_ledger_refusing_the_capture_fields_gets_the_events_without_them():
-    def older(req):
-        body = req.json()
-        extra = sorted(set(body) - {"url", "phase", "status"})
-        why = "; ".join(f"unknown field {name}" for name in extra)  # as the ledger names them: each
-        return (400, {}, {"error": why}) if extra else (200, {}, {"recorded": True})
-
-    sent, lines, post = _two_captures_sent_to(older)
+    sent, lines, post = _two_captures_sent_to(_older({"url", "phase", "status"}))
     assert sent == [
         {"url": "https://m/a", "phase": "done", "status": "captured", "taskId": CAPTURE["taskId"],
          "manifestLocation": "s3://b/t.result.json", "manifestSummary": CAPTURE["manifestSummary"],
@@ -148,11 +222,8 @@ def test_an_older_ledger_refusing_the_capture_fields_gets_the_events_without_the
 
 
 def test_a_round_20_ledger_refusing_links_keeps_the_capture_fields():
-    def round20(req):
-        body = req.json()
-        return (400, {}, {"error": "unknown field links"}) if "links" in body else (200, {}, {"recorded": True})
-
-    sent, lines, post = _two_captures_sent_to(round20)
+    round20 = {"url", "phase", "status", "taskId", "manifestLocation", "manifestSummary"}
+    sent, lines, post = _two_captures_sent_to(_older(round20))
     capture = {"status": "captured", "taskId": CAPTURE["taskId"], "manifestLocation": "s3://b/t.result.json",
                "manifestSummary": CAPTURE["manifestSummary"]}
     assert sent == [

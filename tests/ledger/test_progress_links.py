@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 import ledger.crawl.frontier as frontier
+from ledger.crawl.scope import LinkFilter
 from tests.ledger.test_frontier_exact import X, Y, collide  # noqa: F401 - fixture
 from tests.ledger.test_level_reports import (
     WHO, open_ledger, post, report, rows, settings, start, store_of,  # noqa: F401 - fixture
@@ -92,6 +93,54 @@ async def test_links_landed_from_progress_are_not_inserted_again_and_the_answer_
         assert view["pagesDiscovered"] == len(want["next"]) and plain[0][1]["out_of_scope"] == 3
     urls = [u for u, *_ in _page_rows(settings.database_url, crawl_id)]
     assert len(urls) == len(set(urls)) == 3 + len(want["next"])
+
+
+@pytest.fixture
+def scoped(monkeypatch):
+    """Every href the scope was given (``LinkFilter.accept``), wherever it runs."""
+    hrefs: list[str] = []
+    real = LinkFilter.accept
+
+    def spy(self, links):
+        links = list(links)
+        hrefs.extend(link["href"] for link in links)
+        return real(self, links)
+
+    monkeypatch.setattr(LinkFilter, "accept", spy)
+    return hrefs
+
+
+def _with_traps(i: int) -> list[dict]:
+    """:func:`_links` plus a URL trap, a link with credentials, an unparseable one and one whose
+    dedup key is not its URL."""
+    return [*_links(i), {"href": f"https://a.test/t{i}/x/x/x/"}, {"href": "https://u:p@a.test/secret"},
+            {"href": "https://a.test/p0/0#frag", "rel": "next"}, {"href": "mailto:x@a.test"},
+            {"href": f"HTTPS://A.TEST:443/é/%7eq{i}?a=%2f"}]
+
+
+@pytest.mark.parametrize("verdicts_kept", [True, False])
+async def test_the_report_takes_the_scope_of_landed_links_from_progress(settings, s3_server, scoped, verdicts_kept):
+    """The report does not scope a landed page's links again: the event's verdicts (accepted
+    URLs, trap verdicts, drops) give the same answer, drops and pagesDiscovered. Without them
+    (landed by a ledger before migration 131) the report scopes those links itself."""
+    results = _results(_with_traps)
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        plain_id = await start(h, seeds=SEEDS, maxDepth=2, maxPages=100)
+        want = (await post(h, plain_id, report(0, results))).json()
+        crawl_id = await start(h, seeds=SEEDS, maxDepth=2, maxPages=100)
+        for i in (0, 2):
+            assert (await _done(h, crawl_id, SEEDS[i], _with_traps(i))).status_code == 200
+        if not verdicts_kept:
+            with psycopg.connect(settings.database_url) as conn:
+                conn.execute("UPDATE crawl_progress SET links_scoped = NULL WHERE crawl_id = %s", (crawl_id,))
+        scoped.clear()
+        r = await post(h, crawl_id, report(0, results))
+        assert r.status_code == 200, r.text
+        assert r.json() == want
+        again = [link["href"] for i in ((0, 1, 2) if not verdicts_kept else (1,)) for link in _with_traps(i)]
+        assert scoped == again
+        sql = "SELECT pages_discovered, drops FROM crawls WHERE id = %s"
+        assert rows(settings.database_url, sql, crawl_id) == rows(settings.database_url, sql, plain_id)
 
 
 async def test_a_report_after_lost_progress_events_lands_every_link(settings, s3_server):
