@@ -28,7 +28,8 @@ _PAGE = (
 )
 _UPSERT = (
     "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status, task_id, manifest_location,"
-    " manifest_summary, links_sha256) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s)"
+    " manifest_summary, links_sha256, started_at)"  # started_at: set by 'started', kept by 'done' (migration 160)
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, CASE WHEN %s = 'started' THEN now() END)"
     " ON CONFLICT (page_id) DO UPDATE SET phase = EXCLUDED.phase, status = EXCLUDED.status, at = now(),"
     " task_id = EXCLUDED.task_id, manifest_location = EXCLUDED.manifest_location,"
     " manifest_summary = EXCLUDED.manifest_summary, links_sha256 = EXCLUDED.links_sha256"
@@ -71,7 +72,7 @@ async def record(pool: Any, crawl_id: uuid.UUID, url: str, phase: str, status: s
         summary = capture.get("manifestSummary")
         await conn.execute(_UPSERT, (page["id"], crawl_id, page["depth"], phase, status, capture.get("taskId"),
                                      capture.get("manifestLocation"),
-                                     json.dumps(summary) if summary is not None else None, digest))
+                                     json.dumps(summary) if summary is not None else None, digest, phase))
     return True
 
 
