@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ledger.crawl.running import require_running
 from ledger.crawl.times import iso_ms
 from ledger.crawl.urls import InvalidUrl, parse_http_url
 
@@ -112,13 +113,6 @@ async def current(pool: Any, crawl_id: Any, hosts: list[str]) -> dict[str, dict]
     what ``plan_level`` reads just before its first request to a host, so a crawl that registered
     after this level was claimed — started at the same time — is honoured from robots.txt on.
     None when the crawl does not exist. Raises :class:`Refused` 409 when it is not running."""
-    from ledger.crawl.errors import Refused
-
     async with pool.connection() as conn:
-        cur = await conn.execute("SELECT * FROM crawls WHERE id = %s", (crawl_id,))
-        crawl = await cur.fetchone()
-        if crawl is None:
-            return None
-        if crawl["state"] != "running":
-            raise Refused(409, f"the crawl is {crawl['state']}, not running: nothing more is sent to its hosts")
-        return await politeness(conn, crawl, hosts)
+        crawl = await require_running(conn, crawl_id, "nothing more is sent to its hosts")
+        return None if crawl is None else await politeness(conn, crawl, hosts)

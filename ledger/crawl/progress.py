@@ -17,6 +17,7 @@ from typing import Any
 
 from ledger.crawl import report_early
 from ledger.crawl.errors import Refused
+from ledger.crawl.running import require_running
 from ledger.crawl.times import iso_ms
 
 # the level's own pages through the pending-level index (migration 100): the crawl's pending
@@ -52,13 +53,10 @@ async def record(pool: Any, crawl_id: uuid.UUID, url: str, phase: str, status: s
     of its current level (already reported, or never in it): the flow logs it and goes on.
     """
     async with pool.connection() as conn, conn.transaction():
-        lock = " FOR UPDATE" if links is not None else ""  # inserts of a crawl hold its row lock
-        cur = await conn.execute(f"SELECT * FROM crawls WHERE id = %s{lock}", (crawl_id,))
-        crawl = await cur.fetchone()
+        # inserts of a crawl hold its row lock
+        crawl = await require_running(conn, crawl_id, "progress is no longer recorded", lock=links is not None)
         if crawl is None:
             return False
-        if crawl["state"] != "running":
-            raise Refused(409, f"the crawl is {crawl['state']}, not running: progress is no longer recorded")
         cur = await conn.execute(_PAGE, {"crawl": crawl_id, "depth": crawl["current_depth"], "url": url})
         page = await cur.fetchone()
         if page is None:
