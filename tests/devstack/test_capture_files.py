@@ -276,3 +276,16 @@ def test_webrtc_policy_flag_is_what_stops_the_datagrams(site):
         assert _datagrams_with(FLAGS, url, trap) == 0
     finally:
         trap.close()
+
+
+def test_a_redirect_loop_is_ended_after_a_few_same_host_hops(capture_server, site):
+    """Chromium follows a loop's 20 redirects without a gap; the capture server ends the chain
+    after 5 hops to the same host (devstack.capture.redirectloop): the site gets a few requests,
+    not 21, and the answer is the loop's as before (Chromium's words)."""
+    before = site.hits["/loop"]
+    url = site.url("/loop")
+    report = capture(capture_server, url=url, captureFormats=ONLY_WACZ).json()["report"]
+    assert report["status"] == "failed"
+    assert report["errorDetails"]["message"] == f"Page.goto: net::ERR_TOO_MANY_REDIRECTS at {url}"
+    sent = site.hits["/loop"] - before
+    assert 6 <= sent <= 10, sent  # Chromium alone: 21 (the first request and 20 redirects)

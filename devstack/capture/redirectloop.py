@@ -1,0 +1,54 @@
+"""A main document's same-host redirect chain is ended after :data:`MAX_SAME_HOST_HOPS` hops.
+
+Chromium follows a redirect chain inside one navigation, up to 20 hops, with no gap between
+them: a redirect loop sends the site 21 requests in a burst before ``net::ERR_TOO_MANY_REDIRECTS``.
+Neither the proxy (HTTPS hops travel inside one CONNECT tunnel) nor Playwright's routing (it does
+not intercept redirected requests) can hold a hop, so the capture server watches the requests
+and, when the main frame's chain takes one hop more than :data:`MAX_SAME_HOST_HOPS` to the host
+it came from, stops the page's loading (CDP ``Page.stopLoading``). The capture then fails
+with the very message Chromium gives a loop (``Page.goto: net::ERR_TOO_MANY_REDIRECTS at <url>``,
+what a real BrowserHive v12 answers after 20 hops): a few requests instead of 21, the same answer. Five is RFC 2068's old advice for a client's redirect limit (RFC 9110 §15.4 leaves the
+number to the client); hops to other hosts (sign-in chains) are left to Chromium's limit, since
+each host feels only its own. docs/internals.md "Redirect loops" (round 22).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from playwright.async_api import Request
+
+MAX_SAME_HOST_HOPS = 5
+
+
+def same_host_hops(request: Request) -> int:
+    """How many hops of ``request``'s redirect chain went to the host they came from."""
+    hops, current = 0, request
+    while (previous := current.redirected_from) is not None:
+        hops += urlsplit(previous.url).hostname == urlsplit(current.url).hostname
+        current = previous
+    return hops
+
+
+class RedirectLoopGuard:
+    """Calls ``stop()`` once, when a main-frame navigation's same-host chain exceeds ``limit``;
+    :attr:`ended_at` is then the URL of the hop that did (None until then)."""
+
+    def __init__(self, stop: Callable[[], object], limit: int = MAX_SAME_HOST_HOPS):
+        self.stop, self.limit = stop, limit
+        self.ended_at: str | None = None
+
+    def on_request(self, request: Request) -> None:
+        if self.ended_at is not None or request.redirected_from is None or not _main_navigation(request):
+            return
+        if same_host_hops(request) > self.limit:
+            self.ended_at = request.url
+            self.stop()
+
+
+def _main_navigation(request: Request) -> bool:
+    try:
+        return request.is_navigation_request() and request.frame.parent_frame is None
+    except Exception:  # a service worker's request has no frame
+        return False
