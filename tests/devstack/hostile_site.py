@@ -7,7 +7,7 @@ Routes: ``/`` home page; ``/file.pdf`` a 20 000 000-byte ``application/pdf`` wit
 60 s (released by :meth:`HostileSite.stop`); ``/old`` 301 → ``/new``; ``/forbidden`` a 403 page
 whose script does ``window.location = '/'``; ``/webrtc?port=N`` a page that opens an
 ``RTCPeerConnection`` with ``stun:127.0.0.1:N``; ``/loop`` 302 → itself with a new ``Set-Cookie``
-each time; ``/hangup`` closes the connection without an answer. ``hits`` counts requests per path; ``sent``
+each time; ``/to-credentials`` 302 → ``http://bob:s3cret@<this site>/new``; ``/hangup`` closes the connection without an answer. ``hits`` counts requests per path; ``sent``
 the body bytes written per path (a cut transfer writes fewer).
 """
 
@@ -111,6 +111,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/loop":
             self.site.cookie += 1
             self._head(302, "text/html", 0, {"Location": "/loop", "Set-Cookie": f"n={self.site.cookie}; Path=/"})
+        elif path == "/to-credentials":  # a redirect to this site with user:password@
+            self._head(302, "text/html", 0, {"Location": f"http://bob:s3cret@{self.headers['Host']}/new"})
         elif path == "/hangup":
             self.close_connection = True  # no answer at all
         elif path == "/webrtc":

@@ -289,3 +289,17 @@ def test_a_redirect_loop_is_ended_after_a_few_same_host_hops(capture_server, sit
     assert report["errorDetails"]["message"] == f"Page.goto: net::ERR_TOO_MANY_REDIRECTS at {url}"
     sent = site.hits["/loop"] - before
     assert 6 <= sent <= 10, sent  # Chromium alone: 21 (the first request and 20 redirects)
+
+
+def test_a_redirect_to_a_url_with_credentials_is_refused_and_the_password_never_written(capture_server, site, s3_server):
+    """Chromium reports (and the recorder would archive) ``http://bob:s3cret@…/new``: the capture
+    fails as a refused URL (the flow: ``policy``, no retry) naming the URL without the password."""
+    url = site.url("/to-credentials")
+    answer = capture(capture_server, url=url, captureFormats=ONLY_WACZ).json()
+    report = answer["report"]
+    assert report["status"] == "failed" and report["errorDetails"]["type"] == "internal"
+    assert report["errorDetails"]["message"].startswith(
+        f"url is not allowed: the page redirected to a URL with credentials ({site.url('/new')}, user:password@ removed)")
+    assert "s3cret" not in json.dumps(answer)
+    from f.waggle.failures import classify_report  # noqa: PLC0415
+    assert classify_report(report, None)[0] == "policy"
