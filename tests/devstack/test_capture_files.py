@@ -303,3 +303,15 @@ def test_a_redirect_to_a_url_with_credentials_is_refused_and_the_password_never_
     assert "s3cret" not in json.dumps(answer)
     from f.waggle.failures import classify_report  # noqa: PLC0415
     assert classify_report(report, None)[0] == "policy"
+
+
+def test_a_chain_across_hosts_is_left_to_chromium_and_a_short_same_host_one_lands(capture_server, site):
+    """Only hops to the host they came from count: 8 redirects alternating between two host
+    names (each feels 4) land; so does a same-host chain of 5 (the limit), not one of 6."""
+    report = capture(capture_server, url=site.url("/bounce?n=8"), captureFormats=ONLY_WACZ).json()["report"]
+    assert report["status"] == "success", report.get("errorDetails")
+    assert report["finalUrl"].endswith(f":{site.port}/new") and site.hits["/bounce"] >= 9
+    for n, status in ((4, "success"), (5, "failed")):  # n=4: 5 redirects (n=3 … n=0, /new)
+        report = capture(capture_server, url=site.url(f"/bounce?n={n}&same=1"), captureFormats=ONLY_WACZ).json()["report"]
+        assert report["status"] == status, (n, report.get("errorDetails"))
+    assert "TOO_MANY_REDIRECTS" in report["errorDetails"]["message"]
