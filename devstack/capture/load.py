@@ -133,7 +133,8 @@ async def _guarded_navigate(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recor
         response, late = await _navigate(ctx, run, page, recorder)
     except CaptureFailure:
         if guard.ended_at is not None:  # Chromium's own words for a loop (the navigation was stopped)
-            raise CaptureFailure("failed", "internal", f"Page.goto: net::ERR_TOO_MANY_REDIRECTS at {run.url}"[:500]) from None
+            loop = f"Page.goto: net::ERR_TOO_MANY_REDIRECTS at {run.url}"
+            raise CaptureFailure("failed", "internal", loop[:500]) from None
         if guard.credentials is not None:
             raise CaptureFailure("failed", "internal", credentials_refused(guard.credentials)[:500]) from None
         raise
@@ -141,7 +142,8 @@ async def _guarded_navigate(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recor
         page.remove_listener("request", guard.on_request)
     landed = response.url if response is not None else None
     if guard.credentials is not None or (landed and has_userinfo(landed)):  # committed before the stop
-        raise CaptureFailure("failed", "internal", credentials_refused(guard.credentials or without_userinfo(landed))[:500])
+        refused = credentials_refused(guard.credentials or without_userinfo(landed))
+        raise CaptureFailure("failed", "internal", refused[:500])
     return response, late
 
 

@@ -8,7 +8,8 @@ not intercept redirected requests) can hold a hop, so the capture server watches
 and, when the main frame's chain takes one hop more than :data:`MAX_SAME_HOST_HOPS` to the host
 it came from, stops the page's loading (CDP ``Page.stopLoading``). The capture then fails
 with the very message Chromium gives a loop (``Page.goto: net::ERR_TOO_MANY_REDIRECTS at <url>``,
-what a real BrowserHive v12 answers after 20 hops): a few requests instead of 21, the same answer. Five is RFC 2068's old advice for a client's redirect limit (RFC 9110 §15.4 leaves the
+what a real BrowserHive v12 answers after 20 hops): a few requests instead of 21, the same
+answer. Five is RFC 2068's old advice for a client's redirect limit (RFC 9110 §15.4 leaves the
 number to the client); hops to other hosts (sign-in chains) are left to Chromium's limit, since
 each host feels only its own. docs/internals.md "Redirect loops" (round 22).
 

@@ -433,7 +433,8 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             # 1. close the reported rows of this level (matched by dedup key); a result that
             # matches no page of this level is ignored and not counted
             matched = await _close_reported(conn, crawl_id, depth, results, hashes)
-            finals_with_userinfo = await redirects.record(conn, crawl_id, depth, results, hashes)  # finalUrl: known from now on
+            # finalUrl: known from now on
+            finals_with_userinfo = await redirects.record(conn, crawl_id, depth, results, hashes)
             captured = sum(1 for r, h in zip(results, hashes) if h in matched and r["status"] == "captured")
             # 2. attribution: every result with a taskId, whatever its status
             to_admit = await attribute_tasks(conn, crawl, results, settings.s3_bucket)

@@ -49,5 +49,6 @@ async def test_a_final_url_with_credentials_is_stored_and_shown_without_them(set
                 ) == [("https://a.test/new", None)]
     assert "s3cret" not in caplog.text + str(view)
     tables = rows(settings.database_url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")
-    stored = [t for (t,) in tables if rows(settings.database_url, f"SELECT count(*) FROM {t} x WHERE x::text LIKE '%%s3cret%%'")[0][0]]
+    stored = [t for (t,) in tables
+              if rows(settings.database_url, f"SELECT count(*) FROM {t} x WHERE x::text LIKE '%%s3cret%%'")[0][0]]
     assert stored == []  # in no table at all

@@ -91,8 +91,8 @@ def test_a_late_answer_for_the_crawl_left_never_shows_on_the_next_crawls_page(lo
             page.evaluate("() => { window.__hold = null; window.__release(); }")
             asked_a = page.evaluate("(a) => window.__fetched.filter((u) => u.includes(a)).length", a)
             # three more refreshes of B (a second apart): A's loop, had it survived, asked again meanwhile
-            page.wait_for_function("([b, n]) => window.__fetched.filter((u) => u.endsWith('/api/crawls/' + b)).length >= n",
-                                   arg=[b, page.evaluate("(b) => window.__fetched.filter((u) => u.endsWith('/api/crawls/' + b)).length", b) + 3],
+            asked_b = "(b) => window.__fetched.filter((u) => u.endsWith('/api/crawls/' + b)).length"
+            page.wait_for_function(f"([b, n]) => ({asked_b})(b) >= n", arg=[b, page.evaluate(asked_b, b) + 3],
                                    timeout=30000)
             assert page.inner_text("h1") == f"Crawl {b[:8]}"
             assert page.evaluate("(a) => window.__fetched.filter((u) => u.includes(a)).length", a) == asked_a
