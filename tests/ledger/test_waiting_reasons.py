@@ -81,7 +81,7 @@ async def test_pages_carried_past_a_level_wait_for_the_holder_then_for_the_next_
         assert "waiting for this crawl's next level" in freed["s.test"]["reason"]
 
 
-CAROL = LedgerHarness.who("carol", "initech")
+WALLY = LedgerHarness.who("wally", "umbrella")  # an organization of this test alone (the FGA store is shared)
 
 
 async def start_as(h, who, seeds, delay_ms):
@@ -94,24 +94,24 @@ async def start_as(h, who, seeds, delay_ms):
 async def test_another_organizations_crawl_is_never_named(settings, ledger_fga):
     """A crawl of an organization the caller is not in is "another crawl": no id, no level, no
     link, in the turn and in the delay it sets; a caller in both organizations sees it named."""
-    ledger_fga.write(writes=["user:carol submitter organization:initech"])
+    ledger_fga.write(writes=["user:wally submitter organization:umbrella"])
     async with open_ledger(settings) as h:
-        theirs = await start_as(h, CAROL, ["https://s.test/1"], 3000)
+        theirs = await start_as(h, WALLY, ["https://s.test/1"], 3000)
         mine = await start(h, ["https://s.test/2", "https://s.test/3"], 500)
         turn = (await view(h, mine))["waiting"]
         assert [(w["host"], w["kind"], "crawlId" in w) for w in turn] == [("s.test", "turn", False)]
         assert "waiting for another crawl's turn" in turn[0]["reason"] and theirs[:8] not in str(turn)
-        r = await h.client.post(f"/api/crawls/{theirs}/pages", headers=CAROL, json={
+        r = await h.client.post(f"/api/crawls/{theirs}/pages", headers=WALLY, json={
             "depth": 0, "results": [captured("https://s.test/1", "2999-01-01T00:00:00.000Z")], "compiled": NO_SCRIPTS})
         assert r.status_code == 200, r.text
-        # carol's crawl captured the host last (3000 ms): the gap is hers, unnamed
+        # wally's crawl captured the host last (3000 ms): the gap is hers, unnamed
         await event(h, mine, "https://s.test/2", "started")
         await event(h, mine, "https://s.test/2", "done", "captured")
         gap = (await view(h, mine))["waiting"]
         assert [(w["kind"], w["delayMs"], "crawlId" in w) for w in gap] == [("delay", 3000, False)]
         assert "the delay 3000 ms of another crawl, which captured the host last" in gap[0]["reason"]
         assert theirs[:8] not in str(gap)
-        both = (await h.client.get(f"/api/crawls/{mine}", headers=LedgerHarness.who("alice", "acme,initech"))).json()
+        both = (await h.client.get(f"/api/crawls/{mine}", headers=LedgerHarness.who("alice", "acme,umbrella"))).json()
         assert [(w["crawlId"], w["reason"].split(" until ")[0]) for w in both["waiting"]] == [
             (theirs, f"s.test: waiting the delay 3000 ms of crawl {theirs[:8]}, which captured the host last")]
 
