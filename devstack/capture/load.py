@@ -17,6 +17,7 @@ from devstack.capture import proxystatus
 from devstack.capture.behaviors import run_behaviors
 from devstack.capture.dismiss import DismissFailed, dismiss
 from devstack.capture.recorder import Recorder
+from devstack.capture.redirectloop import RedirectLoopGuard, credentials_refused, has_userinfo, without_userinfo
 from devstack.capture.settle import settle
 from devstack.capture.state import BudgetExhausted, CaptureFailure, Ctx, Run
 from devstack.capture.warc import reason_phrase
@@ -64,7 +65,7 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
                 "width": viewport["width"], "height": viewport["height"], "deviceScaleFactor": dpr, "mobile": False})
         if delay:
             await asyncio.sleep(delay)
-        response, late = await _navigate(ctx, run, page, recorder)
+        response, late = await _guarded_navigate(ctx, run, page, cdp, recorder)
         run.mark("load")
         if i == 0 and run.files is not None and run.files.main is not None:
             out.file = run.files.main  # a file, not a page: no settle, no behaviors, no other pass
@@ -120,6 +121,30 @@ async def start_after(run: Run) -> None:
         if wait > 0:
             await asyncio.sleep(wait)
     run.mark("start-after")
+
+
+async def _guarded_navigate(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder):
+    """:func:`_navigate`, its same-host redirect chain ended after a few hops and a redirect to a
+    URL with credentials refused (:mod:`.redirectloop`)."""
+    stopping: list[asyncio.Future] = []  # the stop's task, referenced until the navigation ends
+    guard = RedirectLoopGuard(lambda: stopping.append(asyncio.ensure_future(cdp.send("Page.stopLoading"))))
+    page.on("request", guard.on_request)
+    try:
+        response, late = await _navigate(ctx, run, page, recorder)
+    except CaptureFailure:
+        if guard.ended_at is not None:  # Chromium's own words for a loop (the navigation was stopped)
+            loop = f"Page.goto: net::ERR_TOO_MANY_REDIRECTS at {run.url}"
+            raise CaptureFailure("failed", "internal", loop[:500]) from None
+        if guard.credentials is not None:
+            raise CaptureFailure("failed", "internal", credentials_refused(guard.credentials)[:500]) from None
+        raise
+    finally:
+        page.remove_listener("request", guard.on_request)
+    landed = response.url if response is not None else None
+    if guard.credentials is not None or (landed and has_userinfo(landed)):  # committed before the stop
+        refused = credentials_refused(guard.credentials or without_userinfo(landed))
+        raise CaptureFailure("failed", "internal", refused[:500])
+    return response, late
 
 
 async def _navigate(ctx: Ctx, run: Run, page: Page, recorder: Recorder) -> tuple[Response | None, list[str] | None]:

@@ -325,8 +325,8 @@ async def list_crawls(request: Request, limit: int = 20,
 @router.get("/api/crawls/{crawl_id}")
 async def get_crawl(crawl_id: uuid.UUID, request: Request) -> dict:
     """State, stop reason, limits, counters, drops, last job, 5 newest failures, pinned scripts."""
-    await _member(request, crawl_id)
-    view = await crawl_store.get_crawl(request.app.state.services.pool, crawl_id)
+    identity = await _member(request, crawl_id)
+    view = await crawl_store.get_crawl(request.app.state.services.pool, crawl_id, identity.organizations)
     if view is None:
         raise Refused(404, "not found")
     return view

@@ -246,9 +246,10 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
     }
 
 
-async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
+async def get_crawl(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> dict | None:
     """The crawl's view with its 5 newest failures (``[{url, depth, reason, failureClass}]``), or None;
-    while it runs also ``levelProgress`` and ``waiting`` (why hosts wait: ledger.crawl.waits)."""
+    while it runs also ``levelProgress`` and ``waiting`` (why hosts wait: ledger.crawl.waits, which
+    names another crawl only when it belongs to one of the caller's organizations ``orgs``)."""
     async with pool.connection() as conn:
         cur = await conn.execute("SELECT * FROM crawls WHERE id = %s", (crawl_id,))
         crawl = await cur.fetchone()
@@ -278,7 +279,7 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID) -> dict | None:
             hosts = [r["host"] for r in await cur.fetchall()]
             level = await level_progress(conn, crawl_id, crawl["current_depth"])
             cur = await conn.execute("SELECT clock_timestamp() AS now")
-            waiting = await waits.waiting(conn, crawl, (await cur.fetchone())["now"])
+            waiting = await waits.waiting(conn, crawl, (await cur.fetchone())["now"], orgs)
     view = crawl_view(crawl, failures)
     if crawl["state"] == "running":
         view["levelProgress"] = level

@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ledger.crawl.running import require_running
 from ledger.crawl.times import iso_ms
 from ledger.crawl.urls import InvalidUrl, parse_http_url
 
@@ -69,24 +70,39 @@ async def record_captures(conn: Any, crawl: dict, results: list[dict]) -> int:
 
 
 _POLITENESS = """
-SELECT v.host, h.last_capture_at,
-       greatest(%s, h.last_delay_ms,
-                (SELECT max(c.per_host_delay_ms) FROM crawls c
-                 WHERE c.state = 'running' AND c.id <> %s
-                   AND EXISTS (SELECT 1 FROM crawl_pages p
-                               WHERE p.crawl_id = c.id AND p.host = v.host AND p.state = 'pending'))) AS delay_ms
+SELECT v.host, h.last_capture_at, h.last_delay_ms, h.last_crawl_id, o.id AS other_id, o.per_host_delay_ms AS other_delay
 FROM unnest(%s::text[]) AS v(host) LEFT JOIN hosts h ON h.host = v.host
+LEFT JOIN LATERAL (SELECT c.id, c.per_host_delay_ms FROM crawls c
+                   WHERE c.state = 'running' AND c.id <> %s
+                     AND EXISTS (SELECT 1 FROM crawl_pages p
+                                 WHERE p.crawl_id = c.id AND p.host = v.host AND p.state = 'pending')
+                   ORDER BY c.per_host_delay_ms DESC, c.id LIMIT 1) o ON true
 """
 
 
-async def politeness(conn: Any, crawl: dict, hosts: list[str]) -> dict[str, dict]:
+async def politeness(conn: Any, crawl: dict, hosts: list[str], *, who: bool = False) -> dict[str, dict]:
     """``{host: {"lastFinishedAt": ISO | None, "hostDelayMs": int}}`` for a level of ``crawl``
-    (see the module docstring)."""
+    (see the module docstring). ``who=True`` adds ``"setBy"``: None when this crawl's own delay
+    is the largest, else ``{"crawlId": UUID, "capturedLast": bool}`` — the crawl whose delay
+    applies: the one that made the host's last capture (``capturedLast``), else the running crawl
+    with the largest delay among those with pages pending on the host (ties: the last capture's)."""
     if not hosts:
         return {}
-    cur = await conn.execute(_POLITENESS, (crawl["per_host_delay_ms"], crawl["id"], sorted(set(hosts))))
-    return {r["host"]: {"lastFinishedAt": iso_ms(r["last_capture_at"]), "hostDelayMs": int(r["delay_ms"])}
-            for r in await cur.fetchall()}
+    own = crawl["per_host_delay_ms"]
+    cur = await conn.execute(_POLITENESS, (sorted(set(hosts)), crawl["id"]))
+    out: dict[str, dict] = {}
+    for r in await cur.fetchall():
+        last, other = r["last_delay_ms"] or 0, r["other_delay"] or 0
+        delay = max(own, last, other)
+        out[r["host"]] = {"lastFinishedAt": iso_ms(r["last_capture_at"]), "hostDelayMs": int(delay)}
+        if who:
+            by = None
+            if delay > own and last == delay and r["last_crawl_id"] != crawl["id"]:
+                by = {"crawlId": r["last_crawl_id"], "capturedLast": True}
+            elif delay > own and other == delay:
+                by = {"crawlId": r["other_id"], "capturedLast": False}
+            out[r["host"]]["setBy"] = by
+    return out
 
 
 HOSTS_MAX = 1000  # hosts asked at once by GET /api/crawls/{id}/politeness (one level's plan)
@@ -97,13 +113,6 @@ async def current(pool: Any, crawl_id: Any, hosts: list[str]) -> dict[str, dict]
     what ``plan_level`` reads just before its first request to a host, so a crawl that registered
     after this level was claimed — started at the same time — is honoured from robots.txt on.
     None when the crawl does not exist. Raises :class:`Refused` 409 when it is not running."""
-    from ledger.crawl.errors import Refused
-
     async with pool.connection() as conn:
-        cur = await conn.execute("SELECT * FROM crawls WHERE id = %s", (crawl_id,))
-        crawl = await cur.fetchone()
-        if crawl is None:
-            return None
-        if crawl["state"] != "running":
-            raise Refused(409, f"the crawl is {crawl['state']}, not running: nothing more is sent to its hosts")
-        return await politeness(conn, crawl, hosts)
+        crawl = await require_running(conn, crawl_id, "nothing more is sent to its hosts")
+        return None if crawl is None else await politeness(conn, crawl, hosts)

@@ -458,7 +458,8 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             # 1. close the reported rows of this level (matched by dedup key); a result that
             # matches no page of this level is ignored and not counted
             matched = await _close_reported(conn, crawl_id, depth, results, hashes)
-            await redirects.record(conn, crawl_id, depth, results, hashes)  # finalUrl: known from now on
+            # finalUrl: known from now on
+            finals_with_userinfo = await redirects.record(conn, crawl_id, depth, results, hashes)
             captured = sum(1 for r, h in zip(results, hashes) if h in matched and r["status"] == "captured")
             # 2. attribution: every result with a taskId, whatever its status
             to_admit = await attribute_tasks(conn, crawl, results, settings.s3_bucket)
@@ -532,6 +533,8 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                 reason = "failed"
             total_drops = Counter({k: int(v) for k, v in (crawl["drops"] or {}).items()})
             total_drops.update({k: v for k, v in drops.items() if v})
+            if finals_with_userinfo:  # stored without user:password@ (ledger.crawl.redirects)
+                total_drops["userinfo"] += finals_with_userinfo
             await conn.execute(
                 "UPDATE crawls SET pages_captured = pages_captured + %s, pages_discovered = pages_discovered + %s,"
                 " stop_reason = COALESCE(stop_reason, %s), drops = %s::jsonb, last_progress_at = now(),"

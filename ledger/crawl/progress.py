@@ -19,6 +19,7 @@ from typing import Any
 
 from ledger.crawl import report_early
 from ledger.crawl.errors import Refused
+from ledger.crawl.running import require_running
 from ledger.crawl.times import iso_ms
 
 # the level's own pages through the pending-level index (migration 100): the crawl's pending
@@ -30,7 +31,8 @@ _PAGE = (
 )
 _UPSERT = (
     "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status, task_id, manifest_location,"
-    " manifest_summary, links_sha256, links_scoped) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s)"
+    " manifest_summary, links_sha256, links_scoped, started_at)"  # started_at: set by 'started', kept by 'done' (160)
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, CASE WHEN %s = 'started' THEN now() END)"
     " ON CONFLICT (page_id) DO UPDATE SET phase = EXCLUDED.phase, status = EXCLUDED.status, at = now(),"
     " task_id = EXCLUDED.task_id, manifest_location = EXCLUDED.manifest_location,"
     " manifest_summary = EXCLUDED.manifest_summary, links_sha256 = EXCLUDED.links_sha256,"
@@ -79,14 +81,13 @@ async def record_many(pool: Any, crawl_id: uuid.UUID, events: list[Event], setti
     """
     async with pool.connection() as conn, conn.transaction():
         # inserts of a crawl hold its row lock
-        lock = " FOR UPDATE" if any(e.links is not None for e in events) else ""
-        cur = await conn.execute(f"SELECT * FROM crawls WHERE id = %s{lock}", (crawl_id,))
-        crawl = await cur.fetchone()
+        try:
+            crawl = await require_running(conn, crawl_id, "progress is no longer recorded",
+                                          lock=any(e.links is not None for e in events))
+        except Refused as refused:
+            return [refused for _ in events]
         if crawl is None:
             return None
-        if crawl["state"] != "running":
-            refused = Refused(409, f"the crawl is {crawl['state']}, not running: progress is no longer recorded")
-            return [refused for _ in events]
         outcomes: list[Refused | None] = []
         for event in events:
             outcomes.append(await _record_one(conn, crawl, event, settings))
@@ -109,7 +110,7 @@ async def _record_one(conn: Any, crawl: dict, event: Event, settings: Any) -> Re
     summary = capture.get("manifestSummary")
     await conn.execute(_UPSERT, (page["id"], crawl["id"], page["depth"], event.phase, event.status,
                                  capture.get("taskId"), capture.get("manifestLocation"),
-                                 json.dumps(summary) if summary is not None else None, digest, scoped))
+                                 json.dumps(summary) if summary is not None else None, digest, scoped, event.phase))
     return None
 
 

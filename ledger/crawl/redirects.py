@@ -8,6 +8,11 @@ logged and ignored (the page's outcome stands). The ledger stores it on the page
 (``final_url_key``) — which makes the final URL known to the crawl: a later link to it is not
 captured again. Scope is untouched: links are judged against the crawl's seeds, never the final
 URL's host (case C5).
+
+A final URL with userinfo (``http://user:pw@host/``: a site may redirect there) is stored without
+it — the password is never stored, logged or shown — and is not made known for dedup (the page
+behind credentials may not be the page without them); each such result counts as a ``userinfo``
+drop, like a discovered link with credentials (ledger.crawl.scope).
 """
 
 from __future__ import annotations
@@ -17,44 +22,61 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
+from ledger.crawl.urls import InvalidUrl, ParsedUrl, has_userinfo, parse_http_url
 
 log = logging.getLogger(__name__)
 
 
-def final_of(result: dict) -> ParsedUrl | None:
-    """The parsed ``finalUrl`` of one result, or None (absent, or not a usable http(s) URL)."""
+def without_userinfo(parsed: ParsedUrl) -> ParsedUrl:
+    """``parsed`` without its ``user:password@`` (the serialized authority's part before its
+    ``@``, which WHATWG leaves unencoded only as the separator)."""
+    scheme, _, rest = parsed.url.partition("://")
+    authority, slash, tail = rest.partition("/")
+    return parse_http_url(f"{scheme}://{authority.rpartition('@')[2]}{slash}{tail}")
+
+
+def final_of(result: dict) -> tuple[ParsedUrl | None, bool]:
+    """``(the parsed finalUrl of one result, whether it carried userinfo)``: None when absent or
+    not a usable http(s) URL; with userinfo, the URL without it."""
     raw = result.get("finalUrl")
     if raw is None:
-        return None
+        return None, False
     try:
-        return parse_http_url(raw)
+        parsed = parse_http_url(raw)
     except InvalidUrl:
-        log.warning("finalUrl ignored: not an absolute http(s) URL: %.200r (page %.200s)", raw, result.get("url"))
-        return None
+        shown = raw if "@" not in str(raw) else "(an unparseable URL with '@', not shown: it may hold a password)"
+        log.warning("finalUrl ignored: not an absolute http(s) URL: %.200r (page %.200s)", shown, result.get("url"))
+        return None, False
+    if has_userinfo(parsed):
+        return without_userinfo(parsed), True
+    return parsed, False
 
 
 async def record(conn: Any, crawl_id: Any, depth: int, results: Sequence[dict],
                  hashes: Sequence[bytes | None]) -> int:
     """Store the final URL of every result of level ``depth`` that has a usable one, on its page
-    row (matched by the requested URL's ``url_hash``, as the level report matches rows).
-    Returns the number of rows updated. One statement; nothing when no result has one."""
-    rows: dict[bytes, tuple[str, str]] = {}
+    row (matched by the requested URL's ``url_hash``, as the level report matches rows); one with
+    userinfo is stored without it and with no dedup key. Returns the number of results whose
+    final URL carried userinfo (the ``userinfo`` drops). One statement; nothing when no result
+    has a final URL."""
+    rows: dict[bytes, tuple[str, str | None]] = {}
+    credentials = 0
     for result, h in zip(results, hashes):
-        final = final_of(result) if h is not None else None
+        final, had_userinfo = final_of(result) if h is not None else (None, False)
         if final is not None:
-            rows[h] = (final.url, final.key)  # a later result for one page wins
+            rows[h] = (final.url, None if had_userinfo else final.key)  # a later result for one page wins
+            credentials += had_userinfo
     if not rows:
         return 0
     hs = list(rows)
-    cur = await conn.execute(
+    await conn.execute(
         "UPDATE crawl_pages p SET final_url = v.final_url,"
         " final_url_key = CASE WHEN v.final_key <> p.url_key THEN v.final_key END"
         " FROM unnest(%s::bytea[], %s::text[], %s::text[]) AS v(url_hash, final_url, final_key)"
         " WHERE p.crawl_id = %s AND coalesce(p.level, p.depth) = %s AND p.url_hash = v.url_hash",
         (hs, [rows[h][0] for h in hs], [rows[h][1] for h in hs], crawl_id, depth),
     )
-    return cur.rowcount
+    return credentials
 
 
 async def drop_known_finals(conn: Any, crawl_id: Any, candidates: list[ParsedUrl]) -> list[ParsedUrl]:

@@ -8,8 +8,11 @@ as failed — ``POST /api/crawls/{id}/failed`` (a person, or the flow's failure 
 watchdog (``ledger.crawl.watchdog``), an expired host lease (``ledger.crawl.leases``) and a
 dispatch that failed (``ledger.crawl.dispatch``) — calls :func:`record_captures` in its closing
 transaction: each page still ``pending`` whose latest event is such a capture becomes
-``captured`` (its task and the crawl as correlation id; counted into ``pages_captured``) and gets
-its ``capture_submissions`` row, as a level report would have given it; its archive is then
+``captured`` (its task and the crawl as correlation id; counted into ``pages_captured``; its
+``submitted_at`` / ``finished_at`` = when the ledger received its ``started`` / ``done`` event,
+migration 160, so its capture time is shown; the host's ``last_capture_at`` moves to the
+``done`` as a level report's ``finishedAt`` would) and gets its ``capture_submissions`` row, as
+a level report would have given it; its archive is then
 admitted after the answer by the same check (``ledger.archive.verify.verify_level``: the manifest
 must name the task and agree with the summary, the WACZ is checked), else left to the
 reconciler. A ``done`` that arrives *after* the close (the flow posts events from a queue, and a
@@ -23,6 +26,7 @@ import logging
 import uuid
 from typing import Any
 
+from ledger.crawl import hosts as host_politeness
 from ledger.crawl.attribution import attribute_tasks
 from ledger.crawl.errors import Refused
 
@@ -32,13 +36,13 @@ CLOSED_BEFORE_CAPTURE = "the crawl was failed before this page was captured"
 
 _CAPTURED = (
     "UPDATE crawl_pages p SET state = 'captured', skip_reason = NULL, failure_class = NULL,"
-    " task_id = g.task_id::text, correlation_id = %s"
+    " task_id = g.task_id::text, correlation_id = %s, submitted_at = g.started_at, finished_at = g.at"
     " FROM crawl_progress g"
     " WHERE g.page_id = p.id AND g.crawl_id = %s AND g.phase = 'done' AND g.status = 'captured'"
     " AND g.task_id IS NOT NULL"
     " AND (p.state = 'pending' OR (p.state = 'skipped' AND p.skip_reason = %s))"
     " AND (%s::bigint IS NULL OR p.id = %s::bigint)"
-    " RETURNING g.task_id, g.manifest_location, g.manifest_summary"
+    " RETURNING p.url, g.at, g.task_id, g.manifest_location, g.manifest_summary"
 )
 
 
@@ -58,6 +62,8 @@ async def record_captures(conn: Any, crawl: dict, bucket: str | None, *, page_id
                 **({"manifestSummary": r["manifest_summary"]} if r["manifest_summary"] is not None else {})}
                for r in rows]
     to_admit = await attribute_tasks(conn, crawl, results, bucket)
+    # the host's gap runs from these captures too (at the latest as the ledger heard of them)
+    await host_politeness.record_captures(conn, crawl, [{"url": r["url"], "finishedAt": r["at"]} for r in rows])
     log.info("Crawl closed mid-level: %s: %d captured page(s) recorded from their progress events",
              crawl["id"], len(rows))
     return [str(t) for t in to_admit]

@@ -5,18 +5,26 @@ One item per host of the level in flight that has pages left and no capture runn
 reason first, at most :data:`LIMIT`:
 
 * ``turn`` — another crawl's level holds the host (``host_leases``; this crawl waits for it in
-  ``host_waits``): ``crawlId`` names it. With nobody holding it, a waiting level is sent by the
-  lease loop next, and pages carried past a level sent meanwhile go with this crawl's next level.
+  ``host_waits``): ``crawlId`` names it when the caller may see it (below). With nobody holding
+  it, a waiting level is sent by the lease loop next, and pages carried past a level sent
+  meanwhile go with this crawl's next level.
 * ``robots`` — the level was sent and the host's robots.txt is read first (level 0, or no cached
   copy: ``crawl_robots``), before any page.
 * ``delay`` — the host's gap runs: ``until`` = its last capture (``hosts.last_capture_at``, or a
   later ``done`` of this level) + the effective delay, the largest of this crawl's delay, the
   host's Crawl-delay (cached robots.txt, capped at 120 s as ``plan_level`` does) and another running
-  crawl's delay for the host (``ledger.crawl.hosts.politeness``); ``source`` says which.
+  crawl's delay for the host (``ledger.crawl.hosts.politeness``); ``source`` says which, and
+  names the other crawl (``crawlId``: the one that captured the host last, or one with pages
+  pending on it) when the caller may see it.
+
+Another crawl is named (its id's first 8 characters in ``reason``, the whole id in ``crawlId``)
+only when it belongs to one of the caller's organizations (``orgs``, as ``GET /api/crawls/{id}``
+authorizes); any other is "another crawl", without its id or level.
 
 Items: ``{host, kind, reason, crawlId?, until?, delayMs?, source?}`` (``until`` ISO-8601 UTC ms).
 Read in the caller's connection: one query over the level's hosts and its progress events (each
-read once, as ``levelProgress`` does) and the politeness query for at most 20 hosts.
+read once, as ``levelProgress`` does), the politeness query for at most 20 hosts and one query
+for the named crawls' organizations.
 """
 
 from __future__ import annotations
@@ -62,22 +70,40 @@ def _short(crawl_id: Any) -> str:
     return str(crawl_id)[:8]
 
 
-async def waiting(conn: Any, crawl: dict, now: datetime) -> list[dict]:
-    """The crawl's waiting hosts (see the module docstring); ``[]`` unless it runs."""
+async def _visible(conn: Any, ids: set, orgs: list[str]) -> set:
+    """The ids among ``ids`` of crawls that belong to one of ``orgs``."""
+    ids = {i for i in ids if i is not None}
+    if not ids or not orgs:
+        return set()
+    cur = await conn.execute("SELECT id FROM crawls WHERE id = ANY(%s) AND org_id = ANY(%s)", (list(ids), list(orgs)))
+    return {r["id"] for r in await cur.fetchall()}
+
+
+async def waiting(conn: Any, crawl: dict, now: datetime, orgs: list[str]) -> list[dict]:
+    """The crawl's waiting hosts (see the module docstring); ``[]`` unless it runs. ``orgs``: the
+    caller's organizations (another crawl is named only when it is in one of them)."""
     if crawl["state"] != "running":
         return []
     me, depth = crawl["id"], crawl["current_depth"]
     cur = await conn.execute(_HOSTS, {"crawl": me, "depth": depth, "limit": LIMIT})
     rows = await cur.fetchall()
-    out: list[dict] = []
     mine = [r for r in rows if r["holder"] == me]
+    live = crawl["level_state"] == "dispatched"
+    polite = await host_politeness.politeness(conn, crawl, [r["host"] for r in mine], who=True) if mine and live else {}
+    named = {r["holder"] for r in rows if r["holder"] != me} | {
+        (p["setBy"] or {}).get("crawlId") for p in polite.values()}
+    seen = await _visible(conn, named, orgs)
+    out: list[dict] = []
     for r in rows:
         if r["holder"] == me:
             continue
-        if r["holder"] is not None:
+        if r["holder"] in seen:
             out.append({"host": r["host"], "kind": "turn", "crawlId": str(r["holder"]),
                         "reason": f"{r['host']}: waiting for crawl {_short(r['holder'])}'s turn"
                                   f" (its level {r['holder_depth']} holds the host)"})
+        elif r["holder"] is not None:
+            out.append({"host": r["host"], "kind": "turn",
+                        "reason": f"{r['host']}: waiting for another crawl's turn (its level holds the host)"})
         elif crawl["level_state"] == "waiting":
             out.append({"host": r["host"], "kind": "turn",
                         "reason": f"{r['host']}: waiting for its turn (the host is free; the lease loop sends it next)"})
@@ -85,22 +111,20 @@ async def waiting(conn: Any, crawl: dict, now: datetime) -> list[dict]:
             out.append({"host": r["host"], "kind": "turn",
                         "reason": f"{r['host']}: waiting for this crawl's next level (another crawl held the host"
                                   " when this level was sent)"})
-    if not mine or crawl["level_state"] != "dispatched":
-        return out
-    polite = await host_politeness.politeness(conn, crawl, [r["host"] for r in mine])
-    for r in mine:
+    for r in mine if live else []:
         host = r["host"]
         if r["last_done"] is None and (depth == 0 or not r["robots_cached"]):
             out.append({"host": host, "kind": "robots",
                         "reason": f"{host}: reading robots.txt first (it waits its turn like a page)"})
             continue
-        own, shared = crawl["per_host_delay_ms"], polite[host]["hostDelayMs"]
+        own, shared, by = crawl["per_host_delay_ms"], polite[host]["hostDelayMs"], polite[host]["setBy"]
         asked = crawl_delay_ms(r["robots_body"])
         delay = max(own, shared, asked or 0)
+        other = None
         if asked is not None and asked == delay and asked > own:
             source = f"Crawl-delay {asked / 1000:g} s (robots.txt)"
         elif shared == delay and shared > own:
-            source = f"the delay {shared} ms of a crawl sharing the host"
+            source, other = _shared_source(shared, by, seen)
         else:
             source = f"this crawl's delay {own} ms"
         last = max((t for t in (r["last_done"], _when(polite[host]["lastFinishedAt"])) if t is not None), default=None)
@@ -108,8 +132,17 @@ async def waiting(conn: Any, crawl: dict, now: datetime) -> list[dict]:
             continue
         until = last + timedelta(milliseconds=delay)
         out.append({"host": host, "kind": "delay", "until": iso_ms(until), "delayMs": delay, "source": source,
+                    **({"crawlId": other} if other else {}),
                     "reason": f"{host}: waiting {source} until {iso_ms(until)}"})
     return out
+
+
+def _shared_source(delay: int, by: dict | None, seen: set) -> tuple[str, str | None]:
+    """(the words for another crawl's delay, its id when the caller may see it)."""
+    why = "which captured the host last" if by and by["capturedLast"] else "which shares the host"
+    if by and by["crawlId"] in seen:
+        return f"the delay {delay} ms of crawl {_short(by['crawlId'])}, {why}", str(by["crawlId"])
+    return f"the delay {delay} ms of another crawl, {why}", None
 
 
 def _when(value: str | None) -> datetime | None:

@@ -7,7 +7,9 @@ Routes: ``/`` home page; ``/file.pdf`` a 20 000 000-byte ``application/pdf`` wit
 60 s (released by :meth:`HostileSite.stop`); ``/old`` 301 → ``/new``; ``/forbidden`` a 403 page
 whose script does ``window.location = '/'``; ``/webrtc?port=N`` a page that opens an
 ``RTCPeerConnection`` with ``stun:127.0.0.1:N``; ``/loop`` 302 → itself with a new ``Set-Cookie``
-each time; ``/hangup`` closes the connection without an answer. ``hits`` counts requests per path; ``sent``
+each time; ``/to-credentials`` 302 → ``http://bob:s3cret@<this site>/new``; ``/bounce?n=N``
+N redirects alternating between ``127.0.0.1`` and ``localhost`` (with ``&same=1``: on this
+host), then ``/new``; ``/hangup`` closes the connection without an answer. ``hits`` counts requests per path; ``sent``
 the body bytes written per path (a cut transfer writes fewer).
 """
 
@@ -111,6 +113,15 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/loop":
             self.site.cookie += 1
             self._head(302, "text/html", 0, {"Location": "/loop", "Set-Cookie": f"n={self.site.cookie}; Path=/"})
+        elif path == "/to-credentials":  # a redirect to this site with user:password@
+            self._head(302, "text/html", 0, {"Location": f"http://bob:s3cret@{self.headers['Host']}/new"})
+        elif path == "/bounce":  # n more redirects, each to the other loopback name, then /new
+            q = parse_qs(parts.query)
+            n, same = int(q.get("n", ["0"])[0]), "same" in q
+            other = "localhost" if self.headers["Host"].startswith("127.") else "127.0.0.1"
+            nxt = f"/bounce?n={n - 1}&same=1" if same else f"http://{other}:{self.site.port}/bounce?n={n - 1}"
+            target = nxt if n > 0 else "/new"
+            self._head(302, "text/html", 0, {"Location": target})
         elif path == "/hangup":
             self.close_connection = True  # no answer at all
         elif path == "/webrtc":

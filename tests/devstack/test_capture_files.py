@@ -276,3 +276,42 @@ def test_webrtc_policy_flag_is_what_stops_the_datagrams(site):
         assert _datagrams_with(FLAGS, url, trap) == 0
     finally:
         trap.close()
+
+
+def test_a_redirect_loop_is_ended_after_a_few_same_host_hops(capture_server, site):
+    """Chromium follows a loop's 20 redirects without a gap; the capture server ends the chain
+    after 5 hops to the same host (devstack.capture.redirectloop): the site gets a few requests,
+    not 21, and the answer is the loop's as before (Chromium's words)."""
+    before = site.hits["/loop"]
+    url = site.url("/loop")
+    report = capture(capture_server, url=url, captureFormats=ONLY_WACZ).json()["report"]
+    assert report["status"] == "failed"
+    assert report["errorDetails"]["message"] == f"Page.goto: net::ERR_TOO_MANY_REDIRECTS at {url}"
+    sent = site.hits["/loop"] - before
+    assert 6 <= sent <= 10, sent  # Chromium alone: 21 (the first request and 20 redirects)
+
+
+def test_a_redirect_to_a_url_with_credentials_is_refused_and_the_password_never_written(capture_server, site, s3_server):
+    """Chromium reports (and the recorder would archive) ``http://bob:s3cret@…/new``: the capture
+    fails as a refused URL (the flow: ``policy``, no retry) naming the URL without the password."""
+    url = site.url("/to-credentials")
+    answer = capture(capture_server, url=url, captureFormats=ONLY_WACZ).json()
+    report = answer["report"]
+    assert report["status"] == "failed" and report["errorDetails"]["type"] == "internal"
+    assert report["errorDetails"]["message"].startswith(
+        f"url is not allowed: the page redirected to a URL with credentials ({site.url('/new')}, user:password@ removed)")
+    assert "s3cret" not in json.dumps(answer)
+    from f.waggle.failures import classify_report  # noqa: PLC0415
+    assert classify_report(report, None)[0] == "policy"
+
+
+def test_a_chain_across_hosts_is_left_to_chromium_and_a_short_same_host_one_lands(capture_server, site):
+    """Only hops to the host they came from count: 8 redirects alternating between two host
+    names (each feels 4) land; so does a same-host chain of 5 (the limit), not one of 6."""
+    report = capture(capture_server, url=site.url("/bounce?n=8"), captureFormats=ONLY_WACZ).json()["report"]
+    assert report["status"] == "success", report.get("errorDetails")
+    assert report["finalUrl"].endswith(f":{site.port}/new") and site.hits["/bounce"] >= 9
+    for n, status in ((4, "success"), (5, "failed")):  # n=4: 5 redirects (n=3 … n=0, /new)
+        report = capture(capture_server, url=site.url(f"/bounce?n={n}&same=1"), captureFormats=ONLY_WACZ).json()["report"]
+        assert report["status"] == status, (n, report.get("errorDetails"))
+    assert "TOO_MANY_REDIRECTS" in report["errorDetails"]["message"]

@@ -106,3 +106,21 @@ async def test_a_failed_dispatch_keeps_the_reported_captures(settings, s3_server
     assert (view["state"], view["pagesCaptured"]) == ("failed", 1) and "crawl webhook → 500" in view["error"]
     assert rows(settings.database_url, "SELECT state FROM crawl_pages ORDER BY id") == [("captured",), ("pending",)]
     assert set(admitted(settings.database_url, crawl_id)) == {done["taskId"]}
+
+
+async def test_a_late_capture_has_its_capture_time_and_moves_the_hosts_gap_past_the_close(settings, s3_server):
+    """The close starts the host's gap (its leases end), but a cancelled job's last capture may
+    still be talking to the host: its late ``done`` moves the host's last capture to it, and the
+    page gets its capture time (``started`` to the late ``done``)."""
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        crawl_id = await start(h, seeds=SEEDS[:2], maxDepth=1)
+        await event(h, crawl_id, url=SEEDS[0], phase="started")
+        await fail(h, crawl_id)
+        (closed,) = rows(settings.database_url, "SELECT last_capture_at FROM hosts WHERE host = 'a.test'")
+        await event(h, crawl_id, url=SEEDS[0], phase="done", status="captured",
+                    **capture_in_s3(s3_server, crawl_id, SEEDS[0]))
+        pages = {p["url"]: p for p in (await h.client.get(f"/api/crawls/{crawl_id}/pages", headers=WHO)).json()["pages"]}
+    ((started, done),) = rows(settings.database_url, "SELECT started_at, at FROM crawl_progress")
+    assert pages[SEEDS[0]]["captureMs"] == round((done - started).total_seconds() * 1000)
+    assert rows(settings.database_url, "SELECT last_capture_at FROM hosts WHERE host = 'a.test'") == [(done,)]
+    assert done > closed[0]

@@ -70,3 +70,22 @@ async def test_capture_fields_of_a_progress_event_are_checked(settings, s3_serve
         crawl_id = await start(h, seeds=SEEDS[:1])
         r = await h.client.post(f"/api/crawls/{crawl_id}/progress", json={"url": SEEDS[0], **body}, headers=WHO)
         assert r.status_code == 400 and needle in r.json()["error"], r.text
+
+
+async def test_a_salvaged_page_shows_its_capture_time(settings, s3_server):
+    """A page recorded from its events has a capture time (its ``done`` − its ``started``, as the
+    ledger received them), not "–"; a page whose ``started`` never came stays unknown."""
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        crawl_id = await start(h, seeds=SEEDS[:2], maxDepth=1)
+        timed, untimed = capture_in_s3(s3_server, crawl_id, SEEDS[0]), capture_in_s3(s3_server, crawl_id, SEEDS[1])
+        await event(h, crawl_id, url=SEEDS[0], phase="started")
+        await event(h, crawl_id, url=SEEDS[0], phase="done", status="captured", **timed)
+        await event(h, crawl_id, url=SEEDS[1], phase="done", status="captured", **untimed)  # no "started" heard
+        r = await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "bh down"}, headers=WHO)
+        assert r.json() == {"closed": True}
+        pages = {p["url"]: p for p in (await h.client.get(f"/api/crawls/{crawl_id}/pages", headers=WHO)).json()["pages"]}
+    ((started, done),) = rows(settings.database_url, "SELECT g.started_at, g.at FROM crawl_progress g"
+                                                     " JOIN crawl_pages p ON p.id = g.page_id WHERE p.url = %s", SEEDS[0])
+    assert pages[SEEDS[0]]["state"] == "captured"
+    assert pages[SEEDS[0]]["captureMs"] == round((done - started).total_seconds() * 1000) and done > started
+    assert (pages[SEEDS[1]]["state"], pages[SEEDS[1]]["captureMs"]) == ("captured", None)

@@ -11,7 +11,8 @@ import psycopg
 import pytest
 
 from ledger.crawl.waits import crawl_delay_ms
-from tests.ledger.test_host_leases import WHO, open_ledger, report, settings, start, captured  # noqa: F401
+from tests.fixtures.ledger import LedgerHarness
+from tests.ledger.test_host_leases import NO_SCRIPTS, WHO, open_ledger, report, settings, start, captured  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 
@@ -46,8 +47,8 @@ async def test_a_crawl_waiting_for_another_crawls_turn_says_so_and_names_it(sett
         # it ended: the host's gap runs, the larger delay of b (which shares the host) applies
         await event(h, a, "https://s.test/1", "done", "captured")
         gap = (await view(h, a))["waiting"]
-        assert [(w["host"], w["kind"], w["delayMs"]) for w in gap] == [("s.test", "delay", 3000)]
-        assert "the delay 3000 ms of a crawl sharing the host" in gap[0]["reason"]
+        assert [(w["host"], w["kind"], w["delayMs"], w["crawlId"]) for w in gap] == [("s.test", "delay", 3000, b)]
+        assert f"the delay 3000 ms of crawl {b[:8]}, which shares the host" in gap[0]["reason"]
         with psycopg.connect(settings.database_url) as conn:
             (done_at,) = conn.execute("SELECT g.at FROM crawl_progress g JOIN crawl_pages p ON p.id = g.page_id"
                                       " WHERE p.url = 'https://s.test/1'").fetchone()
@@ -78,3 +79,56 @@ async def test_pages_carried_past_a_level_wait_for_the_holder_then_for_the_next_
         freed = {w["host"]: w for w in (await view(h, b))["waiting"]}
         assert freed["s.test"]["kind"] == "turn" and "crawlId" not in freed["s.test"]
         assert "waiting for this crawl's next level" in freed["s.test"]["reason"]
+
+
+WALLY = LedgerHarness.who("wally", "umbrella")  # an organization of this test alone (the FGA store is shared)
+
+
+async def start_as(h, who, seeds, delay_ms):
+    r = await h.client.post("/api/crawls", json={"seeds": seeds, "scripts": [], "perHostDelayMs": delay_ms,
+                                                 "maxDepth": 1}, headers=who)
+    assert r.status_code == 202, r.text
+    return r.json()["crawlId"]
+
+
+async def test_another_organizations_crawl_is_never_named(settings, ledger_fga):
+    """A crawl of an organization the caller is not in is "another crawl": no id, no level, no
+    link, in the turn and in the delay it sets; a caller in both organizations sees it named."""
+    ledger_fga.write(writes=["user:wally submitter organization:umbrella"])
+    async with open_ledger(settings) as h:
+        theirs = await start_as(h, WALLY, ["https://s.test/1"], 3000)
+        mine = await start(h, ["https://s.test/2", "https://s.test/3"], 500)
+        turn = (await view(h, mine))["waiting"]
+        assert [(w["host"], w["kind"], "crawlId" in w) for w in turn] == [("s.test", "turn", False)]
+        assert "waiting for another crawl's turn" in turn[0]["reason"] and theirs[:8] not in str(turn)
+        r = await h.client.post(f"/api/crawls/{theirs}/pages", headers=WALLY, json={
+            "depth": 0, "results": [captured("https://s.test/1", "2999-01-01T00:00:00.000Z")], "compiled": NO_SCRIPTS})
+        assert r.status_code == 200, r.text
+        # wally's crawl captured the host last (3000 ms): the gap is hers, unnamed
+        await event(h, mine, "https://s.test/2", "started")
+        await event(h, mine, "https://s.test/2", "done", "captured")
+        gap = (await view(h, mine))["waiting"]
+        assert [(w["kind"], w["delayMs"], "crawlId" in w) for w in gap] == [("delay", 3000, False)]
+        assert "the delay 3000 ms of another crawl, which captured the host last" in gap[0]["reason"]
+        assert theirs[:8] not in str(gap)
+        both = (await h.client.get(f"/api/crawls/{mine}", headers=LedgerHarness.who("alice", "acme,umbrella"))).json()
+        assert [(w["crawlId"], w["reason"].split(" until ")[0]) for w in both["waiting"]] == [
+            (theirs, f"s.test: waiting the delay 3000 ms of crawl {theirs[:8]}, which captured the host last")]
+
+
+async def test_a_slower_crawl_is_named_on_the_faster_crawls_page_not_as_its_own_delay(settings):
+    """The 500 ms crawl's page never says "this crawl's delay 3000 ms": the 3000 ms is named as the
+    other crawl's, and the 3000 ms crawl's own page says it is its own."""
+    async with open_ledger(settings) as h:
+        fast = await start(h, ["https://s.test/1", "https://s.test/2"], 500)
+        slow = await start(h, ["https://s.test/x", "https://s.test/y"], 3000)
+        await event(h, fast, "https://s.test/1", "started")
+        await event(h, fast, "https://s.test/1", "done", "captured")
+        (w,) = (await view(h, fast))["waiting"]
+        assert "this crawl's delay" not in w["reason"] and w["crawlId"] == slow
+        await report(h, fast, 0, [captured("https://s.test/1", "2999-01-01T00:00:00.000Z"),
+                                  captured("https://s.test/2", "2999-01-01T00:00:01.000Z")])
+        await event(h, slow, "https://s.test/x", "started")
+        await event(h, slow, "https://s.test/x", "done", "captured")
+        (w,) = (await view(h, slow))["waiting"]
+        assert "this crawl's delay 3000 ms" in w["reason"] and "crawlId" not in w

@@ -42,3 +42,62 @@ def test_a_crawl_waiting_for_another_crawls_turn_says_so(local_stack, browser) -
     finally:
         context.close()
         site.stop()
+
+
+# Every fetch of the page is counted; one whose URL holds window.__hold waits for window.__release()
+# after its answer came, as a slow answer on a loaded ledger does.
+SLOW_ANSWERS = """
+window.__fetched = []; window.__hold = null; window.__held = 0;
+const send = window.fetch.bind(window);
+window.fetch = async (input, init) => {
+  const url = typeof input === "string" ? input : input.url;
+  window.__fetched.push(url);
+  const answer = await send(input, init);
+  if (window.__hold && url.includes(window.__hold)) {
+    window.__held += 1;
+    await new Promise((resolve) => { window.__release = resolve; });
+  }
+  return answer;
+};
+"""
+
+
+def test_a_late_answer_for_the_crawl_left_never_shows_on_the_next_crawls_page(local_stack, browser) -> None:
+    """Switching from crawl A's page to crawl B's while A's refresh is in flight: A's late answer
+    is not rendered on B's page and A's polling ends (the trial saw a 3000 ms crawl's "this
+    crawl's delay 3000 ms" on the 500 ms crawl's page)."""
+    site = LoggedSite(("/a", "/b"))
+    headers = {"Authorization": f"Bearer {local_stack.token()}"}
+    context, page = new_page(browser)
+    page.add_init_script(SLOW_ANSWERS)
+    try:
+        with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30) as api:
+            def start(path):
+                r = api.post("/api/crawls", json={"seeds": [site.url + path], "maxDepth": 0, "scripts": [],
+                                                  "perHostDelayMs": 20000})
+                assert r.status_code == 202, r.text
+                return r.json()["crawlId"]
+
+            a, b = start("/a"), start("/b")
+            page.goto(local_stack.api_url + "/")
+            page.click("#signin")
+            page.wait_for_selector("table#crawls, #crawls-status")
+            page.goto(f"{local_stack.api_url}/#/crawls/{a}")
+            page.wait_for_selector(f"h1:has-text('{a[:8]}')")
+            page.evaluate("(a) => { window.__hold = '/api/crawls/' + a; }", a)
+            page.wait_for_function("() => window.__held >= 1", timeout=30000)  # A's next refresh is in flight
+            page.evaluate("(b) => { location.hash = '#/crawls/' + b; }", b)
+            page.wait_for_selector(f"h1:has-text('{b[:8]}')")
+            page.evaluate("() => { window.__hold = null; window.__release(); }")
+            asked_a = page.evaluate("(a) => window.__fetched.filter((u) => u.includes(a)).length", a)
+            # three more refreshes of B (a second apart): A's loop, had it survived, asked again meanwhile
+            asked_b = "(b) => window.__fetched.filter((u) => u.endsWith('/api/crawls/' + b)).length"
+            page.wait_for_function(f"([b, n]) => ({asked_b})(b) >= n", arg=[b, page.evaluate(asked_b, b) + 3],
+                                   timeout=30000)
+            assert page.inner_text("h1") == f"Crawl {b[:8]}"
+            assert page.evaluate("(a) => window.__fetched.filter((u) => u.includes(a)).length", a) == asked_a
+            for crawl in (a, b):
+                api.post(f"/api/crawls/{crawl}/failed", json={"reason": "the test is done with it"})
+    finally:
+        context.close()
+        site.stop()

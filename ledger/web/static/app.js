@@ -8,6 +8,7 @@ import { startForm } from "./start.js";
 const view = document.getElementById("view");
 let timers = [];
 let session = null;
+let shown = 0;  // the route shown now (each hash change makes a new one)
 
 function clearTimers() { for (const t of timers) clearTimeout(t); timers = []; }
 
@@ -26,6 +27,12 @@ function signIn(reason) {
 async function route() {
   clearTimers();
   if (!session) return;
+  // Each route renders into a box of its own and may schedule refreshes only while it is shown:
+  // a request of the route before, still in flight when the hash changed, then renders into a
+  // detached box and ends its polling (else crawl A's facts could show on crawl B's page).
+  const mine = ++shown;
+  const box = el("div", { className: "route" });
+  view.replaceChildren(box);
   const hash = location.hash || "#/crawls";
   const [path, qs] = hash.slice(1).split("?");
   const query = new URLSearchParams(qs || "");
@@ -35,16 +42,16 @@ async function route() {
   }
   const ctx = {
     session,
-    later: (fn, ms) => { timers.push(setTimeout(fn, ms)); },
+    later: (fn, ms) => { if (mine === shown) timers.push(setTimeout(() => { if (mine === shown) fn(); }, ms)); },
     refresh: () => route(),
   };
   try {
-    if (parts[0] === "crawls" && parts[1]) await crawlPage(view, ctx, parts[1]);
-    else if (parts[0] === "start") startForm(view, ctx);
-    else if (parts[0] === "archives") await archiveList(view, ctx, query);
-    else await crawlList(view, ctx);
+    if (parts[0] === "crawls" && parts[1]) await crawlPage(box, ctx, parts[1]);
+    else if (parts[0] === "start") startForm(box, ctx);
+    else if (parts[0] === "archives") await archiveList(box, ctx, query);
+    else await crawlList(box, ctx);
   } catch (e) {
-    if (!(e instanceof ApiError && e.status === 401)) view.append(el("p", { className: "error" }, e.message));
+    if (!(e instanceof ApiError && e.status === 401)) box.append(el("p", { className: "error" }, e.message));
   }
 }
 
