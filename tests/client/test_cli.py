@@ -291,8 +291,9 @@ class Proc:
             [sys.executable, "-c", "from ledger.cli import main; main()", *args],
             cwd=REPO, env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
             stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            # as a background job of a non-interactive shell starts it
-            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
+            # as a background job of a non-interactive shell starts it, or as a terminal does
+            # (explicit: the test must not depend on how pytest itself was started)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN if sigint_ignored else signal.SIG_DFL),
         )
         self.out = b""
         self._reader = threading.Thread(target=self._read, daemon=True)
