@@ -91,12 +91,12 @@ def test_waggle_replay_downloads_by_prefix_serves_and_stops_with_pywb(page_wacz,
     ledger = _ledger(page_wacz)
     env = {**os.environ, "WAGGLE_API_URL": ledger.url, "WAGGLE_TOKEN": "t", "WAGGLE_REPLAY_VENV": str(VENV),
            "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", "from waggle.cli import main; main()", "replay", ARCHIVE_ID[:6],
-                             "--state-dir", str(tmp_path)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            # as a terminal starts it: a pytest run as a background job of a
-                            # non-interactive shell would hand SIGINT down ignored (Ctrl-C unseen)
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # As a terminal starts it (SIGINT raises KeyboardInterrupt): a pytest run as a background job
+    # of a non-interactive shell would hand SIGINT down ignored, and Ctrl-C would go unseen.
+    boot = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    proc = subprocess.Popen([sys.executable, "-c", boot + "from waggle.cli import main; main()", "replay",
+                             ARCHIVE_ID[:6], "--state-dir", str(tmp_path)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines, found = [], None
         deadline = time.monotonic() + 120
