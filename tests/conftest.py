@@ -10,6 +10,7 @@ import itertools
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -21,6 +22,19 @@ pytest_plugins = [
     "tests.fixtures.stack",
     "tests.fixtures.browser",
 ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's ``--dist loadgroup`` (scripts/test): a module's tests stay on one
+    worker, so a module fixture (a Chromium, a capture server) starts once; every test of the
+    local stack shares one group, so a run starts one stack, not one per worker. An explicit
+    ``xdist_group`` mark wins. Without xdist the marks do nothing."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = "local_stack" if "local_stack" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
@@ -56,6 +70,22 @@ def _no_durability(url: str) -> None:
         for name in ("fsync", "full_page_writes", "synchronous_commit"):
             conn.execute(f"ALTER SYSTEM SET {name} = off")
         conn.execute("SELECT pg_reload_conf()")
+
+
+@pytest.fixture
+def shared_tmp_path() -> Iterator[Path]:
+    """A fresh directory for one test outside pytest's basetemp, removed afterwards. For data that
+    a process running as another user must reach (pgserver runs Postgres as user ``pgserver``
+    under root): any pytest session starting on the machine resets ``/tmp/pytest-of-<user>`` to
+    mode 700, which would cut that process off mid-test."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="waggle-test-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 _counter = itertools.count()

@@ -287,11 +287,13 @@ class Proc:
     def __init__(self, env: dict[str, str], *args: str, stdin, sigint_ignored: bool = False):
         import threading
 
+        # Started as a terminal starts it (SIGINT raises KeyboardInterrupt, whatever pytest itself
+        # inherited) or as a background job of a non-interactive shell does (SIGINT ignored).
+        boot = "" if sigint_ignored else "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from ledger.cli import main; main()", *args],
+            [sys.executable, "-c", boot + "from ledger.cli import main; main()", *args],
             cwd=REPO, env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
             stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            # as a background job of a non-interactive shell starts it
             preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
         )
         self.out = b""
@@ -306,14 +308,16 @@ class Proc:
     def text(self) -> str:
         return self.out.decode(errors="replace")
 
-    def wait_for(self, needle: str, timeout_s: float = 20.0) -> None:
+    # Liveness bounds, not speed assertions: a loaded 2-core machine can take tens of seconds
+    # just to start the interpreter and import the client.
+    def wait_for(self, needle: str, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s
         while needle not in self.text:
             if time.monotonic() > deadline or (self.proc.poll() is not None and needle not in self.text):
                 raise AssertionError(f"never saw {needle!r} in: {self.text}")
             time.sleep(0.02)
 
-    def finish(self, timeout_s: float = 20.0) -> int:
+    def finish(self, timeout_s: float = 120.0) -> int:
         code = self.proc.wait(timeout=timeout_s)
         self._reader.join(timeout=5)
         return code

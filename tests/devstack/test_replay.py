@@ -91,8 +91,11 @@ def test_waggle_replay_downloads_by_prefix_serves_and_stops_with_pywb(page_wacz,
     ledger = _ledger(page_wacz)
     env = {**os.environ, "WAGGLE_API_URL": ledger.url, "WAGGLE_TOKEN": "t", "WAGGLE_REPLAY_VENV": str(VENV),
            "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", "from waggle.cli import main; main()", "replay", ARCHIVE_ID[:6],
-                             "--state-dir", str(tmp_path)], cwd=REPO, env=env,
+    # As a terminal starts it (SIGINT raises KeyboardInterrupt): a pytest run as a background job
+    # of a non-interactive shell would hand SIGINT down ignored, and Ctrl-C would go unseen.
+    boot = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    proc = subprocess.Popen([sys.executable, "-c", boot + "from waggle.cli import main; main()", "replay",
+                             ARCHIVE_ID[:6], "--state-dir", str(tmp_path)], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines, found = [], None
@@ -108,6 +111,7 @@ def test_waggle_replay_downloads_by_prefix_serves_and_stops_with_pywb(page_wacz,
         assert (tmp_path / "replay" / "archives" / f"{ARCHIVE_ID}.wacz").read_bytes() == page_wacz["wacz"]
         raw = httpx.get(f"{found.group(1)}id_/{page_wacz['url']}", timeout=30)
         assert raw.content == page_wacz["body"]
+        _wait_catching(proc.pid, signal.SIGTERM)  # waggle's last step before it waits on pywb
         proc.send_signal(stop_signal)
         assert proc.wait(30) == 0
         with pytest.raises(httpx.ConnectError):  # pywb stopped with it
@@ -116,6 +120,19 @@ def test_waggle_replay_downloads_by_prefix_serves_and_stops_with_pywb(page_wacz,
         if proc.poll() is None:
             proc.kill()
         ledger.close()
+
+
+def _wait_catching(pid: int, signum: int, timeout_s: float = 30.0) -> None:
+    """Until process ``pid`` has a handler for ``signum`` (Linux: SigCgt in /proc/PID/status), so
+    a signal sent next cannot land, on a loaded machine, before the process is ready for it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{pid}/status").read_text()
+        caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+        if caught >> (signum - 1) & 1:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not install a handler for signal {signum} in {timeout_s} s")
 
 
 def test_an_unknown_prefix_is_refused_before_anything_starts(page_wacz, tmp_path):

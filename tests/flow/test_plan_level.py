@@ -58,9 +58,11 @@ def fetch(url):
     return fetch_robots(url, transport=OPEN, timeout_s=2, log=lambda _m: None)
 
 
-def run(candidates, delay=2000, respect=None, hp=None, endpoints='["http://bh-1","http://bh-2"]', lines=None):
+def run(candidates, delay=2000, respect=None, hp=None, endpoints='["http://bh-1","http://bh-2"]', lines=None, now=None):
+    """``plan`` with the test's fetcher; ``now`` (epoch s) freezes its clock."""
     return plan(candidates, delay, respect, hp, fetch=fetch, read_endpoints=lambda: endpoints,
-                log=(lines.append if lines is not None else (lambda _m: None)))
+                log=(lines.append if lines is not None else (lambda _m: None)),
+                now=time.time if now is None else (lambda: now))
 
 
 def cand(site, path, last=None):
@@ -154,8 +156,9 @@ def test_delay_for_never_shortens_below_the_cap():
 
 def test_touched_a_second_ago(serving):
     site = serving(None)
-    result = run([cand(site, "/a", iso_now(time.time() - 1.0))], delay=3000, respect=False)
-    assert 1800 < result["groups"][0]["initialDelayMs"] <= 2000
+    clock = float(int(time.time()))  # frozen, whole seconds: iso_now's milliseconds are exact
+    result = run([cand(site, "/a", iso_now(clock - 1.0))], delay=3000, respect=False, now=clock)
+    assert result["groups"][0]["initialDelayMs"] == 2000
 
 
 def test_finished_long_ago_is_zero(serving):
@@ -191,9 +194,11 @@ def test_host_delay_of_another_crawl_slows_the_host_and_its_first_gap(serving):
     a smaller one or none changes nothing; the robots Crawl-delay still wins when longer."""
     site = serving(None)
     lines: list[str] = []
-    item = {**cand(site, "/a", iso_now(time.time() - 1.0)), "hostDelayMs": 4000}
-    group = run([item, {**cand(site, "/b"), "hostDelayMs": 4000}], delay=500, lines=lines, respect=False)["groups"][0]
-    assert group["delayMs"] == 4000 and 2800 < group["initialDelayMs"] <= 3000
+    clock = float(int(time.time()))
+    item = {**cand(site, "/a", iso_now(clock - 1.0)), "hostDelayMs": 4000}
+    group = run([item, {**cand(site, "/b"), "hostDelayMs": 4000}], delay=500, lines=lines, respect=False,
+                now=clock)["groups"][0]
+    assert group["delayMs"] == 4000 and group["initialDelayMs"] == 3000
     assert any("another crawl" in line and "4000 ms" in line for line in lines)
     assert run([{**cand(site, "/a"), "hostDelayMs": 100}], delay=500)["groups"][0]["delayMs"] == 500
     slow = serving("User-agent: *\nCrawl-delay: 6\n")
@@ -330,7 +335,10 @@ def test_bad_endpoints_fail_only_after_robots(serving):
 
 # -- the benchmark's baseline lives in the benchmark --------------------------------------------
 
-def _main_of(path, monkeypatch):
+def _main_of(path, monkeypatch, now=None):
+    """``main`` of the plan_level file at ``path``, with its variables faked; ``now`` (epoch s)
+    freezes the plan's clock."""
+    import functools
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(f"plan_level_copy_{abs(hash(str(path)))}", path)
@@ -338,6 +346,8 @@ def _main_of(path, monkeypatch):
     spec.loader.exec_module(module)
     monkeypatch.setattr(module, "read_optional_variable", lambda path: None)
     monkeypatch.setattr(module, "read_variable", lambda path: '["http://bh-1"]')
+    if now is not None:
+        monkeypatch.setattr(module, "plan", functools.partial(module.plan, now=lambda: now))
     return module.main
 
 
@@ -351,8 +361,9 @@ def test_the_benchmarks_patched_copy_turns_the_cross_level_rule_off_and_the_prod
     shipped = Path(__file__).resolve().parents[2] / "f/waggle/plan_level.py"
     assert "waggle_bench" not in shipped.read_text()
     copy = baseline_flow_root(tmp_path) / "f/waggle/plan_level.py"
-    frontier = [{"url": "https://a.example/x", "host": "a.example", "lastFinishedAt": iso_now(time.time() - 0.5)}]
-    as_shipped = _main_of(shipped, monkeypatch)(frontier, 3000, False, 4)
-    baseline = _main_of(copy, monkeypatch)(frontier, 3000, False, 4)
-    assert 2000 < as_shipped["groups"][0]["initialDelayMs"] <= 2500
+    clock = float(int(time.time()))  # one frozen "now", whole seconds: exact however loaded the machine is
+    frontier = [{"url": "https://a.example/x", "host": "a.example", "lastFinishedAt": iso_now(clock - 0.5)}]
+    as_shipped = _main_of(shipped, monkeypatch, now=clock)(frontier, 3000, False, 4)
+    baseline = _main_of(copy, monkeypatch, now=clock)(frontier, 3000, False, 4)
+    assert as_shipped["groups"][0]["initialDelayMs"] == 2500
     assert baseline["groups"][0]["initialDelayMs"] == 0

@@ -29,7 +29,6 @@ def start_ledger(create_database, migrated_template, fga, s3_server, webhook, **
     from ledger.api.app import create_app
 
     db_url = create_database(template=migrated_template)
-    overrides.setdefault("crawl_webhook_timeout_s", 10.0)  # a loaded test machine is slow
     settings = ledger_settings(
         db_url, fga, webhook.url,
         s3_endpoint=s3_server.endpoint, s3_bucket=s3_server.bucket, s3_region=s3_server.region,

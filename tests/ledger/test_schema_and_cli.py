@@ -130,7 +130,7 @@ def test_serve_reports_every_missing_setting_at_once(monkeypatch):
     assert "waggle fga deploy" in r.output
 
 
-def test_embedded_postgres_under_the_state_dir(tmp_path):
+def test_embedded_postgres_under_the_state_dir(shared_tmp_path):
     """Without WAGGLE_DATABASE_URL the ledger starts pgserver with its data in state_dir/pg."""
     import pgserver
 
@@ -138,13 +138,13 @@ def test_embedded_postgres_under_the_state_dir(tmp_path):
     from ledger.settings import Settings
 
     assert database_url(Settings(_env_file=None, database_url="postgresql://h/db")) == "postgresql://h/db"
-    url = database_url(Settings(_env_file=None, state_dir=tmp_path))
+    url = database_url(Settings(_env_file=None, state_dir=shared_tmp_path))
     try:
-        assert (tmp_path / "pg" / "PG_VERSION").exists()
+        assert (shared_tmp_path / "pg" / "PG_VERSION").exists()
         assert migrate(url)[0] == "001_initial.sql"
         with psycopg.connect(url) as conn:
             assert conn.execute("SELECT count(*) FROM crawls").fetchone() == (0,)
     finally:
-        server = pgserver.get_server(str(tmp_path / "pg"))
+        server = pgserver.get_server(str(shared_tmp_path / "pg"))
         server.cleanup_mode = "stop"  # the ledger leaves it running on purpose; the test does not
         server.cleanup()
