@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 from dataclasses import dataclass
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Page
 
 from devstack.capture import files
 from devstack.capture.proxy import GuardedProxy
+
+log = logging.getLogger("devstack.capture")
 
 
 @dataclass
@@ -56,6 +60,7 @@ async def open_context(browser: Browser, allow_private: bool, viewport: dict, dp
     (device scale factor), service workers blocked, ``user_agent`` on every request of its pages
     and workers (None: Chromium's own); each step bounded by ``timeout_s`` seconds.
     Raises playwright ``Error`` or ``asyncio.TimeoutError`` (context and proxy closed then)."""
+    began = time.monotonic()
     proxy = GuardedProxy(allow_private=allow_private, sealed=True)
     await proxy.start()
     context = None
@@ -73,6 +78,8 @@ async def open_context(browser: Browser, allow_private: bool, viewport: dict, dp
                 await asyncio.wait_for(context.close(), timeout_s)
         await proxy.close()
         raise
+    # monotonic: tests/bench/politeness.py lays context builds beside the pages' settle windows
+    log.info("context built %.4f %.4f", began, time.monotonic())
     return Opened(browser, context, page, cdp, dict(viewport), dpr, proxy, main_frame)
 
 
