@@ -192,8 +192,7 @@ class BrowserHolder:
             if self._pw is None:
                 self._pw = await async_playwright().start()
             self.browser = await self._launch_once()
-            if not _learned and not os.environ.get("WAGGLE_AB_KEEP_CHROME"):  # TEMP A/B knob
-                # the process's first launch: learn Playwright's list, relaunch with the union
+            if not _learned:  # the process's first launch: learn Playwright's list, relaunch with the union
                 learned = await asyncio.to_thread(launched_disable_features)
                 _learned["playwright"] = learned or ""
                 _learned["merged"] = merged_disable_features(learned) if learned else ""
