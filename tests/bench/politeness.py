@@ -434,6 +434,7 @@ def seal_breakdown(run: dict, delay_ms: int, timelines: list[dict], busy: list[f
                                                      "release_late", "release_to_first")}
     head: dict[str, list[float]] = {k: [] for k in HEAD_PHASES}
     busy_rounds: list[int] = []  # 429s any server answered between A's seal and B's submission
+    rows: list[dict] = []  # per within-level pair, to find what makes the tail (ms)
 
     def timeline_of(url: str, first: float) -> dict | None:
         cands = [t for t in by_url.get(url, []) if t["acceptedAt"] <= first]
@@ -474,7 +475,18 @@ def seal_breakdown(run: dict, delay_ms: int, timelines: list[dict], busy: list[f
                 prev_t = t
                 if phase == "start-after":
                     break
+            row = {"host": i, "from": prev.page, "to": nxt.page, "server": b.get("server"),
+                   "gap_over_ms": _ms(nxt.first - prev.last - delay_ms / 1000),
+                   "seal_after_last_ms": _ms(a["sealedAt"] - prev.last) if a.get("sealedAt") else None,
+                   "submit_after_seal_ms": _ms(page_b["submitted"] - a["sealedAt"]) if a.get("sealedAt") else None,
+                   "accepted_after_submit_ms": _ms(b["acceptedAt"] - page_b["submitted"]),
+                   "head_ms": {ph: round(_ms(t - p0), 1) for (ph, t), p0 in zip(
+                       b["marks"], [b["acceptedAt"]] + [t for _, t in b["marks"]]) if ph in HEAD_PHASES}}
+            rows.append(row)
             if release is not None:
+                row["release_late_ms"] = _ms(release - (page_a["gap_from"] + delay_ms / 1000)) if page_a.get(
+                    "gap_from") is not None else None
+                row["first_after_release_ms"] = _ms(nxt.first - release)
                 pair["accept_to_release"].append(release - b["acceptedAt"])
                 if page_a.get("gap_from") is not None:
                     pair["release_late"].append(release - (page_a["gap_from"] + delay_ms / 1000))
@@ -482,7 +494,7 @@ def seal_breakdown(run: dict, delay_ms: int, timelines: list[dict], busy: list[f
     return {"after_last_ms": {k: summary([_ms(x) for x in v]) for k, v in after.items()},
             "pair_ms": {k: summary([_ms(x) for x in v]) for k, v in pair.items()},
             "next_head_ms": {k: summary([_ms(x) for x in v]) for k, v in head.items()},
-            "busy_429_between": summary([float(x) for x in busy_rounds]),
+            "busy_429_between": summary([float(x) for x in busy_rounds]), "pairs": rows,
             "context_builds_ms": {k: summary([_ms(x) for x in v]) for k, v in overlap.items()}}
 
 
