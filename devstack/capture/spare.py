@@ -1,7 +1,8 @@
 """Browser contexts for captures, and spares prepared ahead of the captures that take them.
 
 Opening a context costs six Chromium round trips — the context, its page (a new renderer
-process: 0.3–2 s on a loaded 2-core machine), a CDP session and the file reader's domains
+process: 0.3–2 s on a loaded 2-core machine; 0.25–0.35 s of CPU in all, since the browser builds
+no omnibox popup for the context's window, :data:`.browser.QUIET_FEATURES`), a CDP session and the file reader's domains
 (:func:`files.prepare`, 25 ms per round trip on a loaded machine) — that a capture would
 otherwise wait for between the request and the site's first request. :class:`Spare` opens them ahead of
 time (from when the previous capture opened its own context) with the server's default
