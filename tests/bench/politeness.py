@@ -11,7 +11,8 @@ Two benchmarks, ``politeness-500`` and ``politeness-2000`` (d in ms), each two c
 the other on one stack: as shipped, and as the **baseline** with the cross-level remaining-gap rule disabled: the
 runner is restarted on a patched copy of ``f/`` (:func:`baseline_flow_root`: ``plan_level.main``
 drops ``lastFinishedAt`` from the frontier), then back on the checkout. The product has no switch
-for it.
+for it. ``WAGGLE_BENCH_NO_BASELINE=1`` runs the as-shipped crawl only (A/B runs in
+half the time; not a result to record).
 
 Measures, per crawl:
 
