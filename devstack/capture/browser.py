@@ -212,11 +212,11 @@ class BrowserHolder:
 
     async def _launch_once(self) -> Browser:
         assert self._pw is not None
-        extra: dict = {}
+        args, ignore = list(FLAGS), None
         if _learned.get("merged"):  # replaces Playwright's own list (Chromium reads the last one only)
-            extra = {"args": [*FLAGS, _learned["merged"]], "ignore_default_args": [_learned["playwright"]]}
+            args, ignore = [*FLAGS, _learned["merged"]], [_learned["playwright"]]
         return await asyncio.wait_for(
-            self._pw.chromium.launch(executable_path=self.executable, **({"args": FLAGS} | extra),
+            self._pw.chromium.launch(executable_path=self.executable, args=args, ignore_default_args=ignore,
                                      handle_sigint=False, handle_sigterm=False, handle_sighup=False),
             self.launch_timeout_s,
         )
