@@ -6,6 +6,14 @@ the previous one crashed/disconnected, or when it is due for recycling: every ``
 captures, or when the resident memory of the browser's processes exceeds ``max_rss_mb``. The
 memory is measured between captures (:meth:`BrowserHolder.measure_rss`, after a response) and
 the last value is compared at the next :meth:`BrowserHolder.ensure`, so no capture waits for it.
+
+Every capture opens a browser context, and Chromium (156) gives each context a window of its
+own whose WebUI omnibox popup it builds at once in a renderer of its own (``--top-chrome-webui``):
+0.6–1 s of CPU per capture on this machine, ~3/4 of what a context costs, for browser chrome a
+headless capture never shows. :data:`QUIET_FEATURES` turns it off (issue 11, "Contexts without
+browser chrome" in docs/internals.md). Chromium reads only the last ``--disable-features``
+switch and Playwright passes its own list, so the holder learns that list from the first
+launch's command line (``/proc``), then launches with the union instead of Playwright's.
 """
 
 from __future__ import annotations
@@ -28,6 +36,14 @@ FLAGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage", WEBRTC_POLICY,
 ]
+
+
+# Browser chrome built for every new context's window, unused headless (see the module docstring).
+QUIET_FEATURES = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup", "WebUIOmniboxFullPopup", "PreloadTopChromeWebUI")
+DISABLE_FEATURES = "--disable-features="
+# Playwright's own --disable-features argument and its union with QUIET_FEATURES, learned at the
+# process's first launch ("": could not be read; contexts then keep their browser chrome).
+_learned: dict[str, str] = {}
 
 
 class BrowserUnavailable(RuntimeError):
@@ -59,6 +75,33 @@ def _descendants(root: int) -> list[int]:
             out.append(c)
             todo.append(c)
     return out
+
+
+def launched_disable_features(exclude: set[int] = frozenset()) -> str | None:
+    """The ``--disable-features=…`` argument of the newest Chromium *browser* process (no
+    ``--type=``) descending from this process and not in ``exclude`` (pids), or None."""
+    found: tuple[float, str] | None = None
+    for pid in _descendants(os.getpid()):
+        if pid in exclude:
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0")]
+            if not argv or "chrom" not in os.path.basename(argv[0]) or any(a.startswith("--type=") for a in argv):
+                continue
+            started = os.stat(f"/proc/{pid}").st_mtime
+        except OSError:
+            continue
+        values = [a for a in argv if a.startswith(DISABLE_FEATURES)]
+        if values and (found is None or started >= found[0]):
+            found = (started, values[-1])
+    return None if found is None else found[1]
+
+
+def merged_disable_features(arg: str, extra: tuple[str, ...] = QUIET_FEATURES) -> str:
+    """``arg`` (``--disable-features=A,B``) with the features of ``extra`` it lacks appended."""
+    have = [f for f in arg[len(DISABLE_FEATURES):].split(",") if f]
+    return DISABLE_FEATURES + ",".join(have + [f for f in extra if f not in have])
 
 
 def browser_rss_mb() -> float:
@@ -95,6 +138,7 @@ class BrowserHolder:
         self.recycles = 0
         self.version: str | None = None
         self.user_agent: str | None = None  # Chromium's own (Browser.getVersion), read at launch
+
         self.last_rss_mb: float | None = None  # of this browser, measured after its last capture
         self._lock = asyncio.Lock()
 
@@ -147,11 +191,16 @@ class BrowserHolder:
         try:
             if self._pw is None:
                 self._pw = await async_playwright().start()
-            self.browser = await asyncio.wait_for(
-                self._pw.chromium.launch(executable_path=self.executable, args=FLAGS, handle_sigint=False,
-                                         handle_sigterm=False, handle_sighup=False),
-                self.launch_timeout_s,
-            )
+            self.browser = await self._launch_once()
+            if not _learned:  # the process's first launch: learn Playwright's list, relaunch with the union
+                learned = await asyncio.to_thread(launched_disable_features)
+                _learned["playwright"] = learned or ""
+                _learned["merged"] = merged_disable_features(learned) if learned else ""
+                if not learned:
+                    log.warning("could not read Chromium's --disable-features; contexts keep their browser chrome")
+                elif _learned["merged"] != learned:
+                    await self._close_browser()
+                    self.browser = await self._launch_once()
         except Exception as e:  # noqa: BLE001 — any launch failure means "no browser"
             self.browser = None
             raise BrowserUnavailable(f"cannot launch {self.executable}: {e}") from e
@@ -160,6 +209,17 @@ class BrowserHolder:
         self.last_rss_mb = None
         self.captures_since_launch = 0
         self.launches += 1
+
+    async def _launch_once(self) -> Browser:
+        assert self._pw is not None
+        args, ignore = list(FLAGS), None
+        if _learned.get("merged"):  # replaces Playwright's own list (Chromium reads the last one only)
+            args, ignore = [*FLAGS, _learned["merged"]], [_learned["playwright"]]
+        return await asyncio.wait_for(
+            self._pw.chromium.launch(executable_path=self.executable, args=args, ignore_default_args=ignore,
+                                     handle_sigint=False, handle_sigterm=False, handle_sighup=False),
+            self.launch_timeout_s,
+        )
 
     async def _user_agent(self, browser: Browser) -> str | None:
         """Chromium's own user agent string, or None when the browser does not say (its own is

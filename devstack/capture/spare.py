@@ -1,7 +1,8 @@
 """Browser contexts for captures, and spares prepared ahead of the captures that take them.
 
 Opening a context costs six Chromium round trips — the context, its page (a new renderer
-process: 0.3–2 s on a loaded 2-core machine), a CDP session and the file reader's domains
+process: 0.3–2 s on a loaded 2-core machine; 0.25–0.35 s of CPU in all, since the browser builds
+no omnibox popup for the context's window, :data:`.browser.QUIET_FEATURES`), a CDP session and the file reader's domains
 (:func:`files.prepare`, 25 ms per round trip on a loaded machine) — that a capture would
 otherwise wait for between the request and the site's first request. :class:`Spare` opens them ahead of
 time (from when the previous capture opened its own context) with the server's default
@@ -19,12 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 from dataclasses import dataclass
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Page
 
 from devstack.capture import files
 from devstack.capture.proxy import GuardedProxy
+
+log = logging.getLogger("devstack.capture")
 
 
 @dataclass
@@ -56,6 +61,7 @@ async def open_context(browser: Browser, allow_private: bool, viewport: dict, dp
     (device scale factor), service workers blocked, ``user_agent`` on every request of its pages
     and workers (None: Chromium's own); each step bounded by ``timeout_s`` seconds.
     Raises playwright ``Error`` or ``asyncio.TimeoutError`` (context and proxy closed then)."""
+    began = time.monotonic()
     proxy = GuardedProxy(allow_private=allow_private, sealed=True)
     await proxy.start()
     context = None
@@ -73,6 +79,8 @@ async def open_context(browser: Browser, allow_private: bool, viewport: dict, dp
                 await asyncio.wait_for(context.close(), timeout_s)
         await proxy.close()
         raise
+    # monotonic: tests/bench/politeness.py lays context builds beside the pages' settle windows
+    log.info("context built %.4f %.4f", began, time.monotonic())
     return Opened(browser, context, page, cdp, dict(viewport), dpr, proxy, main_frame)
 
 

@@ -11,7 +11,8 @@ Two benchmarks, ``politeness-500`` and ``politeness-2000`` (d in ms), each two c
 the other on one stack: as shipped, and as the **baseline** with the cross-level remaining-gap rule disabled: the
 runner is restarted on a patched copy of ``f/`` (:func:`baseline_flow_root`: ``plan_level.main``
 drops ``lastFinishedAt`` from the frontier), then back on the checkout. The product has no switch
-for it.
+for it. ``WAGGLE_BENCH_NO_BASELINE=1`` runs the as-shipped crawl only (A/B runs in
+half the time; not a result to record).
 
 Measures, per crawl:
 
@@ -43,7 +44,9 @@ Measures, per crawl:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import statistics
 import tempfile
 import threading
@@ -349,22 +352,51 @@ def gap_analysis(run: dict, delay_ms: int) -> dict:
 
 def capture_timelines(state: Path) -> tuple[list[dict], list[float]]:
     """The capture servers' own timelines (``timeline {json}`` log lines, :meth:`Run.timeline`:
-    monotonic seconds, the clock of this process too) and the moments they answered 429 Busy."""
+    monotonic seconds, the clock of this process too; each tagged ``server`` = its log's name)
+    and the moments they answered 429 Busy. Context builds (``context built <began> <ended>``,
+    spare or not) are returned as timelines ``{"server", "build": [began, ended]}``."""
     timelines: list[dict] = []
     busy: list[float] = []
     for log_file in sorted((state / "logs").glob("capture*.log")):
         for line in log_file.read_text(errors="replace").splitlines():
             if " timeline {" in line:
                 try:
-                    timelines.append(json.loads(line.split(" timeline ", 1)[1]))
+                    timelines.append({**json.loads(line.split(" timeline ", 1)[1]), "server": log_file.stem})
                 except ValueError:
                     continue
+            elif " context built " in line:
+                try:
+                    began, ended = (float(x) for x in line.rsplit(" ", 2)[1:])
+                except ValueError:
+                    continue
+                timelines.append({"server": log_file.stem, "build": [began, ended]})
             elif " busy at " in line:
                 try:
                     busy.append(float(line.rsplit(" ", 1)[1]))
                 except ValueError:
                     continue
     return timelines, busy
+
+
+def server_cpu_s(state: Path) -> dict[str, float]:
+    """CPU seconds (user + system, children reaped included) of each capture server's process
+    tree so far: the server, its Playwright driver, Chromium and its renderers (a closed
+    renderer's time is in its reaper's ``children_*``)."""
+    import psutil
+
+    out: dict[str, float] = {}
+    for pid_file in sorted((state / "run").glob("capture*.json")):
+        try:
+            root = psutil.Process(int(json.loads(pid_file.read_text())["pid"]))
+            total = 0.0
+            for proc in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    t = proc.cpu_times()
+                    total += t.user + t.system + t.children_user + t.children_system
+            out[pid_file.stem] = total
+        except (OSError, ValueError, KeyError, psutil.Error):
+            continue
+    return out
 
 
 # Where a capture's phases end, relative to the site's last request of the page (ms).
@@ -383,14 +415,27 @@ def seal_breakdown(run: dict, delay_ms: int, timelines: list[dict], busy: list[f
     released (open, ``startAfterMs``), released − (gapFrom + delay) (late start), released → first
     request at the site (Chromium's navigation). Summaries in ms."""
     by_url: dict[str, list[dict]] = {}
+    builds: dict[str, list[tuple[float, float]]] = {}
     for t in timelines:
-        by_url.setdefault(t["url"], []).append(t)
+        if "build" in t:
+            builds.setdefault(t["server"], []).append(tuple(t["build"]))
+        else:
+            by_url.setdefault(t["url"], []).append(t)
+    # Context builds (a new renderer each: 0.4–1 s of CPU on this machine) overlapping a page's
+    # critical window, its last request → its seal: on its own server, on any server.
+    overlap: dict[str, list[float]] = {"same_server": [], "any_server": [], "build_wall": []}
+    for spans in builds.values():
+        overlap["build_wall"] += [b - a for a, b in spans]
+
+    def overlapping(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
+        return sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in spans)
     pages = {p["url"]: p for p in run["pages"] if p["submitted"] is not None}
     after: dict[str, list[float]] = {k: [] for k in (*SEAL_PHASES, "sealedAt", "lastRequestEndAt")}
     pair: dict[str, list[float]] = {k: [] for k in ("seal_to_submit", "submit_to_accept", "accept_to_release",
                                                      "release_late", "release_to_first")}
     head: dict[str, list[float]] = {k: [] for k in HEAD_PHASES}
     busy_rounds: list[int] = []  # 429s any server answered between A's seal and B's submission
+    rows: list[dict] = []  # per within-level pair, to find what makes the tail (ms)
 
     def timeline_of(url: str, first: float) -> dict | None:
         cands = [t for t in by_url.get(url, []) if t["acceptedAt"] <= first]
@@ -412,6 +457,9 @@ def seal_breakdown(run: dict, delay_ms: int, timelines: list[dict], busy: list[f
             for k in ("sealedAt", "lastRequestEndAt"):
                 if a.get(k) is not None:
                     after[k].append(a[k] - prev.last)
+            if a.get("sealedAt") is not None and a["sealedAt"] > prev.last:
+                overlap["same_server"].append(overlapping(builds.get(a["server"], []), prev.last, a["sealedAt"]))
+                overlap["any_server"].append(sum(overlapping(v, prev.last, a["sealedAt"]) for v in builds.values()))
             page_a, page_b = pages.get(f"{host.url}{prev.page}"), pages.get(f"{host.url}{nxt.page}")
             if b is None or page_a is None or page_b is None or _depth(prev.page) != _depth(nxt.page):
                 continue
@@ -428,7 +476,18 @@ def seal_breakdown(run: dict, delay_ms: int, timelines: list[dict], busy: list[f
                 prev_t = t
                 if phase == "start-after":
                     break
+            row = {"host": i, "from": prev.page, "to": nxt.page, "server": b.get("server"),
+                   "gap_over_ms": _ms(nxt.first - prev.last - delay_ms / 1000),
+                   "seal_after_last_ms": _ms(a["sealedAt"] - prev.last) if a.get("sealedAt") else None,
+                   "submit_after_seal_ms": _ms(page_b["submitted"] - a["sealedAt"]) if a.get("sealedAt") else None,
+                   "accepted_after_submit_ms": _ms(b["acceptedAt"] - page_b["submitted"]),
+                   "head_ms": {ph: round(_ms(t - p0), 1) for (ph, t), p0 in zip(
+                       b["marks"], [b["acceptedAt"]] + [t for _, t in b["marks"]]) if ph in HEAD_PHASES}}
+            rows.append(row)
             if release is not None:
+                row["release_late_ms"] = _ms(release - (page_a["gap_from"] + delay_ms / 1000)) if page_a.get(
+                    "gap_from") is not None else None
+                row["first_after_release_ms"] = _ms(nxt.first - release)
                 pair["accept_to_release"].append(release - b["acceptedAt"])
                 if page_a.get("gap_from") is not None:
                     pair["release_late"].append(release - (page_a["gap_from"] + delay_ms / 1000))
@@ -436,7 +495,8 @@ def seal_breakdown(run: dict, delay_ms: int, timelines: list[dict], busy: list[f
     return {"after_last_ms": {k: summary([_ms(x) for x in v]) for k, v in after.items()},
             "pair_ms": {k: summary([_ms(x) for x in v]) for k, v in pair.items()},
             "next_head_ms": {k: summary([_ms(x) for x in v]) for k, v in head.items()},
-            "busy_429_between": summary([float(x) for x in busy_rounds])}
+            "busy_429_between": summary([float(x) for x in busy_rounds]), "pairs": rows,
+            "context_builds_ms": {k: summary([_ms(x) for x in v]) for k, v in overlap.items()}}
 
 
 def level_analysis(run: dict, delay_ms: int) -> list[dict]:
@@ -571,11 +631,13 @@ def politeness(ctx: Context, delays: list[int]) -> None:
             baseline_root = baseline_flow_root(state / "baseline-flow")
             runs = {}
             for d in delays:
-                for baseline in (False, True):
+                for baseline in (False, True) if not os.environ.get("WAGGLE_BENCH_NO_BASELINE") else (False,):
                     label = f"d={d}" + (" baseline" if baseline else "")
                     _use_flow(state, baseline_root if baseline else None)
                     t0 = time.monotonic()
+                    cpu0 = server_cpu_s(state)
                     run = run_crawl(info, wm_token, d)
+                    cpu = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in server_cpu_s(state).items()}
                     gaps = gap_analysis(run, d)
                     gaps["held"] = []
                     gaps["scheduler"] = scheduler_gaps(run, d, held=gaps["held"])
@@ -591,6 +653,7 @@ def politeness(ctx: Context, delays: list[int]) -> None:
                                    "stopReason": run["view"].get("stopReason"),
                                    "pagesCaptured": run["view"].get("pagesCaptured"),
                                    "wall_s": round(time.monotonic() - t0, 1),
+                                   "capture_server_cpu_s": cpu,
                                    "gaps_overshoot_ms": {k: summary([_ms(x) for x in gaps[k]])
                                                          for k in ("within", "boundary", "retry", "scheduler",
                                                                    "scheduler_boundary")},
@@ -606,6 +669,10 @@ def politeness(ctx: Context, delays: list[int]) -> None:
                                    "levels": levels, "utilization_whole_crawl": whole,
                                    "seal_breakdown": breakdown}
                     _metrics(ctx, label, gaps, levels, whole, baseline)
+                    captured = max(1, run["view"].get("pagesCaptured") or 0)
+                    ctx.metric(f"[{label}] capture servers' CPU per captured page (Python + Chromium)",
+                               round(sum(cpu.values()) / captured * 1000), "ms",
+                               note=f"{sum(cpu.values()):.1f} s over {captured} pages; {cpu}")
                     if not baseline:
                         _breakdown_metrics(ctx, label, breakdown)
             ctx.detail("runs", runs)
@@ -624,6 +691,10 @@ def _breakdown_metrics(ctx: Context, label: str, breakdown: dict) -> None:
     for key, value in breakdown["next_head_ms"].items():
         ctx.metric(f"[{label}] next capture's {key} phase, median", value.get("median"), "ms",
                    note=f"p99 {value.get('p99')}, n={value.get('n')}")
+    for key, value in breakdown["context_builds_ms"].items():
+        ctx.metric(f"[{label}] context builds: {key.replace('_', ' ')}, median", value.get("median"), "ms",
+                   note=f"p99 {value.get('p99')}, n={value.get('n')} (same/any server: overlap with a page's "
+                        "last request → seal)")
     rounds = breakdown["busy_429_between"]
     ctx.metric(f"[{label}] 429 Busy answers between a seal and the host's next submission, median",
                rounds.get("median"), "answers", note=f"max {rounds.get('max')}, n={rounds.get('n')}")
