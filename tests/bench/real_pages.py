@@ -52,7 +52,7 @@ GROUPS = {
     "head (server)": ("wait-idle", "check-address", "browser", "open-session"),
     "load": ("load",),
     "settle": ("settle",),
-    "behaviors": ("dismiss-behaviors",),  # banners, behaviors and the settle after them
+    "behaviors": ("behaviors", "dismiss-behaviors"),  # banners, behaviors and the settle after them
     "formats": ("title-links", "screenshots", "dom-formats", "page-formats"),  # the last two before issue 11's second round
     "seal": ("seal",),
     "WACZ": ("package-wacz",),
