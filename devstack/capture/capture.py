@@ -264,15 +264,19 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         )
         run.proxy = sess.proxy
         run.mark("open-session")
-        if not sess.shared:  # the next capture's context, ready by this one's seal (issue 11)
-            prepare_soon(ctx)
+        # The next capture's context, ready by this one's seal (issue 11), prepared while this one
+        # waits: its turn (holdAfter) or the settle wait after the load event — not during the
+        # page's load, whose renderer it slowed (a new renderer process: 0.6 s of CPU; docs/internals.md).
+        prepare = None if sess.shared else (lambda: prepare_soon(ctx))
         assert sess.page is not None
         windows = refuse_popups(sess.page)
         track_landing(run, sess.page)  # seal answer finalUrl; a held capture's redirect check
         if run.hold is not None:
+            if prepare is not None:
+                prepare()
             await wait_turn(run)
         try:
-            loaded = await load_pages(ctx, run, sess.page, sess.cdp, recorder, dprs, viewport)
+            loaded = await load_pages(ctx, run, sess.page, sess.cdp, recorder, dprs, viewport, on_loaded=prepare)
         except CaptureFailure as e:  # a held capture's back-off reads it before the seal below
             run.doc_status = e.details.get("httpStatusCode")
             raise

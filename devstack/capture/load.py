@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, Response
@@ -49,9 +49,11 @@ async def trace(run: Run, page: Page, message: str) -> None:
 
 
 async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dprs: list[int],
-                     viewport: dict) -> Loaded:
+                     viewport: dict, on_loaded: Callable[[], None] | None = None) -> Loaded:
     """Navigate once per device pixel ratio in ``dprs`` (the first load's status must be 2xx),
-    settle, dismiss banners, run behaviors. Raises :class:`CaptureFailure` / :class:`BudgetExhausted`."""
+    settle, dismiss banners, run behaviors. ``on_loaded`` is called once, when the first
+    navigation has ended (its load event, a deadline or a file; not when it failed): background
+    work starts then, not during the page's load. Raises :class:`CaptureFailure` / :class:`BudgetExhausted`."""
     s = ctx.settings
     req = run.req
     delay = (req.get("operationDelayMs") or 0) / 1000
@@ -67,6 +69,8 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
             await asyncio.sleep(delay)
         response, late = await _guarded_navigate(ctx, run, page, cdp, recorder)
         run.mark("load")
+        if i == 0 and on_loaded is not None:
+            on_loaded()
         if i == 0 and run.files is not None and run.files.main is not None:
             out.file = run.files.main  # a file, not a page: no settle, no behaviors, no other pass
             out.main_status = out.file.exchange.status

@@ -21,6 +21,10 @@ each capture (as a crawl's delay leaves the server) and the server's default set
   250, idleSteps: 0`` — every step followed by the full 250 ms, through a page without scroll hooks: what every
   page got before the ``scrollHooks`` extension (and still gets from a real BrowserHive v12);
 * one in-process capture of the longest page under pyinstrument (profile text in the JSON).
+* **Chromium alone**: every page loaded by Playwright straight from the site (no proxy, recorder,
+  file reader or formats; same Chromium, flags and viewport), interleaved: navigation → load
+  event, the page's navigation timing and the renderer's busy time (CDP ``Performance``) — the
+  floor of a capture's load phase (issue 11 round 22: ``contents.html``'s load is Chromium's).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ GROUPS = {
     "head (server)": ("wait-idle", "check-address", "browser", "open-session"),
     "load": ("load",),
     "settle": ("settle",),
-    "behaviors": ("dismiss-behaviors",),  # banners, behaviors and the settle after them
+    "behaviors": ("behaviors", "dismiss-behaviors"),  # banners, behaviors and the settle after them
     "formats": ("title-links", "screenshots", "dom-formats", "page-formats"),  # the last two before issue 11's second round
     "seal": ("seal",),
     "WACZ": ("package-wacz",),
@@ -180,6 +184,48 @@ async def _profile(url: str, s3_server, formats: dict) -> str:
     return profiler.output_text(unicode=False, color=False, show_all=False)
 
 
+# The page's own navigation timing and the renderer's busy time (CDP Performance metrics, s).
+_NAV_JS = """() => { const n = performance.getEntriesByType("navigation")[0];
+  return {responseEnd: n.responseEnd, domInteractive: n.domInteractive, loadEventEnd: n.loadEventEnd}; }"""
+_BUSY = ("TaskDuration", "LayoutDuration", "RecalcStyleDuration", "ScriptDuration")
+
+
+async def _chromium_alone(site: str, pages: list[str], reps: int) -> dict[str, list[dict]]:
+    """Each page loaded by Playwright straight from the site (same Chromium, flags and viewport as
+    the capture server; no proxy, recorder, file reader or formats), pages interleaved: the
+    navigation → load event wall time, the page's own navigation timing and the renderer's busy
+    time during it (ms). What a capture's load phase cannot go below."""
+    from playwright.async_api import async_playwright
+
+    from devstack.capture.browser import CHROMIUM, FLAGS
+    from devstack.capture.settings import ServerSettings
+
+    viewport = ServerSettings().viewport
+    out: dict[str, list[dict]] = {p: [] for p in pages}
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            for i in range(reps + 1):  # the first round warms up
+                for page_name in pages:
+                    context = await browser.new_context(viewport=viewport)
+                    page = await context.new_page()
+                    cdp = await context.new_cdp_session(page)
+                    await cdp.send("Performance.enable")
+                    before = {m["name"]: m["value"] for m in (await cdp.send("Performance.getMetrics"))["metrics"]}
+                    t = time.monotonic()
+                    await page.goto(site + page_name, wait_until="load", timeout=120_000)
+                    row: dict = {"load": (time.monotonic() - t) * 1000}
+                    after = {m["name"]: m["value"] for m in (await cdp.send("Performance.getMetrics"))["metrics"]}
+                    row.update({k: (after[k] - before.get(k, 0)) * 1000 for k in _BUSY if k in after})
+                    row.update(await page.evaluate(_NAV_JS))
+                    await context.close()
+                    if i:
+                        out[page_name].append(row)
+        finally:
+            await browser.close()
+    return out
+
+
 def real_pages(ctx: Context) -> None:
     """Captures of the Python docs' longest pages vs a short one, per phase (target: within 1 s)."""
     reps = 1 if ctx.quick else 3
@@ -207,6 +253,8 @@ def real_pages(ctx: Context) -> None:
         import asyncio
 
         ctx.detail("profile_contents_all_formats", asyncio.run(_profile(site + "contents.html", s3_server, ALL)))
+        alone = asyncio.run(_chromium_alone(site, PAGES, reps))
+    _report_alone(ctx, alone)
     _report(ctx, results)
 
 
@@ -231,3 +279,16 @@ def _report(ctx: Context, results: dict[str, dict[str, list[dict]]]) -> None:
                 ctx.metric(f"{label}: {page} − short, the page's own load excluded",
                            own - short_own, "ms", 1000, "<=", "round trip − the load phase (navigation to load event)")
         ctx.detail(f"{label} total_ms", {p: summary([r["total"] for r in rows]) for p, rows in by_page.items()})
+
+
+def _report_alone(ctx: Context, alone: dict[str, list[dict]]) -> None:
+    """The pages' loads in Chromium alone: medians, and each long page − the short one."""
+    short = _median(alone[SHORT], "load")
+    for page, rows in alone.items():
+        med = {k: _median(rows, k) for k in rows[0]}
+        ctx.detail(f"chromium alone {page}", {"median_ms": med, "rows": rows})
+        note = ", ".join(f"{k} {med[k]:.0f}" for k in rows[0] if k != "load" and med[k] is not None)
+        if page == SHORT:
+            ctx.metric(f"Chromium alone: {page} (short) load", med["load"], "ms", note=note)
+        else:
+            ctx.metric(f"Chromium alone: {page} load − short", med["load"] - short, "ms", note=note)
