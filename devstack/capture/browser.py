@@ -138,7 +138,6 @@ class BrowserHolder:
         self.recycles = 0
         self.version: str | None = None
         self.user_agent: str | None = None  # Chromium's own (Browser.getVersion), read at launch
-
         self.last_rss_mb: float | None = None  # of this browser, measured after its last capture
         self._lock = asyncio.Lock()
 
