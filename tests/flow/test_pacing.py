@@ -81,7 +81,7 @@ def test_first_capture_waits_the_gap_after_robots_txt(robots_site):
     crawl(e, ["a"], delay=group["delayMs"], initial=group["initialDelayMs"])
     assert len(fetched) == 1
     gap = e.times[0] - fetched[0]
-    assert 0.6 <= gap < 0.8, gap  # the site felt robots.txt as a request: the whole gap, once
+    assert 0.6 <= gap < 1.1, gap  # the site felt robots.txt as a request: the whole gap, once (not 1.2 s)
 
 
 @pytest.mark.parametrize("robots, setting, expected_ms", [

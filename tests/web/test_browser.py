@@ -166,21 +166,38 @@ def replayed_frame(page, watch: Watch, timeout_s: float = 120):
                          + f"\nconsole and network:\n{watch}")
 
 
+def sign_in(local_stack, page) -> None:
+    page.goto(local_stack.api_url + "/")
+    page.wait_for_selector("#signin")
+    page.click("#signin")  # → the ledger's /auth/login → the dev issuer → /auth/callback → /
+    page.wait_for_selector("table#crawls, #crawls-status")
+
+
 @pytest.fixture(scope="module")
 def local(local_stack, browser):
+    """A page of the local user, signed in. Module-scoped, but xdist's loadgroup may run other
+    modules between this module's tests (the fixture is then made again), so it signs in itself."""
     context, page = new_page(browser)
     try:
+        sign_in(local_stack, page)
         yield page
     finally:
         context.close()
 
 
-def test_local_user_signs_in_with_one_click(local_stack, local) -> None:
-    local.goto(local_stack.api_url + "/")
-    local.wait_for_selector("#signin")
-    shot(local, "signin")
-    local.click("#signin")  # → the ledger's /auth/login → the dev issuer → /auth/callback → /
-    local.wait_for_selector("table#crawls, #crawls-status")
+def test_local_user_signs_in_with_one_click(local_stack, browser) -> None:
+    context, local = new_page(browser)
+    try:
+        local.goto(local_stack.api_url + "/")
+        local.wait_for_selector("#signin")
+        shot(local, "signin")
+        sign_in(local_stack, local)
+        signed_in_as_the_local_user(local_stack, local)
+    finally:
+        context.close()
+
+
+def signed_in_as_the_local_user(local_stack, local) -> None:
     assert local.inner_text("#who") == f"{local_stack.subject} ({local_stack.organization})"
     assert local.locator("#nav-start").is_visible()
     cookies = {c["name"]: c for c in local.context.cookies()}
