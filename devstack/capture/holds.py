@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from devstack.capture.seals import Seal
@@ -61,6 +61,9 @@ class Hold:
     prev: Seal
     gap_s: float
     backoff_gap_s: float | None = None
+    # Set when the proxy first lets a connection out: the held page's own deadlines (page load)
+    # run from then, not from the request's arrival (round 22: a 28 s hold ate a 30 s page load).
+    released: asyncio.Event = field(default_factory=asyncio.Event)
 
     @classmethod
     def of(cls, prev: Seal, spec: dict[str, Any]) -> "Hold":
@@ -124,6 +127,7 @@ class Hold:
         left = self.release_at() - time.monotonic()
         if left > 0:
             await asyncio.sleep(left)
+        self.released.set()
 
 
 async def wait_turn(run: Run) -> None:

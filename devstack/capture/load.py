@@ -78,6 +78,7 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
             return out
         if i == 0:
             out.main_status = await _main_status(run, page, response)
+            await refuse_huge_document(ctx, run, recorder, response)
         if late is not None:  # captureAtDeadline: stop here, take what is there (no settle, no behaviors)
             out.incomplete = await stop_at_deadline(ctx, run, cdp, late)
             out.settle = skipped_settle(out.limits, dpr, "deadline", load={})
@@ -154,27 +155,30 @@ async def _guarded_navigate(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recor
 async def _navigate(ctx: Ctx, run: Run, page: Page, recorder: Recorder) -> tuple[Response | None, list[str] | None]:
     """Navigate and wait for the load event within ``page_load_ms``: ``(response, None)``.
 
+    The page-load budget measures the page, not a wait before it: for a held capture
+    (``holdAfter``) it starts when the proxy lets its first connection out (:attr:`.holds.Hold.released`),
+    not when the navigation was issued; the whole-task budget still bounds everything.
+
     With ``captureAtDeadline`` (extension 14) a committed page whose load event does not come
     in time is not a failure: ``(response, pending)`` with the URLs still in flight at the
     deadline (sorted). A page that did not even commit (no main document) is a ``timeout`` as
     without the extension."""
     s = ctx.settings
-    budget_s = run.op_timeout(s.page_load_ms)
     at_deadline = bool(run.req.get("captureAtDeadline"))
-    began = time.monotonic()
+    deadline = asyncio.ensure_future(_page_load_deadline(run, s.page_load_ms / 1000))
     try:
-        response = await page.goto(run.url, wait_until="commit" if at_deadline else "load", timeout=budget_s * 1000)
+        response = await _before(deadline, page.goto(
+            run.url, wait_until="commit" if at_deadline else "load", timeout=_budget_ms(run)))
         if not at_deadline:
             return response, None
-        left_s = max(0.05, budget_s - (time.monotonic() - began))
         try:
-            await page.wait_for_load_state("load", timeout=left_s * 1000)
+            await _before(deadline, page.wait_for_load_state("load", timeout=_budget_ms(run)))
             return response, None
-        except PlaywrightTimeout:
+        except (PlaywrightTimeout, _PageLoadDeadline):
             if run.remaining_s() <= 0.5:
-                raise
+                raise BudgetExhausted() from None
             return response, pending_urls(recorder)
-    except PlaywrightTimeout as e:
+    except (PlaywrightTimeout, _PageLoadDeadline) as e:
         if run.remaining_s() <= 0.5:
             raise BudgetExhausted() from e
         raise CaptureFailure("timeout", "timeout", f"page load exceeded {s.page_load_ms} ms",
@@ -183,6 +187,43 @@ async def _navigate(ctx: Ctx, run: Run, page: Page, recorder: Recorder) -> tuple
         if run.files is not None and run.files.main is not None:
             return None, None  # aborted on purpose: .files read the main document as a file
         raise navigation_failure(run, e) from e
+    finally:
+        deadline.cancel()
+
+
+class _PageLoadDeadline(Exception):
+    """The page-load budget ran out (measured from the release, :func:`_page_load_deadline`)."""
+
+
+def _budget_ms(run: Run) -> float:
+    """Playwright's own timeout of a page-load step: the whole-task budget left (the page-load
+    budget is enforced by :func:`_page_load_deadline`, which may start later)."""
+    return max(0.05, run.remaining_s()) * 1000
+
+
+async def _page_load_deadline(run: Run, budget_s: float) -> None:
+    """Return once ``budget_s`` passed since the page could first reach its site: now, or for a
+    held capture behind a proxy the moment the proxy released it."""
+    hold = run.hold
+    if hold is not None and run.proxy is not None:
+        await hold.released.wait()
+    await asyncio.sleep(budget_s)
+
+
+async def _before(deadline: asyncio.Future, step: Any) -> Any:
+    """Await ``step`` unless ``deadline`` ends first (then ``step`` is cancelled and
+    :class:`_PageLoadDeadline` raised)."""
+    task = asyncio.ensure_future(step)
+    try:
+        await asyncio.wait({task, deadline}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the whole-task budget: the step goes with it
+        task.cancel()
+        raise
+    if task.done():
+        return task.result()
+    task.cancel()
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved: no "never retrieved" noise
+    raise _PageLoadDeadline()
 
 
 # URLs still pending at the deadline listed in the answer (the count covers all of them).
@@ -240,6 +281,32 @@ async def _main_status(run: Run, page: Page, response: Response | None) -> int:
         raise CaptureFailure("http_error", "http", f"HTTP {status}", httpStatusCode=status,
                              httpStatusText=reason_phrase(status, response.status_text))
     return status
+
+
+def size_text(n: int) -> str:
+    """``20 MB`` for whole MiB, else ``N bytes``."""
+    return f"{n // 1048576} MB" if n % 1048576 == 0 else f"{n} bytes"
+
+
+async def refuse_huge_document(ctx: Ctx, run: Run, recorder: Recorder, response: Response | None) -> None:
+    """The main document over the per-response limit (``maxResponseBytes``, 20 MB by default)
+    ends the capture ``failed`` / ``policy`` "document larger than the 20 MB limit (N bytes):
+    nothing archived" — an archive without its page is no capture, and a retry gets the same
+    page (docs/internals.md "Huge documents (round 22)"). The size is the declared
+    ``Content-Length``, else the body the recorder read (a subresource over the limit is kept
+    as a metadata record, ``truncated: too-large``, as before)."""
+    if response is None:
+        return
+    limit = recorder.max_response_bytes
+    size = next((int(v) for k, v in (await response.all_headers()).items()
+                 if k == "content-length" and v.strip().isdigit()), None)
+    if size is None:
+        await recorder.handled(response.url, run.op_timeout(ctx.settings.operation_ms))
+        size = next((e.encoded_length for e in recorder.exchanges
+                     if e.url == response.url and e.truncated == "too-large"), None)
+    if size is not None and size > limit:
+        raise CaptureFailure("failed", "policy", f"document larger than the {size_text(limit)} limit "
+                                                 f"({size} bytes) at {response.url}: nothing archived"[:500])
 
 
 async def _follow_script_navigation(run: Run, page: Page, response_url: str) -> None:

@@ -1,0 +1,95 @@
+"""A main document over the per-response limit (round 22, docs/internals.md "Huge documents
+(round 22)"), against the real server, real Chromium and a loopback site with generated pages;
+the limit is lowered by the request's ``maxResponseBytes`` (100 kB) to keep the pages small.
+
+* An HTML page over the limit, with a ``Content-Length`` or without one: ``failed``, type
+  ``policy``, "document larger than the … limit", no artifacts, fetched once; the flow classes it
+  ``policy`` (not retried).
+* A subresource over the limit stays a metadata record, ``truncated: too-large``: the capture
+  succeeds, incomplete (as before).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from f.waggle.failures import POLICY, classify_report
+from tests.devstack.helpers import ONLY_WACZ, capture
+from tests.devstack.site import tiny_png
+
+LIMIT = 100_000
+BIG = 3 * LIMIT
+HUGE_PAGE = (b"<!doctype html><html><head><title>huge</title></head><body>"
+             + b"<p>filler filler filler filler filler filler filler filler</p>\n" * (BIG // 64) + b"</body></html>")
+IMG_PAGE = b'<!doctype html><html><head><title>img</title></head><body><img src="/big.png"></body></html>'
+
+
+class GeneratedSite:
+    """``/declared.html`` (the huge page with Content-Length), ``/unsized.html`` (the same, no
+    length: the body ends at the close), ``/img.html`` (a small page with ``/big.png`` over the
+    limit). Counts GETs per path."""
+
+    def __init__(self) -> None:
+        self.hits: dict[str, int] = {}
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                site.hits[self.path] = site.hits.get(self.path, 0) + 1
+                body, ctype, sized = {
+                    "/declared.html": (HUGE_PAGE, "text/html", True),
+                    "/unsized.html": (HUGE_PAGE, "text/html", False),
+                    "/img.html": (IMG_PAGE, "text/html", True),
+                    "/big.png": (tiny_png() + b"\0" * BIG, "image/png", True),
+                }.get(self.path, (b"", "text/plain", True))
+                self.send_response(200 if body else 404)
+                self.send_header("Content-Type", ctype)
+                if sized:
+                    self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                self.close_connection = True
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[GeneratedSite]:
+    s = GeneratedSite()
+    yield s
+    s.server.shutdown()
+
+
+@pytest.mark.parametrize("path", ["/declared.html", "/unsized.html"])
+def test_a_document_over_the_limit_fails_with_a_clear_permanent_reason(capture_server, site, path):
+    before = site.hits.get(path, 0)
+    r = capture(capture_server, url=site.url(path), captureFormats={**ONLY_WACZ, "html": True},
+                maxResponseBytes=LIMIT)
+    assert r.status_code == 200, r.text
+    report = r.json()["report"]
+    assert report["status"] == "failed", report
+    assert report["errorDetails"]["type"] == "policy"
+    message = report["errorDetails"]["message"]
+    assert message.startswith(f"document larger than the {LIMIT} bytes limit ({len(HUGE_PAGE)} bytes)"), message
+    assert report["artifacts"] == {}  # no half archive
+    assert site.hits[path] - before == 1
+    assert classify_report(report, None)[0] == POLICY  # the flow does not retry it
+
+
+def test_a_subresource_over_the_limit_is_cut_and_marked(capture_server, site):
+    report = capture(capture_server, url=site.url("/img.html"), captureFormats=ONLY_WACZ,
+                     maxResponseBytes=LIMIT).json()["report"]
+    assert report["status"] == "success", report
+    assert report["completeness"]["truncatedUrls"] == [site.url("/big.png")]
+    assert report["waczStats"]["totalTruncatedTooLarge"] == 1
