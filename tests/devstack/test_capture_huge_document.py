@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from f.waggle.failures import POLICY, classify_report
-from tests.devstack.helpers import ONLY_WACZ, capture
+from tests.devstack.helpers import ONLY_WACZ, capture, s3_get, wacz_members, warc_records
 from tests.devstack.site import tiny_png
 
 LIMIT = 100_000
@@ -87,9 +87,18 @@ def test_a_document_over_the_limit_fails_with_a_clear_permanent_reason(capture_s
     assert classify_report(report, None)[0] == POLICY  # the flow does not retry it
 
 
-def test_a_subresource_over_the_limit_is_cut_and_marked(capture_server, site):
+def test_a_subresource_over_the_limit_is_cut_and_marked(capture_server, site, s3_server):
+    """(Moved from test_capture_wacz.py, whose main document over the cap is now refused.)"""
     report = capture(capture_server, url=site.url("/img.html"), captureFormats=ONLY_WACZ,
                      maxResponseBytes=LIMIT).json()["report"]
     assert report["status"] == "success", report
-    assert report["completeness"]["truncatedUrls"] == [site.url("/big.png")]
+    assert report["completeness"] == {"bodylessUrls": [], "truncatedUrls": [site.url("/big.png")],
+                                      "missingBodyUrls": [], "missingBodyCount": 0, "complete": False}
     assert report["waczStats"]["totalTruncatedTooLarge"] == 1
+    recs = warc_records(wacz_members(s3_get(s3_server, report["artifacts"]["wacz"]))["archive/data.warc.gz"])
+    kinds = {x.rec_type: (x, p) for x, p in recs if x.rec_headers.get_header("WARC-Target-URI") == site.url("/big.png")}
+    assert kinds["response"][0].rec_headers.get_header("WARC-Truncated") == "length"
+    assert kinds["response"][1] == b""
+    assert b"truncated: too-large" in kinds["metadata"][1]
+    assert site.url("/img.html") in {x.rec_headers.get_header("WARC-Target-URI") for x, _ in recs
+                                     if x.rec_type == "response"}

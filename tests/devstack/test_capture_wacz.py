@@ -226,21 +226,6 @@ def test_c9_chunked_gzip_stored_decoded(capture_server, test_site, s3_server, tm
     assert check.returncode == 0, check.stdout
 
 
-def test_response_cap_truncates_and_reports_incomplete(capture_server, test_site, s3_server):
-    r = capture(capture_server, url=test_site.url("/big"), captureFormats=ONLY_WACZ, maxResponseBytes=100_000)
-    rep = r.json()["report"]
-    assert rep["status"] == "success"
-    assert rep["completeness"] == {"bodylessUrls": [], "truncatedUrls": [test_site.url("/big")], "missingBodyUrls": [],
-                                   "missingBodyCount": 0, "complete": False}
-    assert rep["waczStats"]["totalTruncatedTooLarge"] == 1
-    recs = warc_records(wacz_members(s3_get(s3_server, rep["artifacts"]["wacz"]))["archive/data.warc.gz"])
-    big = [(x, p) for x, p in recs if x.rec_headers.get_header("WARC-Target-URI") == test_site.url("/big")]
-    kinds = {x.rec_type: (x, p) for x, p in big}
-    assert kinds["response"][0].rec_headers.get_header("WARC-Truncated") == "length"
-    assert kinds["response"][1] == b""
-    assert b"truncated: too-large" in kinds["metadata"][1]
-
-
 def test_deny_policy_blocks_before_sending(capture_server, test_site, s3_server):
     before = test_site.hits["/tracker.js"]
     r = capture(capture_server, url=test_site.url("/page"), captureFormats=ONLY_WACZ,
