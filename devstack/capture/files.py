@@ -97,6 +97,9 @@ class FileTaker:
     main_frame: str | None = None
     main: TakenFile | None = None
     on_take: Any = None  # called with the URL before the navigation is aborted
+    # (url, declared bytes) of a main-frame page whose Content-Length is over ``limit``: its
+    # navigation was aborted before the body came (load.py fails the capture, round 22).
+    huge_document: tuple[str, int] | None = None
     taken_urls: set[str] = field(default_factory=set)
     _tasks: set[asyncio.Task] = field(default_factory=set)
     _raw: dict[tuple[str, str], dict] = field(default_factory=dict)  # (kind, requestId) → raw headers
@@ -142,8 +145,16 @@ class FileTaker:
             first = {k.lower(): v for k, v in reversed(headers)}
             mime = first.get("content-type", "").split(";")[0].strip().lower()
             if (ev.get("frameId") != self.main_frame or not 200 <= status < 300 or status == 204
-                    or ev.get("responseErrorReason") or not is_file(mime, first.get("content-disposition", ""))):
+                    or ev.get("responseErrorReason")):
                 await self.cdp.send("Fetch.continueResponse", {"requestId": rid})
+                return
+            if not is_file(mime, first.get("content-disposition", "")):
+                length = first.get("content-length", "").strip()
+                if length.isdigit() and int(length) > self.limit:  # a page over the cap: not loaded at all
+                    self.huge_document = (ev["request"]["url"], int(length))
+                    await self.cdp.send("Fetch.failRequest", {"requestId": rid, "errorReason": "Aborted"})
+                else:
+                    await self.cdp.send("Fetch.continueResponse", {"requestId": rid})
                 return
             await self._take(ev, rid, status, headers, mime, first)
         except Exception as e:  # noqa: BLE001 — the page must never hang on a paused request

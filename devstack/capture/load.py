@@ -186,6 +186,9 @@ async def _navigate(ctx: Ctx, run: Run, page: Page, recorder: Recorder) -> tuple
     except PlaywrightError as e:
         if run.files is not None and run.files.main is not None:
             return None, None  # aborted on purpose: .files read the main document as a file
+        if run.files is not None and run.files.huge_document is not None:  # aborted on purpose: too large
+            url, size = run.files.huge_document
+            raise huge_document(url, size, run.files.limit) from None
         raise navigation_failure(run, e) from e
     finally:
         deadline.cancel()
@@ -293,7 +296,8 @@ async def refuse_huge_document(ctx: Ctx, run: Run, recorder: Recorder, response:
     ends the capture ``failed`` / ``policy`` "document larger than the 20 MB limit (N bytes):
     nothing archived" — an archive without its page is no capture, and a retry gets the same
     page (docs/internals.md "Huge documents (round 22)"). The size is the declared
-    ``Content-Length``, else the body the recorder read (a subresource over the limit is kept
+    ``Content-Length`` (then :mod:`.files` aborted its navigation already, unless its load
+    raced the abort), else the body the recorder read (a subresource over the limit is kept
     as a metadata record, ``truncated: too-large``, as before)."""
     if response is None:
         return
@@ -305,8 +309,13 @@ async def refuse_huge_document(ctx: Ctx, run: Run, recorder: Recorder, response:
         size = next((e.encoded_length for e in recorder.exchanges
                      if e.url == response.url and e.truncated == "too-large"), None)
     if size is not None and size > limit:
-        raise CaptureFailure("failed", "policy", f"document larger than the {size_text(limit)} limit "
-                                                 f"({size} bytes) at {response.url}: nothing archived"[:500])
+        raise huge_document(response.url, size, limit)
+
+
+def huge_document(url: str, size: int, limit: int) -> CaptureFailure:
+    """The ``policy`` failure of a page whose main document (``size`` bytes) is over ``limit``."""
+    return CaptureFailure("failed", "policy", f"document larger than the {size_text(limit)} limit "
+                                              f"({size} bytes) at {url}: nothing archived"[:500])
 
 
 async def _follow_script_navigation(run: Run, page: Page, response_url: str) -> None:
