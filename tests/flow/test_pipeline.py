@@ -377,3 +377,34 @@ def test_a_long_gap_host_is_not_held():
     e = HoldingFake("bh-1", visits)
     results, _ = crawl([e], ["a", "b"], 1300)
     assert [r["status"] for r in results] == ["captured"] * 2 and e.held == []
+
+
+class RetryAfterFake(SealingFake):
+    """Page ``a``'s first capture answers 429 with ``retryAfterMs`` (our capture server's
+    extension 18), in its seal answer too."""
+
+    def __init__(self, *args, retry_after_ms: int, **kw) -> None:
+        limited = lambda u, t: {**capture_reply(u, t, status="http_error", error_type="http",  # noqa: E731
+                                                http_status=429), "retryAfterMs": retry_after_ms}
+        super().__init__(*args, replies={"a": limited}, **kw)
+        self.retry_after_ms, self._told = retry_after_ms, False
+
+    def seal(self, key: str, timeout_ms: int):
+        got = super().seal(key, timeout_ms)
+        if got is not None and got[0]["sealed"] and self._entry(key)[1][0].url == "a" and not self._told:
+            self._told = True
+            got[0]["retryAfterMs"] = self.retry_after_ms
+        return got
+
+
+def test_retry_after_in_the_seal_answer_backs_off_before_the_next_submission():
+    """The seal answer's ``retryAfterMs`` backs the gap off at once (the answer comes 0.45 s
+    later, after the next page would have been submitted with the old gap), and only once."""
+    visits: list[Visit] = []
+    e = RetryAfterFake("bh-1", visits, retry_after_ms=900, free_at_seal=True)
+    results, logs = crawl([e], ["a", "b", "c"], 300)
+    assert [r["status"] for r in results] == ["captured"] * 3  # a retried after Retry-After
+    gaps = felt(visits)
+    assert all(g >= 0.9 for g in gaps), gaps  # not 0.3 s, nor the doubled 0.6 s
+    assert len([line for line in logs if "main document answered" in line]) == 1, logs
+    assert any("Retry-After 900 ms" in line and "300 → 900 ms" in line for line in logs), logs
