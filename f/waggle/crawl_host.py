@@ -900,16 +900,16 @@ class ChainPages:
 
     def seal_gap_from(self, index: int, body: dict, submitted: float, received: float) -> float:
         """``gapFrom`` from a seal answer (:func:`gap_start`: the same rule and clamp as an answer's).
-        A seal answer with ``retryAfterMs`` (the main document answered 429/503) backs the gap off
-        now, before the next submission is made or held (its answer then does not again)."""
+        A seal answer with ``httpStatusCode`` 429/503 (and ``retryAfterMs``; extension 18) backs the
+        gap off now, before the next submission is made or held (its answer then does not again)."""
         self.job.say(f"{index + 1}/{len(self.job.urls)} sealed {int((received - submitted) * 1000)} ms after"
                      f" submission, {body.get('sinceLastRequestMs')} ms after its last request")
         final = body.get("finalUrl")
         if isinstance(final, str) and final and page_key(final) != page_key(self.job.urls[index]):
             self.job.sealed_finals.setdefault(page_key(final), self.job.urls[index])
-        if (retry_after := retry_after_ms(body)) is not None:
+        if (status := body.get("httpStatusCode")) in BACKOFF_STATUSES:  # the document answered 429/503
             self._backed_off.add(index)
-            self.job.gap.back_off("429/503", retry_after)
+            self.job.gap.back_off(status, retry_after_ms(body))
         return gap_start(body, submitted, received)
 
     def conclude(self, flight: "pipeline.Flight") -> tuple[float, bool]:

@@ -393,7 +393,7 @@ class RetryAfterFake(SealingFake):
         got = super().seal(key, timeout_ms)
         if got is not None and got[0]["sealed"] and self._entry(key)[1][0].url == "a" and not self._told:
             self._told = True
-            got[0]["retryAfterMs"] = self.retry_after_ms
+            got[0].update(httpStatusCode=429, retryAfterMs=self.retry_after_ms)
         return got
 
 
@@ -408,3 +408,36 @@ def test_retry_after_in_the_seal_answer_backs_off_before_the_next_submission():
     assert all(g >= 0.9 for g in gaps), gaps  # not 0.3 s, nor the doubled 0.6 s
     assert len([line for line in logs if "main document answered" in line]) == 1, logs
     assert any("Retry-After 900 ms" in line and "300 → 900 ms" in line for line in logs), logs
+
+
+class LimitedAtSealFake(SealingFake):
+    """Every page answers 429 without Retry-After; its seal answer says so (extension 18)."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.replies = _Always(lambda u, t: capture_reply(u, t, status="http_error", error_type="http", http_status=429))
+
+    def seal(self, key: str, timeout_ms: int):
+        got = super().seal(key, timeout_ms)
+        if got is not None and got[0]["sealed"]:
+            got[0]["httpStatusCode"] = 429
+        return got
+
+
+class _Always(dict):
+    def __init__(self, reply) -> None:
+        super().__init__()
+        self._reply = reply
+
+    def pop(self, _key, _default=None):
+        return self._reply
+
+
+def test_a_429_in_the_seal_answer_doubles_the_gap_before_the_next_submission():
+    """Without Retry-After the seal answer's ``httpStatusCode`` 429 doubles the gap at once:
+    every capture's gap is double the one before (not the old gap until the answer came)."""
+    visits: list[Visit] = []
+    e = LimitedAtSealFake("bh-1", visits, free_at_seal=True)
+    crawl([e], ["a", "b"], 200)  # a, a again, b, b again: 429 each
+    gaps = felt(visits)
+    assert len(gaps) == 3 and [g >= need for g, need in zip(gaps, (0.4, 0.8, 1.6))] == [True] * 3, gaps
