@@ -123,6 +123,8 @@ async def _capture_and_answer(ctx: Ctx, run: Run, req: dict[str, Any]) -> dict[s
     since = run.since_last_request_ms()  # last: the answer is written right after this
     if since is not None:
         answer["sinceLastRequestMs"] = since
+    if (retry_after := run.retry_after_ms()) is not None:  # extension 18
+        answer["retryAfterMs"] = retry_after
     log.info("timeline %s", json.dumps(run.timeline()))  # per-phase times (tests/bench/politeness.py)
     return answer
 

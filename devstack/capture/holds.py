@@ -12,7 +12,8 @@ out before the *final* release: the previous capture sealed (or ended), then its
 ``last_request_end`` + the gap. So the gap is measured from the truly last byte: a request the
 previous page makes after the held navigation started moves the release later.
 ``backoffGapMs`` replaces ``gapMs`` when the previous page's main document answered 429 or 503
-(the client's back-off, decided before that answer reaches it).
+(the client's back-off, decided before that answer reaches it), and that answer's own
+``Retry-After`` is waited for too (extension 18), whatever the client asked.
 """
 
 from __future__ import annotations
@@ -72,10 +73,13 @@ class Hold:
         return cls(prev, spec["gapMs"] / 1000, None if backoff is None else backoff / 1000)
 
     def gap(self) -> float:
+        """Seconds from the previous page's last byte: ``gapMs``; after its main document
+        answered 429/503, also ≥ ``backoffGapMs`` and ≥ that answer's ``Retry-After`` (capped,
+        :mod:`.retryafter`; the last byte comes after the answer, so the site's wait is kept)."""
         run = self.prev.run
-        if self.backoff_gap_s is not None and getattr(run, "doc_status", None) in BACKOFF_STATUSES:
-            return max(self.gap_s, self.backoff_gap_s)
-        return self.gap_s
+        if getattr(run, "doc_status", None) not in BACKOFF_STATUSES:
+            return self.gap_s
+        return max(self.gap_s, self.backoff_gap_s or 0.0, getattr(run, "retry_after_s", None) or 0.0)
 
     def sealed(self) -> bool:
         return self.prev.event.is_set()

@@ -13,7 +13,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, Response
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from devstack.capture import proxystatus
+from devstack.capture import proxystatus, retryafter
 from devstack.capture.behaviors import run_behaviors
 from devstack.capture.dismiss import DismissFailed, dismiss
 from devstack.capture.recorder import Recorder
@@ -280,6 +280,8 @@ async def _main_status(run: Run, page: Page, response: Response | None) -> int:
         # The capture proxy could not reach the site: Chromium's own network error, not its 502.
         raise CaptureFailure("failed", "internal", f"{error} at {response.url}"[:500])
     if not 200 <= status < 300:
+        if status in retryafter.STATUSES:  # a held capture waits for it (holdAfter); the answer says it
+            run.retry_after_s = retryafter.delay_s(retryafter.header(await response.all_headers()))
         await _follow_script_navigation(run, page, response.url)
         raise CaptureFailure("http_error", "http", f"HTTP {status}", httpStatusCode=status,
                              httpStatusText=reason_phrase(status, response.status_text))

@@ -17,6 +17,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from devstack.capture import retryafter
+
 
 class Measured(Protocol):
     """What a seal answer reads of its capture (a ``state.Run``; state.py holds the board)."""
@@ -86,7 +88,7 @@ class SealBoard:
         return seal if seal.accepted.is_set() else None
 
     async def wait(self, key: str, timeout_s: float) -> dict[str, Any]:
-        """The seal answer ``{key, sealed, sinceLastRequestMs, finalUrl?}`` once ``key``'s capture
+        """The seal answer ``{key, sealed, sinceLastRequestMs, finalUrl?, httpStatusCode?, retryAfterMs?}`` once ``key``'s capture
         sealed or ended, or ``sealed: false`` after ``timeout_s`` seconds. ``sinceLastRequestMs``
         is measured now (as the answer is written), null when the page made no request."""
         seal = await self._until(key, lambda s: s.event, timeout_s)
@@ -97,6 +99,10 @@ class SealBoard:
         final = getattr(seal.run, "landed_url", None)
         if isinstance(final, str) and final:  # where the page landed (redirects followed)
             answer["finalUrl"] = final
+        if getattr(seal.run, "doc_status", None) in retryafter.STATUSES:  # extension 18: back off now
+            answer["httpStatusCode"] = seal.run.doc_status
+            if (retry_after := seal.run.retry_after_ms()) is not None:
+                answer["retryAfterMs"] = retry_after
         return answer
 
     async def _until(self, key: str, event: Callable[[Seal], asyncio.Event], timeout_s: float) -> Seal:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -120,9 +121,14 @@ class Run:
     after_seal: Any = None  # an .afterseal.AfterSeal when the formats follow the seal (sealBeforeFormats)
     sealed_at: float | None = None  # monotonic seconds of the first :meth:`signal_sealed`
     doc_status: int | None = None  # the main document's HTTP status when it failed the capture (holdAfter back-off)
+    retry_after_s: float | None = None  # the 429/503 main document's Retry-After, capped (.retryafter)
     hold: Any = None  # a .holds.Hold: this capture waits for the previous one's seal + gap (holdAfter)
     landed_url: str | None = None  # the main frame's URL as last committed (seal answer finalUrl, holdAfter)
     landed: asyncio.Event = field(default_factory=asyncio.Event)  # set at its first commit
+
+    def retry_after_ms(self) -> int | None:
+        """The answer's ``retryAfterMs`` (extension 18): whole ms, rounded up; None without one."""
+        return None if self.retry_after_s is None else math.ceil(self.retry_after_s * 1000)
 
     def signal_sealed(self) -> None:
         """The page's network is sealed (or the capture ended): wake the seal waits of this

@@ -20,7 +20,9 @@ reference/scheduler.md §4.3 (the politeness core) on BrowserHive v12 (contracts
   happened: f/waggle/failures.py) and a one-line ``skipReason``; at most 2 attempts, retrying
   only a ``transient`` capture report, after the same gap (a refused submission is not retried);
 * beyond upstream: a main document answering 429 or 503 doubles that host's gap for the
-  rest of the level (capped at :data:`BACKOFF_CAP_MS`, logged; before the retry too) — C3.
+  rest of the level (capped at :data:`BACKOFF_CAP_MS`, logged; before the retry too) — C3 —
+  and makes it at least the answer's ``Retry-After`` where our capture server reports it
+  (``retryAfterMs``, capped the same; from the seal answer when pipelined).
 
 Where the gap is measured from (issue 11, superseding issue 8's "from completion"): the
 moment the page's last network request ended, where the capture answer says so. Our capture
@@ -401,6 +403,7 @@ class Outcome:
     doc_status: int | None
     gap_from: float
     retryable: bool = False
+    retry_after_ms: int | None = None  # the 429/503 document's Retry-After (answer retryAfterMs)
 
 
 def _failed(url: str, submitted: float, finished: float, reason: str, failure_class: str,
@@ -528,7 +531,18 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
     if note:
         log(f"{url}: {note}")
     result.update(skipReason=failure_reason(report), failureClass=failure_class)
-    return Outcome(result, status, gap_from, retryable=failure_class == TRANSIENT)
+    return Outcome(result, status, gap_from, retryable=failure_class == TRANSIENT,
+                   retry_after_ms=retry_after_ms(body))
+
+
+def retry_after_ms(body: Any) -> int | None:
+    """The answer's (or seal answer's) ``retryAfterMs`` (our capture server's extension 18: the
+    429/503 main document's ``Retry-After`` in ms), None when absent or not an integer ≥ 0 (a real
+    BrowserHive v12 never sends it)."""
+    value = body.get("retryAfterMs") if isinstance(body, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return None
+    return value
 
 
 @dataclass
@@ -613,7 +627,7 @@ def capture_one(
         outcome = attempt_once(endpoints, request, index, crawl_id=crawl_id, sleep=sleep,
                                busy_jitter_ms=busy_jitter_ms, log=log, now=now, links_per_page=links_per_page)
         if outcome.doc_status in BACKOFF_STATUSES:
-            gap.back_off(outcome.doc_status)
+            gap.back_off(outcome.doc_status, outcome.retry_after_ms)
         if not outcome.retryable or attempt == MAX_ATTEMPTS:
             return outcome
         wait = remaining_gap_s(gap.ms, outcome.gap_from, now())
@@ -643,9 +657,15 @@ class HostGap:
     ms: int
     say: Callable[[str], None]
 
-    def back_off(self, status: int) -> None:
+    def back_off(self, status: int | str, retry_after_ms: int | None = None) -> None:
+        """Double the gap (:func:`backed_off_gap`), and make it ≥ the answer's ``Retry-After``
+        (ms, capped at BACKOFF_CAP_MS; RFC 9110 §10.2.3): the next capture waits it from gapFrom."""
         new = backed_off_gap(self.ms)
-        self.say(f"main document answered {status}: gap for the rest of this level {self.ms} → {new} ms")
+        asked = ""
+        if retry_after_ms is not None:
+            new = max(new, min(retry_after_ms, BACKOFF_CAP_MS))
+            asked = f" (Retry-After {retry_after_ms} ms)"
+        self.say(f"main document answered {status}{asked}: gap for the rest of this level {self.ms} → {new} ms")
         self.ms = new
 
 
@@ -834,6 +854,7 @@ class ChainPages:
 
     def __init__(self, job: HostJob) -> None:
         self.job = job
+        self._backed_off: set[int] = set()  # pages whose seal answer backed off (one flight per page at a time)
 
     def gap_ms(self) -> int:
         return self.job.gap.ms
@@ -878,12 +899,17 @@ class ChainPages:
         return Raw(request["url"], answer, None, sent, self.job.now())
 
     def seal_gap_from(self, index: int, body: dict, submitted: float, received: float) -> float:
-        """``gapFrom`` from a seal answer (:func:`gap_start`: the same rule and clamp as an answer's)."""
+        """``gapFrom`` from a seal answer (:func:`gap_start`: the same rule and clamp as an answer's).
+        A seal answer with ``httpStatusCode`` 429/503 (and ``retryAfterMs``; extension 18) backs the
+        gap off now, before the next submission is made or held (its answer then does not again)."""
         self.job.say(f"{index + 1}/{len(self.job.urls)} sealed {int((received - submitted) * 1000)} ms after"
                      f" submission, {body.get('sinceLastRequestMs')} ms after its last request")
         final = body.get("finalUrl")
         if isinstance(final, str) and final and page_key(final) != page_key(self.job.urls[index]):
             self.job.sealed_finals.setdefault(page_key(final), self.job.urls[index])
+        if (status := body.get("httpStatusCode")) in BACKOFF_STATUSES:  # the document answered 429/503
+            self._backed_off.add(index)
+            self.job.gap.back_off(status, retry_after_ms(body))
         return gap_start(body, submitted, received)
 
     def conclude(self, flight: "pipeline.Flight") -> tuple[float, bool]:
@@ -895,8 +921,10 @@ class ChainPages:
         if flight.gap_from is None and raw.answer is not None and raw.answer.status == 200:
             job.say(f"{flight.index + 1}/{len(job.urls)} answered before its seal was known: gap from the answer")
         outcome = outcome_of(raw, job.crawl_id, job.say, job.links_per_page, flight.gap_from)
-        if outcome.doc_status in BACKOFF_STATUSES:
-            job.gap.back_off(outcome.doc_status)
+        sealed_back_off = flight.index in self._backed_off
+        self._backed_off.discard(flight.index)
+        if outcome.doc_status in BACKOFF_STATUSES and not sealed_back_off:
+            job.gap.back_off(outcome.doc_status, outcome.retry_after_ms)
         retry = outcome.retryable and flight.attempt < MAX_ATTEMPTS
         if retry:
             job.say(f"retrying {raw.url} ({outcome.result.get('skipReason', '')[:120]}), "

@@ -12,6 +12,7 @@ from f.waggle.crawl_host import (
     ConnectionLost,
     ServerUnavailable,
     BACKOFF_CAP_MS,
+    HostGap,
     FLOW_RETRY_S,
     backed_off_gap,
     capture_host,
@@ -20,6 +21,7 @@ from f.waggle.crawl_host import (
     first_wait_s,
     parse_endpoints,
     rest_before_retry_s,
+    retry_after_ms,
 )
 from tests.flow.fakes import FakeEndpoint, capture_reply
 
@@ -510,3 +512,31 @@ def test_the_retry_delay_is_the_flows():
     hosts = next(m for m in flow["value"]["modules"] if m["id"] == "hosts")
     cap = next(m for m in hosts["value"]["modules"] if m["id"] == "cap")
     assert cap["retry"]["constant"]["seconds"] == FLOW_RETRY_S
+
+
+def test_retry_after_of_a_rate_limited_document_is_waited_for():
+    """The answer's ``retryAfterMs`` (our capture server's extension 18): the next capture waits
+    max(the doubled gap, Retry-After) from gapFrom, Retry-After capped at BACKOFF_CAP_MS; an
+    answer without it (a real BrowserHive v12) keeps the doubling alone."""
+    def limited(retry_after_ms):
+        def reply(u, t):
+            body = capture_reply(u, t, status="http_error", error_type="http", http_status=429)
+            if retry_after_ms is not None:
+                body["retryAfterMs"] = retry_after_ms
+            return body
+        return reply
+
+    ok = lambda u, t: capture_reply(u, t)  # noqa: E731
+    (e,), _ = eps("bh-1", responses=[limited(900), ok, ok])
+    lines: list[str] = []
+    run([e], ["p1", "p2", "p3"], delay=100, log=lines.append)
+    gaps = [b - a for a, b in zip(e.times, e.times[1:])]
+    assert gaps[0] >= 0.899 and gaps[1] >= 0.899, gaps  # the retry and the next page: Retry-After, not 200 ms
+    assert any("Retry-After 900 ms" in line and "100 → 900 ms" in line for line in lines), lines
+    gap = HostGap(1000, say=lambda _m: None)
+    gap.back_off(429, 10**9)
+    assert gap.ms == BACKOFF_CAP_MS  # capped
+    gap = HostGap(1000, say=lambda _m: None)
+    gap.back_off(503, 500)
+    assert gap.ms == 2000  # never shorter than the doubled gap
+    assert retry_after_ms({"retryAfterMs": True}) is None and retry_after_ms({"retryAfterMs": -1}) is None

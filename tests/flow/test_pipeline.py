@@ -377,3 +377,67 @@ def test_a_long_gap_host_is_not_held():
     e = HoldingFake("bh-1", visits)
     results, _ = crawl([e], ["a", "b"], 1300)
     assert [r["status"] for r in results] == ["captured"] * 2 and e.held == []
+
+
+class RetryAfterFake(SealingFake):
+    """Page ``a``'s first capture answers 429 with ``retryAfterMs`` (our capture server's
+    extension 18), in its seal answer too."""
+
+    def __init__(self, *args, retry_after_ms: int, **kw) -> None:
+        limited = lambda u, t: {**capture_reply(u, t, status="http_error", error_type="http",  # noqa: E731
+                                                http_status=429), "retryAfterMs": retry_after_ms}
+        super().__init__(*args, replies={"a": limited}, **kw)
+        self.retry_after_ms, self._told = retry_after_ms, False
+
+    def seal(self, key: str, timeout_ms: int):
+        got = super().seal(key, timeout_ms)
+        if got is not None and got[0]["sealed"] and self._entry(key)[1][0].url == "a" and not self._told:
+            self._told = True
+            got[0].update(httpStatusCode=429, retryAfterMs=self.retry_after_ms)
+        return got
+
+
+def test_retry_after_in_the_seal_answer_backs_off_before_the_next_submission():
+    """The seal answer's ``retryAfterMs`` backs the gap off at once (the answer comes 0.45 s
+    later, after the next page would have been submitted with the old gap), and only once."""
+    visits: list[Visit] = []
+    e = RetryAfterFake("bh-1", visits, retry_after_ms=900, free_at_seal=True)
+    results, logs = crawl([e], ["a", "b", "c"], 300)
+    assert [r["status"] for r in results] == ["captured"] * 3  # a retried after Retry-After
+    gaps = felt(visits)
+    assert all(g >= 0.9 for g in gaps), gaps  # not 0.3 s, nor the doubled 0.6 s
+    assert len([line for line in logs if "main document answered" in line]) == 1, logs
+    assert any("Retry-After 900 ms" in line and "300 → 900 ms" in line for line in logs), logs
+
+
+class LimitedAtSealFake(SealingFake):
+    """Every page answers 429 without Retry-After; its seal answer says so (extension 18)."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.replies = _Always(lambda u, t: capture_reply(u, t, status="http_error", error_type="http", http_status=429))
+
+    def seal(self, key: str, timeout_ms: int):
+        got = super().seal(key, timeout_ms)
+        if got is not None and got[0]["sealed"]:
+            got[0]["httpStatusCode"] = 429
+        return got
+
+
+class _Always(dict):
+    def __init__(self, reply) -> None:
+        super().__init__()
+        self._reply = reply
+
+    def pop(self, _key, _default=None):
+        return self._reply
+
+
+def test_a_429_in_the_seal_answer_doubles_the_gap_before_the_next_submission():
+    """Without Retry-After the seal answer's ``httpStatusCode`` 429 doubles the gap at once:
+    every capture's gap is double the one before (not the old gap until the answer came)."""
+    visits: list[Visit] = []
+    e = LimitedAtSealFake("bh-1", visits, free_at_seal=True)
+    crawl([e], ["a", "b"], 200)  # a, a again, b, b again: 429 each
+    gaps = felt(visits)
+    assert len(gaps) == 3 and [g >= need for g, need in zip(gaps, (0.4, 0.8, 1.6))] == [True] * 3, gaps
