@@ -6,6 +6,7 @@ answers with nothing sent, and the server takes the next capture normally."""
 from __future__ import annotations
 
 import json
+import threading
 import socket
 import time
 import uuid
@@ -52,3 +53,36 @@ def test_a_capture_whose_client_went_away_before_its_turn_sends_nothing(capture_
     time.sleep(max(0.0, sent + START_AFTER_MS / 1000 + 0.5 - time.monotonic()))
     assert test_site.hits[path] == 0
     assert any(p == "/other" and t > sent for p, t in list(test_site.arrivals))
+
+
+LONG_SETTLE = {"minMs": 1500, "maxMs": 4000, "quietMs": 200, "networkConcurrency": 0}
+
+
+def test_a_held_capture_whose_client_went_away_sends_nothing(capture_server, test_site):
+    """``holdAfter``: the held capture's client goes away while the previous capture still loads;
+    the previous one finishes normally, the held page is never requested."""
+    prev_key, held_key = f"p-{uuid.uuid4().hex[:12]}", f"h-{uuid.uuid4().hex[:12]}"
+    path = f"/gone-{uuid.uuid4().hex[:12]}"
+    prev: dict = {}
+
+    def first() -> None:
+        prev["response"] = httpx.post(f"{capture_server}/captures", headers={"Waggle-Capture-Key": prev_key},
+                                      json={"url": test_site.url("/late?ms=300"), "captureFormats": ONLY_WACZ,
+                                            "loadWait": LONG_SETTLE}, timeout=150)
+
+    t = threading.Thread(target=first, daemon=True)
+    t.start()
+    time.sleep(0.3)  # the previous capture is accepted and loading (its settle lasts ≥ 1.5 s; holdAfter
+    # waits up to 2 s for its acceptance anyway)
+    _post_then_close(capture_server, held_key, {
+        "url": test_site.url(path), "captureFormats": ONLY_WACZ, "holdAfter": {"key": prev_key, "gapMs": 400}}, 0.3)
+    seal = httpx.get(f"{capture_server}/captures/seal", params={"key": held_key, "timeoutMs": 30_000}, timeout=60).json()
+    assert seal["sealed"] is True and seal["sinceLastRequestMs"] is None
+    t.join(150)
+    assert prev["response"].status_code == 200 and prev["response"].json()["report"]["status"] == "success"
+    # The next capture runs normally; by its answer the held page's release (the previous seal +
+    # 0.4 s) is long past, and the site never saw it.
+    nxt = httpx.post(f"{capture_server}/captures", json={"url": test_site.url("/other"), "captureFormats": ONLY_WACZ},
+                     timeout=150)
+    assert nxt.status_code == 200 and nxt.json()["report"]["status"] == "success"
+    assert test_site.hits[path] == 0
