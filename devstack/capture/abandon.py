@@ -1,7 +1,8 @@
 """A client that went away (docs/capture-server.md "When the client disconnects", docs/internals.md
 "Stop means stop (round 22)"): a ``POST /captures`` whose client closed its connection while the
-capture still waits for its turn — its proxy holding every connection (``startAfterMs``,
-extension 9; ``holdAfter``, extension 12), nothing of it out to a site yet — is ended without
+capture still waits for its turn — nothing of it out to a site, its proxy holding every
+connection (``startAfterMs``, extension 9; ``holdAfter``, extension 12) or none reached it yet
+(a disconnect seen before the context opened: ended when its proxy opens) — is ended without
 sending anything: its proxy sealed at once (a connection whose hold ends later is dropped), the
 capture task cancelled (its context closed, its seal signalled, the gate freed by the usual
 ``finally`` blocks), no report and no manifest. A capture that already reached a site finishes
@@ -33,19 +34,35 @@ class ClientGone(Exception):
 
 @dataclass
 class Watch:
-    """One capture's view for the disconnect watcher: ``run`` (a ``state.Run``) once it exists,
-    ``stopped`` once :meth:`stop` ended it."""
+    """One capture's view for the disconnect watcher: ``run`` (a ``state.Run``, :meth:`began`)
+    and ``task`` (the capture's) once they exist, ``gone`` once the client went away,
+    ``stopped`` once :meth:`end` ended the capture."""
 
     run: Any = None
+    task: asyncio.Future | None = None
+    gone: bool = False
     stopped: bool = False
 
-    def held(self) -> bool:
-        """Whether the capture's proxy is open, nothing passed it yet and it still holds every
-        connection (a ``startAfterMs`` or ``holdAfter`` hold not over), so nothing can reach a
-        site before the next await."""
+    def began(self, run: Any) -> None:
+        """``run_capture``'s ``on_run``: the capture's ``Run`` exists."""
+        self.run = run
+        run.on_egress = self.egress_opened
+
+    def egress_opened(self) -> None:
+        """The capture's proxy just opened (nothing went out yet; called in the capture's task):
+        when its client is gone, raise ``CancelledError`` here, before any navigation is sent."""
+        if self.gone and self._seal():
+            raise asyncio.CancelledError()
+
+    def untouched(self) -> bool:
+        """Whether the capture's proxy is open and nothing of it can have reached a site before
+        the next await: nothing passed it, and no connection reached it yet or it still holds
+        every connection (a ``startAfterMs`` or ``holdAfter`` hold not over)."""
         proxy = getattr(self.run, "proxy", None)
         if proxy is None or proxy.sealed or proxy.last_traffic is not None:
             return False
+        if proxy.connections == 0:
+            return True
         now = time.monotonic() + MARGIN_S
         if proxy.not_before is not None and now < proxy.not_before:
             return True
@@ -57,37 +74,41 @@ class Watch:
         run = self.run
         return run is not None and (run.network_sealed or (run.proxy is not None and run.proxy.last_traffic is not None))
 
-    def stop(self) -> bool:
-        """End a held capture's egress now (synchronously: no connection is let out after this);
-        False when it is not held."""
-        if not self.held():
+    def end(self) -> bool:
+        """End an untouched capture from outside its task: its proxy sealed now, its task
+        cancelled; False when it is not untouched."""
+        if self.task is None or not self._seal():
+            return False
+        self.task.cancel()
+        return True
+
+    def _seal(self) -> bool:
+        """Seal an untouched capture's proxy now (synchronously: no connection is let out after
+        this); False when it is not untouched."""
+        if not self.untouched():
             return False
         self.run.proxy.sealed = True
         self.stopped = True
+        log.info("client gone: capture %s ended at step %s, nothing was sent", self.run.task_id, self.run.step)
         return True
 
 
-async def _watch(request: Request, task: asyncio.Future, watch: Watch, poll_s: float) -> None:
-    gone = False
-    while not task.done():
+async def _watch(request: Request, watch: Watch, poll_s: float) -> None:
+    task = watch.task
+    while task is not None and not task.done():
         await asyncio.sleep(poll_s)
-        gone = gone or await request.is_disconnected()
-        if not gone:
-            continue
-        if watch.stop():
-            log.info("client gone: capture %s ended at step %s, nothing was sent",
-                     getattr(watch.run, "task_id", "?"), getattr(watch.run, "step", "?"))
-            task.cancel()
-            return
         if watch.reached():
-            return  # its first request went out: it finishes (the ledger salvages a late answer)
+            return  # its first request went out: it finishes as it is (the ledger salvages a late answer)
+        watch.gone = await request.is_disconnected()
+        if watch.gone and watch.end():  # not open yet: ended as soon as its proxy opens
+            return
 
 
 async def unless_client_gone(request: Request, watch: Watch, work: Awaitable[T], poll_s: float = POLL_S) -> T:
-    """Run ``work`` (a capture that sets ``watch.run``) and return its result, unless the client
-    of ``request`` went away while it was held: then :class:`ClientGone` (nothing was sent)."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_watch(request, task, watch, poll_s))
+    """Run ``work`` (a capture that calls :meth:`Watch.began`) and return its result, unless the
+    client of ``request`` went away before anything reached a site: then :class:`ClientGone`."""
+    watch.task = task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_watch(request, watch, poll_s))
     try:
         return await task
     except asyncio.CancelledError:

@@ -146,7 +146,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
             try:
                 result = await abandon.unless_client_gone(request, watch, run_capture(
                     ctx, req, accepted=received, seal=seal, on_sealed=release, hold=hold,
-                    on_run=lambda run: setattr(watch, "run", run)))
+                    on_run=watch.began))
             except holds.HeldDuplicate as e:
                 return _error(409, "ConflictException", {
                     "message": f"holdAfter: the previous capture ended at this URL ({e.url}); nothing was sent",

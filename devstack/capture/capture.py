@@ -266,6 +266,8 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
             checked=checked,  # the target was just checked: no second lookup
         )
         run.proxy = sess.proxy
+        if run.on_egress is not None:  # a client already gone stops it here (abandon.py)
+            run.on_egress()
         run.mark("open-session")
         # The next capture's context, ready by this one's seal (issue 11), prepared while this one
         # waits: its turn (holdAfter) or the settle wait after the load event — not during the
