@@ -72,7 +72,9 @@ class Watch:
     def reached(self) -> bool:
         """Whether something of the capture passed its proxy (or it ended): it finishes as it is."""
         run = self.run
-        return run is not None and (run.network_sealed or (run.proxy is not None and run.proxy.last_traffic is not None))
+        if run is None:
+            return False
+        return run.network_sealed or (run.proxy is not None and run.proxy.last_traffic is not None)
 
     def end(self) -> bool:
         """End an untouched capture from outside its task: its proxy sealed now, its task
@@ -100,7 +102,7 @@ async def _watch(request: Request, watch: Watch, poll_s: float) -> None:
         if watch.reached():
             return  # its first request went out: it finishes as it is (the ledger salvages a late answer)
         watch.gone = await request.is_disconnected()
-        if watch.gone and watch.end():  # not open yet: ended as soon as its proxy opens
+        if watch.gone and watch.end():  # else not untouched now (not open yet: egress_opened ends it)
             return
 
 

@@ -74,7 +74,8 @@ def test_a_held_capture_whose_client_went_away_sends_nothing(capture_server, tes
     # waits up to 2 s for its acceptance anyway)
     _post_then_close(capture_server, held_key, {
         "url": test_site.url(path), "captureFormats": ONLY_WACZ, "holdAfter": {"key": prev_key, "gapMs": 400}}, 0.3)
-    seal = httpx.get(f"{capture_server}/captures/seal", params={"key": held_key, "timeoutMs": 30_000}, timeout=60).json()
+    seal = httpx.get(f"{capture_server}/captures/seal", params={"key": held_key, "timeoutMs": 30_000},
+                     timeout=60).json()
     assert seal["sealed"] is True
     t.join(150)
     assert prev["response"].status_code == 200 and prev["response"].json()["report"]["status"] == "success"
