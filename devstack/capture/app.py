@@ -5,7 +5,8 @@
 capture is loading, or two are running (:class:`CaptureGate`; no queue) → run the capture and answer 200 ``{taskId, report, manifest}``
 only after the manifest write. ``GET /status`` (with the waggle ``extensions`` it implements).
 Extensions (docs/capture-server.md): the ``Waggle-Capture-Key`` request header and
-``GET /captures/seal?key=&timeoutMs=`` (``sealWait``), ``startAfterMs`` in the body, ``holdAfter`` in the body (a capture held behind the host's previous one). With ``--faults-endpoint``: ``GET/PUT /faults``
+``GET /captures/seal?key=&timeoutMs=`` (``sealWait``), ``startAfterMs`` in the body, ``holdAfter`` in the body (a capture held behind the host's previous one).
+A capture whose client disconnects while it waits for its turn, nothing sent yet, is ended (:mod:`.abandon`). With ``--faults-endpoint``: ``GET/PUT /faults``
 reads/sets the fault knobs (tests). Unknown paths → 404 ``UnknownOperationException``. Every
 error carries ``x-amzn-errortype``.
 """
@@ -24,7 +25,7 @@ from fastapi.responses import JSONResponse
 
 from devstack.restjson import accepts_json as _accepts_json
 from devstack.restjson import error_response as _error
-from devstack.capture import holds, names, seals
+from devstack.capture import abandon, holds, names, seals
 from devstack.capture.browser import BrowserHolder, BrowserUnavailable
 from devstack.capture.capture import Ctx, run_capture
 from devstack.capture.settings import BUILD, ServerSettings
@@ -139,14 +140,20 @@ def create_app(settings: ServerSettings) -> FastAPI:
             log.info("busy at %.4f", received)  # monotonic: tests/bench/politeness.py lays it beside the site's log
             return _error(429, "Busy", {"message": "a capture is already running on this browser"})
         release = gate.enter()
+        watch = abandon.Watch()
         try:
             seal = ctx.seals.accept(key) if key else None
             try:
-                result = await run_capture(ctx, req, accepted=received, seal=seal, on_sealed=release, hold=hold)
+                result = await abandon.unless_client_gone(request, watch, run_capture(
+                    ctx, req, accepted=received, seal=seal, on_sealed=release, hold=hold,
+                    on_run=watch.began))
             except holds.HeldDuplicate as e:
                 return _error(409, "ConflictException", {
                     "message": f"holdAfter: the previous capture ended at this URL ({e.url}); nothing was sent",
                     "finalUrl": e.url})
+            except abandon.ClientGone:  # nobody reads this answer: the client closed its connection
+                return _error(409, "ConflictException", {
+                    "message": "the client went away while the capture waited for its turn; nothing was sent"})
             ctx.captures += 1
             # Already JSON types: FastAPI's jsonable_encoder walk of a dict return took 0.15 s for
             # the 14,000 inline links of a long page.

@@ -66,7 +66,7 @@ __all__ = ["Ctx", "Run", "run_capture", "CaptureFailure", "BudgetExhausted", "RU
 
 async def run_capture(ctx: Ctx, req: dict[str, Any], *, accepted: float | None = None,
                       seal: Seal | None = None, on_sealed: Callable[[], None] | None = None,
-                      hold: Hold | None = None) -> dict[str, Any]:
+                      hold: Hold | None = None, on_run: Callable[[Run], None] | None = None) -> dict[str, Any]:
     """Run one capture; returns the ``CaptureResponse`` body (always; raises only
     :class:`.holds.HeldDuplicate`, for a held capture ended before it sent anything).
 
@@ -75,7 +75,8 @@ async def run_capture(ctx: Ctx, req: dict[str, Any], *, accepted: float | None =
     (extension ``sealWait``), signalled when the network is sealed and again when the capture
     ends; ``on_sealed`` is called once at the first of the two (the browser is free then).
     ``hold`` (extension ``holdAfter``): nothing reaches a site before the previous capture's
-    seal + gap (:mod:`.holds`).
+    seal + gap (:mod:`.holds`). ``on_run`` is given the capture's ``Run`` as soon as it exists
+    (app.py's disconnect watcher, :mod:`.abandon`).
     Leaves background work in ``ctx`` (context teardown, next spare); the next call waits only
     for what it must (:meth:`Ctx.wait_idle`), and that wait counts against its task budget, so a
     hung teardown cannot push the answer past the caller's deadline. The answer carries
@@ -86,6 +87,8 @@ async def run_capture(ctx: Ctx, req: dict[str, Any], *, accepted: float | None =
     if seal is not None:
         seal.run, run.seal_signal = run, seal.event
     run.on_sealed, run.hold = on_sealed, hold
+    if on_run is not None:
+        on_run(run)
     try:
         return await _capture_and_answer(ctx, run, req)
     finally:
@@ -265,6 +268,8 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
             checked=checked,  # the target was just checked: no second lookup
         )
         run.proxy = sess.proxy
+        if run.on_egress is not None:  # a client already gone stops it here (abandon.py)
+            run.on_egress()
         run.mark("open-session")
         # The next capture's context, ready by this one's seal (issue 11), prepared while this one
         # waits: its turn (holdAfter) or the settle wait after the load event — not during the

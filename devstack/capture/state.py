@@ -118,6 +118,7 @@ class Run:
     final_url: str | None = None  # where the main document ended, when the capture stopped early
     seal_signal: asyncio.Event | None = None  # set once the network is sealed or the capture ended (sealWait)
     on_sealed: Any = None  # called once then: the browser is free for the next capture (app.py)
+    on_egress: Any = None  # called when its proxy opened, before any navigation (app.py, abandon.py)
     after_seal: Any = None  # an .afterseal.AfterSeal when the formats follow the seal (sealBeforeFormats)
     sealed_at: float | None = None  # monotonic seconds of the first :meth:`signal_sealed`
     doc_status: int | None = None  # the main document's HTTP status when it failed the capture (holdAfter back-off)
