@@ -45,3 +45,18 @@ def test_ci_run_fails_on_any_failure_including_no_tests(tmp_path: Path, code: in
     assert done.returncode == code
     assert "fake test -q" in done.stdout
     assert ("collected no tests" in done.stderr) == (code == 5)
+
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
+
+
+def test_readme_crawl_examples_stay_on_loopback() -> None:
+    """A newcomer runs the README's crawls against the local stack: none may reach the Internet."""
+    from urllib.parse import urlsplit
+
+    commands = re.findall(r"(?:waggle crawl|scripts/demo)((?:[ \t]+[^\s`]+)+)", README)
+    assert len(commands) >= 3, commands  # the local-stack example, the demo's "serve it yourself", scripts/demo URL
+    urls = [arg for args in commands for arg in args.split() if "://" in arg]
+    assert urls, commands
+    outside = [u for u in urls if urlsplit(u).netloc.rsplit(":", 1)[0] not in LOOPBACK_HOSTS]
+    assert outside == [], "README crawl examples that leave loopback"
