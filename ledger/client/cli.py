@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import tempfile
 import threading
 
 from enum import Enum
@@ -63,6 +64,23 @@ def _client() -> LedgerClient:
 def _fail(console: Console, message: str, code: int = 1) -> typer.Exit:
     console.print(f"[red]error:[/red] {message}", soft_wrap=True)
     return typer.Exit(code)
+
+
+def download_dir(value: Path | None) -> Path | None:
+    """``--download DIR`` made ready before anything starts: created if missing and written to
+    once, so a directory that cannot hold the archives is a usage error (exit 2) before a crawl
+    runs, not a traceback after it. Raises typer.BadParameter naming the directory and why."""
+    if value is None:
+        return None
+    if value.exists() and not value.is_dir():
+        raise typer.BadParameter(f"{value} is a file, not a directory")
+    try:
+        value.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=value):
+            pass
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot save archives in {value}: {exc.strerror or exc}") from None
+    return value
 
 
 def parse_script(value: str) -> str | dict:
@@ -177,7 +195,7 @@ def crawl_command(
     script: Annotated[Optional[list[str]], typer.Option("--script", help="Page script: a catalogue id (autoscroll, autoscroll@2) or a .ts file (\\[preload:|behavior:]path.ts). Repeatable; default = the catalogue's default set.")] = None,
     no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
     formats: Annotated[Optional[str], typer.Option("--formats", help="Capture formats, comma-separated, with wacz: wacz,png,webp,html,links,mhtml (default: the deployment's WAGGLE_CAPTURE_FORMATS). Screenshots go into the WACZ where the capture server can.")] = None,
-    download: Annotated[Optional[Path], typer.Option("--download", help="Save the crawl's WACZ files into this directory.", file_okay=False)] = None,
+    download: Annotated[Optional[Path], typer.Option("--download", help="Save the crawl's WACZ files into this directory.", file_okay=False, callback=download_dir)] = None,
     detach: Annotated[bool, typer.Option("--detach", help="Submit, print the crawl id and return.")] = False,
     archive_wait_s: Annotated[float, typer.Option("--archive-wait", help="Seconds to wait for the archives to be listed after the crawl.")] = 30.0,
     poll_s: Annotated[float, typer.Option("--poll-interval", hidden=True)] = POLL_INTERVAL_S,
@@ -207,7 +225,7 @@ def crawls_command(
     follow_it: Annotated[bool, typer.Option("--follow", help="Follow the crawl live until it ends.")] = False,
     fail_it: Annotated[bool, typer.Option("--fail", help="Fail (close) the crawl if it is running.")] = False,
     reason: Annotated[str, typer.Option("--reason", help="Reason recorded with --fail (≤ 2,000 chars).")] = "failed by the operator (`waggle crawls --fail`)",
-    download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save its WACZ files here.", file_okay=False)] = None,
+    download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save its WACZ files here.", file_okay=False, callback=download_dir)] = None,
     archive_wait_s: Annotated[float, typer.Option("--archive-wait", help="Seconds to wait for the archives to be listed.")] = 5.0,
     poll_s: Annotated[float, typer.Option("--poll-interval", hidden=True)] = POLL_INTERVAL_S,
     pages: Annotated[bool, typer.Option("--pages", help="With an id: list every page (URL, level, state, failure class, capture ms, reason, archive).")] = False,
@@ -316,7 +334,7 @@ def resolve_crawl_id(client: LedgerClient, given: str) -> str:
 
 def url_command(
     given_id: Annotated[str, typer.Argument(metavar="ARCHIVE_ID", help="The archive id, or a unique prefix of it (as `waggle archives` shows).")],
-    download: Annotated[Optional[Path], typer.Option("--download", help="Also save the WACZ into this directory.", file_okay=False)] = None,
+    download: Annotated[Optional[Path], typer.Option("--download", help="Also save the WACZ into this directory.", file_okay=False, callback=download_dir)] = None,
 ) -> None:
     """Print a signed download URL for one archive (valid 300 s) on stdout."""
     console = _console()

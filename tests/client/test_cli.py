@@ -103,6 +103,22 @@ def test_download_saves_each_wacz(fake_ledger: FakeLedger, client_env, tmp_path)
     assert not list(dest.glob("*.part"))
 
 
+def test_a_download_directory_that_cannot_hold_archives_stops_before_the_crawl(
+        fake_ledger: FakeLedger, client_env, tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a directory")
+    for bad in ("/proc/nope", str(blocker / "sub")):
+        result = run("crawl", "http://a.test/", "--download", bad)
+        assert result.exit_code == 2, result.output
+        assert "cannot save archives in" in result.output and "Traceback" not in result.output
+    is_file = run("crawl", "http://a.test/", "--download", str(blocker))
+    assert is_file.exit_code == 2 and "is a file" in is_file.output
+    assert fake_ledger.bodies == []  # no crawl was started
+    made = tmp_path / "new" / "dir"  # a missing directory is created, as before
+    assert run("crawl", "http://a.test/", "--detach", "--download", str(made)).exit_code == 0
+    assert made.is_dir() and len(fake_ledger.bodies) == 1
+
+
 def test_failed_crawl_exits_1_with_its_error(fake_ledger: FakeLedger, client_env):
     fake_ledger.endless = True
     crawl = fake_ledger.start_crawl({"seeds": ["http://a.test/"]})
