@@ -151,6 +151,16 @@ class CrawlRequest(_Strict):
             raise ValueError("provide exactly one of seeds or fromTargets")
         return self
 
+    @field_validator("formats", mode="before")
+    @classmethod
+    def _no_empty_format(cls, value: object) -> object:
+        if isinstance(value, list):
+            empty = [str(i) for i, f in enumerate(value) if isinstance(f, str) and not f.strip()]
+            if empty:
+                raise ValueError(f"empty format at position {', '.join(empty)} (a comma too many?):"
+                                 " name each format, e.g. wacz,png")
+        return value
+
     @field_validator("formats")
     @classmethod
     def _formats(cls, value: list[str] | None) -> list[str] | None:

@@ -16,6 +16,7 @@ import httpx
 from ledger.client.config import ClientConfig
 
 DEFAULT_TIMEOUT_S = 15.0
+REASON_MAX_CHARS = 2000  # of a failed crawl's reason (ledger.api.crawls.REASON_MAX_CHARS)
 
 
 class ApiError(RuntimeError):
@@ -171,8 +172,9 @@ class LedgerClient:
         return body.get("crawls", []) if isinstance(body, dict) else body
 
     def fail_crawl(self, crawl_id: str, reason: str) -> bool:
-        """``POST /api/crawls/{id}/failed {reason}`` (≤ 2,000 chars) → True when this call closed it."""
-        return bool(self._call("POST", f"/api/crawls/{crawl_id}/failed", json={"reason": reason[:2000]}).json().get("closed"))
+        """``POST /api/crawls/{id}/failed {reason}`` → True when this call closed it; a reason over
+        :data:`REASON_MAX_CHARS` is the ledger's 400 (ApiError), never cut."""
+        return bool(self._call("POST", f"/api/crawls/{crawl_id}/failed", json={"reason": reason}).json().get("closed"))
 
     def archives_page(self, before: str | None = None, crawl: str | None = None) -> dict:
         """``GET /api/archives[?before=][&crawl=]`` → the raw page body ``{"archives": [...], ...}``."""

@@ -20,7 +20,7 @@ from rich.console import Console
 
 
 from ledger.client import ids, render
-from ledger.client.api import ApiError, CrawlInProgress, LedgerClient
+from ledger.client.api import REASON_MAX_CHARS, ApiError, CrawlInProgress, LedgerClient
 from ledger.client.config import ClientConfigError, resolve_config
 from ledger.client.follow import (
     POLL_INTERVAL_S,
@@ -114,7 +114,8 @@ def build_crawl_body(
     formats: str | None = None,
 ) -> dict:
     """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent;
-    ``formats`` comma-separated (``wacz,png``) → ``formats`` list (the ledger validates it)."""
+    ``formats`` comma-separated (``wacz,png``) → ``formats`` list, empty entries kept (the ledger
+    validates it: ``wacz,,png`` is refused, not read as ``wacz,png``)."""
     body: dict = {"seeds": list(seeds)}
     for key, value in (
         ("scope", scope),
@@ -126,7 +127,7 @@ def build_crawl_body(
         if value is not None:
             body[key] = value
     if formats is not None:
-        body["formats"] = [f.strip() for f in formats.split(",") if f.strip()]
+        body["formats"] = [f.strip() for f in formats.split(",")]  # an empty one is the ledger's 400
     if no_scripts:
         body["scripts"] = []
     elif scripts:
@@ -239,6 +240,9 @@ def crawls_command(
         raise _fail(console, "--follow, --fail, --download and --pages need a crawl id")
     if state and not pages:
         raise _fail(console, "--state goes with --pages")
+    if fail_it and len(reason) > REASON_MAX_CHARS:
+        raise _fail(console, f"--reason is {len(reason):,} characters; the ledger keeps at most {REASON_MAX_CHARS:,}:"
+                             " shorten it (nothing was changed)", 2)
     if as_json and (follow_it or fail_it or download):
         raise _fail(console, "--json lists crawls, shows one or its --pages; it does not go with --follow, --fail or --download")
     try:

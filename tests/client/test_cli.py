@@ -132,6 +132,24 @@ def test_failed_crawl_exits_1_with_its_error(fake_ledger: FakeLedger, client_env
     assert "was not running" in again.output
 
 
+def test_a_fail_reason_over_the_limit_is_refused_not_cut(fake_ledger: FakeLedger, client_env):
+    fake_ledger.endless = True
+    crawl = fake_ledger.start_crawl({"seeds": ["http://a.test/"]})
+    result = run("crawls", crawl.id, "--fail", "--reason", "x" * 2001)
+    assert result.exit_code == 2, result.output
+    assert "--reason is 2,001 characters; the ledger keeps at most 2,000" in result.output
+    assert crawl.fail_reasons == []  # nothing was changed: the crawl still runs
+    assert run("crawls", crawl.id, "--fail", "--reason", "y" * 2000).exit_code == 0
+    assert crawl.fail_reasons == ["y" * 2000]
+
+
+def test_the_client_knows_the_ledgers_reason_limit():
+    from ledger.api.crawls import REASON_MAX_CHARS as ledgers
+    from ledger.client.api import REASON_MAX_CHARS as clients
+
+    assert clients == ledgers
+
+
 def test_crawls_archives_and_url(fake_ledger: FakeLedger, client_env, tmp_path):
     first = run("crawl", "http://a.test/", "--poll-interval", "0.05", "--archive-wait", "5")
     assert first.exit_code == 0, first.output

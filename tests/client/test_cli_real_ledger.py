@@ -152,6 +152,10 @@ def test_unusable_seeds_and_settings_are_refused_with_the_reason(ledger_env: Rea
     # a setting that is not a number never reaches the ledger: typer names the option
     run = runner.invoke(app, ["crawl", "http://site-a.example/", "--delay-ms", "500ms", "--detach"])
     assert run.exit_code == 2 and "Invalid value for '--delay-ms'" in run.output and "integer" in run.output
+    # an empty format entry is named, never read as the formats around it
+    run = runner.invoke(app, ["crawl", "http://site-a.example/", "--formats", "wacz,,png", "--detach"],
+                        catch_exceptions=False)
+    assert run.exit_code == 1 and "formats: empty format at position 1" in run.output, run.output
     after = httpx.get(f"{ledger_env.url}/api/crawls",
                       headers={"Authorization": f"Bearer {ledger_env.env['WAGGLE_TOKEN']}"}).json()["crawls"]
     assert len(after) == len(before)  # nothing half-created
