@@ -101,6 +101,11 @@ def test_download_saves_each_wacz(fake_ledger: FakeLedger, client_env, tmp_path)
     served = {wacz_bytes(u) for u in ("http://a.test/", "http://a.test/one", "http://b.test/", "http://b.test/two")}
     assert {f.read_bytes() for f in files} == served
     assert not list(dest.glob("*.part"))
+    # each file starts with its archive's id as listed, then the storage key's name
+    for row in fake_ledger.archives():
+        path = dest / f"{row['id'][:8]}-{row['objectKey'].rsplit('/', 1)[-1]}"
+        assert path.read_bytes() == wacz_bytes(row["sourceUrl"]), sorted(f.name for f in files)
+        assert row["id"][:8] in result.output  # the id the listing shows
 
 
 def test_a_download_directory_that_cannot_hold_archives_stops_before_the_crawl(

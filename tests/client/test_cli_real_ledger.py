@@ -35,9 +35,13 @@ def test_crawl_to_the_end_with_archives_and_downloads(ledger_env: RealLedger, tm
     assert "http://site-a.example/broken" in out and "http: 500 Internal Server Error" in out
     assert "archives (2)" in out
     assert len(re.findall(r"X-Amz-Signature=", out)) == 2
-    saved = {p.name: p.read_bytes() for p in dest.glob("*.wacz")}
-    assert saved == {k: v for k, v in ledger_env.flow.wacz.items() if crawl_id in k}
+    files = list(dest.glob("*.wacz"))
+    saved = {p.name.split("-", 1)[1]: p.read_bytes() for p in files}  # <archive id as listed>-<key name>
+    assert saved == {k.rsplit("/", 1)[-1]: v for k, v in ledger_env.flow.wacz.items() if crawl_id in k}
     assert len(saved) == 2
+    archives = httpx.get(f"{ledger_env.url}/api/archives", params={"crawl": crawl_id},
+                         headers={"Authorization": f"Bearer {ledger_env.env['WAGGLE_TOKEN']}"}).json()["archives"]
+    assert {p.name for p in files} == {f"{a['id'][:8]}-{a['objectKey'].rsplit('/', 1)[-1]}" for a in archives}
 
     listing = runner.invoke(app, ["crawls"], catch_exceptions=False)
     assert listing.exit_code == 0 and crawl_id[:8] in listing.output
