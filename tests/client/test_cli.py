@@ -34,7 +34,7 @@ def test_crawl_submits_the_body_follows_progress_and_summarizes(fake_ledger: Fak
     result = run(
         "crawl", "http://a.test/", "http://b.test/", "--depth", "2", "--max-pages", "10", "--delay-ms", "150",
         "--parallelism", "2", "--scope", "same-host", "--script", "autoscroll@2", "--script", f"preload:{script}",
-        "--poll-interval", "0.05", "--archive-wait", "5",
+        "--poll-interval", "0.05", "--archive-wait", "5", "--urls",
     )
     assert result.exit_code == 0, result.output
     assert fake_ledger.bodies == [{
@@ -135,6 +135,21 @@ def test_failed_crawl_exits_1_with_its_error(fake_ledger: FakeLedger, client_env
     assert "operator says stop" in shown.output and "failed" in shown.output
     again = run("crawls", crawl.id, "--fail")
     assert "was not running" in again.output
+
+
+def test_signed_urls_only_with_urls_and_download_still_saves(fake_ledger: FakeLedger, client_env, tmp_path):
+    signed = re.compile(r"/s3/browserhive/\S+\?X-Amz")
+    crawled = run("crawl", "http://a.test/", "--poll-interval", "0.05", "--archive-wait", "5")
+    assert crawled.exit_code == 0 and "archives (4)" in crawled.output, crawled.output
+    assert not signed.search(crawled.output)
+    assert "`waggle url ARCHIVE_ID` for one, --urls for all of them" in crawled.output
+    crawl_id = next(iter(fake_ledger.crawls))
+    shown = run("crawls", crawl_id[:8], "--archive-wait", "0", "--download", str(tmp_path / "d"))
+    assert shown.exit_code == 0 and "archives (4)" in shown.output, shown.output
+    assert not signed.search(shown.output) and len(list((tmp_path / "d").glob("*.wacz"))) == 4
+    with_urls = run("crawls", crawl_id[:8], "--archive-wait", "0", "--urls")
+    assert len(signed.findall(with_urls.output)) == 4, with_urls.output
+    assert run("crawls", "--urls").exit_code == 1  # needs an id
 
 
 def test_a_fail_reason_over_the_limit_is_refused_not_cut(fake_ledger: FakeLedger, client_env):

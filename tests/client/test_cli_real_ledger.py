@@ -23,7 +23,7 @@ runner = CliRunner()
 def test_crawl_to_the_end_with_archives_and_downloads(ledger_env: RealLedger, tmp_path):
     dest = tmp_path / "wacz"
     result = runner.invoke(app, ["crawl", "http://site-a.example/", "--depth", "1", "--delay-ms", "0", "--no-scripts",
-                                 "--poll-interval", "0.05", "--archive-wait", "20", "--download", str(dest)],
+                                 "--poll-interval", "0.05", "--archive-wait", "20", "--download", str(dest), "--urls"],
                            catch_exceptions=False)
     out = result.output
     assert result.exit_code == 0, out
