@@ -286,7 +286,8 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
 @router.post("/api/crawls", status_code=202)
 async def start_crawl(body: CrawlRequest, request: Request, background: BackgroundTasks) -> JSONResponse:
     """Start a crawl → 202 ``{crawlId}``; 429 ``{error, running, limit}`` when the organization
-    already runs ``WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG`` crawls."""
+    already runs ``WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG`` crawls. A seed given twice is kept once,
+    in the order given (``ledger.crawl.crawls.start_crawl``)."""
     services = request.app.state.services
     limit = services.settings.max_pages
     if body.maxPages is not None and body.maxPages > limit:
