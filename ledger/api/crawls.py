@@ -151,6 +151,16 @@ class CrawlRequest(_Strict):
             raise ValueError("provide exactly one of seeds or fromTargets")
         return self
 
+    @field_validator("formats", mode="before")
+    @classmethod
+    def _no_empty_format(cls, value: object) -> object:
+        if isinstance(value, list):
+            empty = [str(i) for i, f in enumerate(value) if isinstance(f, str) and not f.strip()]
+            if empty:
+                raise ValueError(f"empty format at position {', '.join(empty)} (a comma too many?):"
+                                 " name each format, e.g. wacz,png")
+        return value
+
     @field_validator("formats")
     @classmethod
     def _formats(cls, value: list[str] | None) -> list[str] | None:
@@ -276,7 +286,8 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
 @router.post("/api/crawls", status_code=202)
 async def start_crawl(body: CrawlRequest, request: Request, background: BackgroundTasks) -> JSONResponse:
     """Start a crawl → 202 ``{crawlId}``; 429 ``{error, running, limit}`` when the organization
-    already runs ``WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG`` crawls."""
+    already runs ``WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG`` crawls. A seed given twice is kept once,
+    in the order given (``ledger.crawl.crawls.start_crawl``)."""
     services = request.app.state.services
     limit = services.settings.max_pages
     if body.maxPages is not None and body.maxPages > limit:

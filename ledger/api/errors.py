@@ -46,8 +46,11 @@ def describe_validation(exc: RequestValidationError) -> str:
             parts.append(f"unknown field {where}")
         elif kind == "missing":
             parts.append(f"{where} is required")
-        elif kind in ("json_invalid", "json_type"):
-            parts.append("the body must be a JSON object")
+        elif kind == "json_invalid":
+            parts.append(f"the body is not JSON ({err.get('ctx', {}).get('error', 'unreadable')} at character"
+                         f" {loc[0] if loc else 0}): send a JSON object")
+        elif kind == "json_type" or (kind == "model_attributes_type" and not loc):
+            parts.append(_not_an_object(err.get("input")))
         elif kind == "int_type":  # strict numeric settings: "500", 500.0 and true are not coerced
             parts.append(f"{where}: must be a JSON integer, {_not_an_integer(err.get('input'))}")
         else:
@@ -56,6 +59,15 @@ def describe_validation(exc: RequestValidationError) -> str:
                 msg = msg[len("Value error, "):]
             parts.append(f"{where}: {msg}")
     return "; ".join(dict.fromkeys(parts)) or "invalid request"
+
+
+def _not_an_object(given: object) -> str:
+    """What to say of a body that is no JSON object: raw bytes (no JSON content type), or JSON
+    of another kind."""
+    if isinstance(given, (bytes, bytearray)):
+        return "the body is not JSON: send a JSON object with Content-Type: application/json"
+    kind = {type(None): "null", list: "an array", str: "a string", bool: "a boolean"}.get(type(given), "a number")
+    return f"the body must be a JSON object, not {kind}"
 
 
 def _not_an_integer(given: object) -> str:
@@ -80,6 +92,8 @@ def validation_fields(exc: RequestValidationError) -> dict[str, str]:
     fields: dict[str, list[str]] = {}
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "path", "query")]
+        if err.get("type") == "json_invalid":  # its loc holds the character position, no field
+            loc = []
         fake = RequestValidationError([err])
         fields.setdefault(loc[0] if loc else "body", []).append(describe_validation(fake))
     return {k: "; ".join(dict.fromkeys(v)) for k, v in fields.items()}

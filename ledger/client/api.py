@@ -6,6 +6,7 @@ to do; a 409 on submit becomes :class:`CrawlInProgress` carrying the running cra
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import httpx
 from ledger.client.config import ClientConfig
 
 DEFAULT_TIMEOUT_S = 15.0
+REASON_MAX_CHARS = 2000  # of a failed crawl's reason (ledger.api.crawls.REASON_MAX_CHARS)
 
 
 class ApiError(RuntimeError):
@@ -170,8 +172,9 @@ class LedgerClient:
         return body.get("crawls", []) if isinstance(body, dict) else body
 
     def fail_crawl(self, crawl_id: str, reason: str) -> bool:
-        """``POST /api/crawls/{id}/failed {reason}`` (≤ 2,000 chars) → True when this call closed it."""
-        return bool(self._call("POST", f"/api/crawls/{crawl_id}/failed", json={"reason": reason[:2000]}).json().get("closed"))
+        """``POST /api/crawls/{id}/failed {reason}`` → True when this call closed it; a reason over
+        :data:`REASON_MAX_CHARS` is the ledger's 400 (ApiError), never cut."""
+        return bool(self._call("POST", f"/api/crawls/{crawl_id}/failed", json={"reason": reason}).json().get("closed"))
 
     def archives_page(self, before: str | None = None, crawl: str | None = None) -> dict:
         """``GET /api/archives[?before=][&crawl=]`` → the raw page body ``{"archives": [...], ...}``."""
@@ -210,10 +213,11 @@ class LedgerClient:
 
 
 def download(url: str, dest: Path, timeout_s: float = 120.0) -> int:
-    """Stream ``url`` (a signed S3 URL) to ``dest``; returns the byte count; raises ApiError on non-200."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    """Stream ``url`` (a signed S3 URL) to ``dest``; returns the byte count; raises ApiError on
+    non-200 or when ``dest`` cannot be written."""
     part = dest.with_name(dest.name + ".part")
     try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
         with httpx.stream("GET", url, timeout=timeout_s) as resp:
             if resp.status_code != 200:
                 raise ApiError(resp.status_code, f"download failed: GET {url.split('?')[0]} → {resp.status_code}")
@@ -225,5 +229,9 @@ def download(url: str, dest: Path, timeout_s: float = 120.0) -> int:
     except httpx.HTTPError as exc:
         part.unlink(missing_ok=True)
         raise ApiError(0, f"download failed: {url.split('?')[0]}: {exc}") from exc
+    except OSError as exc:  # the directory went away or filled up since --download was checked
+        with contextlib.suppress(OSError):
+            part.unlink(missing_ok=True)
+        raise ApiError(0, f"cannot save {dest}: {exc.strerror or exc}") from None
     part.replace(dest)  # never leave a half file under the final name
     return size

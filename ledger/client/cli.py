@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import tempfile
 import threading
 
 from enum import Enum
@@ -19,7 +20,7 @@ from rich.console import Console
 
 
 from ledger.client import ids, render
-from ledger.client.api import ApiError, CrawlInProgress, LedgerClient
+from ledger.client.api import REASON_MAX_CHARS, ApiError, CrawlInProgress, LedgerClient
 from ledger.client.config import ClientConfigError, resolve_config
 from ledger.client.follow import (
     POLL_INTERVAL_S,
@@ -65,6 +66,23 @@ def _fail(console: Console, message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def download_dir(value: Path | None) -> Path | None:
+    """``--download DIR`` made ready before anything starts: created if missing and written to
+    once, so a directory that cannot hold the archives is a usage error (exit 2) before a crawl
+    runs, not a traceback after it. Raises typer.BadParameter naming the directory and why."""
+    if value is None:
+        return None
+    if value.exists() and not value.is_dir():
+        raise typer.BadParameter(f"{value} is a file, not a directory")
+    try:
+        value.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=value):
+            pass
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot save archives in {value}: {exc.strerror or exc}") from None
+    return value
+
+
 def parse_script(value: str) -> str | dict:
     """``--script`` value → a crawl ``scripts`` item.
 
@@ -96,7 +114,8 @@ def build_crawl_body(
     formats: str | None = None,
 ) -> dict:
     """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent;
-    ``formats`` comma-separated (``wacz,png``) → ``formats`` list (the ledger validates it)."""
+    ``formats`` comma-separated (``wacz,png``) → ``formats`` list, empty entries kept (the ledger
+    validates it: ``wacz,,png`` is refused, not read as ``wacz,png``)."""
     body: dict = {"seeds": list(seeds)}
     for key, value in (
         ("scope", scope),
@@ -108,7 +127,7 @@ def build_crawl_body(
         if value is not None:
             body[key] = value
     if formats is not None:
-        body["formats"] = [f.strip() for f in formats.split(",") if f.strip()]
+        body["formats"] = [f.strip() for f in formats.split(",")]  # an empty one is the ledger's 400
     if no_scripts:
         body["scripts"] = []
     elif scripts:
@@ -116,10 +135,15 @@ def build_crawl_body(
     return body
 
 
-def show_archives_with_urls(client: LedgerClient, archives: list[dict], console: Console) -> None:
-    """The archives table, then one signed URL per archive (printed unwrapped, for copying)."""
+def show_archives_with_urls(client: LedgerClient, archives: list[dict], console: Console,
+                            show_urls: bool = False) -> None:
+    """The archives table, then with ``show_urls`` one signed URL per archive (printed unwrapped,
+    for copying), else one line saying how to get them (a crawl of 36 pages is 36 long URLs)."""
     console.print(render.archives_table(archives, title=f"archives ({len(archives)})"))
     if not archives:
+        return
+    if not show_urls:
+        console.print("signed download URLs: `waggle url ARCHIVE_ID` for one, --urls for all of them", markup=False)
         return
     console.print("signed download URLs:")
     for archive in archives:
@@ -130,15 +154,15 @@ def show_archives_with_urls(client: LedgerClient, archives: list[dict], console:
 
 
 def finish(client: LedgerClient, crawl: dict, console: Console, download: Path | None, archive_wait_s: float,
-           poll_s: float = POLL_INTERVAL_S) -> int:
-    """Summary, (downloads,) then the archives with their signed URLs last, where a reader looks;
-    returns the exit code (0 iff succeeded)."""
+           poll_s: float = POLL_INTERVAL_S, show_urls: bool = False) -> int:
+    """Summary, (downloads,) then the archives (with ``show_urls`` their signed URLs) last, where
+    a reader looks; returns the exit code (0 iff succeeded)."""
     console.print(render.summary_view(crawl))
     wanted = (render.captured_count(crawl) or 0) > 0
     archives = crawl_archives(client, crawl, wait_s=archive_wait_s, poll_s=poll_s) if wanted else []
     if download is not None and archives:
         download_archives(client, archives, download, console)
-    show_archives_with_urls(client, archives, console)
+    show_archives_with_urls(client, archives, console, show_urls)
     return 0 if crawl.get("state") == "succeeded" else 1
 
 
@@ -149,6 +173,7 @@ def follow_to_end(
     download: Path | None,
     archive_wait_s: float,
     poll_s: float,
+    show_urls: bool = False,
 ) -> int:
     """Follow a crawl live until it ends, with the Ctrl-C decision; then :func:`finish`."""
     # A process started in the background by a non-interactive shell inherits SIGINT as
@@ -164,7 +189,7 @@ def follow_to_end(
         crawl = client.get_crawl(crawl_id)
         console.print(render.summary_view(crawl))
         return EXIT_INTERRUPTED
-    return finish(client, crawl, console, download, archive_wait_s, poll_s)
+    return finish(client, crawl, console, download, archive_wait_s, poll_s, show_urls)
 
 
 def crawl_command(
@@ -177,7 +202,8 @@ def crawl_command(
     script: Annotated[Optional[list[str]], typer.Option("--script", help="Page script: a catalogue id (autoscroll, autoscroll@2) or a .ts file (\\[preload:|behavior:]path.ts). Repeatable; default = the catalogue's default set.")] = None,
     no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
     formats: Annotated[Optional[str], typer.Option("--formats", help="Capture formats, comma-separated, with wacz: wacz,png,webp,html,links,mhtml (default: the deployment's WAGGLE_CAPTURE_FORMATS). Screenshots go into the WACZ where the capture server can.")] = None,
-    download: Annotated[Optional[Path], typer.Option("--download", help="Save the crawl's WACZ files into this directory.", file_okay=False)] = None,
+    download: Annotated[Optional[Path], typer.Option("--download", help="Save the crawl's WACZ files into this directory.", file_okay=False, callback=download_dir)] = None,
+    show_urls: Annotated[bool, typer.Option("--urls", help="Also print a signed download URL (valid 300 s) for every archive.")] = False,
     detach: Annotated[bool, typer.Option("--detach", help="Submit, print the crawl id and return.")] = False,
     archive_wait_s: Annotated[float, typer.Option("--archive-wait", help="Seconds to wait for the archives to be listed after the crawl.")] = 30.0,
     poll_s: Annotated[float, typer.Option("--poll-interval", hidden=True)] = POLL_INTERVAL_S,
@@ -194,7 +220,7 @@ def crawl_command(
             console.print(f"crawl {crawl_id} started ({', '.join(urls)})", soft_wrap=True)
             if detach:
                 return
-            code = follow_to_end(client, crawl_id, console, download, archive_wait_s, poll_s)
+            code = follow_to_end(client, crawl_id, console, download, archive_wait_s, poll_s, show_urls)
     except CrawlInProgress as exc:
         raise _fail(console, str(exc)) from None
     except (ApiError, ClientConfigError) as exc:
@@ -207,7 +233,8 @@ def crawls_command(
     follow_it: Annotated[bool, typer.Option("--follow", help="Follow the crawl live until it ends.")] = False,
     fail_it: Annotated[bool, typer.Option("--fail", help="Fail (close) the crawl if it is running.")] = False,
     reason: Annotated[str, typer.Option("--reason", help="Reason recorded with --fail (≤ 2,000 chars).")] = "failed by the operator (`waggle crawls --fail`)",
-    download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save its WACZ files here.", file_okay=False)] = None,
+    download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save its WACZ files here.", file_okay=False, callback=download_dir)] = None,
+    show_urls: Annotated[bool, typer.Option("--urls", help="With an id: also print a signed download URL (valid 300 s) for every archive.")] = False,
     archive_wait_s: Annotated[float, typer.Option("--archive-wait", help="Seconds to wait for the archives to be listed.")] = 5.0,
     poll_s: Annotated[float, typer.Option("--poll-interval", hidden=True)] = POLL_INTERVAL_S,
     pages: Annotated[bool, typer.Option("--pages", help="With an id: list every page (URL, level, state, failure class, capture ms, reason, archive).")] = False,
@@ -217,12 +244,16 @@ def crawls_command(
 ) -> None:
     """List recent crawls, or show / follow / fail one (an id or a unique prefix of it), or list its pages."""
     console = _console()
-    if (follow_it or fail_it or download or pages) and not crawl_id:
-        raise _fail(console, "--follow, --fail, --download and --pages need a crawl id")
+    if (follow_it or fail_it or download or pages or show_urls) and not crawl_id:
+        raise _fail(console, "--follow, --fail, --download, --urls and --pages need a crawl id")
     if state and not pages:
         raise _fail(console, "--state goes with --pages")
-    if as_json and (follow_it or fail_it or download):
-        raise _fail(console, "--json lists crawls, shows one or its --pages; it does not go with --follow, --fail or --download")
+    if fail_it and len(reason) > REASON_MAX_CHARS:
+        raise _fail(console, f"--reason is {len(reason):,} characters; the ledger keeps at most {REASON_MAX_CHARS:,}:"
+                             " shorten it (nothing was changed)", 2)
+    if as_json and (follow_it or fail_it or download or show_urls):
+        raise _fail(console, "--json lists crawls, shows one or its --pages; it does not go with --follow, --fail,"
+                             " --download or --urls")
     try:
         with _client() as client:
             if crawl_id is not None:
@@ -245,9 +276,9 @@ def crawls_command(
                 console.print(f"crawl {crawl_id} " + ("failed." if closed else "was not running; nothing to fail."))
                 return
             if follow_it:
-                code = follow_to_end(client, crawl_id, console, download, archive_wait_s, poll_s)
+                code = follow_to_end(client, crawl_id, console, download, archive_wait_s, poll_s, show_urls)
             else:
-                code = finish(client, client.get_crawl(crawl_id), console, download, archive_wait_s, poll_s)
+                code = finish(client, client.get_crawl(crawl_id), console, download, archive_wait_s, poll_s, show_urls)
     except (ApiError, ClientConfigError) as exc:
         raise _fail(console, str(exc)) from None
     raise typer.Exit(code)
@@ -316,7 +347,7 @@ def resolve_crawl_id(client: LedgerClient, given: str) -> str:
 
 def url_command(
     given_id: Annotated[str, typer.Argument(metavar="ARCHIVE_ID", help="The archive id, or a unique prefix of it (as `waggle archives` shows).")],
-    download: Annotated[Optional[Path], typer.Option("--download", help="Also save the WACZ into this directory.", file_okay=False)] = None,
+    download: Annotated[Optional[Path], typer.Option("--download", help="Also save the WACZ into this directory.", file_okay=False, callback=download_dir)] = None,
 ) -> None:
     """Print a signed download URL for one archive (valid 300 s) on stdout."""
     console = _console()

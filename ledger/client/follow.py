@@ -166,10 +166,12 @@ def crawl_archives(
 
 
 def archive_filename(archive: dict) -> str:
-    """Local file name of an archive: the object key's last segment, else ``{id}.wacz``."""
+    """Local file name of an archive: its id as the tables show it (8 characters), then the
+    object key's last segment (``56c87af6-<key>.wacz``), so a file is matched to the listed
+    archive at a glance and still to its object in the bucket; ``{id}.wacz`` without a key."""
     key = str(archive.get("objectKey") or "")
     name = key.rsplit("/", 1)[-1]
-    return name if name.endswith(".wacz") else f"{archive.get('id')}.wacz"
+    return f"{render.short_id(archive.get('id'))}-{name}" if name.endswith(".wacz") else f"{archive.get('id')}.wacz"
 
 
 def download_archives(client: LedgerClient, archives: list[dict], dest_dir: Path, console: Console) -> list[Path]:

@@ -72,6 +72,15 @@ def _seed_refusal(message: str, field: str = "seeds") -> Refused:
     return Refused(400, message, fields={field: message})
 
 
+def _first_of_each(seeds: list[ParsedUrl]) -> list[ParsedUrl]:
+    """Seeds in order, a seed given twice (or another spelling of one URL, same frontier key)
+    kept once where it first came: stored, counted and captured once."""
+    first: dict[str, ParsedUrl] = {}
+    for seed in seeds:
+        first.setdefault(seed.key, seed)
+    return list(first.values())
+
+
 def parse_seeds(raw: list[str], allow_private: bool, field: str = "seeds") -> list[ParsedUrl]:
     """Every seed parsed; raises :class:`Refused` 400 naming the unusable ones (none dropped):
     not http(s), longer than :data:`ledger.crawl.traps.MAX_URL_LENGTH` (as given or
@@ -188,6 +197,7 @@ async def start_crawl(
                            " add some with `waggle targets add --org`")
                     raise Refused(400, why, fields={"fromTargets": why})
             seeds = parse_seeds(raw, allow_private, "seeds" if spec.seeds is not None else "fromTargets")
+            seeds = _first_of_each(seeds)
             if len(seeds) > max_pages_limit:
                 raise Refused(400, f"{len(seeds)} seeds are more than WAGGLE_MAX_PAGES ({max_pages_limit}) allows"
                                    " in one crawl; send fewer (fromTargets: use limit)")

@@ -34,7 +34,7 @@ def test_crawl_submits_the_body_follows_progress_and_summarizes(fake_ledger: Fak
     result = run(
         "crawl", "http://a.test/", "http://b.test/", "--depth", "2", "--max-pages", "10", "--delay-ms", "150",
         "--parallelism", "2", "--scope", "same-host", "--script", "autoscroll@2", "--script", f"preload:{script}",
-        "--poll-interval", "0.05", "--archive-wait", "5",
+        "--poll-interval", "0.05", "--archive-wait", "5", "--urls",
     )
     assert result.exit_code == 0, result.output
     assert fake_ledger.bodies == [{
@@ -101,6 +101,27 @@ def test_download_saves_each_wacz(fake_ledger: FakeLedger, client_env, tmp_path)
     served = {wacz_bytes(u) for u in ("http://a.test/", "http://a.test/one", "http://b.test/", "http://b.test/two")}
     assert {f.read_bytes() for f in files} == served
     assert not list(dest.glob("*.part"))
+    # each file starts with its archive's id as listed, then the storage key's name
+    for row in fake_ledger.archives():
+        path = dest / f"{row['id'][:8]}-{row['objectKey'].rsplit('/', 1)[-1]}"
+        assert path.read_bytes() == wacz_bytes(row["sourceUrl"]), sorted(f.name for f in files)
+        assert row["id"][:8] in result.output  # the id the listing shows
+
+
+def test_a_download_directory_that_cannot_hold_archives_stops_before_the_crawl(
+        fake_ledger: FakeLedger, client_env, tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a directory")
+    for bad in ("/proc/nope", str(blocker / "sub")):
+        result = run("crawl", "http://a.test/", "--download", bad)
+        assert result.exit_code == 2, result.output
+        assert "cannot save archives in" in result.output and "Traceback" not in result.output
+    is_file = run("crawl", "http://a.test/", "--download", str(blocker))
+    assert is_file.exit_code == 2 and "is a file" in is_file.output
+    assert fake_ledger.bodies == []  # no crawl was started
+    made = tmp_path / "new" / "dir"  # a missing directory is created, as before
+    assert run("crawl", "http://a.test/", "--detach", "--download", str(made)).exit_code == 0
+    assert made.is_dir() and len(fake_ledger.bodies) == 1
 
 
 def test_failed_crawl_exits_1_with_its_error(fake_ledger: FakeLedger, client_env):
@@ -114,6 +135,39 @@ def test_failed_crawl_exits_1_with_its_error(fake_ledger: FakeLedger, client_env
     assert "operator says stop" in shown.output and "failed" in shown.output
     again = run("crawls", crawl.id, "--fail")
     assert "was not running" in again.output
+
+
+def test_signed_urls_only_with_urls_and_download_still_saves(fake_ledger: FakeLedger, client_env, tmp_path):
+    signed = re.compile(r"/s3/browserhive/\S+\?X-Amz")
+    crawled = run("crawl", "http://a.test/", "--poll-interval", "0.05", "--archive-wait", "5")
+    assert crawled.exit_code == 0 and "archives (4)" in crawled.output, crawled.output
+    assert not signed.search(crawled.output)
+    assert "`waggle url ARCHIVE_ID` for one, --urls for all of them" in crawled.output
+    crawl_id = next(iter(fake_ledger.crawls))
+    shown = run("crawls", crawl_id[:8], "--archive-wait", "0", "--download", str(tmp_path / "d"))
+    assert shown.exit_code == 0 and "archives (4)" in shown.output, shown.output
+    assert not signed.search(shown.output) and len(list((tmp_path / "d").glob("*.wacz"))) == 4
+    with_urls = run("crawls", crawl_id[:8], "--archive-wait", "0", "--urls")
+    assert len(signed.findall(with_urls.output)) == 4, with_urls.output
+    assert run("crawls", "--urls").exit_code == 1  # needs an id
+
+
+def test_a_fail_reason_over_the_limit_is_refused_not_cut(fake_ledger: FakeLedger, client_env):
+    fake_ledger.endless = True
+    crawl = fake_ledger.start_crawl({"seeds": ["http://a.test/"]})
+    result = run("crawls", crawl.id, "--fail", "--reason", "x" * 2001)
+    assert result.exit_code == 2, result.output
+    assert "--reason is 2,001 characters; the ledger keeps at most 2,000" in result.output
+    assert crawl.fail_reasons == []  # nothing was changed: the crawl still runs
+    assert run("crawls", crawl.id, "--fail", "--reason", "y" * 2000).exit_code == 0
+    assert crawl.fail_reasons == ["y" * 2000]
+
+
+def test_the_client_knows_the_ledgers_reason_limit():
+    from ledger.api.crawls import REASON_MAX_CHARS as ledgers
+    from ledger.client.api import REASON_MAX_CHARS as clients
+
+    assert clients == ledgers
 
 
 def test_crawls_archives_and_url(fake_ledger: FakeLedger, client_env, tmp_path):

@@ -23,7 +23,7 @@ runner = CliRunner()
 def test_crawl_to_the_end_with_archives_and_downloads(ledger_env: RealLedger, tmp_path):
     dest = tmp_path / "wacz"
     result = runner.invoke(app, ["crawl", "http://site-a.example/", "--depth", "1", "--delay-ms", "0", "--no-scripts",
-                                 "--poll-interval", "0.05", "--archive-wait", "20", "--download", str(dest)],
+                                 "--poll-interval", "0.05", "--archive-wait", "20", "--download", str(dest), "--urls"],
                            catch_exceptions=False)
     out = result.output
     assert result.exit_code == 0, out
@@ -35,9 +35,13 @@ def test_crawl_to_the_end_with_archives_and_downloads(ledger_env: RealLedger, tm
     assert "http://site-a.example/broken" in out and "http: 500 Internal Server Error" in out
     assert "archives (2)" in out
     assert len(re.findall(r"X-Amz-Signature=", out)) == 2
-    saved = {p.name: p.read_bytes() for p in dest.glob("*.wacz")}
-    assert saved == {k: v for k, v in ledger_env.flow.wacz.items() if crawl_id in k}
+    files = list(dest.glob("*.wacz"))
+    saved = {p.name.split("-", 1)[1]: p.read_bytes() for p in files}  # <archive id as listed>-<key name>
+    assert saved == {k.rsplit("/", 1)[-1]: v for k, v in ledger_env.flow.wacz.items() if crawl_id in k}
     assert len(saved) == 2
+    archives = httpx.get(f"{ledger_env.url}/api/archives", params={"crawl": crawl_id},
+                         headers={"Authorization": f"Bearer {ledger_env.env['WAGGLE_TOKEN']}"}).json()["archives"]
+    assert {p.name for p in files} == {f"{a['id'][:8]}-{a['objectKey'].rsplit('/', 1)[-1]}" for a in archives}
 
     listing = runner.invoke(app, ["crawls"], catch_exceptions=False)
     assert listing.exit_code == 0 and crawl_id[:8] in listing.output
@@ -152,6 +156,10 @@ def test_unusable_seeds_and_settings_are_refused_with_the_reason(ledger_env: Rea
     # a setting that is not a number never reaches the ledger: typer names the option
     run = runner.invoke(app, ["crawl", "http://site-a.example/", "--delay-ms", "500ms", "--detach"])
     assert run.exit_code == 2 and "Invalid value for '--delay-ms'" in run.output and "integer" in run.output
+    # an empty format entry is named, never read as the formats around it
+    run = runner.invoke(app, ["crawl", "http://site-a.example/", "--formats", "wacz,,png", "--detach"],
+                        catch_exceptions=False)
+    assert run.exit_code == 1 and "formats: empty format at position 1" in run.output, run.output
     after = httpx.get(f"{ledger_env.url}/api/crawls",
                       headers={"Authorization": f"Bearer {ledger_env.env['WAGGLE_TOKEN']}"}).json()["crawls"]
     assert len(after) == len(before)  # nothing half-created

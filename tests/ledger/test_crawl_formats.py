@@ -27,6 +27,8 @@ def settings(migrated_db_url, ledger_fga, fake_webhook):
     (["wacz", "gif"], "formats"),
     ([], "formats"),
     ("wacz,png", "formats"),
+    (["wacz", "", "png"], "empty format at position 1"),  # `--formats wacz,,png`
+    (["wacz", "png", " "], "empty format at position 2"),
 ])
 async def test_bad_formats_are_400_with_the_reason_and_nothing_is_created(settings, fake_webhook, formats, needle):
     async with open_ledger(settings) as h:
@@ -62,4 +64,6 @@ async def test_without_formats_the_deployment_default_applies(settings, fake_web
 def test_the_cli_sends_the_formats_as_a_list():
     body = build_crawl_body(SEED, None, None, None, None, None, None, False, "wacz, png")
     assert body["formats"] == ["wacz", "png"]
+    empty = build_crawl_body(SEED, None, None, None, None, None, None, False, "wacz,,png")
+    assert empty["formats"] == ["wacz", "", "png"]  # sent as given: the ledger's 400 names it
     assert "formats" not in build_crawl_body(SEED, None, None, None, None, None, None, False)

@@ -56,6 +56,32 @@ async def test_validation_400_before_authentication(settings, body, needle):
         assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 0
 
 
+@pytest.mark.parametrize("content,content_type,needle", [
+    (b"seeds=https://a.test/", "application/json", "the body is not JSON (Expecting value at character 0)"),
+    (b'{"seeds": ["https://a.test/"]', "application/json", "the body is not JSON ("),
+    (b"seeds=https://a.test/", "application/x-www-form-urlencoded", "the body is not JSON: send a JSON object"),
+    (b'["https://a.test/"]', "application/json", "the body must be a JSON object, not an array"),
+])
+async def test_a_body_that_is_no_json_object_says_so(settings, content, content_type, needle):
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", content=content, headers={**WHO, "content-type": content_type})
+    assert r.status_code == 400, r.text
+    assert needle in r.json()["error"]
+    assert list(r.json()["fields"]) == ["body"]  # never a character position as a field name
+    assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 0
+
+
+async def test_a_seed_given_twice_is_kept_once_in_order(settings, fake_webhook):
+    seeds = ["https://b.test/", "https://a.test/x", "https://b.test/", "HTTPS://A.test/x", "https://c.test/"]
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"seeds": seeds, "scripts": []}, headers=WHO)
+        assert r.status_code == 202, r.text
+        view = (await h.client.get(f"/api/crawls/{r.json()['crawlId']}", headers=WHO)).json()
+    assert view["seeds"] == ["https://b.test/", "https://a.test/x", "https://c.test/"]
+    assert view["maxPages"] == 30  # max(30, #seeds): counted once each
+    assert [f["url"] for f in fake_webhook.bodies()[0]["frontier"]] == view["seeds"]
+
+
 @pytest.mark.parametrize("seed", [
     "https://a.test/" + "p" * 2100,  # as given
     "https://a.test/" + "é" * 700,   # 715 characters as given, 4,215 once serialized (%C3%A9 each)
@@ -359,7 +385,7 @@ async def test_close_failed(settings):
         crawl_id = (await h.client.post("/api/crawls", json={"seeds": ["https://a.test/"], "scripts": []},
                                         headers=WHO)).json()["crawlId"]
         r = await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "x" * 2001}, headers=WHO)
-        assert r.status_code == 400 and "reason" in r.json()["error"]
+        assert r.status_code == 400 and "reason" in r.json()["error"] and "2000" in r.json()["error"]
         r = await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "r", "extra": 1}, headers=WHO)
         assert r.status_code == 400
         r = await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "r"}, headers=NOBODY)
