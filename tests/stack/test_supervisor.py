@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devstack.supervisor import Service, StackError, Supervisor, free_port, port_in_use
+from devstack.supervisor import Service, StackError, Supervisor, free_port
 
 # A service that forks a child into its own process group, then serves HTTP: stopping must end both.
 SERVER = """
@@ -27,6 +27,17 @@ def _alive(pid: int) -> bool:
         return bool(Path(f"/proc/{pid}/cmdline").read_bytes())
     except OSError:
         return False
+
+
+def _listening(port: int) -> bool:
+    """Whether a TCP socket listens on ``port`` (/proc/net/tcp, state 0A). Not a connect: on
+    loopback a connect to a free ephemeral port can meet itself (TCP simultaneous open) and
+    succeed, which made a freed port look taken under two test workers."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            return True
+    return False
 
 
 def _service(tmp_path: Path, port: int, **kw) -> Service:
@@ -45,14 +56,14 @@ def test_start_is_idempotent_and_stop_ends_the_process_group(tmp_path: Path) -> 
     assert sup.start(svc) is False  # second start reuses the running process
     assert sup.record("web")["pid"] == rec["pid"]
     child = int((tmp_path / "child.pid").read_text())
-    assert _alive(child)
+    assert _alive(child) and _listening(svc.port)
 
     assert sup.stop("web") is True
     deadline = time.monotonic() + 5
     while (_alive(rec["pid"]) or _alive(child)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(rec["pid"]) and not _alive(child)
-    assert not port_in_use("127.0.0.1", svc.port)
+    assert not _listening(svc.port)
     assert sup.record("web") is None
     assert sup.stop("web") is False
 
