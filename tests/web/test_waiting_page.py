@@ -4,6 +4,8 @@ with a link to X, refreshed without a reload, and stops saying it once X is fail
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
@@ -26,6 +28,12 @@ def test_a_crawl_waiting_for_another_crawls_turn_says_so(local_stack, browser) -
                 return r.json()["crawlId"]
 
             holder = start(("/a", "/b"))
+            # the holder must hold the host before the waiter is dispatched (levels are dispatched
+            # in the background: two started back to back may claim in either order)
+            deadline = time.monotonic() + 60
+            while not site.log and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert site.log, "the holder never reached the site"
             waiter = start(("/c",))
             page.goto(local_stack.api_url + "/")
             page.click("#signin")
