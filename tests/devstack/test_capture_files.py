@@ -80,9 +80,10 @@ def test_csv_download_is_archived_not_downloaded(capture_server, site, s3_server
 
 
 def test_big_download_is_cut_at_the_size_limit_with_a_reason(capture_server, site, s3_server):
-    """50 MiB octet-stream ("Download is starting"): over the 20 MiB server limit, so its body is
-    not read (Content-Length says so); the response record carries WARC-Truncated and the
-    report names the reason; fetched once, and the site did not have to send it all."""
+    """50 MiB octet-stream ("Download is starting"): over the 20 MiB server limit (Content-Length
+    says so), so only its first 20 MiB are read and kept (issue 24 item 4); the response record
+    carries WARC-Truncated and the report names the reason; fetched once, and the site did not
+    have to send it all."""
     url = site.url("/big.bin")
     before = site.hits["/big.bin"]
     report = capture(capture_server, url=url, captureFormats=ONLY_WACZ).json()["report"]
@@ -95,7 +96,7 @@ def test_big_download_is_cut_at_the_size_limit_with_a_reason(capture_server, sit
     assert report["waczStats"]["totalTruncatedTooLarge"] == 1
     members = _wacz(s3_server, report)
     [(rec, body)] = _records(members, url)
-    assert rec.rec_headers.get_header("WARC-Truncated") == "length" and body == b""
+    assert rec.rec_headers.get_header("WARC-Truncated") == "length" and body == site.big[:20971520]
     [(meta, fields)] = _records(members, url, "metadata")
     assert b"truncated: too-large" in fields and b"encodedDataLength: 52428800" in fields
     assert b"reason: Content-Length 52428800 exceeds maxResponseBytes" in fields
