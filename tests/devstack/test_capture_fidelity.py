@@ -140,3 +140,110 @@ def test_a_file_cut_at_the_limit_keeps_its_prefix(capture_server, hostile, s3_se
         assert rec.http_headers.get_header("X-Archive-Orig-Content-Length") == str(BIG_BYTES)
     assert hostile.sent[path] < BIG_BYTES  # not read to its end
     _warcio_check(warc, tmp_path)
+
+
+# -- replay --------------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+REPLAY_DIR = REPO / "ledger" / "web" / "replay" / "node_modules" / "replaywebpage"
+STATIC_DIR = REPO / "ledger" / "web" / "static"
+TYPES = {".js": "application/javascript", ".html": "text/html; charset=utf-8", ".wasm": "application/wasm",
+         ".json": "application/json", ".css": "text/css", ".wacz": "application/zip"}
+
+
+class _Files:
+    """ReplayWeb.page's files under /replay/, the ledger's replay page under /static/, and one
+    WACZ at /a.wacz, on 127.0.0.1 (a secure context: service workers run), with byte ranges."""
+
+    def __init__(self, wacz: bytes) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        files = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _body(self) -> tuple[bytes, str] | None:
+                path = self.path.split("?", 1)[0]
+                if path == "/a.wacz":
+                    return wacz, TYPES[".wacz"]
+                for prefix, root in (("/replay/", REPLAY_DIR), ("/static/", STATIC_DIR)):
+                    if path.startswith(prefix):
+                        f = (root / path[len(prefix):]).resolve()
+                        if f.is_relative_to(root) and f.is_file():
+                            return f.read_bytes(), TYPES.get(f.suffix, "application/octet-stream")
+                return None
+
+            def do_HEAD(self) -> None:  # noqa: N802
+                self.do_GET(head=True)
+
+            def do_GET(self, head: bool = False) -> None:  # noqa: N802
+                found = self._body()
+                if found is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                data, ctype = found
+                status, extra = 200, {}
+                rng = self.headers.get("Range", "")
+                if rng.startswith("bytes="):
+                    first_s, _, last_s = rng[6:].partition("-")
+                    first = int(first_s or 0)
+                    last = min(int(last_s) if last_s else len(data) - 1, len(data) - 1)
+                    extra = {"Content-Range": f"bytes {first}-{last}/{len(data)}"}
+                    data, status = data[first:last + 1], 206
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Accept-Ranges", "bytes")
+                for k, v in extra.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                if not head:
+                    self.wfile.write(data)
+
+        files.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        files.server.daemon_threads = True
+        files.base = f"http://127.0.0.1:{files.server.server_address[1]}"
+        threading.Thread(target=files.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_replaywebpage_shows_the_curly_quotes_of_a_windows_1252_page(capture_server, site, s3_server, browser):
+    """The archived windows-1252 page replayed by ReplayWeb.page (the ledger's replay page and
+    the pinned player) reads “curly” — not the mojibake â€œ of a UTF-8 body under its header."""
+    import time
+    from urllib.parse import urlencode
+
+    assert (REPLAY_DIR / "sw.js").is_file(), "ReplayWeb.page is not installed: run scripts/bootstrap"
+    url = site.url("/cp1252.html")
+    report = capture(capture_server, url=url, captureFormats=ONLY_WACZ).json()["report"]
+    assert report["status"] == "success", report
+    files = _Files(s3_get(s3_server, report["artifacts"]["wacz"]))
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"{files.base}/static/replay.html?" + urlencode({"source": f"{files.base}/a.wacz", "url": url}))
+        text, deadline = "", time.monotonic() + 90
+        while time.monotonic() < deadline:
+            frames = [f for f in page.frames if "/replay/w/" in f.url]
+            try:
+                text = frames[-1].inner_text("#q", timeout=1000) if frames else ""
+            except Exception:  # noqa: BLE001 — the frame navigates while loading
+                text = ""
+            if "curly" in text:
+                break
+            page.wait_for_timeout(300)
+        assert text.startswith("\u201ccurly\u201d \u2018single\u2019 \u2013 dash \u2026 \u20ac euro"), (
+            text, [f.url for f in page.frames])
+    finally:
+        context.close()
+        files.stop()
