@@ -237,7 +237,8 @@ class FileTaker:
             left = self.deadline - time.monotonic()
             chunk = await asyncio.wait_for(self.cdp.send("IO.read", {"handle": stream, "size": size}), max(0.05, left))
             data = chunk.get("data") or ""
-            return (base64.b64decode(data) if chunk.get("base64Encoded") else data.encode("utf-8")), bool(chunk.get("eof"))
+            raw = base64.b64decode(data) if chunk.get("base64Encoded") else data.encode("utf-8")
+            return raw, bool(chunk.get("eof"))
 
         try:
             while len(body) < self.limit and time.monotonic() < self.deadline:

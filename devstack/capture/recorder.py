@@ -2,10 +2,10 @@
 
 Why browser-level (Playwright context events) and not the proxy: the proxy only sees ``CONNECT``
 tunnels for HTTPS, whereas Playwright reports every request of every frame (iframes incl.
-out-of-process ones, workers) with the raw request/response headers Chromium used, for http and https alike. The body is the one
-the network delivered, kept at the Fetch pause by :mod:`.files` (:mod:`.rawbodies`); only a
-response that pause did not see falls back to ``Response.body()`` (CDP
-``Network.getResponseBody``, which charset-decodes textual bodies to UTF-8).
+out-of-process ones, workers) with the raw request/response headers Chromium used, for http and
+https alike. The body is the one the network delivered, kept at the Fetch pause by :mod:`.files`
+(:mod:`.rawbodies`); only a response that pause did not see falls back to ``Response.body()``
+(CDP ``Network.getResponseBody``, which charset-decodes textual bodies to UTF-8).
 Redirect hops arrive as their own finished requests (3xx, no body). The proxy stays the single
 egress point and enforces the private-host guard; the recorder only observes.
 

@@ -40,7 +40,8 @@ def _wav(seconds: float = 1.0, rate: int = 8000) -> bytes:
 CP1252 = (b'<!doctype html><html><head><title>quotes</title></head><body>'
           b'<p id="q">\x93curly\x94 \x91single\x92 \x96 dash \x85 \x80 euro</p></body></html>')
 LATIN1 = '<!doctype html><html><body><p>café – naïve ÿ</p></body></html>'.replace("–", "-").encode("iso-8859-1")
-SJIS = '<!doctype html><html><head><meta charset="shift_jis"></head><body><p>日本語のページ</p></body></html>'.encode("shift_jis")
+SJIS = ('<!doctype html><html><head><meta charset="shift_jis"></head><body><p>日本語のページ</p></body>'
+        '</html>').encode("shift_jis")
 UTF16 = b"\xff\xfe" + '<!doctype html><html><body><p>UTF-16 “page”</p></body></html>'.encode("utf-16-le")
 NUL_HTML = b"<!doctype html><html><body><p>before\x00after</p>\x00\x00<p>end</p></body></html>"
 GZIP_HTML = b"<!doctype html><html><body><p>gzip'd " + b"x" * 2000 + b"</p></body></html>"
