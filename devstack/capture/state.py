@@ -123,6 +123,7 @@ class Run:
     sealed_at: float | None = None  # monotonic seconds of the first :meth:`signal_sealed`
     doc_status: int | None = None  # the main document's HTTP status when it failed the capture (holdAfter back-off)
     retry_after_s: float | None = None  # the 429/503 main document's Retry-After, capped (.retryafter)
+    robots: dict[str, Any] | None = None  # what the page asked of robots (.robotsmeta, extension robotsMeta)
     hold: Any = None  # a .holds.Hold: this capture waits for the previous one's seal + gap (holdAfter)
     landed_url: str | None = None  # the main frame's URL as last committed (seal answer finalUrl, holdAfter)
     landed: asyncio.Event = field(default_factory=asyncio.Event)  # set at its first commit

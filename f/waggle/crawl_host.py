@@ -12,7 +12,8 @@ reference/scheduler.md §4.3 (the politeness core) on BrowserHive v12 (contracts
   later page is submitted once the host's gap has passed since the previous page's
   ``gapFrom`` (retry included; see below);
 * page ``i`` starts at endpoint ``i mod n``; 429 → next endpoint; all busy → uniform
-  0.5–1.5 s and another round; unreachable endpoints are skipped for that page; all
+  0.5–1.5 s and another round; an unreachable endpoint is not tried again for the rest of the
+  host's level (issue 24 item 9: no connection attempt to a dead server before every page); all
   unreachable → :class:`ServerUnavailable` (fails the level, never a page failure);
 * a 145 s deadline per call; a deadline is a page failure (class ``transient``, not retried:
   the capture may still be running) and never moves to another endpoint;
@@ -327,22 +328,26 @@ def capture_on_any(
     log: Callable[[str], None],
     sent: list[float] | None = None,
     now: Callable[[], float] = clock,
+    down: set[str] | None = None,
 ) -> Answer:
     """Submit ``request`` to a free endpoint, starting at ``index mod n`` (see module doc).
 
     ``sent`` (optional) receives ``now()`` (epoch s) just before each call, so its last
     element is when the answered (or deadline-hit) submission went out, after any busy rounds.
+    ``down`` (optional): the targets found unreachable earlier in this host's level; they are
+    not tried, and an endpoint found unreachable now is added (the caller keeps the set for the
+    rest of the level). Without it the marks last this page only.
     """
     n = len(endpoints)
     start = index % n
-    down: set[int] = set()
+    down = set() if down is None else down
     rounds = 0
     while True:
         for k in range(n):
             j = (start + k) % n
-            if j in down:
-                continue
             endpoint = endpoints[j]
+            if endpoint.target in down:
+                continue
             if sent is not None:
                 sent.append(now())
             try:
@@ -350,13 +355,13 @@ def capture_on_any(
             except TimeoutError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any other failure means "not reachable"
-                log(f"{endpoint.target} unreachable, skipping it for this page ({exc})")
-                down.add(j)
+                log(f"{endpoint.target} unreachable, not tried again in this host's level ({exc})")
+                down.add(endpoint.target)
                 continue
             if answer.status == 429:
                 continue
             return answer
-        if len(down) == n:
+        if all(e.target in down for e in endpoints):
             raise ServerUnavailable("BrowserHive unreachable: " + ", ".join(e.target for e in endpoints))
         rounds += 1
         if rounds == 1:  # once per page: waiting hosts are normal when hosts outnumber browsers
@@ -558,14 +563,16 @@ class Raw:
 
 
 def submit_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, sleep: Callable[[float], None],
-                busy_jitter_ms: tuple[float, float], log: Callable[[str], None], now: Callable[[], float]) -> Raw:
-    """One submission (after any busy rounds); raises :class:`ServerUnavailable` only."""
+                busy_jitter_ms: tuple[float, float], log: Callable[[str], None], now: Callable[[], float],
+                down: set[str] | None = None) -> Raw:
+    """One submission (after any busy rounds); raises :class:`ServerUnavailable` only.
+    ``down``: the host level's unreachable targets (:func:`capture_on_any`)."""
     # submittedAt is politeness evidence (scheduler.md §5): when the submission that got an
     # answer went out, not when busy rounds began (hosts outnumber browsers, plan_level).
     sent: list[float] = []
     try:
         answer = capture_on_any(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log,
-                                sent=sent, now=now)
+                                sent=sent, now=now, down=down)
     except ServerUnavailable:
         raise
     except Exception as exc:  # noqa: BLE001 - a deadline (or anything else) fails this page only
@@ -601,9 +608,10 @@ def outcome_of(raw: Raw, crawl_id: str, log: Callable[[str], None], links_per_pa
 def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, crawl_id: str,
                  sleep: Callable[[float], None], busy_jitter_ms: tuple[float, float],
                  log: Callable[[str], None], now: Callable[[], float],
-                 links_per_page: int = LINKS_PER_PAGE) -> Outcome:
+                 links_per_page: int = LINKS_PER_PAGE, down: set[str] | None = None) -> Outcome:
     """One submission (after any busy rounds) and its outcome; raises :class:`ServerUnavailable`."""
-    raw = submit_once(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log, now=now)
+    raw = submit_once(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log, now=now,
+                      down=down)
     return outcome_of(raw, crawl_id, log, links_per_page)
 
 
@@ -619,13 +627,15 @@ def capture_one(
     log: Callable[[str], None],
     now: Callable[[], float] = clock,
     links_per_page: int = LINKS_PER_PAGE,
+    down: set[str] | None = None,
 ) -> Outcome:
     """Capture one page with at most MAX_ATTEMPTS. A 429/503 main document backs the host's
     ``gap`` off first; only a retryable ``transient`` failure is tried again, once ``gap.ms``
     has passed since that attempt's ``gapFrom``."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
         outcome = attempt_once(endpoints, request, index, crawl_id=crawl_id, sleep=sleep,
-                               busy_jitter_ms=busy_jitter_ms, log=log, now=now, links_per_page=links_per_page)
+                               busy_jitter_ms=busy_jitter_ms, log=log, now=now, links_per_page=links_per_page,
+                               down=down)
         if outcome.doc_status in BACKOFF_STATUSES:
             gap.back_off(outcome.doc_status, outcome.retry_after_ms)
         if not outcome.retryable or attempt == MAX_ATTEMPTS:
@@ -793,6 +803,7 @@ class HostJob:
     finals: dict[str, str] = field(default_factory=dict)  # page_key(final URL) → the URL captured
     sealed_finals: dict[str, str] = field(default_factory=dict)  # the same from seal answers (not answered yet)
     contacted: bool = False  # a page was submitted (the site may have been reached)
+    down: set[str] = field(default_factory=set)  # endpoints found unreachable: not tried again this level
 
     def request(self, index: int) -> dict:
         """The capture request of page ``index``, its settle bounded by the current gap."""
@@ -843,7 +854,7 @@ def capture_sequentially(endpoints: Sequence[Endpoint], job: HostJob) -> list[di
         job.started(i)
         outcome = capture_one(endpoints, job.request(i), i, crawl_id=job.crawl_id, gap=job.gap, sleep=job.sleep,
                               busy_jitter_ms=job.busy(), log=job.say, now=job.now,
-                              links_per_page=job.links_per_page)
+                              links_per_page=job.links_per_page, down=job.down)
         job.done(i, outcome.result)
         gap_from = outcome.gap_from
     return [r for r in job.results if r is not None]
@@ -873,7 +884,7 @@ class ChainPages:
     def attempt(self, index: int, attempt: int, endpoints: Sequence[Endpoint], nap: Callable[[float], None]) -> Raw:
         """In a worker thread: one submission of page ``index``."""
         return submit_once(endpoints, self.job.request(index), index, sleep=nap, busy_jitter_ms=self.job.busy(),
-                           log=self.job.say, now=self.job.now)
+                           log=self.job.say, now=self.job.now, down=self.job.down)
 
     def hold_gaps_ms(self) -> tuple[int, int]:
         """The host's gap now and after a 429/503 back-off (ms), for a held submission."""
