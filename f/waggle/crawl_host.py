@@ -69,7 +69,7 @@ import httpx
 from f.waggle import pipeline
 from f.waggle.progress import poster as progress_poster
 from f.waggle.common import VAR_ENDPOINTS, VAR_TLS_CA, iso_now, one_line, read_variable
-from f.waggle.failures import TRANSIENT, classify_report, refusal_class
+from f.waggle.failures import POLICY, TRANSIENT, classify_report, refusal_class
 
 CAPTURE_DEADLINE_S = 145.0  # 130 s task budget + 10 s manifest write + 5 s slack
 MAX_ATTEMPTS = 2
@@ -197,20 +197,29 @@ class HttpEndpoint:
 
 EXT_DEADLINE = "captureAtDeadline"  # docs/capture-server.md extension 14
 EXT_SHOTS = "screenshotsInWacz"  # docs/capture-server.md extension 15
+EXT_ROBOTS = "robotsMeta"  # docs/capture-server.md section "wishes"
+# Request members of an extension: sent only to an endpoint that lists it (a real v12 answers 400).
+EXTENSION_MEMBERS = {"honourNoarchive": EXT_ROBOTS}
+# The skipReason of a page whose site asked not to archive it (the capture server's policy failure).
+NOARCHIVE_REASON = "the site asked not to archive it (noarchive)"
 
 
 def extension_members(request: dict, extensions: frozenset[str]) -> dict:
     """``request`` with the members of the extensions 14 and 15 the endpoint advertised:
     ``captureAtDeadline`` (a page whose load event misses the page-load budget is captured as
     it is and answered ``success`` with ``incomplete``, not ``timeout``) and ``screenshotsInWacz``
-    (png/webp also as resource records in the WACZ, when both are asked). A real v12 gets the
-    request unchanged (it refuses unknown members with 400)."""
+    (png/webp also as resource records in the WACZ, when both are asked). Members of
+    :data:`EXTENSION_MEMBERS` (``honourNoarchive``) stay only where their extension is listed. A
+    real v12 gets the v12 request (it refuses unknown members with 400)."""
     extra: dict = {}
     if EXT_DEADLINE in extensions:
         extra[EXT_DEADLINE] = True
     formats = request.get("captureFormats") or {}
     if EXT_SHOTS in extensions and formats.get("wacz") and (formats.get("png") or formats.get("webp")):
         extra[EXT_SHOTS] = True
+    unsupported = [m for m, ext in EXTENSION_MEMBERS.items() if m in request and ext not in extensions]
+    if unsupported:  # e.g. honourNoarchive to a real v12: nothing changes there
+        request = {k: v for k, v in request.items() if k not in unsupported}
     return {**request, **extra} if extra else request
 
 
@@ -280,9 +289,12 @@ def capture_request(
     scripts: Sequence[dict] | None,
     artifact_sink: dict | None,
     load_wait: dict | None = None,
+    honour_robots: bool = False,
 ) -> dict:
     """The ``POST /captures`` body (reference/scheduler.md §4.3): six formats as given, scripts
-    split by phase; ``load_wait`` (v12 ``loadWait``, :func:`f.waggle.pipeline.settle_for_gap`) when given."""
+    split by phase; ``load_wait`` (v12 ``loadWait``, :func:`f.waggle.pipeline.settle_for_gap`) when given;
+    ``honourNoarchive: true`` with ``honour_robots`` (extension robotsMeta; dropped by
+    :func:`extension_members` where the endpoint does not list it)."""
     request: dict = {
         "url": url,
         "labels": [],
@@ -300,6 +312,8 @@ def capture_request(
         request["artifactSink"] = artifact_sink
     if load_wait:
         request["loadWait"] = dict(load_wait)
+    if honour_robots:
+        request["honourNoarchive"] = True
     return request
 
 
@@ -498,10 +512,35 @@ def usable_final_url(value: Any) -> str | None:
     return value
 
 
+def robots_wishes(body: Any) -> dict:
+    """The answer's ``robots`` (extension robotsMeta: what the page's robots meta and
+    ``X-Robots-Tag`` asked of us) as ``{"noarchive": bool, "nofollow": bool}``; both False when
+    absent (a real v12)."""
+    robots = body.get("robots") if isinstance(body, dict) else None
+    robots = robots if isinstance(robots, dict) else {}
+    return {k: robots.get(k) is True for k in ("noarchive", "nofollow")}
+
+
+def nofollow_links(result: dict) -> int:
+    """Mark every inline link of ``result`` ``rel=nofollow`` (the page's robots ``nofollow`` covers
+    all its links), so the ledger drops each with its ``nofollow`` reason wherever it scopes links
+    (progress events and the level report); returns how many. Links left in ``.links.json``
+    (``linksOverflow``) are never followed anyway."""
+    links = result.get("links") or []
+    for link in links:
+        rel = link.get("rel") if isinstance(link.get("rel"), str) else ""
+        link["rel"] = f"{rel} nofollow".strip()
+    return len(links)
+
+
 def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, float],
-                 log: Callable[[str], None], links_per_page: int = LINKS_PER_PAGE) -> Outcome:
+                 log: Callable[[str], None], links_per_page: int = LINKS_PER_PAGE,
+                 honour_robots: bool = False) -> Outcome:
     """The PageResult of a 200 answer; ``times`` = (submitted, received, gapFrom) in epoch s.
-    Level report v2: inline ``links`` (≤ ``links_per_page``) and a ``manifestSummary``."""
+    Level report v2: inline ``links`` (≤ ``links_per_page``) and a ``manifestSummary``.
+    ``honour_robots`` (the crawl does not ignore robots meta): a page whose robots meta or
+    ``X-Robots-Tag`` says ``nofollow`` has its links marked nofollow (:func:`nofollow_links`); one the
+    server refused for ``noarchive`` is ``policy`` with :data:`NOARCHIVE_REASON`."""
     submitted, received, gap_from = times
     body = body if isinstance(body, dict) else {}
     report = body.get("report") if isinstance(body.get("report"), dict) else {}
@@ -524,6 +563,8 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
         if isinstance(artifacts.get("links"), str) and artifacts["links"]:
             result["linksLocation"] = artifacts["links"]
         result.update(inline_links(body, links_per_page))
+        if honour_robots and robots_wishes(body)["nofollow"] and "links" in result:
+            log(f"{url}: the site asked not to follow its links (nofollow): {nofollow_links(result)} link(s) not followed")
         if note := incomplete_note(url, report):  # extension captureAtDeadline: not a timeout, not retried
             log(note)
         after = report.get("afterSeal")  # extension sealBeforeFormats: what the sealed page still asked for
@@ -535,7 +576,10 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
     failure_class, note = classify_report(report, status)
     if note:
         log(f"{url}: {note}")
-    result.update(skipReason=failure_reason(report), failureClass=failure_class)
+    reason = failure_reason(report)
+    if failure_class == POLICY and honour_robots and robots_wishes(body)["noarchive"]:
+        reason = NOARCHIVE_REASON  # nothing was archived (the server wrote no WACZ)
+    result.update(skipReason=reason, failureClass=failure_class)
     return Outcome(result, status, gap_from, retryable=failure_class == TRANSIENT,
                    retry_after_ms=retry_after_ms(body))
 
@@ -582,7 +626,7 @@ def submit_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, sle
 
 
 def outcome_of(raw: Raw, crawl_id: str, log: Callable[[str], None], links_per_page: int = LINKS_PER_PAGE,
-               gap_from: float | None = None) -> Outcome:
+               gap_from: float | None = None, honour_robots: bool = False) -> Outcome:
     """The :class:`Outcome` of one submission. ``gap_from``: where the seal put the gap (epoch s,
     clamped to [sent, received]); None → from the answer (:func:`gap_start`), or its arrival."""
     if gap_from is not None:
@@ -602,7 +646,8 @@ def outcome_of(raw: Raw, crawl_id: str, log: Callable[[str], None], links_per_pa
         return Outcome(result, None, raw.received if gap_from is None else gap_from)
     if gap_from is None:
         gap_from = gap_start(answer.body, raw.sent, raw.received)
-    return judge_answer(raw.url, crawl_id, answer.body, (raw.sent, raw.received, gap_from), log, links_per_page)
+    return judge_answer(raw.url, crawl_id, answer.body, (raw.sent, raw.received, gap_from), log, links_per_page,
+                        honour_robots)
 
 
 def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, crawl_id: str,
@@ -612,7 +657,7 @@ def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, cr
     """One submission (after any busy rounds) and its outcome; raises :class:`ServerUnavailable`."""
     raw = submit_once(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log, now=now,
                       down=down)
-    return outcome_of(raw, crawl_id, log, links_per_page)
+    return outcome_of(raw, crawl_id, log, links_per_page, honour_robots=bool(request.get("honourNoarchive")))
 
 
 def capture_one(
@@ -715,6 +760,7 @@ def capture_host(
     now: Callable[[], float] = clock,
     on_page: Callable[..., None] | None = None,
     links_per_page: int = LINKS_PER_PAGE,
+    ignore_robots_meta: bool = False,
 ) -> list[dict]:
     """Capture ``urls`` of ``host``, one after the other; one PageResult per URL, in order.
 
@@ -727,6 +773,9 @@ def capture_host(
     lengthens it). ``sleep``/``now`` are injectable for tests (real timers).
     ``on_page(url, "started")`` / ``on_page(url, "done", result)`` around each capture (progress
     events, :mod:`f.waggle.progress`); whatever it raises is logged, never fails the page.
+    ``ignore_robots_meta`` (the crawl's ``ignoreRobotsMeta``): archive noarchive pages and follow
+    nofollow pages' links; by default both are honoured where the endpoint reports them
+    (extension robotsMeta; a real v12 reports nothing, and nothing changes).
     """
     if not endpoints:
         raise ValueError("no BrowserHive endpoints")
@@ -735,7 +784,8 @@ def capture_host(
         log(f"[{host}] {text}")
 
     job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink, HostGap(max(0, int(delay_ms or 0)), say),
-                  busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page)
+                  busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page,
+                  honour_robots=not ignore_robots_meta)
     initial_s = first_wait_s(initial_delay_ms, not_before, now())
     if initial_s > 0:
         say(f"waiting {initial_s * 1000:.0f} ms (rest of the gap since this host's last capture)")
@@ -804,11 +854,12 @@ class HostJob:
     sealed_finals: dict[str, str] = field(default_factory=dict)  # the same from seal answers (not answered yet)
     contacted: bool = False  # a page was submitted (the site may have been reached)
     down: set[str] = field(default_factory=set)  # endpoints found unreachable: not tried again this level
+    honour_robots: bool = True  # the crawl honours robots meta / X-Robots-Tag (noarchive, nofollow)
 
     def request(self, index: int) -> dict:
         """The capture request of page ``index``, its settle bounded by the current gap."""
         return capture_request(self.urls[index], self.crawl_id, self.formats, self.signing, self.scripts,
-                               self.artifact_sink, pipeline.settle_for_gap(self.gap.ms))
+                               self.artifact_sink, pipeline.settle_for_gap(self.gap.ms), self.honour_robots)
 
     def busy(self) -> tuple[float, float]:
         return busy_window(self.busy_jitter_ms, self.gap.ms, self.busy_ref_gap_ms)
@@ -931,7 +982,7 @@ class ChainPages:
         job = self.job
         if flight.gap_from is None and raw.answer is not None and raw.answer.status == 200:
             job.say(f"{flight.index + 1}/{len(job.urls)} answered before its seal was known: gap from the answer")
-        outcome = outcome_of(raw, job.crawl_id, job.say, job.links_per_page, flight.gap_from)
+        outcome = outcome_of(raw, job.crawl_id, job.say, job.links_per_page, flight.gap_from, job.honour_robots)
         sealed_back_off = flight.index in self._backed_off
         self._backed_off.discard(flight.index)
         if outcome.doc_status in BACKOFF_STATUSES and not sealed_back_off:
@@ -957,6 +1008,7 @@ def main(
     artifact_sink: Optional[dict] = None,
     links_per_page: Optional[int] = None,
     not_before: Optional[float] = None,
+    ignore_robots_meta: Optional[bool] = None,
 ):
     missing = [n for n, v in (("crawl_id", crawl_id), ("host", host), ("urls", urls),
                               ("capture_formats", capture_formats), ("signing", signing), ("scripts", scripts)) if v is None]
@@ -977,6 +1029,7 @@ def main(
             delay_ms=per_host_delay_ms or 0, initial_delay_ms=initial_delay_ms or 0, not_before=not_before,
             on_page=on_page,
             links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
+            ignore_robots_meta=ignore_robots_meta is True,
         )
     finally:
         on_page.close()
