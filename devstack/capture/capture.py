@@ -132,6 +132,8 @@ async def _capture_and_answer(ctx: Ctx, run: Run, req: dict[str, Any]) -> dict[s
         answer["retryAfterMs"] = retry_after
     if run.robots is not None:  # extension robotsMeta: what the page asked of robots
         answer["robots"] = run.robots
+    if (turn_wait := run.turn_wait_ms()) is not None:  # the wait behind the previous page (extensions 9, 12)
+        answer["turnWaitMs"] = turn_wait
     log.info("timeline %s", json.dumps(run.timeline()))  # per-phase times (tests/bench/politeness.py)
     return answer
 

@@ -156,6 +156,15 @@ class Run:
             prev = t
         return out
 
+    def turn_wait_ms(self) -> int | None:
+        """Whole ms this capture waited for its turn behind the previous page — its ``startAfterMs``
+        (extension 9) and ``holdAfter`` (extension 12) phases — or None when it asked for neither
+        (issue 24 item 8: a page's capture duration excludes this wait)."""
+        if "startAfterMs" not in self.req and "holdAfter" not in self.req:
+            return None
+        phases = self.phases_ms()
+        return max(0, phases.get("start-after", 0) + phases.get("hold-after", 0))
+
     def timeline(self) -> dict[str, Any]:
         """The capture's timeline on the machine's monotonic clock (seconds; the same clock in
         every process of the machine, so a benchmark can lay it beside a site's log):

@@ -512,6 +512,17 @@ def usable_final_url(value: Any) -> str | None:
     return value
 
 
+def turn_wait_ms(body: Any, submitted: float, received: float) -> int | None:
+    """The answer's ``turnWaitMs`` (our capture server: ms the capture waited behind the previous
+    page, ``startAfterMs`` / ``holdAfter``), at most the submission's own length (``received −
+    submitted``, epoch s); None when absent (a real v12; a capture that was not held, whose
+    submission went out after the flow's own wait)."""
+    value = body.get("turnWaitMs") if isinstance(body, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return None
+    return min(value, max(0, int((received - submitted) * 1000)))
+
+
 def robots_wishes(body: Any) -> dict:
     """The answer's ``robots`` (extension robotsMeta: what the page's robots meta and
     ``X-Robots-Tag`` asked of us) as ``{"noarchive": bool, "nofollow": bool}``; both False when
@@ -554,6 +565,8 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
     final_url = usable_final_url(report.get("finalUrl"))
     if final_url is not None:  # contract 4: where the main document ended (HTTP or JS redirects)
         result["finalUrl"] = final_url
+    if (waited := turn_wait_ms(body, submitted, received)) is not None:  # issue 24 item 8
+        result["waitMs"] = waited
     if task_id:
         result.update(_manifest_fields(body))
         if "manifestLocation" in result and (summary := manifest_summary(report)):
