@@ -157,13 +157,20 @@ class Run:
         return out
 
     def turn_wait_ms(self) -> int | None:
-        """Whole ms this capture waited for its turn behind the previous page — its ``startAfterMs``
-        (extension 9) and ``holdAfter`` (extension 12) phases — or None when it asked for neither
-        (issue 24 item 8: a page's capture duration excludes this wait)."""
+        """Whole ms this capture, ready to navigate (its context open), was kept from the site by
+        the previous page: until its ``startAfterMs`` (extension 9) and its ``holdAfter`` release
+        (extension 12: the previous page sealed and the gap passed; :attr:`.holds.Hold.released_at`),
+        whichever is later. None when it asked for neither (issue 24 item 8: a page's capture
+        duration excludes this wait); 0 when it was ready only after that moment."""
         if "startAfterMs" not in self.req and "holdAfter" not in self.req:
             return None
-        phases = self.phases_ms()
-        return max(0, phases.get("start-after", 0) + phases.get("hold-after", 0))
+        ready = next((t for phase, t in self.marks if phase == "open-session"), None)
+        ends = [self.t0 + (self.req.get("startAfterMs") or 0) / 1000]
+        if getattr(self.hold, "released_at", None) is not None:
+            ends.append(self.hold.released_at)
+        if ready is None:  # ended before its context was open: it never waited for its turn
+            return 0
+        return max(0, int((max(ends) - ready) * 1000))
 
     def timeline(self) -> dict[str, Any]:
         """The capture's timeline on the machine's monotonic clock (seconds; the same clock in

@@ -86,3 +86,19 @@ def test_a_noarchive_page_is_policy_with_the_sites_reason_and_not_retried():
     assert result["skipReason"] == NOARCHIVE_REASON
     assert calls == ["bh-1"]  # policy is never retried
     assert "wacz" not in result.get("manifestSummary", {})
+
+
+# -- the wait behind the previous page (issue 24 item 8) -----------------------------------------
+
+def test_turn_wait_becomes_wait_ms_clamped_to_the_submission():
+    from f.waggle.crawl_host import judge_answer, turn_wait_ms
+
+    assert turn_wait_ms({"turnWaitMs": 1500}, 100.0, 102.0) == 1500
+    assert turn_wait_ms({"turnWaitMs": 5000}, 100.0, 102.0) == 2000  # never longer than the submission
+    for bad in ({}, {"turnWaitMs": -1}, {"turnWaitMs": "1"}, {"turnWaitMs": True}, None):
+        assert turn_wait_ms(bad, 100.0, 102.0) is None
+    body = capture_reply("https://a.test/", "bh-1")
+    result = judge_answer("https://a.test/", "c1", {**body, "turnWaitMs": 700}, (100.0, 101.0, 100.5),
+                          lambda _m: None).result
+    assert result["waitMs"] == 700
+    assert "waitMs" not in judge_answer("https://a.test/", "c1", body, (100.0, 101.0, 100.5), lambda _m: None).result
