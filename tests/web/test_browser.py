@@ -295,6 +295,9 @@ def test_crawl_is_watched_to_the_end_with_its_pages(local_stack, local, finished
     local.wait_for_function("document.querySelectorAll('table#pages tr.page').length === 4")
     assert int(local.inner_text("dd[data-fact='captured']")) == 3
     assert int(local.inner_text("dd[data-fact='skipped']")) == 1
+    # issue 24 items 7–8: how the crawl treats robots meta; the wait column apart from the capture time
+    assert local.inner_text("dd[data-fact='robots meta']").startswith("honoured")
+    assert "Waited" in local.locator("table#pages").inner_text()
     shot(local, "crawl")
     local.goto(local_stack.api_url + "/#/crawls")
     row = local.locator(f"tr.crawl[data-id='{finished_crawl}']")
