@@ -94,6 +94,7 @@ def standins(config: StackConfig) -> list[Service]:
                 "--s3-endpoint", url("s3"), "--s3-bucket", config.bucket,
                 "--s3-access-key", S3_ACCESS_KEY, "--s3-secret-key", S3_SECRET_KEY),
             port(name), "/status", ready_timeout_s=90.0,
+            keep=True,  # a capture server that dies is started again (issue 24 item 9)
         ))
     return svcs
 

@@ -152,15 +152,18 @@ def down(state_dir: Path, echo=lambda msg: None) -> list[str]:
 
 
 def status(state_dir: Path) -> list[dict]:
-    """One row per service: ``{"name", "url", "pid", "running", "healthy"}``."""
+    """One row per service: ``{"name", "url", "pid", "running", "healthy", "restarts"}`` (``restarts``:
+    how often its keeper started it again since ``up``; None for a service that is not kept)."""
     state_dir = state_dir.resolve()
     sup = Supervisor(state_dir)
     uri = postgres.running_uri(state_dir / "pg")
-    rows = [{"name": "postgres", "url": uri or "", "pid": None, "running": uri is not None, "healthy": uri is not None}]
+    rows = [{"name": "postgres", "url": uri or "", "pid": None, "running": uri is not None, "healthy": uri is not None,
+             "restarts": None}]
     saved = read_stack(state_dir)
     for name in dict.fromkeys([*saved.get("services", {}), *sup.names()]):
         rec = sup.record(name)
         url = (rec or {}).get("url") or saved.get("services", {}).get(name, "")
         ok = rec is not None and healthy(url + rec.get("health", "/"), any_status=rec.get("ok_any_status", False))
-        rows.append({"name": name, "url": url, "pid": (rec or {}).get("pid"), "running": rec is not None, "healthy": ok})
+        rows.append({"name": name, "url": url, "pid": (rec or {}).get("pid"), "running": rec is not None, "healthy": ok,
+                     "restarts": sup.restarts(name) if rec is not None else None})
     return rows

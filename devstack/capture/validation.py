@@ -218,6 +218,7 @@ REQUEST = Obj(fields={
         "gapMs": Num(required=True, lo=0, hi=60000), "backoffGapMs": Num(lo=0, hi=120000)}),
     "captureAtDeadline": Bool(),  # waggle extension (docs/capture-server.md extension 14)
     "screenshotsInWacz": Bool(),  # waggle extension (docs/capture-server.md extension 15)
+    "honourNoarchive": Bool(),  # waggle extension robotsMeta (docs/capture-server.md "wishes")
     "loadWait": Obj(fields={
         "minMs": Num(lo=0, hi=60000), "maxMs": Num(lo=0, hi=60000), "quietMs": Num(lo=0, hi=60000),
         "networkConcurrency": Num(lo=0, hi=100)}),

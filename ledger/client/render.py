@@ -96,6 +96,13 @@ def hosts_in_flight(crawl: dict) -> list[str] | int | None:
     return None
 
 
+def robots_meta_text(crawl: dict) -> str:
+    """How the crawl treats the pages' robots meta and X-Robots-Tag (``ignoreRobotsMeta``)."""
+    if crawl.get("ignoreRobotsMeta"):
+        return "ignored (noarchive pages archived, nofollow links followed)"
+    return "honoured (noarchive pages not archived, nofollow links not followed)"
+
+
 def stop_reason_text(crawl: dict) -> str:
     """The stop reason as shown: ``stopReason`` once the crawl has ended; while it runs the ledger
     already records the limit it reached (``max_pages``, ``max_depth``), shown as "will stop at
@@ -208,6 +215,8 @@ def summary_view(crawl: dict) -> Group:
     table.add_row("pages discovered", _n(count(crawl, "pagesDiscovered")))
     if crawl.get("formats"):  # chosen for this crawl (else the deployment's default)
         table.add_row("formats", ", ".join(map(str, crawl["formats"])))
+    if "ignoreRobotsMeta" in crawl:  # issue 24 item 7 (older ledgers do not say)
+        table.add_row("robots meta", robots_meta_text(crawl))
     table.add_row("elapsed", format_duration(elapsed_s(crawl)))
     waits = waiting(crawl, limit=6)
     if waits:  # `waggle crawls ID` of a running crawl: why its hosts are not being captured now
@@ -296,8 +305,10 @@ def pages_table(pages: list[dict], title: str = "pages") -> Table:
     table.add_column("lvl", justify="right", no_wrap=True)
     table.add_column("outcome", no_wrap=True)
     table.add_column("ms", justify="right", no_wrap=True)
+    table.add_column("wait", justify="right", no_wrap=True)  # behind the previous page (held), not in ms
     for p in pages:
-        table.add_row(_page_cell(p), _n(p.get("depth")), _outcome_cell(p), _n(p.get("captureMs")))
+        table.add_row(_page_cell(p), _n(p.get("depth")), _outcome_cell(p), _n(p.get("captureMs")),
+                      _n(p.get("waitMs")) if p.get("waitMs") else "")
     return table
 
 

@@ -55,7 +55,8 @@ def webhook_body(
     depth, frontier, per_host_delay_ms, host_parallelism, capture_formats, signing, scripts,
     links_per_page`` (the last beyond upstream: inline links per PageResult, issue 14), and
     ``robots`` when ``robots`` is non-empty (the crawl's cached robots.txt outcomes for hosts
-    of the level, ``ledger.crawl.robots_cache.cached``; once per host, not per URL).
+    of the level, ``ledger.crawl.robots_cache.cached``; once per host, not per URL), and
+    ``ignore_robots_meta: true`` for a crawl that ignores robots meta (migration 190).
     """
     body = {
         "crawl_id": str(crawl["id"]),
@@ -72,6 +73,8 @@ def webhook_body(
     }
     if robots:
         body["robots"] = robots
+    if crawl.get("ignore_robots_meta"):  # absent: the flow honours noarchive / nofollow
+        body["ignore_robots_meta"] = True
     return body
 
 
