@@ -12,7 +12,7 @@ import orjson
 from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator,
+from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator,
                       model_validator, TypeAdapter)
 from typing_extensions import Required, TypedDict
 
@@ -144,6 +144,8 @@ class CrawlRequest(_Strict):
     scripts: list[Annotated[str, Field(min_length=1)] | InlineScript] | None = None
     # The capture formats of this crawl (None: WAGGLE_CAPTURE_FORMATS); always with wacz.
     formats: list[Literal["png", "webp", "html", "links", "mhtml", "wacz"]] | None = Field(None, min_length=1)
+    # Signed WACZ (wacz-auth) for every capture of this crawl (None: WAGGLE_CAPTURE_SIGNING).
+    signing: StrictBool | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> "CrawlRequest":
@@ -280,6 +282,7 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
             s if isinstance(s, str) else s.model_dump() for s in body.scripts
         ],
         formats=body.formats,
+        signing=body.signing,
     )
 
 

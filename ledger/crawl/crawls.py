@@ -48,6 +48,7 @@ class CrawlSpec:
     host_parallelism: int
     scripts: list[Any] | None  # None = default set; items: "id", "id@n", or inline dicts
     formats: list[str] | None = None  # capture formats (with wacz); None = WAGGLE_CAPTURE_FORMATS
+    signing: bool | None = None  # signed WACZ; None = WAGGLE_CAPTURE_SIGNING
 
 
 def is_unique_violation(exc: BaseException, constraint: str) -> bool:
@@ -208,11 +209,11 @@ async def start_crawl(
             crawl_id = uuid.uuid4()
             cur = await conn.execute(
                 "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms,"
-                " host_parallelism, org_id, requested_by, scripts, capture_formats)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s) RETURNING *",
+                " host_parallelism, org_id, requested_by, scripts, capture_formats, signing)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s) RETURNING *",
                 (crawl_id, [s.url for s in seeds], spec.scope, max_depth, max_pages,
                  spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned),
-                 spec.formats),
+                 spec.formats, spec.signing),
             )
             crawl = await cur.fetchone()
             landed = await frontier.insert_rows(conn, crawl_id, 0, seeds)  # exact dedup (migration 071)
@@ -253,6 +254,7 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "failures": failures,
         "scripts": [catalogue.identity(s) for s in crawl["scripts"]],
         "formats": None if crawl.get("capture_formats") is None else list(crawl["capture_formats"]),
+        "signing": crawl.get("signing"),  # None: the deployment's WAGGLE_CAPTURE_SIGNING
     }
 
 

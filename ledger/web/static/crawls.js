@@ -71,6 +71,7 @@ function facts(c) {
     ["Pending", String(c.pagesPending)], ["Discovered", String(c.pagesDiscovered)],
     ["Max pages", String(c.maxPages)], ["Scope", c.scope], ["Delay per host", c.perHostDelayMs + " ms"],
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
+    ["Signing", c.signing === true ? "signed WACZ" : c.signing === false ? "unsigned WACZ" : "the deployment's default"],
     ["Started", when(c.startedAt)], ["Elapsed", elapsed(c.startedAt, c.finishedAt)],
     ["Organization", c.organization], ["Requested by", c.requestedBy], ["Seeds", (c.seeds || []).join(" ")],
   ];

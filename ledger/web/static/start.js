@@ -38,6 +38,8 @@ export function startForm(view, ctx) {
   const extras = [["png", "PNG screenshot"], ["webp", "WebP screenshot"], ["html", "HTML"], ["mhtml", "MHTML"]]
     .map(([value, label]) => [value, el("input", { type: "checkbox", name: "formats", value, id: "format-" + value }), label]);
   const formats = el("span", { id: "formats" }, ...extras.flatMap(([, box, label]) => [box, " " + label + " "]));
+  // Signed WACZ (wacz-auth); unticked: the deployment's default.
+  const signing = el("input", { id: "signing", name: "signing", type: "checkbox" });
   const formError = el("p", { className: "error", id: "form-error", role: "alert" });
   const submit = el("button", { className: "primary", type: "submit", id: "start" }, "Start crawl");
   const form = el("form", { className: "grid", id: "start-form", novalidate: true },
@@ -51,6 +53,9 @@ export function startForm(view, ctx) {
     field("scope", "Scope", scope),
     field("formats", "Also capture", formats,
       "Besides the WACZ; screenshots are stored inside the WACZ where the capture server can (none ticked: the deployment's default)."),
+    field("signing", "Sign",
+      el("span", {}, signing, " signed WACZ: the capture server's signer signs each archive, the ledger verifies it"),
+      "Unticked: the deployment's default."),
     el("span"), el("div", {}, submit, formError));
   view.replaceChildren(el("h1", {}, "Start a crawl"), form);
 
@@ -68,6 +73,7 @@ export function startForm(view, ctx) {
     }
     const ticked = extras.filter(([, box]) => box.checked).map(([value]) => value);
     if (ticked.length) body.formats = ["wacz", ...ticked];
+    if (signing.checked) body.signing = true;
     submit.disabled = true;
     try {
       const started = await api("POST", "/api/crawls", body);
