@@ -35,10 +35,10 @@ def signing_server(s3_server, tmp_path, stack, policy: str, token: str):
 
 
 def test_without_a_signer_signing_true_is_refused_with_the_reason(capture_server, test_site):
-    r = capture(capture_server, url=test_site.url("/"), captureFormats=ONLY_WACZ, signing=True)
+    r = capture(capture_server, url=test_site.url("/page"), captureFormats=ONLY_WACZ, signing=True)
     assert r.status_code == 400
     assert r.json()["message"] == "signing: this server has no signer configured (signing policy 'forbidden')"
-    r = capture(capture_server, url=test_site.url("/"), captureFormats={**ONLY_WACZ, "wacz": False, "html": True},
+    r = capture(capture_server, url=test_site.url("/page"), captureFormats={**ONLY_WACZ, "wacz": False, "html": True},
                 signing=False)
     assert r.status_code == 400 and "captureFormats.wacz" in r.json()["message"]
 
@@ -53,9 +53,9 @@ def test_policy_required_signs_every_capture_and_refuses_false(s3_server, test_s
     proc, server = signing_server(s3_server, tmp_path, signing_stack, "required",
                                   signing_stack.config.secret("signing_token"))
     try:
-        r = capture(server, url=test_site.url("/"), captureFormats=ONLY_WACZ, signing=False)
+        r = capture(server, url=test_site.url("/page"), captureFormats=ONLY_WACZ, signing=False)
         assert r.status_code == 400 and "signing policy 'required'" in r.json()["message"], r.text
-        r = capture(server, url=test_site.url("/"), captureFormats=ONLY_WACZ)  # omitted: the policy signs
+        r = capture(server, url=test_site.url("/page"), captureFormats=ONLY_WACZ)  # omitted: the policy signs
         assert r.status_code == 200, r.text
     finally:
         proc.terminate()
@@ -78,8 +78,8 @@ def test_a_signature_that_cannot_be_had_fails_the_capture_and_writes_no_wacz(s3_
                                                                              tmp_path):
     proc, server = signing_server(s3_server, tmp_path, signing_stack, "optional", "not-the-token")
     try:
-        unsigned = capture(server, url=test_site.url("/"), captureFormats=ONLY_WACZ, signing=False)
-        r = capture(server, url=test_site.url("/"), captureFormats=ONLY_WACZ, signing=True)
+        unsigned = capture(server, url=test_site.url("/page"), captureFormats=ONLY_WACZ, signing=False)
+        r = capture(server, url=test_site.url("/page"), captureFormats=ONLY_WACZ, signing=True)
     finally:
         proc.terminate()
         proc.wait(30)
