@@ -55,6 +55,15 @@ def waggle_verify(local_stack, path) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+def test_dev_status_shows_the_signing_services_healthy(local_stack):
+    from devstack.stack import status
+
+    rows = {r["name"]: r for r in status(local_stack.state_dir)}
+    assert {n: (rows[n]["running"], rows[n]["healthy"]) for n in ("pebble", "tsa", "authsign")} \
+        == {n: (True, True) for n in ("pebble", "tsa", "authsign")}, rows
+    assert rows["pebble"]["url"].startswith("https://127.0.0.1:")
+
+
 def test_a_signed_crawl_is_signed_verified_at_admission_and_offline(local_stack, tmp_path):
     site = LoggedSite(("/a", "/b"))
     try:
