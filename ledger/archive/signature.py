@@ -89,8 +89,9 @@ def verify_signed_data(signed: dict[str, Any], trusted_roots: str | None) -> dic
     steps = _Steps()
     logger = logging.getLogger("authsign")
     logger.addHandler(steps)
-    level = logger.level
+    level, propagate = logger.level, logger.propagate
     logger.setLevel(logging.INFO)
+    logger.propagate = False  # its step-by-step lines (colour codes) are read here, not logged per WACZ
     try:
         result = Verifier(trusted_roots)(dict(signed))
         return {"problem": None, "observer": result.observer, "timestamp": result.timestamp,
@@ -102,6 +103,7 @@ def verify_signed_data(signed: dict[str, Any], trusted_roots: str | None) -> dic
     finally:
         logger.removeHandler(steps)
         logger.setLevel(level)
+        logger.propagate = propagate
 
 
 def check_signature(zf: zipfile.ZipFile, trusted_roots: str | None) -> SignatureCheck:
