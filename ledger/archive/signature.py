@@ -27,11 +27,15 @@ import json
 import logging
 import re
 import sys
+import threading
 import zipfile
 from dataclasses import dataclass
 from typing import Any
 
 DIGEST_MAX_BYTES = 256 * 1024  # certificates and tokens: a few KB
+# WACZ checks run in threads (up to 8 at once); authsign reports its failed step only through
+# its logger, so one verification at a time reads it (each takes milliseconds)
+_VERIFYING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,11 @@ def verify_signed_data(signed: dict[str, Any], trusted_roots: str | None) -> dic
     Returns ``{"problem": None | str, "observer", "timestamp", "checks"}``; ``checks`` is the
     capture report's ``{signature, chain, domain, timestamp}`` (``ok`` or ``failed``);
     ``problem`` names the first step that failed, in authsign's words."""
+    with _VERIFYING:
+        return _verify_locked(signed, trusted_roots)
+
+
+def _verify_locked(signed: dict[str, Any], trusted_roots: str | None) -> dict[str, Any]:
     Verifier = _verifier_class()  # late: the import loads rfc3161ng and its patches
     steps = _Steps()
     logger = logging.getLogger("authsign")
