@@ -43,11 +43,11 @@ class Service:
     ready_timeout_s: float = 60.0
     ok_any_status: bool = False  # health = "answers HTTP at all" (S3 answers 403 without a signature)
     keep: bool = False  # restarted when it dies on its own (devstack.keeper), restarts counted
-
+    scheme: str = "http"  # "https": a service with its own TLS listener (pebble; its certificate is not checked)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
 
 def _cmdline(pid: int) -> list[str] | None:
@@ -78,7 +78,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 def healthy(url: str, timeout_s: float = 2.0, any_status: bool = False) -> bool:
     """True when ``GET url`` answers 2xx (any status with ``any_status``) within ``timeout_s`` s."""
     try:
-        resp = httpx.get(url, timeout=timeout_s)
+        # a loopback TLS listener (pebble) presents a certificate of its own: reachability is the question
+        resp = httpx.get(url, timeout=timeout_s, verify=not url.startswith("https://"))
     except httpx.HTTPError:
         return False
     return any_status or resp.is_success

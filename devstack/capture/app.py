@@ -119,6 +119,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
             return _error(400, "ValidationException", {"message": "request body is not valid JSON"})
         try:
             req = validate_request(body)
+            if (why := settings.signer.refusal(req.get("signing"))) is not None:  # server signing policy
+                raise ValidationError(why)
             if names.name_too_long(req.get("correlationId"), names.clean_labels(req.get("labels"))):
                 raise ValidationError("labels/correlationId: the .result.json file name would exceed 255 UTF-8 bytes")
             if s3 is None and not req.get("artifactSink"):

@@ -154,7 +154,7 @@ def _new_run(ctx: Ctx, req: dict[str, Any], accepted: float) -> Run:
     return Run(req=req, task_id=task_id, url=req["url"].strip(), labels=labels,
                stem=names.stem(task_id, req.get("correlationId"), labels), sink=sink,
                policies=Policies(url_policies, ct_policies), started=datetime.now(timezone.utc),
-               t0=accepted, deadline=accepted + budget_ms / 1000, formats=req["captureFormats"])
+               t0=accepted, deadline=accepted + budget_ms / 1000, formats=req["captureFormats"], signer=s.signer)
 
 
 def _failure(s: ServerSettings, run: Run, e: Exception) -> tuple[dict[str, Any], int | None]:
@@ -191,7 +191,7 @@ def _failure(s: ServerSettings, run: Run, e: Exception) -> tuple[dict[str, Any],
 
 
 _ORDER = ["taskId", "correlationId", "url", "finalUrl", "labels", "status", "httpStatusCode", "timestamp",
-          "captureProcessingTimeMs", "artifacts", "waczStats", "completeness", "errorDetails", "settle",
+          "captureProcessingTimeMs", "artifacts", "waczStats", "completeness", "signature", "errorDetails", "settle",
           "document", "windowsNotOpened"]
 
 

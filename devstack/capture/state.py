@@ -119,6 +119,8 @@ class Run:
     seal_signal: asyncio.Event | None = None  # set once the network is sealed or the capture ended (sealWait)
     on_sealed: Any = None  # called once then: the browser is free for the next capture (app.py)
     on_egress: Any = None  # called when its proxy opened, before any navigation (app.py, abandon.py)
+    signer: Any = None  # the server's signing.SignerSettings
+    signature: dict[str, Any] | None = None  # the report's `signature` once the WACZ was signed
     after_seal: Any = None  # an .afterseal.AfterSeal when the formats follow the seal (sealBeforeFormats)
     sealed_at: float | None = None  # monotonic seconds of the first :meth:`signal_sealed`
     doc_status: int | None = None  # the main document's HTTP status when it failed the capture (holdAfter back-off)

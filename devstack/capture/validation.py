@@ -244,8 +244,6 @@ def validate_request(body: Any) -> dict[str, Any]:
                               [{"path": "/captureFormats", "message": "at least one format must be true"}])
     if body.get("signing") is not None and not fmts["wacz"]:
         raise ValidationError("signing is only allowed when captureFormats.wacz is true")
-    if body.get("signing"):
-        raise ValidationError("signing: this server has no signer configured (signing policy 'forbidden')")
     lw = body.get("loadWait") or {}
     if "maxMs" in lw and lw.get("minMs", 0) > lw["maxMs"]:
         raise ValidationError("loadWait: minMs must not exceed maxMs")

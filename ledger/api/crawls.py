@@ -146,6 +146,8 @@ class CrawlRequest(_Strict):
     formats: list[Literal["png", "webp", "html", "links", "mhtml", "wacz"]] | None = Field(None, min_length=1)
     # Archive pages whose robots meta / X-Robots-Tag says noarchive and follow nofollow pages' links.
     ignoreRobotsMeta: StrictBool = False  # "yes" or 1 is a 400, not read as true
+    # Signed WACZ (wacz-auth) for every capture of this crawl (None: WAGGLE_CAPTURE_SIGNING).
+    signing: StrictBool | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> "CrawlRequest":
@@ -296,6 +298,7 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
         ],
         formats=body.formats,
         ignore_robots_meta=body.ignoreRobotsMeta,
+        signing=body.signing,
     )
 
 

@@ -113,6 +113,7 @@ def build_crawl_body(
     no_scripts: bool,
     formats: str | None = None,
     ignore_robots_meta: bool = False,
+    sign: bool | None = None,
 ) -> dict:
     """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent
     (``ignoreRobotsMeta`` only when true);
@@ -132,6 +133,8 @@ def build_crawl_body(
         body["formats"] = [f.strip() for f in formats.split(",")]  # an empty one is the ledger's 400
     if ignore_robots_meta:
         body["ignoreRobotsMeta"] = True
+    if sign is not None:
+        body["signing"] = sign
     if no_scripts:
         body["scripts"] = []
     elif scripts:
@@ -207,6 +210,7 @@ def crawl_command(
     no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
     formats: Annotated[Optional[str], typer.Option("--formats", help="Capture formats, comma-separated, with wacz: wacz,png,webp,html,links,mhtml (default: the deployment's WAGGLE_CAPTURE_FORMATS). Screenshots go into the WACZ where the capture server can.")] = None,
     ignore_robots_meta: Annotated[bool, typer.Option("--ignore-robots-meta", help="Archive pages whose robots meta or X-Robots-Tag says noarchive, and follow the links of pages saying nofollow (default: both honoured).")] = False,
+    sign: Annotated[Optional[bool], typer.Option("--sign/--no-sign", help="Signed WACZ (wacz-auth) for every capture: the capture server's signer signs, the ledger verifies at admission (default: the deployment's WAGGLE_CAPTURE_SIGNING).")] = None,
     download: Annotated[Optional[Path], typer.Option("--download", help="Save the crawl's WACZ files into this directory.", file_okay=False, callback=download_dir)] = None,
     show_urls: Annotated[bool, typer.Option("--urls", help="Also print a signed download URL (valid 300 s) for every archive.")] = False,
     detach: Annotated[bool, typer.Option("--detach", help="Submit, print the crawl id and return.")] = False,
@@ -218,7 +222,7 @@ def crawl_command(
     if no_scripts and script:
         raise _fail(console, "--script and --no-scripts exclude each other")
     body = build_crawl_body(urls, depth, max_pages, delay_ms, parallelism, scope.value if scope else None, script, no_scripts,
-                            formats, ignore_robots_meta)
+                            formats, ignore_robots_meta, sign)
     try:
         with _client() as client:
             crawl_id = client.submit_crawl(body)

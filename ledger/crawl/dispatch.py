@@ -67,7 +67,7 @@ def webhook_body(
         "capture_formats": capture_formats(
             settings, following=crawl["max_depth"] > depth if following is None else following,
             chosen=crawl.get("capture_formats")),
-        "signing": bool(settings.capture_signing),
+        "signing": bool(settings.capture_signing if crawl.get("signing") is None else crawl["signing"]),
         "scripts": [webhook_item(s) for s in crawl["scripts"]],
         "links_per_page": settings.report_links_per_page,
     }

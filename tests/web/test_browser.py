@@ -394,10 +394,12 @@ def test_a_running_crawl_is_failed_after_confirmation(local_stack, local, site, 
     local.fill("#maxDepth", "2")
     local.fill("#perHostDelayMs", "20000")  # slow on purpose: it is still running when failed
     local.check("#format-png")  # this crawl's formats: the WACZ and a PNG screenshot
+    local.check("#signing")  # and signed WACZ (issue 24 item 6)
     local.click("#start")
     local.wait_for_url(re.compile(r".*#/crawls/[0-9a-f-]{36}$"))
     local.wait_for_selector("#fail-crawl")
     assert local.inner_text("dd[data-fact='formats']") == "png, wacz"
+    assert local.inner_text("dd[data-fact='signing']") == "signed WACZ"
     local.once("dialog", lambda d: d.dismiss())  # "Cancel" leaves it running
     local.click("#fail-crawl")
     local.wait_for_timeout(1000)

@@ -73,6 +73,7 @@ function facts(c) {
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
     ["Robots meta", c.ignoreRobotsMeta ? "ignored (noarchive pages archived, nofollow links followed)"
       : "honoured (noarchive pages not archived, nofollow links not followed)"],
+    ["Signing", c.signing === true ? "signed WACZ" : c.signing === false ? "unsigned WACZ" : "the deployment's default"],
     ["Started", when(c.startedAt)], ["Elapsed", elapsed(c.startedAt, c.finishedAt)],
     ["Organization", c.organization], ["Requested by", c.requestedBy], ["Seeds", (c.seeds || []).join(" ")],
   ];
