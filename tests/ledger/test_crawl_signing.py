@@ -36,6 +36,6 @@ async def test_a_crawls_signing_is_stored_shown_and_sent_else_the_default(settin
 
 
 def test_the_cli_sends_signing_only_when_asked():
-    assert build_crawl_body(SEED, None, None, None, None, None, None, False, None, True)["signing"] is True
-    assert build_crawl_body(SEED, None, None, None, None, None, None, False, None, False)["signing"] is False
+    assert build_crawl_body(SEED, None, None, None, None, None, None, False, sign=True)["signing"] is True
+    assert build_crawl_body(SEED, None, None, None, None, None, None, False, sign=False)["signing"] is False
     assert "signing" not in build_crawl_body(SEED, None, None, None, None, None, None, False)
