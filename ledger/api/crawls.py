@@ -23,6 +23,7 @@ from ledger.crawl import pages as pages_store
 from ledger.crawl import progress as progress_store
 from ledger.crawl import hosts as host_politeness
 from ledger.crawl import robots_cache, salvage
+from ledger.crawl import scope as scope_rules
 from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
 from ledger.crawl.dispatch import dispatch_level, dispatch_waiting
 from ledger.crawl.errors import Refused
@@ -136,7 +137,11 @@ class InlineScript(_Strict):
 class CrawlRequest(_Strict):
     seeds: list[NonEmpty] | None = Field(None, min_length=1)
     fromTargets: FromTargets | None = None
-    scope: Literal["same-origin", "same-host"] = "same-origin"
+    # scope type (ledger.crawl.scope; same-origin / same-host: today's names, kept as aliases)
+    scope: Literal["page", "prefix", "host", "domain", "origin", "same-origin", "same-host"] = "origin"
+    include: list[str] | None = Field(None, max_length=scope_rules.MAX_PATTERNS)  # RE2 over the normalized URL
+    exclude: list[str] | None = Field(None, max_length=scope_rules.MAX_PATTERNS)  # wins over scope and include
+    extraHops: int = _setting(0, ge=0, le=scope_rules.MAX_EXTRA_HOPS)
     maxDepth: int | None = _setting(None, ge=0, le=10)
     maxPages: int | None = _setting(None, ge=1)
     perHostDelayMs: int = _setting(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
@@ -150,6 +155,22 @@ class CrawlRequest(_Strict):
         if (self.seeds is None) == (self.fromTargets is None):
             raise ValueError("provide exactly one of seeds or fromTargets")
         return self
+
+    @field_validator("scope")
+    @classmethod
+    def _canonical_scope(cls, value: str) -> str:
+        return scope_rules.canonical(value)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, value: list[str] | None, info: Any) -> list[str] | None:
+        """Every pattern compiles under RE2 (linear time); a bad one is named (400)."""
+        if value:
+            try:
+                scope_rules.compile_patterns(value, info.field_name)
+            except scope_rules.InvalidPattern as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("formats", mode="before")
     @classmethod
@@ -272,6 +293,9 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
         seeds=body.seeds,
         from_targets_limit=body.fromTargets.limit if body.fromTargets else None,
         scope=body.scope,
+        include=body.include or [],
+        exclude=body.exclude or [],
+        extra_hops=body.extraHops,
         max_depth=body.maxDepth,
         max_pages=body.maxPages,
         per_host_delay_ms=body.perHostDelayMs,

@@ -32,7 +32,7 @@ from ledger.crawl.guard import refusal
 from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
 from ledger.crawl.report_gc import paused_gc
 from ledger.crawl.report_links import discovered_links
-from ledger.crawl.scope import LinkFilter
+from ledger.crawl.scope import InvalidPattern, LinkFilter, Scope
 from ledger.crawl.scripts import CompiledMismatch, merge_compiled
 from ledger.crawl.traps import trap_reason
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
@@ -379,6 +379,38 @@ def _guard(accepted: list[ParsedUrl], verdicts: dict[str, str | None], drops: Co
     return out
 
 
+def _by_page(screen: LinkFilter, links: list, counts: list[int], hops: list[int]) -> list[ParsedUrl]:
+    """``screen.accept`` over each result's links (``counts`` each, in order) with the hops out
+    of scope of the page they were found on."""
+    out: list[ParsedUrl] = []
+    start = 0
+    for n, h in zip(counts, hops):
+        out += screen.accept(links[start:start + n], h)
+        start += n
+    return out
+
+
+async def _page_hops(conn: Any, crawl_id: Any, hashes: list[bytes | None]) -> list[int]:
+    """``crawl_pages.hops`` of each reported page (0 for a result that matches no page)."""
+    cur = await conn.execute("SELECT url_hash, hops FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s)",
+                             (crawl_id, [h for h in hashes if h is not None]))
+    found = {bytes(r["url_hash"]): r["hops"] for r in await cur.fetchall()}
+    return [found.get(h, 0) if h is not None else 0 for h in hashes]
+
+
+async def _record_hops(conn: Any, crawl_id: Any, landed: list[dict], candidates: list[ParsedUrl],
+                       outside: dict[str, int]) -> None:
+    """Store the hops out of scope of the rows that just landed out of scope (extra hops)."""
+    new = {x["url"] for x in landed}
+    keys = [(p.key, outside[p.key]) for p in candidates if p.key in outside and p.url in new]
+    if not keys:
+        return
+    stored = await frontier.stored_hashes(conn, crawl_id, [k for k, _ in keys])
+    await conn.execute("UPDATE crawl_pages p SET hops = v.hops FROM unnest(%s::bytea[], %s::smallint[]) AS v(h, hops)"
+                       " WHERE p.crawl_id = %s AND p.url_hash = v.h AND p.state = 'pending'",
+                       (stored, [h for _, h in keys], crawl_id))
+
+
 async def _drop_early(conn: Any, crawl_id: Any, level: int) -> tuple[report_early.Early, set[int]]:
     await report_early.drop(conn, crawl_id, level)
     log.info("Links from progress not used: crawl %s level %d: the report inserts its links itself", crawl_id, level)
@@ -448,6 +480,10 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             except InvalidUrl:
                 raise Refused(500, "a crawl seed is not a usable url") from None
             try:
+                crawl_scope = Scope.of_crawl(crawl, seeds)
+            except (InvalidPattern, ValueError) as exc:  # checked at submission: a row edited since
+                raise Refused(500, f"the crawl's stored scope is not usable: {exc}") from None
+            try:
                 merged = merge_compiled(crawl["scripts"], report["compiled"])
             except CompiledMismatch as exc:
                 raise Refused(exc.status, exc.message, scriptId=exc.script_id) from None
@@ -455,6 +491,8 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
 
             # each reported page's stored url_hash (its key's probe chain, exact under a collision)
             hashes = await frontier.stored_hashes(conn, crawl_id, [_url_key(r["url"]) for r in results])
+            # extra hops: how far out of scope each reported page is (its links' hops follow from it)
+            page_hops = await _page_hops(conn, crawl_id, hashes) if crawl_scope.extra_hops else None
             # 1. close the reported rows of this level (matched by dedup key); a result that
             # matches no page of this level is ignored and not counted
             matched = await _close_reported(conn, crawl_id, depth, results, hashes)
@@ -487,14 +525,15 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                 # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
                 # the host name only, so it is asked once per host); chunk by chunk, so that when the
                 # budget cannot cut, chunk n + 1 is scoped while Postgres inserts chunk n
-                screen = LinkFilter(seeds, crawl["scope"])
+                screen = LinkFilter(seeds, crawl_scope)
                 verdicts: dict[str, str | None] = {}
                 held = _before_level(await _known(conn, crawl, settings.max_pages_per_host), early)
-                if src + 1 <= crawl["max_depth"] and len(links) <= crawl["max_pages"] - held[0]:
+                at = [i for i, s in enumerate(sources) if s == src]  # the group's results' positions
+                if (src + 1 <= crawl["max_depth"] and len(links) <= crawl["max_pages"] - held[0]
+                        and page_hops is None):
                     # 6.–7. every link fits the budget: insert while scoping, plan over what landed
                     reasons: dict[str, str | None] = {}
                     ordered: list[ParsedUrl] = []
-                    at = [i for i, s in enumerate(sources) if s == src]  # the group's results' positions
                     pieces = _pieces(counts, {g: report_early.Scoped.decode(landed_pages[hashes[i]][1]) or True
                                               for g, i in enumerate(at) if i in skip})
                     chunks = _stream_chunks(screen, links, pieces, verdicts, drops, settings, reasons, ordered)
@@ -504,12 +543,18 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                 else:
                     if early.keys:  # the budget may cut: the report alone decides, in its order
                         early, skip = await _drop_early(conn, crawl_id, depth + 1)
-                    candidates = _guarded(screen, links, verdicts, drops, settings)
+                    if page_hops is None:
+                        candidates = _guarded(screen, links, verdicts, drops, settings)
+                    else:  # page by page: a link's hops out of scope follow from its page's
+                        candidates = _guard(_by_page(screen, links, counts, [page_hops[i] for i in at]),
+                                            verdicts, drops, settings)
                     # 6.–7. budget over links not yet known to the crawl (nor the final URL of a
                     # redirected page), then the next level through the unique index
                     candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
                     part, landed = await _plan_and_insert(conn, crawl, src + 1, candidates,
                                                           settings.max_pages_per_host, settings, held)
+                    if screen.outside:
+                        await _record_hops(conn, crawl_id, landed, candidates, screen.outside)
                 drops.update(screen.drops)
                 drops.pop("duplicate", None)  # in-call duplicates are the same page, not a drop
                 if overflow:
