@@ -169,7 +169,7 @@ class CrawlRequest(_Strict):
             try:
                 scope_rules.compile_patterns(value, info.field_name)
             except scope_rules.InvalidPattern as exc:
-                raise ValueError(str(exc)) from None
+                raise ValueError(exc.reason()) from None
         return value
 
     @field_validator("formats", mode="before")

@@ -55,8 +55,14 @@ class InvalidPattern(ValueError):
     """An include/exclude pattern RE2 refuses (or too long/many); ``.field``, ``.pattern``."""
 
     def __init__(self, field_name: str, pattern: str, why: str):
-        self.field, self.pattern = field_name, pattern
-        super().__init__(f"{field_name} pattern {pattern[:200]!r} is not usable: {why}")
+        self.field, self.pattern, self.why = field_name, pattern, why
+        super().__init__(f"{field_name} {self.reason()}")
+
+    def reason(self) -> str:
+        """The refusal without the field name: ``pattern "<pattern>" is not usable: <why>``."""
+        shown = self.pattern if len(self.pattern) <= 200 else self.pattern[:200] + "…"
+        return f'pattern "{shown}" is not usable: {self.why}'
+
 
 
 def canonical(scope: str) -> str:
