@@ -49,6 +49,13 @@ class PageState(str, Enum):
 
 
 class Scope(str, Enum):
+    """Scope types (ledger.crawl.scope); same-origin / same-host: the old names, still accepted."""
+
+    page = "page"
+    prefix = "prefix"
+    host = "host"
+    domain = "domain"
+    origin = "origin"
     same_origin = "same-origin"
     same_host = "same-host"
 
@@ -112,6 +119,9 @@ def build_crawl_body(
     scripts: list[str] | None,
     no_scripts: bool,
     formats: str | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    extra_hops: int | None = None,
 ) -> dict:
     """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent;
     ``formats`` comma-separated (``wacz,png``) → ``formats`` list, empty entries kept (the ledger
@@ -123,6 +133,9 @@ def build_crawl_body(
         ("maxPages", max_pages),
         ("perHostDelayMs", delay_ms),
         ("hostParallelism", parallelism),
+        ("include", list(include) if include else None),
+        ("exclude", list(exclude) if exclude else None),
+        ("extraHops", extra_hops),
     ):
         if value is not None:
             body[key] = value
@@ -198,7 +211,10 @@ def crawl_command(
     max_pages: Annotated[Optional[int], typer.Option("--max-pages", min=1, help="Page budget of the whole crawl (ledger default max(30, #seeds)).")] = None,
     delay_ms: Annotated[Optional[int], typer.Option("--delay-ms", min=0, max=600000, help="Per-host politeness delay in ms (ledger default 2000; robots Crawl-delay wins when longer).")] = None,
     parallelism: Annotated[Optional[int], typer.Option("--parallelism", min=1, max=32, help="Hosts crawled at once (ledger default 4; the flow uses at most this, usually one per browser).")] = None,
-    scope: Annotated[Optional[Scope], typer.Option("--scope", help="Which links are followed (ledger default same-origin).")] = None,
+    scope: Annotated[Optional[Scope], typer.Option("--scope", help="Which links are followed: page (the seeds only), prefix (under a seed's path), host, domain (registered domain and subdomains), origin (ledger default; same-origin/same-host: old names).")] = None,
+    include: Annotated[Optional[list[str]], typer.Option("--include", help="Regular expression (RE2) over the normalized URL: matching URLs are in scope too. Repeatable.")] = None,
+    exclude: Annotated[Optional[list[str]], typer.Option("--exclude", help="Regular expression (RE2) over the normalized URL: matching URLs are never taken (wins over everything). Repeatable.")] = None,
+    extra_hops: Annotated[Optional[int], typer.Option("--extra-hops", min=0, max=10, help="Also capture pages up to N links out of scope (their links not expanded past N).")] = None,
     script: Annotated[Optional[list[str]], typer.Option("--script", help="Page script: a catalogue id (autoscroll, autoscroll@2) or a .ts file (\\[preload:|behavior:]path.ts). Repeatable; default = the catalogue's default set.")] = None,
     no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
     formats: Annotated[Optional[str], typer.Option("--formats", help="Capture formats, comma-separated, with wacz: wacz,png,webp,html,links,mhtml (default: the deployment's WAGGLE_CAPTURE_FORMATS). Screenshots go into the WACZ where the capture server can.")] = None,
@@ -213,7 +229,7 @@ def crawl_command(
     if no_scripts and script:
         raise _fail(console, "--script and --no-scripts exclude each other")
     body = build_crawl_body(urls, depth, max_pages, delay_ms, parallelism, scope.value if scope else None, script, no_scripts,
-                            formats)
+                            formats, include, exclude, extra_hops)
     try:
         with _client() as client:
             crawl_id = client.submit_crawl(body)

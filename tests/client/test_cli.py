@@ -488,3 +488,27 @@ def test_stop_reason_of_a_running_crawl_is_what_it_will_stop_at():
     assert render.stop_reason_text({"state": "running", "stopReason": "max_pages"}) == "will stop at max pages"
     assert render.stop_reason_text({"state": "succeeded", "stopReason": "max_pages"}) == "max_pages"
     assert render.stop_reason_text({"state": "running", "stopReason": None}) == "–"
+
+
+def test_crawl_scope_options_reach_the_body():
+    """Issue 29: --scope with the new types, repeatable --include/--exclude, --extra-hops."""
+    from ledger.client.cli import build_crawl_body
+    body = build_crawl_body(["https://a.test/docs/"], None, None, None, None, "prefix", None, False, None,
+                            ["/shared/"], ["/logout$", "\\?sort="], 1)
+    assert body == {"seeds": ["https://a.test/docs/"], "scope": "prefix", "include": ["/shared/"],
+                    "exclude": ["/logout$", "\\?sort="], "extraHops": 1}
+    assert "include" not in build_crawl_body(["https://a.test/"], None, None, None, None, None, None, False)
+
+
+def test_crawl_refuses_an_unknown_scope_before_sending(fake_ledger: FakeLedger, client_env):
+    result = run("crawl", "http://a.test/", "--scope", "any", "--detach")
+    assert result.exit_code != 0 and fake_ledger.bodies == []
+
+
+def test_summary_shows_the_scope():
+    from rich.console import Console
+    from ledger.client.render import summary_view
+    console = Console(record=True, width=200)
+    console.print(summary_view({"crawlId": "c", "state": "succeeded", "scope": "prefix", "include": ["/a/"],
+                                "exclude": ["\\.pdf$"], "extraHops": 2}))
+    assert "prefix, include /a/, exclude \\.pdf$, extra hops 2" in console.export_text()

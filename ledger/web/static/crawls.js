@@ -64,12 +64,21 @@ export async function crawlList(view, ctx) {
   await refresh();
 }
 
+// "prefix, include /a/, exclude \.pdf$, extra hops 1": what the crawl takes (issue 29).
+function scopeText(c) {
+  const parts = [c.scope];
+  for (const p of c.include || []) parts.push("include " + p);
+  for (const p of c.exclude || []) parts.push("exclude " + p);
+  if (c.extraHops) parts.push("extra hops " + c.extraHops);
+  return parts.join(", ");
+}
+
 function facts(c) {
   const pairs = [
     ["State", stateBadge(c.state)], ["Stop reason", stopText(c, "—")], ["Level", level(c)],
     ["Captured", String(c.pagesCaptured)], ["Failed", String(c.pagesFailed)], ["Skipped", String(c.pagesSkipped)],
     ["Pending", String(c.pagesPending)], ["Discovered", String(c.pagesDiscovered)],
-    ["Max pages", String(c.maxPages)], ["Scope", c.scope], ["Delay per host", c.perHostDelayMs + " ms"],
+    ["Max pages", String(c.maxPages)], ["Scope", scopeText(c)], ["Delay per host", c.perHostDelayMs + " ms"],
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
     ["Started", when(c.startedAt)], ["Elapsed", elapsed(c.startedAt, c.finishedAt)],
     ["Organization", c.organization], ["Requested by", c.requestedBy], ["Seeds", (c.seeds || []).join(" ")],
