@@ -248,6 +248,8 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "extraHops": crawl.get("extra_hops") or 0,
         "state": crawl["state"],
         "stopReason": crawl["stop_reason"],
+        "pauseRequested": bool(crawl.get("pause_requested")),  # pausing: after the level in flight
+        "pausedAt": iso_ms(crawl.get("paused_at")),
         "maxDepth": crawl["max_depth"],
         "maxPages": crawl["max_pages"],
         "perHostDelayMs": crawl["per_host_delay_ms"],

@@ -584,13 +584,17 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                 "UPDATE crawls SET pages_captured = pages_captured + %s, pages_discovered = pages_discovered + %s,"
                 " stop_reason = COALESCE(stop_reason, %s), drops = %s::jsonb, last_progress_at = now(),"
                 " scripts = %s::jsonb, current_depth = %s, level_state = 'planned', level_since = now(),"
-                " state = CASE WHEN %s THEN %s ELSE state END, error = COALESCE(%s, error),"
+                " state = CASE WHEN %s THEN %s WHEN pause_requested THEN 'paused' ELSE state END,"
+                " paused_at = CASE WHEN NOT %s AND pause_requested THEN now() ELSE paused_at END,"
+                " pause_requested = false, error = COALESCE(%s, error),"
                 " finished_at = CASE WHEN %s THEN now() ELSE finished_at END"
                 " WHERE id = %s",
                 (captured, discovered, reason, json.dumps(dict(total_drops)),
                  json.dumps(merged.scripts), depth if done else depth + 1, done,
-                 "failed" if error else "succeeded", error, done, crawl_id),
+                 "failed" if error else "succeeded", done, error, done, crawl_id),
             )
+            # a pause asked during the level (ledger.crawl.control): recorded, not dispatched
+            paused = not done and crawl["pause_requested"]
             answer = {
                 "next": [{"url": p["url"], "host": p["host"], "depth": depth + 1} for p in inserted],
                 "stopReason": reason if done else None,
@@ -607,5 +611,7 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
     crawl = dict(crawl)
     crawl["scripts"] = merged.scripts
     failed = {str(r["taskId"]) for r in results if r.get("taskId") and r["status"] != "captured"}
-    return LevelOutcome(200, answer, None if done else (crawl, depth + 1, inserted),
+    if paused:
+        log.info("Crawl paused after level %d: %s", depth, crawl_id)
+    return LevelOutcome(200, answer, None if done or paused else (crawl, depth + 1, inserted),
                         (depth, failed, [str(t) for t in to_admit]) if to_admit else None, body)
