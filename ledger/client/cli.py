@@ -248,6 +248,9 @@ def crawls_command(
     crawl_id: Annotated[Optional[str], typer.Argument(help="A crawl id: show it (default: list recent crawls).")] = None,
     follow_it: Annotated[bool, typer.Option("--follow", help="Follow the crawl live until it ends.")] = False,
     fail_it: Annotated[bool, typer.Option("--fail", help="Fail (close) the crawl if it is running.")] = False,
+    stop_it: Annotated[bool, typer.Option("--stop", help="Stop the crawl gracefully: no new capture starts, those in flight are kept; it ends succeeded (stop reason stopped).")] = False,
+    pause_it: Annotated[bool, typer.Option("--pause", help="Pause the crawl after its level in flight; its frontier is kept.")] = False,
+    resume_it: Annotated[bool, typer.Option("--resume", help="Resume a paused crawl (every host's gap kept).")] = False,
     reason: Annotated[str, typer.Option("--reason", help="Reason recorded with --fail (≤ 2,000 chars).")] = "failed by the operator (`waggle crawls --fail`)",
     download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save its WACZ files here.", file_okay=False, callback=download_dir)] = None,
     show_urls: Annotated[bool, typer.Option("--urls", help="With an id: also print a signed download URL (valid 300 s) for every archive.")] = False,
@@ -260,6 +263,11 @@ def crawls_command(
 ) -> None:
     """List recent crawls, or show / follow / fail one (an id or a unique prefix of it), or list its pages."""
     console = _console()
+    actions = [name for name, on in (("stop", stop_it), ("pause", pause_it), ("resume", resume_it), ("fail", fail_it)) if on]
+    if len(actions) > 1:
+        raise _fail(console, "--" + " and --".join(actions) + " exclude each other: give one")
+    if actions and not crawl_id:
+        raise _fail(console, f"--{actions[0]} needs a crawl id")
     if (follow_it or fail_it or download or pages or show_urls) and not crawl_id:
         raise _fail(console, "--follow, --fail, --download, --urls and --pages need a crawl id")
     if state and not pages:
@@ -286,6 +294,12 @@ def crawls_command(
                 return
             if as_json:
                 _print_json(client.get_crawl(crawl_id))
+                return
+            if actions and actions[0] != "fail":
+                answer = client.control_crawl(crawl_id, actions[0])
+                said = {"stop": "stopped (succeeded, stop reason stopped).", "pausing": "pausing: it pauses when its"
+                        " level in flight has reported.", "paused": "paused.", "resume": "running."}
+                console.print(f"crawl {crawl_id} " + said.get(answer.get("state") if actions[0] == "pause" else actions[0], ""))
                 return
             if fail_it:
                 closed = client.fail_crawl(crawl_id, reason)

@@ -512,3 +512,16 @@ def test_summary_shows_the_scope():
     console.print(summary_view({"crawlId": "c", "state": "succeeded", "scope": "prefix", "include": ["/a/"],
                                 "exclude": ["\\.pdf$"], "extraHops": 2}))
     assert "prefix, include /a/, exclude \\.pdf$, extra hops 2" in console.export_text()
+
+
+def test_crawls_stop_pause_resume_post_the_action(fake_ledger: FakeLedger, client_env):
+    fake_ledger.endless = True
+    crawl = fake_ledger.start_crawl({"seeds": ["http://a.test/"]})
+    assert "stopped (succeeded, stop reason stopped)" in run("crawls", crawl.id, "--stop").output
+    assert "pausing" in run("crawls", crawl.id, "--pause").output
+    assert "running" in run("crawls", crawl.id, "--resume").output
+    assert fake_ledger.controls == [(crawl.id, "stop"), (crawl.id, "pause"), (crawl.id, "resume")]
+    both = run("crawls", crawl.id, "--stop", "--pause")
+    assert both.exit_code != 0 and "exclude each other" in both.output
+    assert run("crawls", "--resume").exit_code != 0
+    assert len(fake_ledger.controls) == 3
