@@ -143,6 +143,10 @@ class CrawlRequest(_Strict):
     include: list[str] | None = Field(None, max_length=scope_rules.MAX_PATTERNS)  # RE2 over the normalized URL
     exclude: list[str] | None = Field(None, max_length=scope_rules.MAX_PATTERNS)  # wins over scope and include
     extraHops: int = _setting(0, ge=0, le=scope_rules.MAX_EXTRA_HOPS)
+    # limits (ledger.crawl.limits): each ends the crawl (or the host) with its own stop reason
+    timeLimitS: int | None = _setting(None, ge=1, le=30 * 86400)  # wall-clock seconds from the start
+    maxBytes: int | None = _setting(None, ge=1)  # sum of the crawl's admitted WACZ sizes
+    maxPagesPerHost: int | None = _setting(None, ge=1)  # pages per host (with WAGGLE_MAX_PAGES_PER_HOST)
     maxDepth: int | None = _setting(None, ge=0, le=10)
     maxPages: int | None = _setting(None, ge=1)
     perHostDelayMs: int = _setting(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
@@ -297,6 +301,9 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
         include=body.include or [],
         exclude=body.exclude or [],
         extra_hops=body.extraHops,
+        time_limit_s=body.timeLimitS,
+        max_bytes=body.maxBytes,
+        max_pages_per_host=body.maxPagesPerHost,
         max_depth=body.maxDepth,
         max_pages=body.maxPages,
         per_host_delay_ms=body.perHostDelayMs,

@@ -122,6 +122,9 @@ def build_crawl_body(
     include: list[str] | None = None,
     exclude: list[str] | None = None,
     extra_hops: int | None = None,
+    time_limit: int | None = None,
+    max_bytes: int | None = None,
+    max_pages_per_host: int | None = None,
 ) -> dict:
     """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent;
     ``formats`` comma-separated (``wacz,png``) → ``formats`` list, empty entries kept (the ledger
@@ -136,6 +139,9 @@ def build_crawl_body(
         ("include", list(include) if include else None),
         ("exclude", list(exclude) if exclude else None),
         ("extraHops", extra_hops),
+        ("timeLimitS", time_limit),
+        ("maxBytes", max_bytes),
+        ("maxPagesPerHost", max_pages_per_host),
     ):
         if value is not None:
             body[key] = value
@@ -214,6 +220,9 @@ def crawl_command(
     scope: Annotated[Optional[Scope], typer.Option("--scope", help="Which links are followed: page (the seeds only), prefix (under a seed's path), host, domain (registered domain and subdomains), origin (ledger default; same-origin/same-host: old names).")] = None,
     include: Annotated[Optional[list[str]], typer.Option("--include", help="Regular expression (RE2) over the normalized URL: matching URLs are in scope too. Repeatable.")] = None,
     exclude: Annotated[Optional[list[str]], typer.Option("--exclude", help="Regular expression (RE2) over the normalized URL: matching URLs are never taken (wins over everything). Repeatable.")] = None,
+    time_limit: Annotated[Optional[int], typer.Option("--time-limit", min=1, help="End the crawl after this many seconds (stop reason time_limit; captures in flight are kept).")] = None,
+    max_bytes: Annotated[Optional[int], typer.Option("--max-bytes", min=1, help="End the crawl once its archives total this many bytes (stop reason size_limit).")] = None,
+    max_pages_per_host: Annotated[Optional[int], typer.Option("--max-pages-per-host", min=1, help="Take at most this many pages of one host (its further links dropped: max_pages_per_host).")] = None,
     extra_hops: Annotated[Optional[int], typer.Option("--extra-hops", min=0, max=10, help="Also capture pages up to N links out of scope (their links not expanded past N).")] = None,
     script: Annotated[Optional[list[str]], typer.Option("--script", help="Page script: a catalogue id (autoscroll, autoscroll@2) or a .ts file (\\[preload:|behavior:]path.ts). Repeatable; default = the catalogue's default set.")] = None,
     no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
@@ -229,7 +238,7 @@ def crawl_command(
     if no_scripts and script:
         raise _fail(console, "--script and --no-scripts exclude each other")
     body = build_crawl_body(urls, depth, max_pages, delay_ms, parallelism, scope.value if scope else None, script, no_scripts,
-                            formats, include, exclude, extra_hops)
+                            formats, include, exclude, extra_hops, time_limit, max_bytes, max_pages_per_host)
     try:
         with _client() as client:
             crawl_id = client.submit_crawl(body)

@@ -214,6 +214,10 @@ def summary_view(crawl: dict) -> Group:
     table.add_row("levels", _n(level_of(crawl)) + (f" (max depth {crawl['maxDepth']})" if "maxDepth" in crawl else ""))
     if crawl.get("scope"):
         table.add_row("scope", scope_text(crawl))
+    limits = [f"{label} {crawl[key]}" for key, label in (("timeLimitS", "time limit (s)"), ("maxBytes", "max bytes"),
+              ("maxPagesPerHost", "max pages per host")) if crawl.get(key)]
+    if limits:
+        table.add_row("limits", ", ".join(limits))
     table.add_row("pages captured", _n(captured_count(crawl)))
     table.add_row("pages failed", _n(failed_count(crawl)))
     table.add_row("pages skipped", _n(skipped_count(crawl)))

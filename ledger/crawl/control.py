@@ -55,23 +55,29 @@ async def _locked(conn: Any, crawl_id: uuid.UUID) -> dict:
     return crawl
 
 
-async def stop(pool: Any, crawl_id: uuid.UUID, bucket: str | None) -> Outcome:
-    """Stop a running or paused crawl. Raises :class:`Refused` 404 unknown, 409 already finished."""
+STOP_REASONS = ("stopped", "time_limit", "size_limit")  # graceful ends: a person, or a limit (ledger.crawl.limits)
+
+
+async def stop(pool: Any, crawl_id: uuid.UUID, bucket: str | None, reason: str = "stopped") -> Outcome:
+    """Stop a running or paused crawl with stop reason ``reason`` (:data:`STOP_REASONS`). Raises
+    :class:`Refused` 404 unknown, 409 already finished."""
+    if reason not in STOP_REASONS:
+        raise ValueError(f"not a graceful stop reason: {reason!r}")
     async with pool.connection() as conn, conn.transaction():
         crawl = await _locked(conn, crawl_id)
         if crawl["state"] not in ("running", "paused"):
             raise Refused(409, f"the crawl is {crawl['state']} already; only a running or paused crawl can be"
                                " stopped", state=crawl["state"])
         cur = await conn.execute(
-            "UPDATE crawls SET state = 'succeeded', stop_reason = 'stopped', finished_at = now(),"
-            " pause_requested = false, level_state = 'planned' WHERE id = %s RETURNING *", (crawl_id,))
+            "UPDATE crawls SET state = 'succeeded', stop_reason = %s, finished_at = now(),"
+            " pause_requested = false, level_state = 'planned' WHERE id = %s RETURNING *", (reason, crawl_id))
         row = await cur.fetchone()
         tasks = await salvage.record_captures(conn, row, bucket)
         await conn.execute(
             "UPDATE crawl_pages SET state = 'skipped', skip_reason = %s WHERE crawl_id = %s AND state = 'pending'",
             (STOPPED_BEFORE_CAPTURE, crawl_id))
     in_flight = crawl["state"] == "running" and crawl["level_state"] == "dispatched"
-    log.info("Crawl stopped on request: %s (level %d%s)", crawl_id, row["current_depth"],
+    log.info("Crawl stopped (%s): %s (level %d%s)", reason, crawl_id, row["current_depth"],
              ", in flight" if in_flight else "")
     return Outcome("succeeded", (row["last_job_id"] or "") if in_flight else "", row["current_depth"], tasks)
 

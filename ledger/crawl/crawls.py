@@ -52,6 +52,9 @@ class CrawlSpec:
     include: list[str] = field(default_factory=list)  # RE2 patterns over the normalized URL
     exclude: list[str] = field(default_factory=list)  # an exclude always wins
     extra_hops: int = 0  # pages out of scope taken from pages in scope, not expanded past N hops
+    time_limit_s: int | None = None  # limits (ledger.crawl.limits); None: none
+    max_bytes: int | None = None
+    max_pages_per_host: int | None = None
 
 
 def is_unique_violation(exc: BaseException, constraint: str) -> bool:
@@ -219,11 +222,12 @@ async def start_crawl(
             cur = await conn.execute(
                 "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms,"
                 " host_parallelism, org_id, requested_by, scripts, capture_formats, scope_include, scope_exclude,"
-                " extra_hops)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s) RETURNING *",
+                " extra_hops, time_limit_s, max_bytes, max_pages_per_host)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
                 (crawl_id, [s.url for s in seeds], scope_rules.canonical(spec.scope), max_depth, max_pages,
                  spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned),
-                 spec.formats, list(spec.include), list(spec.exclude), spec.extra_hops),
+                 spec.formats, list(spec.include), list(spec.exclude), spec.extra_hops, spec.time_limit_s,
+                 spec.max_bytes, spec.max_pages_per_host),
             )
             crawl = await cur.fetchone()
             landed = await frontier.insert_rows(conn, crawl_id, 0, seeds)  # exact dedup (migration 071)
@@ -246,6 +250,9 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "include": list(crawl.get("scope_include") or []),
         "exclude": list(crawl.get("scope_exclude") or []),
         "extraHops": crawl.get("extra_hops") or 0,
+        "timeLimitS": crawl.get("time_limit_s"),
+        "maxBytes": crawl.get("max_bytes"),
+        "maxPagesPerHost": crawl.get("max_pages_per_host"),
         "state": crawl["state"],
         "stopReason": crawl["stop_reason"],
         "pauseRequested": bool(crawl.get("pause_requested")),  # pausing: after the level in flight

@@ -379,6 +379,13 @@ def _guard(accepted: list[ParsedUrl], verdicts: dict[str, str | None], drops: Co
     return out
 
 
+def host_cap(crawl: dict, settings: Any) -> int | None:
+    """The page limit per host of ``crawl``: the smaller of its ``max_pages_per_host`` (migration
+    242) and ``WAGGLE_MAX_PAGES_PER_HOST`` (None: neither is set)."""
+    caps = [c for c in (crawl.get("max_pages_per_host"), getattr(settings, "max_pages_per_host", None)) if c]
+    return min(caps) if caps else None
+
+
 def _by_page(screen: LinkFilter, links: list, counts: list[int], hops: list[int]) -> list[ParsedUrl]:
     """``screen.accept`` over each result's links (``counts`` each, in order) with the hops out
     of scope of the page they were found on."""
@@ -488,6 +495,7 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             except CompiledMismatch as exc:
                 raise Refused(exc.status, exc.message, scriptId=exc.script_id) from None
             await robots_cache.record(conn, crawl_id, depth, report.get("robots"))  # before leases end
+            cap = host_cap(crawl, settings)  # pages per host: the crawl's limit or the deployment's
 
             # each reported page's stored url_hash (its key's probe chain, exact under a collision)
             hashes = await frontier.stored_hashes(conn, crawl_id, [_url_key(r["url"]) for r in results])
@@ -509,7 +517,7 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             # links landed from progress during the level (ledger.crawl.report_early): trusted
             # only when every landed page's result carries them unchanged and no carried page
             # adds a second group; otherwise deleted, and the report runs as without them
-            early = await report_early.read(conn, crawl_id, depth + 1, bool(settings.max_pages_per_host))
+            early = await report_early.read(conn, crawl_id, depth + 1, bool(cap))
             landed_pages = await report_early.landed_pages(conn, crawl_id, depth)
             skip = report_early.skipped(results, hashes, landed_pages) if landed_pages else set()
             if early.keys and (skip is None or len(set(sources)) > 1):
@@ -527,7 +535,7 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                 # budget cannot cut, chunk n + 1 is scoped while Postgres inserts chunk n
                 screen = LinkFilter(seeds, crawl_scope)
                 verdicts: dict[str, str | None] = {}
-                held = _before_level(await _known(conn, crawl, settings.max_pages_per_host), early)
+                held = _before_level(await _known(conn, crawl, cap), early)
                 at = [i for i, s in enumerate(sources) if s == src]  # the group's results' positions
                 if (src + 1 <= crawl["max_depth"] and len(links) <= crawl["max_pages"] - held[0]
                         and page_hops is None):
@@ -538,7 +546,7 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                                               for g, i in enumerate(at) if i in skip})
                     chunks = _stream_chunks(screen, links, pieces, verdicts, drops, settings, reasons, ordered)
                     part, landed = await _stream_plan_and_insert(conn, crawl, src + 1, chunks,
-                                                                 settings.max_pages_per_host, settings, held, reasons,
+                                                                 cap, settings, held, reasons,
                                                                  ordered, early)
                 else:
                     if early.keys:  # the budget may cut: the report alone decides, in its order
@@ -552,7 +560,7 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                     # redirected page), then the next level through the unique index
                     candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
                     part, landed = await _plan_and_insert(conn, crawl, src + 1, candidates,
-                                                          settings.max_pages_per_host, settings, held)
+                                                          cap, settings, held)
                     if screen.outside:
                         await _record_hops(conn, crawl_id, landed, candidates, screen.outside)
                 drops.update(screen.drops)

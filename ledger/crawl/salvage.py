@@ -98,7 +98,7 @@ async def record_late(pool: Any, crawl_id: uuid.UUID, url: str, capture: dict,
         cur = await conn.execute("SELECT * FROM crawls WHERE id = %s FOR UPDATE", (crawl_id,))
         crawl = await cur.fetchone()
         # failed, or stopped (ledger.crawl.control): the job was cut, its last captures finish after it
-        if crawl is None or not (crawl["state"] == "failed" or crawl["stop_reason"] == "stopped"):
+        if crawl is None or not (crawl["state"] == "failed" or crawl["stop_reason"] in ("stopped", "time_limit", "size_limit")):
             return None
         cur = await conn.execute(_LATE_PAGE, (crawl_id, url, crawl["current_depth"], _CLOSED))
         page = await cur.fetchone()

@@ -80,6 +80,8 @@ function facts(c) {
     ["Pending", String(c.pagesPending)], ["Discovered", String(c.pagesDiscovered)],
     ["Max pages", String(c.maxPages)], ["Scope", scopeText(c)], ["Delay per host", c.perHostDelayMs + " ms"],
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
+    ["Limits", [c.timeLimitS ? c.timeLimitS + " s" : null, c.maxBytes ? c.maxBytes + " bytes" : null,
+      c.maxPagesPerHost ? c.maxPagesPerHost + " pages per host" : null].filter(Boolean).join(", ") || "—"],
     ["Started", when(c.startedAt)], ["Elapsed", elapsed(c.startedAt, c.finishedAt)],
     ["Organization", c.organization], ["Requested by", c.requestedBy], ["Seeds", (c.seeds || []).join(" ")],
   ];

@@ -64,7 +64,13 @@ export function startForm(view, ctx) {
         field("exclude", "Exclude", exclude,
           "Regular expressions (RE2), one a line: matching URLs are never taken (an exclude always wins)."),
         field("extraHops", "Extra hops", number("extraHops", "0", ""),
-          "Also capture pages up to this many links outside the scope (0–10; their links are not followed further)."))),
+          "Also capture pages up to this many links outside the scope (0–10; their links are not followed further)."),
+        field("timeLimitS", "Time limit", number("timeLimitS", "none", ""),
+          "Seconds; the crawl then ends (stop reason time_limit), captures under way are kept."),
+        field("maxBytes", "Size limit", number("maxBytes", "none", ""),
+          "Bytes of archives; the crawl then ends (stop reason size_limit)."),
+        field("maxPagesPerHost", "Pages per host", number("maxPagesPerHost", "none", ""),
+          "At most this many pages of one host."))),
     el("span"), el("div", {}, submit, formError));
   view.replaceChildren(el("h1", {}, "Start a crawl"), form);
 
@@ -80,7 +86,7 @@ export function startForm(view, ctx) {
       const lines = box.value.split("\n").map((s) => s.trim()).filter(Boolean);
       if (lines.length) body[name] = lines;
     }
-    for (const name of ["maxDepth", "maxPages", "perHostDelayMs", "extraHops"]) {
+    for (const name of ["maxDepth", "maxPages", "perHostDelayMs", "extraHops", "timeLimitS", "maxBytes", "maxPagesPerHost"]) {
       const value = numeric(form.elements[name].value);
       if (value !== undefined) body[name] = value;
     }
