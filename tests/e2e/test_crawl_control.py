@@ -92,3 +92,35 @@ def test_pause_and_resume_keep_every_gap(local_stack):
     felt = site.felt_gaps()
     print("felt gaps (ms):", [round(f * 1000) for f in felt])
     assert len(felt) == len(LEVEL_1) and all(f >= DELAY_MS / 1000 for f in felt), felt  # across the pause too
+
+
+def test_time_limit_ends_the_crawl_through_the_stack(local_stack):
+    site = LoggedSite()
+    try:
+        with _api(local_stack) as api:
+            seeds = [f"{site.url}/", f"{site.url}/a", f"{site.url}/b"]
+            started = time.monotonic()
+            r = api.post("/api/crawls", json={"seeds": seeds, "maxDepth": 0, "scripts": [], "timeLimitS": 10,
+                                              "perHostDelayMs": 30000})  # the 2nd page would come after 30 s
+            assert r.status_code == 202, r.text
+            crawl_id = r.json()["crawlId"]
+            seen = []
+
+            def ended_view():
+                v = api.get(f"/api/crawls/{crawl_id}").json()
+                seen.append((round(time.monotonic() - started, 1), v.get("levelProgress"),
+                             [(round(h.start - started, 1), h.path) for h in site.log if h.document]))
+                return v["state"] != "running" and v
+            view = _until("ended crawl", ended_view, timeout_s=60)
+            ended = time.monotonic() - started
+            print("progress:", seen[-3:])
+            print("ended after", round(ended, 1), "s:", view)
+            assert (view["state"], view["stopReason"]) == ("succeeded", "time_limit"), view
+            archives = _until("listed archive", lambda: api.get("/api/archives", params={"crawl": crawl_id})
+                              .json()["archives"], timeout_s=60)
+    finally:
+        site.stop()
+    assert (view["state"], view["stopReason"], view["pagesCaptured"]) == ("succeeded", "time_limit", 1), view
+    assert 10 <= ended < 25, ended  # at the limit (a loop round later), before the second page's turn
+    assert [h.path for h in site.log if h.document] == ["/"]
+    assert len(archives) == 1
