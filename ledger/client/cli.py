@@ -1,7 +1,7 @@
 """``waggle crawl / crawls / archives / url``: the ledger API from the command line.
 
 Mounted on the root app by :mod:`ledger.cli`. API URL and token: see :mod:`ledger.client.config`.
-Exit codes: 0 done (crawl succeeded), 1 crawl failed or an error, 130 interrupted (Ctrl-C).
+Exit codes: 0 done (crawl succeeded, or paused), 1 crawl failed or an error, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -182,6 +182,10 @@ def finish(client: LedgerClient, crawl: dict, console: Console, download: Path |
     if download is not None and archives:
         download_archives(client, archives, download, console)
     show_archives_with_urls(client, archives, console, show_urls)
+    if crawl.get("state") == "paused":  # not an end: say how to go on (exit 0: nothing went wrong)
+        console.print(f"crawl {crawl.get('crawlId')} is paused; go on with: waggle crawls {crawl.get('crawlId')} --resume",
+                      soft_wrap=True)
+        return 0
     return 0 if crawl.get("state") == "succeeded" else 1
 
 

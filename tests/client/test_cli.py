@@ -525,3 +525,12 @@ def test_crawls_stop_pause_resume_post_the_action(fake_ledger: FakeLedger, clien
     assert both.exit_code != 0 and "exclude each other" in both.output
     assert run("crawls", "--resume").exit_code != 0
     assert len(fake_ledger.controls) == 3
+
+
+def test_a_paused_crawl_is_not_a_failure():
+    from rich.console import Console
+    from ledger.client.cli import finish
+    console = Console(record=True, width=200)
+    code = finish(None, {"crawlId": "c0ffee00", "state": "paused", "pagesCaptured": 0}, console, None, 0)
+    assert code == 0 and "waggle crawls c0ffee00 --resume" in console.export_text()
+    assert finish(None, {"crawlId": "c", "state": "failed", "pagesCaptured": 0}, Console(record=True), None, 0) == 1
