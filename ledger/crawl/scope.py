@@ -95,6 +95,9 @@ def _compile(pattern: str, field_name: str) -> Any:
         raise InvalidPattern(field_name, pattern, f"longer than {MAX_PATTERN_LENGTH} characters")
     try:
         return _compiled(pattern)
+    except UnicodeEncodeError:  # JSON may carry a lone surrogate; RE2 takes UTF-8 only
+        raise InvalidPattern(field_name, pattern.encode("utf-8", "backslashreplace").decode(),
+                             "not valid Unicode text (a lone surrogate)") from None
     except re2.error as exc:
         why = exc.args[0] if exc.args else "RE2 refused it"
         raise InvalidPattern(field_name, pattern,

@@ -95,11 +95,14 @@ def test_patterns_match_the_normalized_url():
 
 
 @pytest.mark.parametrize("pattern, why", [("(", "missing )"), (r"(a)\1", "escape"), ("(?=x)", ""),
-                                          ("", "non-empty"), ("a" * 1001, "longer than 1000")])
+                                          ("", "non-empty"), ("a" * 1001, "longer than 1000"),
+                                          ("x{1001}", "repetition"), ("(a{999}){999}", ""),
+                                          ("\ud800", "lone surrogate")])
 def test_invalid_pattern_is_named(pattern, why):
     with pytest.raises(InvalidPattern) as err:
         compile_patterns(["fine", pattern], "exclude")
-    assert err.value.field == "exclude" and err.value.pattern == pattern
+    assert err.value.field == "exclude"
+    assert err.value.pattern == pattern.encode("utf-8", "backslashreplace").decode()
     assert why in str(err.value) and "exclude pattern" in str(err.value)
 
 
