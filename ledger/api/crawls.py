@@ -23,6 +23,8 @@ from ledger.crawl import pages as pages_store
 from ledger.crawl import progress as progress_store
 from ledger.crawl import hosts as host_politeness
 from ledger.crawl import robots_cache, salvage
+from ledger.crawl import scope as scope_rules
+from ledger.crawl import control
 from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
 from ledger.crawl.dispatch import dispatch_level, dispatch_waiting
 from ledger.crawl.errors import Refused
@@ -136,7 +138,15 @@ class InlineScript(_Strict):
 class CrawlRequest(_Strict):
     seeds: list[NonEmpty] | None = Field(None, min_length=1)
     fromTargets: FromTargets | None = None
-    scope: Literal["same-origin", "same-host"] = "same-origin"
+    # scope type (ledger.crawl.scope; same-origin / same-host: today's names, kept as aliases)
+    scope: Literal["page", "prefix", "host", "domain", "origin", "same-origin", "same-host"] = "origin"
+    include: list[str] | None = Field(None, max_length=scope_rules.MAX_PATTERNS)  # RE2 over the normalized URL
+    exclude: list[str] | None = Field(None, max_length=scope_rules.MAX_PATTERNS)  # wins over scope and include
+    extraHops: int = _setting(0, ge=0, le=scope_rules.MAX_EXTRA_HOPS)
+    # limits (ledger.crawl.limits): each ends the crawl (or the host) with its own stop reason
+    timeLimitS: int | None = _setting(None, ge=1, le=30 * 86400)  # wall-clock seconds from the start
+    maxBytes: int | None = _setting(None, ge=1)  # sum of the crawl's admitted WACZ sizes
+    maxPagesPerHost: int | None = _setting(None, ge=1)  # pages per host (with WAGGLE_MAX_PAGES_PER_HOST)
     maxDepth: int | None = _setting(None, ge=0, le=10)
     maxPages: int | None = _setting(None, ge=1)
     perHostDelayMs: int = _setting(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
@@ -154,6 +164,22 @@ class CrawlRequest(_Strict):
         if (self.seeds is None) == (self.fromTargets is None):
             raise ValueError("provide exactly one of seeds or fromTargets")
         return self
+
+    @field_validator("scope")
+    @classmethod
+    def _canonical_scope(cls, value: str) -> str:
+        return scope_rules.canonical(value)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, value: list[str] | None, info: Any) -> list[str] | None:
+        """Every pattern compiles under RE2 (linear time); a bad one is named (400)."""
+        if value:
+            try:
+                scope_rules.compile_patterns(value, info.field_name)
+            except scope_rules.InvalidPattern as exc:
+                raise ValueError(exc.reason()) from None
+        return value
 
     @field_validator("formats", mode="before")
     @classmethod
@@ -289,6 +315,12 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
         seeds=body.seeds,
         from_targets_limit=body.fromTargets.limit if body.fromTargets else None,
         scope=body.scope,
+        include=body.include or [],
+        exclude=body.exclude or [],
+        extra_hops=body.extraHops,
+        time_limit_s=body.timeLimitS,
+        max_bytes=body.maxBytes,
+        max_pages_per_host=body.maxPagesPerHost,
         max_depth=body.maxDepth,
         max_pages=body.maxPages,
         per_host_delay_ms=body.perHostDelayMs,
@@ -574,6 +606,50 @@ async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request,
     if closed and closed.tasks:  # admission after the answer, as for a level report
         background.add_task(verify_level, services, crawl_id, closed.depth, set(), closed.tasks)
     return JSONResponse({"closed": closed is not None}, background=background)
+
+
+@router.post("/api/crawls/{crawl_id}/stop")
+async def stop_crawl(crawl_id: uuid.UUID, request: Request, background: BackgroundTasks) -> JSONResponse:
+    """Stop a running or paused crawl gracefully → 200 ``{state: "succeeded", stopReason:
+    "stopped"}``: no new capture starts (its level's Windmill job is cancelled after the answer),
+    captures in flight finish and are admitted, pending pages are skipped (ledger.crawl.control).
+    404 unknown (or another organization's); 409 already finished."""
+    await _member(request, crawl_id)
+    services = request.app.state.services
+    done = await control.stop(services.pool, crawl_id, services.settings.s3_bucket)
+    if done.job:  # its level may still be capturing: no new capture may start
+        background.add_task(cancel_job, services.http, services.settings, done.job, "waggle: the crawl was stopped")
+    background.add_task(dispatch_waiting, services)  # its host leases ended with it
+    if done.tasks:
+        background.add_task(verify_level, services, crawl_id, done.depth, set(), done.tasks)
+    return JSONResponse({"state": done.state, "stopReason": "stopped"}, background=background)
+
+
+@router.post("/api/crawls/{crawl_id}/pause")
+async def pause_crawl(crawl_id: uuid.UUID, request: Request, background: BackgroundTasks) -> JSONResponse:
+    """Pause a running crawl → 200 ``{state: "paused" | "pausing"}`` (``pausing``: the level in
+    flight finishes and reports first, then the crawl pauses; the frontier is kept and its host
+    leases end). 404 unknown; 409 finished."""
+    await _member(request, crawl_id)
+    services = request.app.state.services
+    done = await control.pause(services.pool, crawl_id)
+    if done.state == "paused":
+        background.add_task(dispatch_waiting, services)  # hosts it waited for are free for others
+    return JSONResponse({"state": done.state}, background=background)
+
+
+@router.post("/api/crawls/{crawl_id}/resume")
+async def resume_crawl(crawl_id: uuid.UUID, request: Request, background: BackgroundTasks) -> JSONResponse:
+    """Resume a paused crawl → 200 ``{state: "running"}``; its level is dispatched after the
+    answer and waits the rest of every host's gap (the hosts' last captures are kept in the
+    ledger). A crawl still ``pausing`` keeps running (the pause is withdrawn). 404 unknown; 409
+    finished; 429 the organization already runs WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG crawls."""
+    await _member(request, crawl_id)
+    services = request.app.state.services
+    done = await control.resume(services.pool, crawl_id, services.settings.max_running_crawls_per_org)
+    if done.dispatch is not None:
+        background.add_task(dispatch_level, services, done.dispatch, done.depth)
+    return JSONResponse({"state": done.state}, background=background)
 
 
 @router.post("/api/crawls/{crawl_id}/index")

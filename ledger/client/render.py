@@ -198,6 +198,16 @@ def progress_view(crawl: dict, note: str | None = None) -> Table:
     return grid
 
 
+def scope_text(crawl: dict) -> str:
+    """``origin`` / ``prefix, include /a/, exclude \\.pdf$, extra hops 1``: what the crawl takes."""
+    parts = [str(crawl["scope"])]
+    parts += [f"include {p}" for p in crawl.get("include") or []]
+    parts += [f"exclude {p}" for p in crawl.get("exclude") or []]
+    if crawl.get("extraHops"):
+        parts.append(f"extra hops {crawl['extraHops']}")
+    return ", ".join(parts)
+
+
 def summary_view(crawl: dict) -> Group:
     """The end-of-crawl summary: pages, stop reason, error, failures with reasons."""
     table = Table(title=f"crawl {crawl.get('crawlId', '?')}", show_header=False, title_justify="left")
@@ -209,6 +219,12 @@ def summary_view(crawl: dict) -> Group:
     table.add_row("stop reason", stop_reason_text(crawl))
     table.add_row("seeds", "\n".join(crawl.get("seeds") or []) or "–")
     table.add_row("levels", _n(level_of(crawl)) + (f" (max depth {crawl['maxDepth']})" if "maxDepth" in crawl else ""))
+    if crawl.get("scope"):
+        table.add_row("scope", scope_text(crawl))
+    limits = [f"{label} {crawl[key]}" for key, label in (("timeLimitS", "time limit (s)"), ("maxBytes", "max bytes"),
+              ("maxPagesPerHost", "max pages per host")) if crawl.get(key)]
+    if limits:
+        table.add_row("limits", ", ".join(limits))
     table.add_row("pages captured", _n(captured_count(crawl)))
     table.add_row("pages failed", _n(failed_count(crawl)))
     table.add_row("pages skipped", _n(skipped_count(crawl)))

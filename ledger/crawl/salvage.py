@@ -33,6 +33,8 @@ from ledger.crawl.errors import Refused
 log = logging.getLogger(__name__)
 
 CLOSED_BEFORE_CAPTURE = "the crawl was failed before this page was captured"
+STOPPED_BEFORE_CAPTURE = "the crawl was stopped before this page was captured"  # ledger.crawl.control
+_CLOSED = [CLOSED_BEFORE_CAPTURE, STOPPED_BEFORE_CAPTURE]  # skip reasons a late capture may replace
 
 _CAPTURED = (
     "UPDATE crawl_pages p SET state = 'captured', skip_reason = NULL, failure_class = NULL,"
@@ -40,7 +42,7 @@ _CAPTURED = (
     " FROM crawl_progress g"
     " WHERE g.page_id = p.id AND g.crawl_id = %s AND g.phase = 'done' AND g.status = 'captured'"
     " AND g.task_id IS NOT NULL"
-    " AND (p.state = 'pending' OR (p.state = 'skipped' AND p.skip_reason = %s))"
+    " AND (p.state = 'pending' OR (p.state = 'skipped' AND p.skip_reason = ANY(%s)))"
     " AND (%s::bigint IS NULL OR p.id = %s::bigint)"
     " RETURNING p.url, g.at, g.task_id, g.manifest_location, g.manifest_summary"
 )
@@ -51,7 +53,7 @@ async def record_captures(conn: Any, crawl: dict, bucket: str | None, *, page_id
     :data:`CLOSED_BEFORE_CAPTURE`) with a captured progress event ``captured`` and attribute
     their tasks; ``page_id`` limits it to that page. Returns the task ids with a manifest key
     (for ``verify_level``); nothing when no such event exists."""
-    cur = await conn.execute(_CAPTURED, (str(crawl["id"]), crawl["id"], CLOSED_BEFORE_CAPTURE, page_id, page_id))
+    cur = await conn.execute(_CAPTURED, (str(crawl["id"]), crawl["id"], _CLOSED, page_id, page_id))
     rows = await cur.fetchall()
     if not rows:
         return []
@@ -72,7 +74,7 @@ async def record_captures(conn: Any, crawl: dict, bucket: str | None, *, page_id
 _LATE_PAGE = (
     "SELECT p.id, p.depth FROM crawl_pages p WHERE p.crawl_id = %s AND p.url = %s"
     " AND coalesce(p.level, p.depth) = %s"
-    " AND (p.state = 'pending' OR (p.state = 'skipped' AND p.skip_reason = %s)) FOR UPDATE"
+    " AND (p.state = 'pending' OR (p.state = 'skipped' AND p.skip_reason = ANY(%s))) FOR UPDATE"
 )
 _LATE_EVENT = (
     "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status, task_id, manifest_location,"
@@ -95,9 +97,10 @@ async def record_late(pool: Any, crawl_id: uuid.UUID, url: str, capture: dict,
     async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute("SELECT * FROM crawls WHERE id = %s FOR UPDATE", (crawl_id,))
         crawl = await cur.fetchone()
-        if crawl is None or crawl["state"] != "failed":
+        # failed, or stopped (ledger.crawl.control): the job was cut, its last captures finish after it
+        if crawl is None or not (crawl["state"] == "failed" or crawl["stop_reason"] in ("stopped", "time_limit", "size_limit")):
             return None
-        cur = await conn.execute(_LATE_PAGE, (crawl_id, url, crawl["current_depth"], CLOSED_BEFORE_CAPTURE))
+        cur = await conn.execute(_LATE_PAGE, (crawl_id, url, crawl["current_depth"], _CLOSED))
         page = await cur.fetchone()
         if page is None:
             raise Refused(409, "the crawl is failed and url is not one of its pages left uncaptured at the close"

@@ -513,3 +513,47 @@ def test_the_pages_table_shows_the_capture_time_and_the_wait_apart():
     assert re.search(r"845\s+1500", text), text
     assert re.search(r"250\s*\n", text) or "250 " in text, text
     assert "wait" in text
+def test_crawl_scope_options_reach_the_body():
+    """Issue 29: --scope with the new types, repeatable --include/--exclude, --extra-hops."""
+    from ledger.client.cli import build_crawl_body
+    body = build_crawl_body(["https://a.test/docs/"], None, None, None, None, "prefix", None, False, None,
+                            ["/shared/"], ["/logout$", "\\?sort="], 1)
+    assert body == {"seeds": ["https://a.test/docs/"], "scope": "prefix", "include": ["/shared/"],
+                    "exclude": ["/logout$", "\\?sort="], "extraHops": 1}
+    assert "include" not in build_crawl_body(["https://a.test/"], None, None, None, None, None, None, False)
+
+
+def test_crawl_refuses_an_unknown_scope_before_sending(fake_ledger: FakeLedger, client_env):
+    result = run("crawl", "http://a.test/", "--scope", "any", "--detach")
+    assert result.exit_code != 0 and fake_ledger.bodies == []
+
+
+def test_summary_shows_the_scope():
+    from rich.console import Console
+    from ledger.client.render import summary_view
+    console = Console(record=True, width=200)
+    console.print(summary_view({"crawlId": "c", "state": "succeeded", "scope": "prefix", "include": ["/a/"],
+                                "exclude": ["\\.pdf$"], "extraHops": 2}))
+    assert "prefix, include /a/, exclude \\.pdf$, extra hops 2" in console.export_text()
+
+
+def test_crawls_stop_pause_resume_post_the_action(fake_ledger: FakeLedger, client_env):
+    fake_ledger.endless = True
+    crawl = fake_ledger.start_crawl({"seeds": ["http://a.test/"]})
+    assert "stopped (succeeded, stop reason stopped)" in run("crawls", crawl.id, "--stop").output
+    assert "pausing" in run("crawls", crawl.id, "--pause").output
+    assert "running" in run("crawls", crawl.id, "--resume").output
+    assert fake_ledger.controls == [(crawl.id, "stop"), (crawl.id, "pause"), (crawl.id, "resume")]
+    both = run("crawls", crawl.id, "--stop", "--pause")
+    assert both.exit_code != 0 and "exclude each other" in both.output
+    assert run("crawls", "--resume").exit_code != 0
+    assert len(fake_ledger.controls) == 3
+
+
+def test_a_paused_crawl_is_not_a_failure():
+    from rich.console import Console
+    from ledger.client.cli import finish
+    console = Console(record=True, width=200)
+    code = finish(None, {"crawlId": "c0ffee00", "state": "paused", "pagesCaptured": 0}, console, None, 0)
+    assert code == 0 and "waggle crawls c0ffee00 --resume" in console.export_text()
+    assert finish(None, {"crawlId": "c", "state": "failed", "pagesCaptured": 0}, Console(record=True), None, 0) == 1

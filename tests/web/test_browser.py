@@ -411,6 +411,38 @@ def test_a_running_crawl_is_failed_after_confirmation(local_stack, local, site, 
     assert "failed from the web page by local" in local.inner_text("dd[data-fact='error']")
 
 
+def test_advanced_scope_and_limits_then_pause_and_stop(local_stack, local, site, finished_crawl) -> None:
+    """Issue 29: the start form's Advanced section (a bad pattern named next to its field, the
+    settings shown on the crawl view), then Pause (after the level in flight) and Stop (after a
+    confirmation: succeeded, stop reason stopped)."""
+    local.goto(local_stack.api_url + "/#/start")
+    local.reload()
+    local.fill("#seeds", site.url + "/a.html")
+    local.fill("#maxDepth", "2")
+    local.fill("#perHostDelayMs", "20000")  # slow on purpose: still running when paused and stopped
+    local.select_option("#scope", "prefix")
+    local.click("#advanced summary")
+    local.fill("#exclude", "/never$\n(unclosed")
+    local.click("#start")
+    local.wait_for_selector("#exclude-error:not(:empty)")
+    assert 'pattern "(unclosed" is not usable' in local.inner_text("#exclude-error")
+    local.fill("#exclude", "/never$")
+    local.fill("#extraHops", "1")
+    local.fill("#timeLimitS", "600")
+    local.click("#start")
+    local.wait_for_url(re.compile(r".*#/crawls/[0-9a-f-]{36}$"))
+    local.wait_for_selector("#pause-crawl")
+    assert local.inner_text("dd[data-fact='scope']") == "prefix, exclude /never$, extra hops 1"
+    assert local.inner_text("dd[data-fact='limits']") == "600 s"
+    local.click("#pause-crawl")
+    local.wait_for_selector("#pausing, #resume-crawl")
+    assert crawl_state(local) in ("running", "paused")
+    local.once("dialog", lambda d: d.accept())
+    local.click("#stop-crawl")
+    assert wait_final(local, 90) == "succeeded"
+    assert local.inner_text("dd[data-fact='stop reason']") == "stopped"
+
+
 def test_an_outsider_sees_none_of_it(local_stack, browser, finished_crawl) -> None:
     context, page = new_page(browser)
     try:
