@@ -5,7 +5,8 @@
 """robots.txt for plan_level: the RFC 9309 fetch policy and a protego adapter (library script).
 
 Fetch (RFC 9309 §2.3.1): 2xx → parse the first 512 KiB (a cut last line is dropped, a UTF-8
-BOM is stripped); up to 5 redirects are followed and the rules apply to the initial
+BOM or a leading part of one is skipped, UTF-16/32 is decoded and a body undecodable in it is
+unreachable; see :func:`decode_robots`); up to 5 redirects are followed and the rules apply to the initial
 authority; 4xx (except 429) → unavailable, no restrictions; 5xx, 429, a timeout, a network
 error, a refused or non-http(s) redirect → unreachable, the host is skipped this level.
 
@@ -24,6 +25,7 @@ skipped this level with reason ``robots-too-large`` (never crawl what a dropped 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +55,38 @@ UNREACHABLE = "unreachable"  # 5xx/429/timeout/network: everything disallowed th
 NOT_FETCHED = "not-fetched"  # respect_robots false
 
 
+# Characters that are never part of a robots.txt line's text: C0 controls (NUL included), DEL
+# and a BOM repeated inside the file. Stripped at a line's ends; inside a value see below.
+_JUNK = "".join(map(chr, range(0x20))) + "\x7f\ufeff"
+_STRIP = _JUNK + " "
+
+
+_UNDECODED = re.compile("[\x00-\x1f\x7f\ufeff\udc80-\udcff]")  # _JUNK or a surrogateescape'd byte
+
+
+def _agent_value(value: str) -> str:
+    """A ``User-agent`` value up to its first undecodable byte or control character: such a
+    byte ends the name (as a space does), so ``*\\xff`` is still ``*`` and its group applies."""
+    found = _UNDECODED.search(value)
+    return value if found is None else value[: found.start()].strip()
+
+
+def _escaped_value(value: str) -> str:
+    """A rule's value with each undecodable byte or control character written as ``%XX``
+    (the byte as it appears in a URL path; a control character in a path is always escaped)."""
+    if _UNDECODED.search(value) is None:
+        return value
+    out = []
+    for ch in value:
+        if "\udc80" <= ch <= "\udcff":
+            out.append(f"%{ord(ch) - 0xDC00:02X}")
+        elif ch in _JUNK:
+            out.append("".join(f"%{b:02X}" for b in ch.encode()))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def _agent_token(agent: str) -> str:
     """The product token of a ``User-agent`` value: cut at the first space (as Google does) and at ``/``."""
     return agent.strip().lower().split(" ")[0].split("/")[0]
@@ -79,7 +113,9 @@ def relevant_groups(text: str, token: str) -> str:
     ``User-agent: *`` followed by its member lines only (Allow, Disallow, Crawl-delay,
     Request-rate, Visit-time); unknown and site-wide lines are dropped, so protego cannot
     split the group again. Writing our agent under the bare token also merges every group
-    naming us (``waggle``, ``waggle/2.0``) into one, as RFC 9309 §2.2.1 requires. Other
+    naming us (``waggle``, ``waggle/2.0``) into one, as RFC 9309 §2.2.1 requires. Bytes that
+    were not text (see :func:`decode_robots`) never drop a line: they end a user-agent value
+    and are written ``%XX`` in a rule. Other
     agents' groups are never built, which keeps hostile files (thousands of agents) cheap;
     a rule repeated within a group is written once.
     """
@@ -104,7 +140,7 @@ def relevant_groups(text: str, token: str) -> str:
                 out.append(line)
 
     for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
+        line = raw.split("#", 1)[0].strip(_STRIP)
         if not line:
             continue
         parsed = _extract_directive(line)
@@ -115,11 +151,11 @@ def relevant_groups(text: str, token: str) -> str:
             if closed:
                 flush()
                 agents, members, closed = [], [], False
-            agents.append(value.strip().lower())
+            agents.append(_agent_value(value).strip().lower())
         elif field in _MEMBER_FIELDS:
             closed = closed or field in _RULE_FIELDS
             if agents:  # a rule before any user-agent line belongs to no group
-                members.append(f"{field}: {value}")
+                members.append(f"{field}: {_escaped_value(value)}")
     flush()
     return "\n".join(out) + "\n"
 
@@ -199,12 +235,70 @@ class RobotsOutcome:
         return self.rules.crawl_delay_s() if self.state == ALLOWED and self.rules else None
 
 
+class RobotsUndecodable(ValueError):
+    """A robots.txt body that cannot be read as text (RFC 9309 §2.3.1.4: treated as unreachable)."""
+
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_WIDE_BOMS = (  # longest first: a UTF-32 LE BOM starts with the UTF-16 LE one
+    (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"),
+)
+
+
+def _wide_encoding(data: bytes) -> tuple[str | None, int]:
+    """(codec, BOM length) of a UTF-16/32 body: by its BOM, else by NUL bytes sitting in every
+    other position of its first 512 bytes (UTF-16 without a BOM); (None, 0) for byte text."""
+    for bom, codec in _WIDE_BOMS:
+        if data.startswith(bom):
+            return codec, len(bom)
+    head = data[:512]
+    if len(head) >= 4 and head.count(0) * 3 >= len(head):  # ≥ 1/3 NULs: not byte text
+        even, odd = head[0::2].count(0), head[1::2].count(0)
+        if odd * 4 >= len(head[1::2]) * 3 and even == 0:
+            return "utf-16-le", 0
+        if even * 4 >= len(head[0::2]) * 3 and odd == 0:
+            return "utf-16-be", 0
+    return None, 0
+
+
 def decode_robots(data: bytes, truncated: bool) -> str:
-    """UTF-8 text of a robots body: BOM stripped, invalid bytes replaced, a cut last line dropped."""
+    """The text of a robots.txt body, decoded so that no decoding problem can turn a rule into an
+    allow (issue 24). Raises :class:`RobotsUndecodable` when the body cannot be read at all.
+
+    * A UTF-8 BOM, or any leading part of one (``EF`` or ``EF BB``), is skipped, as Google's
+      robots.txt parser does: the first line still parses.
+    * UTF-16/UTF-32 (by BOM, or UTF-16 by its NUL pattern) is decoded strictly; a body that is
+      not valid in that encoding raises (the host is then treated as unreachable, never as
+      allow-all).
+    * Any other bytes are UTF-8; each byte that is not valid UTF-8 becomes a lone surrogate
+      (``surrogateescape``), which :func:`relevant_groups` turns into ``%XX`` in a rule's path
+      (so ``Disallow: /caf\\xe9`` disallows ``/caf%E9``) and treats as the end of a user-agent
+      value — the line, and so its group, is kept.
+    * A cut last line (``truncated``: the body ran past ROBOTS_MAX_BYTES) is dropped.
+    """
+    codec, skip = _wide_encoding(data)
+    if codec is not None:
+        body = data[skip:]
+        if truncated:  # cut at a code unit boundary; the cut last line goes below
+            unit = 4 if codec.startswith("utf-32") else 2
+            body = body[: len(body) - len(body) % unit]
+        try:
+            text = body.decode(codec)
+        except UnicodeDecodeError as exc:
+            raise RobotsUndecodable(f"not valid {codec} at byte {exc.start + skip}") from None
+        if truncated:
+            cut = max(text.rfind("\n"), text.rfind("\r"))
+            text = text[: cut + 1] if cut >= 0 else ""
+        return text
+    for size in (3, 2, 1):  # the whole UTF-8 BOM, or the part of it the body starts with
+        if data[:size] == _UTF8_BOM[:size]:
+            data = data[size:]
+            break
     if truncated:
         cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
         data = data[: cut + 1] if cut >= 0 else b""
-    return data.decode("utf-8-sig", "replace")
+    return data.decode("utf-8", "surrogateescape")
 
 
 def fetch_robots(
@@ -241,7 +335,12 @@ def fetch_robots(
                         continue
                     if 200 <= status < 300:
                         data, truncated = _read_capped(response, deadline)
-                        rules = RobotsRules(decode_robots(data, truncated), token)
+                        try:
+                            text = decode_robots(data, truncated)
+                        except RobotsUndecodable as exc:  # RFC 9309 §2.3.1.4: as if unreachable
+                            log(f"robots {robots_url}: {status} but unreadable ({exc}); host skipped this level")
+                            return RobotsOutcome(UNREACHABLE, detail=f"{status} unreadable: {exc}")
+                        rules = RobotsRules(text, token)
                         return RobotsOutcome(ALLOWED, rules, detail=f"{status}")
                     if status == 429 or status >= 500:
                         return RobotsOutcome(UNREACHABLE, detail=f"{status}")
