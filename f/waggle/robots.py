@@ -121,7 +121,8 @@ def relevant_groups(text: str, token: str) -> str:
     """
     out: list[str] = []
     agents: list[str] = []  # the current group's user-agent values (lower-cased)
-    members: list[str] = []
+    agent_lines: list[int] = []  # their line numbers (1-based, in ``text``)
+    members: list[tuple[str, int | str]] = []  # (line, its source line number or kept note)
     closed = False  # an Allow/Disallow line was seen: the next User-agent line starts a group
 
     def flush() -> None:
@@ -134,13 +135,21 @@ def relevant_groups(text: str, token: str) -> str:
         if star:
             out.append("user-agent: *")
         seen: set[str] = set()
-        for line in members:
-            if line not in seen:
-                seen.add(line)
-                out.append(line)
+        for rule, note in members:
+            if rule not in seen:
+                seen.add(rule)
+                out.append(rule + (source(note) if isinstance(note, int) else note))
 
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip(_STRIP)
+    def source(number: int) -> str:
+        """Where a rule came from, kept in the normal form as a comment protego ignores:
+        `` #L<rule line> g<group's first agent line> n<agent lines> u<our line> s<* line>``."""
+        ours = next((n for a, n in zip(agents, agent_lines) if _agent_matches(a, token)), 0)
+        star = next((n for a, n in zip(agents, agent_lines) if a == "*"), 0)
+        return f" #L{number} g{agent_lines[0]} n{len(agent_lines)} u{ours} s{star}"
+
+    for number, raw in enumerate(text.splitlines(), start=1):
+        body, hash_, comment = raw.partition("#")
+        line = body.strip(_STRIP)
         if not line:
             continue
         parsed = _extract_directive(line)
@@ -150,21 +159,57 @@ def relevant_groups(text: str, token: str) -> str:
         if field in _USER_AGENT_DIRECTIVE:
             if closed:
                 flush()
-                agents, members, closed = [], [], False
+                agents, agent_lines, members, closed = [], [], [], False
             agents.append(_agent_value(value).strip().lower())
+            agent_lines.append(number)
         elif field in _MEMBER_FIELDS:
             closed = closed or field in _RULE_FIELDS
             if agents:  # a rule before any user-agent line belongs to no group
-                members.append(f"{field}: {_escaped_value(value)}")
+                note: int | str = ""  # the source line, or the note of a normal form read again
+                if field in _RULE_FIELDS:
+                    kept = _SOURCE.fullmatch(hash_ + comment) if hash_ else None
+                    note = " " + kept.group(0).strip() if kept else number
+                members.append((f"{field}: {_escaped_value(value)}", note))
     flush()
     return "\n".join(out) + "\n"
+
+
+_SOURCE = re.compile(r"#L(\d+) g(\d+) n(\d+) u(\d+) s(\d+)\s*")
+_FIELD_NAMES = {"user-agent": "User-agent", "allow": "Allow", "disallow": "Disallow"}
+
+
+@dataclass(frozen=True)
+class RuleSource:
+    """Where the rule that decided a URL stands in the site's robots.txt (1-based lines):
+    ``field`` (allow/disallow) ``value``, at ``line``; its group's first ``User-agent`` line
+    ``group_start``, its ``agent_lines`` count, and the line naming our agent (or ``*``) ``agent_line``."""
+
+    field: str
+    value: str
+    line: int
+    group_start: int
+    agent_lines: int
+    agent_line: int
+    agent: str
+
+    def describe(self) -> str:
+        """``robots.txt lines 1–5: `User-agent: *` … `Disallow: /```, plus why a group spans
+        several User-agent lines (RFC 9309 §2.1 as Google reads it) when it does."""
+        value = self.value if len(self.value) <= 200 else self.value[:200] + "\u2026"  # a reason, not a dump
+        rule = f"{_FIELD_NAMES.get(self.field, self.field)}: {value}".rstrip()
+        text = (f"robots.txt lines {self.group_start}\u2013{self.line}: `User-agent: {self.agent}`"
+                + (f" (line {self.agent_line})" if self.agent_line != self.group_start else "")
+                + f" \u2026 `{rule}`")
+        if self.agent_lines > 1:
+            text += " (one group: a group ends only at a User-agent line after a rule)"
+        return text
 
 
 def count_rules(text: str) -> int:
     """Allow/Disallow lines in ``text`` as returned by :func:`relevant_groups`."""
     count = 0
     for line in text.splitlines():
-        parsed = _extract_directive(line)
+        parsed = _extract_directive(line.split("#", 1)[0])
         if parsed is not None and parsed[0] in _RULE_FIELDS:
             count += 1
     return count
@@ -184,6 +229,40 @@ class RobotsRules:
         self.text: str | None = None if self.too_large else relevant
         self._parser = Protego.parse("" if self.too_large else relevant)
         self._group = None if self.too_large else self._choose_group(token.lower())
+        self._token = token.lower()
+        self._exact = self._group is not None and self._group is not self._parser._user_agents.get("*")
+
+    def rule_for(self, url: str) -> RuleSource | None:
+        """The robots.txt line that disallows (or allows) ``url`` for us, or None (no rule
+        matched, or the file was too large). Mirrors protego 0.7.0's ``can_fetch``: the first of
+        the chosen group's rules (sorted by priority) that matches decides."""
+        if self._group is None or self.text is None:
+            return None
+        from protego._utils import _quote_path  # pinned protego 0.7.0
+
+        group = self._group
+        if group._plain_prefixes is None:
+            group._build_index()
+        quoted = _quote_path(url)
+        decided = next((r for r in group._rules if r.value.match(quoted)), None)
+        if decided is None:
+            return None
+        patterns = {raw for raw, pat in self._parser._url_patterns.items() if pat is decided.value}
+        for line in self.text.splitlines():
+            rule, _, note = line.partition(" #L")
+            parsed = _extract_directive(rule)
+            found = _SOURCE.fullmatch("#L" + note) if note else None
+            if parsed is None or found is None or parsed[0] != decided.field:
+                continue
+            if parsed[1] not in patterns and parsed[1].replace("$", "%24") not in patterns:
+                continue
+            number, start, count, ours, star = (int(g) for g in found.groups())
+            agent_line = ours if self._exact else star
+            if not agent_line:
+                continue  # the same rule in a group that does not apply to us
+            agent = self._token if self._exact else "*"
+            return RuleSource(decided.field, parsed[1], number, start, count, agent_line, agent)
+        return None
 
     def _choose_group(self, token: str):  # -> protego _RuleSet | None
         groups = self._parser._user_agents  # pinned protego 0.7.0: {lower-cased agent: rule set}
@@ -233,6 +312,13 @@ class RobotsOutcome:
 
     def crawl_delay_s(self) -> float | None:
         return self.rules.crawl_delay_s() if self.state == ALLOWED and self.rules else None
+
+    def why_disallowed(self, url: str) -> str:
+        """A skip reason a person can act on for a URL :meth:`allowed` refused: ``robots: <the
+        lines that did it>`` (see :meth:`RuleSource.describe`), or plain ``robots`` when no
+        line can be named (e.g. a cached copy written before lines were kept)."""
+        source = self.rules.rule_for(url) if self.state == ALLOWED and self.rules is not None else None
+        return f"robots: {source.describe()}" if source is not None else "robots"
 
 
 class RobotsUndecodable(ValueError):

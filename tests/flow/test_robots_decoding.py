@@ -153,7 +153,8 @@ def test_flow_plan_keeps_the_rule_over_http(site, body):
     assert fetch_robots(f"{fake.url}/robots.txt", transport=OPEN).state == ALLOWED
     result = planned(fake, ["/private/secret", "/public"])
     assert [s["url"] for s in result["skipped"]] == [f"{fake.url}/private/secret"]
-    assert [s["reason"] for s in result["skipped"]] == ["robots"]
+    assert [s["reason"] for s in result["skipped"]] == [
+        "robots: robots.txt lines 1\u20132: `User-agent: *` \u2026 `Disallow: /private`"]
     assert [u for g in result["groups"] for u in g["urls"]] == [f"{fake.url}/public"]
 
 
