@@ -182,19 +182,21 @@ async def record_sealed_late(pool: Any, crawl_id: uuid.UUID, url: str, capture: 
 
 
 async def await_sealed(services: Any, crawl_id: Any, depth: int, task_ids: list[str], *,
-                       wait_s: float = SEALED_WAIT_S, every_s: float = SEALED_POLL_S) -> int:
+                       wait_s: float | None = None, every_s: float | None = None) -> int:
     """After a close's answer: admit the archives of ``task_ids`` (sealed captures of level
     ``depth``) as their manifests appear, each page becoming ``captured`` (``verify_level``'s
     recovery), for at most ``wait_s`` seconds. Returns how many were admitted. Never raises."""
     from ledger.archive.verify import verify_level  # verify imports the crawl package
 
+    wait_s = SEALED_WAIT_S if wait_s is None else wait_s
+    every_s = SEALED_POLL_S if every_s is None else every_s
     left, admitted = list(task_ids), 0
     deadline = time.monotonic() + wait_s
     while left:
         out = await verify_level(services, crawl_id, depth, set(left), left)
         admitted += out.registered
         if out.missing == 0 and out.errors == 0:  # every manifest read: admitted, or no archive to admit
-            break
+            return admitted
         try:
             async with services.pool.connection() as conn:
                 cur = await conn.execute(
