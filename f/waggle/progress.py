@@ -114,7 +114,7 @@ class ProgressPoster:
         """Send ``events``; one outcome each: None when recorded, else why not."""
         outcomes = self._send_batch_once(events)
         sealed = [i for i, e in enumerate(events) if e.get("phase") == "sealed"]
-        refused = [o for o in outcomes if o is not None and o.startswith("HTTP 400") and "sealed" in o]
+        refused = [o for o in outcomes if o is not None and o.startswith("HTTP 400") and "phase" in o]
         if sealed and refused and not self.no_sealed:  # an older ledger: send the rest without them
             self.no_sealed = True
             self._log("the ledger takes no 'sealed' progress events (an older ledger): sent without")
