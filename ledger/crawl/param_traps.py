@@ -52,7 +52,7 @@ _TOKEN = re.compile(r"[0-9A-Za-z_-]{16,}")
 _PATH_SESSION = re.compile(r";jsessionid=[^/?;]*", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
 #: A numeric path segment: digit runs joined by ``-_.,`` and an optional extension (``01.html``).
-_NUMERIC_SEGMENT = re.compile(r"\d+(?:[-_.,]\d+)*(?:\.[A-Za-z][A-Za-z0-9]{0,4})?")
+_NUMERIC_SEGMENT = re.compile(r"(?<=/)\d+(?:[-_.,]\d+)*(?:\.[A-Za-z][A-Za-z0-9]{0,4})?(?=/|$)")
 _HAS_NUMERIC_SEGMENT = re.compile(r"/\d")  # cheap pre-check: some path segment starts with a digit
 
 
@@ -73,18 +73,23 @@ def path_walk_of(key: str) -> str | None:
     """The key (``scheme://authority/path[?query]``) with every numeric path segment's digit
     runs masked as ``#`` (``https://h/cal/2026/01/02/`` → ``https://h/cal/#/#/#/``), or None
     when no segment is numeric. The authority and query are kept as they are."""
-    scheme, sep, rest = key.partition("://")
-    authority, slash, path = rest.partition("/")
-    if not slash:
+    head, sep, rest = key.partition("://")
+    slash = rest.find("/")
+    if slash < 0:
         return None
-    path, mark, query = path.partition("?")
-    if not _HAS_NUMERIC_SEGMENT.search("/" + path):
+    cut = len(head) + len(sep) + slash  # where the path starts
+    end = key.find("?", cut)
+    path = key[cut:] if end < 0 else key[cut:end]
+    if _HAS_NUMERIC_SEGMENT.search(path) is None:  # most keys: no segment starts with a digit
         return None
-    segments = path.split("/")
-    masked = [_DIGITS.sub("#", seg) if _NUMERIC_SEGMENT.fullmatch(seg) else seg for seg in segments]
-    if masked == segments:
+    masked = _NUMERIC_SEGMENT.sub(_mask, path)
+    if masked == path:
         return None
-    return f"{scheme}{sep}{authority}/{'/'.join(masked)}{mark}{query}"
+    return key[:cut] + masked + ("" if end < 0 else key[end:])
+
+
+def _mask(found: re.Match) -> str:
+    return _DIGITS.sub("#", found.group(0))
 
 
 def _is_session(pair: str) -> bool:
