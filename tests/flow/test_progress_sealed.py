@@ -60,3 +60,37 @@ def test_an_older_ledger_refusing_the_phase_gets_the_other_events():
     assert [e["url"] for e in started] == ["https://m/a", "https://m/a", "https://m/b"]  # a's resent without sealed
     assert sum(e["phase"] == "sealed" for e in recorded) == 1  # the one refused, then never again
     assert any("'sealed'" in ln for ln in lines) and post.no_sealed
+
+
+# -- crawl_host forwards the seal answer's identity ------------------------------------------------
+
+def test_crawl_host_sends_sealed_between_started_and_done():
+    from tests.flow.test_pipeline import SealingFake, Visit, crawl
+
+    class NamingFake(SealingFake):
+        def seal(self, key, timeout_ms):
+            got = super().seal(key, timeout_ms)
+            if got is not None and got[0]["sealed"]:
+                url = self._entry(key)[1][0].url
+                got[0].update(taskId=f"task-{url}", manifestLocation=f"s3://b/task-{url}.result.json")
+            return got
+
+    visits: list[Visit] = []
+    events: list[tuple] = []
+    results, _ = crawl([NamingFake("bh-1", visits)], ["a", "b"], 300,
+                       on_page=lambda url, phase, result=None: events.append((url, phase, result)))
+    assert [r["status"] for r in results] == ["captured", "captured"]
+    for url in ("a", "b"):
+        mine = [(phase, result) for u, phase, result in events if u == url]
+        assert [phase for phase, _ in mine] == ["started", "sealed", "done"], mine
+        assert mine[1][1] == {"taskId": f"task-{url}", "manifestLocation": f"s3://b/task-{url}.result.json"}
+
+
+def test_crawl_host_sends_no_sealed_event_when_the_seal_names_no_task():
+    from tests.flow.test_pipeline import SealingFake, Visit, crawl
+
+    visits: list[Visit] = []
+    events: list[tuple] = []
+    crawl([SealingFake("bh-1", visits)], ["a"], 300,
+          on_page=lambda url, phase, result=None: events.append((url, phase)))
+    assert events == [("a", "started"), ("a", "done")]
