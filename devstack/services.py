@@ -92,7 +92,8 @@ def standins(config: StackConfig) -> list[Service]:
             name,
             _py("devstack.capture", "--host", HOST, "--port", str(port(name)), "--allow-private",
                 "--s3-endpoint", url("s3"), "--s3-bucket", config.bucket,
-                "--s3-access-key", S3_ACCESS_KEY, "--s3-secret-key", S3_SECRET_KEY),
+                "--s3-access-key", S3_ACCESS_KEY, "--s3-secret-key", S3_SECRET_KEY,
+                *(["--faults-endpoint"] if config.capture_faults else [])),
             port(name), "/status", ready_timeout_s=90.0,
         ))
     return svcs
