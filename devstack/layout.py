@@ -48,6 +48,7 @@ class StackConfig:
     organization: str = "default"
     bucket: str = "browserhive"
     flow_root: Path | None = None  # where the runner reads f/ (default: this checkout); a benchmark's patched copy
+    capture_faults: bool = False  # the capture servers' test-only GET/PUT /faults (tests' stacks only)
 
     def port(self, name: str) -> int:
         if name in self.ports:
@@ -113,6 +114,7 @@ def config_from_state(state_dir: Path, captures: int | None = None) -> StackConf
         subject=saved.get("subject", "local"),
         organization=saved.get("organization", "default"),
         bucket=saved.get("bucket", "browserhive"),
+        capture_faults=bool(saved.get("captureFaults", False)),
     )
 
 
@@ -132,6 +134,7 @@ def stack_info(config: StackConfig, database_url: str) -> dict:
             "ledger": config.url("ledger"),
         },
         "captures": config.captures,
+        "captureFaults": config.capture_faults,
         "ports": {**DEFAULT_PORTS, **{n: config.port(n) for n in [*DEFAULT_PORTS, *config.capture_names()]}},
         "subject": config.subject,
         "organization": config.organization,

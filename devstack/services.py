@@ -97,7 +97,8 @@ def standins(config: StackConfig) -> list[Service]:
                 "--s3-access-key", S3_ACCESS_KEY, "--s3-secret-key", S3_SECRET_KEY,
                 # signs when a capture asks (`signing: true`); policy optional (docs/capture-server.md)
                 "--signing-url", signing.sign_url(config), "--signing-policy", "optional",
-                "--signing-trusted-roots", str(signing.trusted_roots_path(config))),
+                "--signing-trusted-roots", str(signing.trusted_roots_path(config)),
+                *(["--faults-endpoint"] if config.capture_faults else [])),
             port(name), "/status", ready_timeout_s=90.0,
             keep=True,  # a capture server that dies is started again (issue 24 item 9)
             env={"BROWSERHIVE_SIGNING_TOKEN": config.secret("signing_token")},  # not in argv: ps shows argv

@@ -91,6 +91,7 @@ class Settings(BaseSettings):
     max_pages_per_host: int | None = None  # trap defence; None = no per-host cap
     trap_walk_levels: int = Field(5, ge=0)  # parameter_walk: levels a digit-masked query may span (0 = off)
     trap_query_variants: int = Field(50, ge=0)  # query_variants: distinct queries per path (0 = off)
+    trap_path_walk_levels: int = Field(5, ge=0)  # path_walk: levels a digit-masked path may span (0 = off)
     allow_private_hosts: bool = False  # WAGGLE_ALLOW_PRIVATE_HOSTS=1 opts out of the guard
     crawl_stall_s: float = 900.0  # watchdog: no progress for this long → crawl failed
     watchdog_interval_s: float = 15.0

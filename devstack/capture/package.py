@@ -3,6 +3,7 @@ write the WARC and its CDXJ index, describe the capture in ``datapackage.json``,
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 from datetime import datetime, timezone
@@ -33,6 +34,8 @@ async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, tit
     if not run.network_sealed:  # sealed before the formats with sealBeforeFormats (extension 10)
         await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
         run.mark("seal")
+    if ctx.settings.faults.slow_package_ms:  # fault knob: packaging takes this long after the seal
+        await asyncio.sleep(ctx.settings.faults.slow_package_ms / 1000)
     behaviors = (run.req.get("behaviors") or []) if loaded.ran_behaviors else None
     wacz_bytes = await anyio.to_thread.run_sync(
         package, run, recorder, title, document, loaded, dprs, viewport, behaviors)
@@ -41,6 +44,8 @@ async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, tit
     run.mark("uploads")
     run.step = "upload-wacz"
     await upload(ctx, run, "wacz", wacz_bytes)
+    if ctx.settings.faults.slow_upload_ms:  # fault knob: the upload ends this long later (before the manifest)
+        await asyncio.sleep(ctx.settings.faults.slow_upload_ms / 1000)
     run.mark("upload-wacz")
     out = {"waczStats": recorder.stats(), "completeness": recorder.completeness()}
     if run.signature is not None:

@@ -979,6 +979,10 @@ class ChainPages:
         gap off now, before the next submission is made or held (its answer then does not again)."""
         self.job.say(f"{index + 1}/{len(self.job.urls)} sealed {int((received - submitted) * 1000)} ms after"
                      f" submission, {body.get('sinceLastRequestMs')} ms after its last request")
+        if isinstance(body.get("taskId"), str):  # who it is and where its manifest goes: a crawl failed
+            # before its answer still admits it (the ledger's salvage.record_sealed)
+            _notify(self.job.on_page, self.job.say, self.job.urls[index], "sealed",
+                    {k: body[k] for k in ("taskId", "manifestLocation") if isinstance(body.get(k), str)})
         final = body.get("finalUrl")
         if isinstance(final, str) and final and page_key(final) != page_key(self.job.urls[index]):
             self.job.sealed_finals.setdefault(page_key(final), self.job.urls[index])

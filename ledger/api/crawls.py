@@ -437,12 +437,13 @@ async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
 
 
 class ProgressEvent(_Strict):
-    """One capture event of ``crawl_host`` (issue 15): a page's capture started, or ended; a
-    captured page's end may carry its capture (``taskId``, ``manifestLocation``,
+    """One capture event of ``crawl_host`` (issue 15): a page's capture started, sealed (its
+    ``taskId`` and ``manifestLocation``-to-be, so a crawl failed before the capture answers
+    still admits it: ledger.crawl.salvage), or ended; a captured page's end may carry its capture (``taskId``, ``manifestLocation``,
     ``manifestSummary``: optional, for a crawl failed before its level report)."""
 
     url: str = Field(min_length=1, max_length=FINAL_URL_MAX_CHARS)
-    phase: Literal["started", "done"]
+    phase: Literal["started", "sealed", "done"]
     status: Literal["captured", "failed"] | None = None
     taskId: Annotated[str, AfterValidator(_uuid_text)] | None = None
     manifestLocation: Annotated[str, Field(min_length=1, max_length=LOCATION_MAX_CHARS)] | None = None
@@ -453,6 +454,10 @@ class ProgressEvent(_Strict):
     def _status_with_done(self) -> "ProgressEvent":
         if (self.phase == "done") != (self.status is not None):
             raise ValueError("status (captured|failed) goes with phase 'done', and only with it")
+        if self.phase == "sealed":  # the capture sealed: its task and manifest-to-be (issue 24 item 5)
+            if self.taskId is None or self.manifestSummary is not None or self.links is not None:
+                raise ValueError("a 'sealed' event carries taskId (and manifestLocation) only")
+            return self
         if self.taskId is not None and self.status != "captured":
             raise ValueError("taskId goes with status 'captured' only")
         if (self.manifestLocation is not None or self.manifestSummary is not None) and self.taskId is None:
@@ -548,12 +553,16 @@ async def post_progress(crawl_id: uuid.UUID, request: Request, background: Backg
     if outcomes is None:
         raise Refused(404, "not found")
     for i, (event, capture, refused) in enumerate(zip(events, captures, outcomes)):
-        late = await salvage.record_late(services.pool, crawl_id, event.url, capture, services.settings.s3_bucket) \
-            if refused is not None and refused.status == 409 and capture else None
+        late = None
+        if refused is not None and refused.status == 409 and capture:
+            record = salvage.record_sealed_late if event.phase == "sealed" else salvage.record_late
+            late = await record(services.pool, crawl_id, event.url, capture, services.settings.s3_bucket)
         if late is None:
             continue
         outcomes[i] = None
-        if late[1]:
+        if late[1] and event.phase == "sealed":
+            background.add_task(salvage.await_sealed, services, crawl_id, late[0], late[1])
+        elif late[1]:
             background.add_task(verify_level, services, crawl_id, late[0], set(), late[1])
     if not batch:
         if outcomes[0] is not None:
@@ -605,6 +614,8 @@ async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request,
         background.add_task(dispatch_waiting, services)
     if closed and closed.tasks:  # admission after the answer, as for a level report
         background.add_task(verify_level, services, crawl_id, closed.depth, set(), closed.tasks)
+    if closed and closed.sealed:  # captures past their seal finish without the flow: admit them as they land
+        background.add_task(salvage.await_sealed, services, crawl_id, closed.depth, closed.sealed)
     return JSONResponse({"closed": closed is not None}, background=background)
 
 
@@ -622,6 +633,8 @@ async def stop_crawl(crawl_id: uuid.UUID, request: Request, background: Backgrou
     background.add_task(dispatch_waiting, services)  # its host leases ended with it
     if done.tasks:
         background.add_task(verify_level, services, crawl_id, done.depth, set(), done.tasks)
+    if done.sealed:  # captures past their seal finish without the flow: admit them as they land
+        background.add_task(salvage.await_sealed, services, crawl_id, done.depth, done.sealed)
     return JSONResponse({"state": done.state, "stopReason": "stopped"}, background=background)
 
 

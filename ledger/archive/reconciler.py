@@ -21,6 +21,7 @@ from ledger.archive.admission import READ_CONCURRENCY, Finding, admit_many, chec
 from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT
 from ledger.archive.manifest import CaptureReport, ManifestInvalid
 from ledger.archive.verify import disagreement, record_disagreement, refusal_reason, refuse_archive
+from ledger.crawl.salvage import promote_admitted
 
 log = logging.getLogger("waggle.reconcile")
 
@@ -142,6 +143,9 @@ async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport, Finding
                                        signatures=[found[i][2].signature for i in idx])
                 for i, outcome in zip(idx, got):
                     outcomes[i] = outcome
+            # a page its failed crawl left waiting for this archive is captured now (issue 24 item 5)
+            await promote_admitted(conn, [str(found[i][0]["task_id"]) for i, o in enumerate(outcomes)
+                                          if not isinstance(o, Exception) and o.outcome == "registered"])
     except Exception as exc:  # noqa: BLE001 - the chunk's transaction did not commit
         outcomes = [exc] * len(found)
     for (row, _, _), admitted in zip(found, outcomes):

@@ -45,6 +45,7 @@ class Outcome:
     depth: int = 0
     tasks: list[str] = field(default_factory=list)
     dispatch: dict | None = None
+    sealed: list[str] = field(default_factory=list)  # sealed captures to await (salvage.await_sealed)
 
 
 async def _locked(conn: Any, crawl_id: uuid.UUID) -> dict:
@@ -73,13 +74,14 @@ async def stop(pool: Any, crawl_id: uuid.UUID, bucket: str | None, reason: str =
             " pause_requested = false, level_state = 'planned' WHERE id = %s RETURNING *", (reason, crawl_id))
         row = await cur.fetchone()
         tasks = await salvage.record_captures(conn, row, bucket)
+        sealed = await salvage.record_sealed(conn, row, bucket)
         await conn.execute(
             "UPDATE crawl_pages SET state = 'skipped', skip_reason = %s WHERE crawl_id = %s AND state = 'pending'",
             (STOPPED_BEFORE_CAPTURE, crawl_id))
     in_flight = crawl["state"] == "running" and crawl["level_state"] == "dispatched"
     log.info("Crawl stopped (%s): %s (level %d%s)", reason, crawl_id, row["current_depth"],
              ", in flight" if in_flight else "")
-    return Outcome("succeeded", (row["last_job_id"] or "") if in_flight else "", row["current_depth"], tasks)
+    return Outcome("succeeded", (row["last_job_id"] or "") if in_flight else "", row["current_depth"], tasks, sealed=sealed)
 
 
 async def pause(pool: Any, crawl_id: uuid.UUID) -> Outcome:

@@ -406,6 +406,7 @@ class Closed:
     job: str
     depth: int
     tasks: list[str]
+    sealed: list[str] = field(default_factory=list)  # sealed captures to await (salvage.await_sealed)
 
 
 async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None, bucket: str | None = None) -> Closed | None:
@@ -414,6 +415,7 @@ async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None, bucke
     manifests in ``bucket``), the others ``skipped`` (:data:`CLOSED_BEFORE_CAPTURE`). Returns
     :class:`Closed` when it was closed, None when it was not running."""
     tasks: list[str] = []
+    sealed: list[str] = []
     async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
             "UPDATE crawls SET state = 'failed', stop_reason = 'failed', finished_at = now(), error = %s"
@@ -423,11 +425,12 @@ async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None, bucke
         row = await cur.fetchone()
         if row is not None:
             tasks = await salvage.record_captures(conn, row, bucket)
+            sealed = await salvage.record_sealed(conn, row, bucket)
             await conn.execute(
                 "UPDATE crawl_pages SET state = 'skipped', skip_reason = %s WHERE crawl_id = %s AND state = 'pending'",
                 (CLOSED_BEFORE_CAPTURE, crawl_id))
     if row is not None:
         log.warning("Crawl failed on request: %s: %s", crawl_id, (reason or FLOW_FAILED_WITHOUT_REASON)[:200])
-        return Closed(row["last_job_id"] or "", row["current_depth"], tasks)
+        return Closed(row["last_job_id"] or "", row["current_depth"], tasks, sealed)
     log.info("Nothing to close: %s", crawl_id)
     return None

@@ -29,7 +29,7 @@ from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
 from ledger.crawl import outcome, redirects, report_early, robots_cache, shape_store
 from ledger.crawl.guard import refusal
-from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
+from ledger.crawl.param_traps import PATH_WALK_LEVELS_DEFAULT, QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
 from ledger.crawl.report_gc import paused_gc
 from ledger.crawl.report_links import discovered_links
 from ledger.crawl.scope import InvalidPattern, LinkFilter, Scope
@@ -219,7 +219,8 @@ async def _load_shapes(conn: Any, crawl: dict, keys: list[str], next_depth: int,
     return await shape_store.load(conn, crawl["id"], keys, next_depth=next_depth,
                                   walk_levels=getattr(settings, "trap_walk_levels", WALK_LEVELS_DEFAULT),
                                   query_variants=getattr(settings, "trap_query_variants", QUERY_VARIANTS_DEFAULT),
-                                  held_up_to=held_up_to)
+                                  held_up_to=held_up_to,
+                                  path_walk_levels=getattr(settings, "trap_path_walk_levels", PATH_WALK_LEVELS_DEFAULT))
 
 
 async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: list[ParsedUrl],
