@@ -10,7 +10,9 @@ processes each row is handled by one round at a time:
 * reconciler (``ledger.archive.reconciler.reconcile``): one pass at a time, no double reads;
 * watchdog (``ledger.crawl.watchdog.check_once``): one close per stuck crawl;
 * lease loop (``ledger.crawl.dispatch.lease_round``): expired host leases, waiting levels
-  (each claim is also race-free on its own: the crawl row is locked).
+  (each claim is also race-free on its own: the crawl row is locked);
+* search sweep (``ledger.search.indexer.sweep``): archives left unindexed (late admissions;
+  its claims are also ``FOR UPDATE SKIP LOCKED``, so ``/index`` may run beside it).
 
 A replica that dies mid-round releases its lock with its connection; another takes the next round.
 """
@@ -81,6 +83,12 @@ async def _watchdog(services: Any) -> None:
     await check_once(services)
 
 
+async def _search(services: Any) -> None:
+    from ledger.search.indexer import sweep
+
+    await sweep(services)
+
+
 async def _leases(services: Any) -> None:
     from ledger.crawl.dispatch import lease_round
 
@@ -94,6 +102,7 @@ def loops(settings: Any) -> list[Loop]:
         Loop("reconciler", 2, _reconcile, lambda s: s.reconcile_interval_s),
         Loop("watchdog", 3, _watchdog, lambda s: s.watchdog_interval_s),
         Loop("leases", 4, _leases, lambda s: s.lease_interval_s),
+        Loop("search", 5, _search, lambda s: s.search_sweep_interval_s),
     ]
     return out
 

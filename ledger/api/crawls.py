@@ -559,8 +559,21 @@ async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request,
 
 @router.post("/api/crawls/{crawl_id}/index")
 async def index_level(crawl_id: uuid.UUID, request: Request) -> dict:
-    """Search indexing: 404 while no search backend is configured (``WAGGLE_SEARCH_URL``)."""
-    await submitter(request)  # answers nothing of the crawl
-    if not request.app.state.services.settings.search_url:
-        raise Refused(404, "no search backend is configured (WAGGLE_SEARCH_URL); nothing to index")
-    raise Refused(501, "search indexing is not implemented in this ledger")
+    """Index every admitted archive of the crawl not indexed yet (issue 26; ledger.search.indexer)
+    → 200 ``{indexed, pages, withoutText, deferred, alreadyIndexed, remaining}``: archives
+    indexed by this call, of which with text and without; left for later because S3 did not
+    answer; indexed before; still unindexed. Idempotent; safe beside another replica (claims
+    skip locked rows). 404 when search is off (``WAGGLE_SEARCH_URL=off``) and for a crawl that
+    is unknown or of another organization."""
+    from ledger.search.indexer import index_archives, search_enabled
+
+    identity = await submitter(request)
+    services = request.app.state.services
+    if not search_enabled(services.settings):
+        raise Refused(404, "search is off on this deployment (WAGGLE_SEARCH_URL=off); nothing to index")
+    if not await crawl_store.crawl_in_orgs(services.pool, crawl_id, identity.organizations):
+        raise Refused(404, "not found")
+    if services.s3 is None:
+        raise Refused(503, "S3 is not configured: archives cannot be read to index them")
+    result = await index_archives(services.pool, services.s3, crawl_id)
+    return result.as_dict()
