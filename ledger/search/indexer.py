@@ -61,6 +61,25 @@ class IndexResult:
                 "deferred": self.deferred, "alreadyIndexed": self.already, "remaining": self.remaining}
 
 
+WAIT_FOR_OTHERS_S = 60
+
+
+async def _wait_for_others(pool: Any, where: str, crawl: uuid.UUID) -> None:
+    """Wait (≤ :data:`WAIT_FOR_OTHERS_S`) until rows of ``crawl`` that another replica or the
+    sweep holds are committed, so the answer counts them as indexed, not as remaining: a plain
+    ``FOR UPDATE`` waits for their locks and re-reads them afterwards."""
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute(f"SET LOCAL lock_timeout = '{WAIT_FOR_OTHERS_S}s'")
+        try:
+            async with conn.transaction():  # a savepoint: a lock timeout leaves the outer one usable
+                await conn.execute(f"SELECT a.id FROM archives a WHERE a.indexed_at IS NULL AND {where}"
+                                   " FOR UPDATE OF a", {"crawl": str(crawl)})
+        except Exception as exc:  # noqa: BLE001 - lock_timeout: answer with what is known now
+            if getattr(exc, "sqlstate", None) != "55P03":
+                raise
+            log.warning("index: another indexer held rows of the crawl for %s s", WAIT_FOR_OTHERS_S)
+
+
 def host_of(url: str) -> str:
     try:
         return (urlsplit(url).hostname or "").lower()
@@ -80,13 +99,14 @@ _OF_CRAWL = """(a.correlation_id = %(crawl)s::text OR a.task_id::text IN (
     SELECT p.task_id FROM crawl_pages p WHERE p.crawl_id = %(crawl)s::uuid AND p.task_id IS NOT NULL))"""
 
 
-async def _claim(conn: Any, crawl: uuid.UUID | None, limit: int) -> list[dict]:
+async def _claim(conn: Any, crawl: uuid.UUID | None, limit: int, grace_s: float) -> list[dict]:
     where = _OF_CRAWL if crawl is not None else "TRUE"
     cur = await conn.execute(
         f"""SELECT a.id, a.bucket, a.object_key, a.source_url, a.captured_at, a.correlation_id
             FROM archives a WHERE a.indexed_at IS NULL AND {where}
+              AND a.created_at <= now() - make_interval(secs => %(grace)s)
             ORDER BY a.id LIMIT %(limit)s FOR UPDATE OF a SKIP LOCKED""",
-        {"crawl": str(crawl) if crawl else None, "limit": limit})
+        {"crawl": str(crawl) if crawl else None, "limit": limit, "grace": grace_s})
     return await cur.fetchall()
 
 
@@ -119,10 +139,10 @@ async def write_text(conn: Any, row: dict, text: PageText | None, problem: str |
     return None if got is None else str(got["config"])
 
 
-async def _batch(pool: Any, s3: Any, crawl: uuid.UUID | None, out: IndexResult) -> bool:
+async def _batch(pool: Any, s3: Any, crawl: uuid.UUID | None, out: IndexResult, grace_s: float) -> bool:
     """One claimed batch; False when there was nothing left to claim."""
     async with pool.connection() as conn, conn.transaction():
-        rows = await _claim(conn, crawl, BATCH)
+        rows = await _claim(conn, crawl, BATCH, grace_s)
         if not rows:
             return False
         texts = await _texts(s3, rows)
@@ -150,16 +170,20 @@ async def _batch(pool: Any, s3: Any, crawl: uuid.UUID | None, out: IndexResult) 
         return len(done) > 0  # a batch of deferred rows only: stop, the store is down
 
 
-async def index_archives(pool: Any, s3: Any, crawl: uuid.UUID | None = None, *, max_batches: int | None = None) -> IndexResult:
-    """Index the unindexed archives of ``crawl`` (None: of every crawl), at most
-    ``max_batches`` × :data:`BATCH` of them; counts in :class:`IndexResult`."""
+async def index_archives(pool: Any, s3: Any, crawl: uuid.UUID | None = None, *, max_batches: int | None = None,
+                         grace_s: float = 0.0) -> IndexResult:
+    """Index the unindexed archives of ``crawl`` (None: of every crawl) admitted at least
+    ``grace_s`` seconds ago, at most ``max_batches`` × :data:`BATCH` of them; counts in
+    :class:`IndexResult`."""
     out = IndexResult()
     batches = 0
     while max_batches is None or batches < max_batches:
         batches += 1
-        if not await _batch(pool, s3, crawl, out):
+        if not await _batch(pool, s3, crawl, out, grace_s):
             break
     where = _OF_CRAWL if crawl is not None else "TRUE"
+    if crawl is not None and not out.deferred:
+        await _wait_for_others(pool, where, crawl)
     async with pool.connection() as conn:
         row = await (await conn.execute(
             f"""SELECT count(*) FILTER (WHERE a.indexed_at IS NULL) AS remaining,
@@ -171,9 +195,13 @@ async def index_archives(pool: Any, s3: Any, crawl: uuid.UUID | None = None, *, 
 
 
 async def sweep(services: Any) -> None:
-    """The search loop's round: index archives any crawl left unindexed (late admissions)."""
-    if search_enabled(services.settings) and services.s3 is not None:
-        result = await index_archives(services.pool, services.s3, None, max_batches=SWEEP_BATCHES)
+    """The search loop's round: index archives any crawl left unindexed (late admissions: the
+    reconciler's, a salvaged level's, a level whose index call failed). Archives admitted less
+    than ``search_sweep_grace_s`` ago are left to their level's own ``index_level``."""
+    settings = services.settings
+    if search_enabled(settings) and services.s3 is not None:
+        result = await index_archives(services.pool, services.s3, None, max_batches=SWEEP_BATCHES,
+                                      grace_s=settings.search_sweep_grace_s)
         if result.indexed or result.deferred:
             log.info("search sweep", extra=result.as_dict())
 

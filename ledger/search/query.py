@@ -133,28 +133,32 @@ FROM archive_text t WHERE t.archive_id = ANY(%(ids)s::uuid[])
 
 async def usable_configs(conn: Any, text: str) -> list[str]:
     """The configurations whose parse of ``text`` can be searched; raises :class:`BadQuery` for
-    no words at all, only stop words (in every language configuration in use, or English when
-    none is), or only exclusions."""
+    no words at all (only punctuation or operators), only stop words, or only exclusions.
+
+    Stop words: refused when the query is empty as English parses it (the default language of
+    the web page and of most pages), or as every language configuration in use parses it
+    (``der die das`` over German pages). A word one language drops may be a word in another:
+    a query that English keeps is searched in every configuration that keeps it."""
     rows = await (await conn.execute(_PARSED, {"q": text})).fetchall()
-    if not rows:  # nothing indexed yet: judge the words as English would
-        rows = await (await conn.execute(
-            "SELECT 'english' AS config, websearch_to_tsquery('english', %(q)s)::text AS query,"
-            " numnode(websearch_to_tsquery('english', %(q)s)) AS nodes,"
-            " querytree(websearch_to_tsquery('english', %(q)s)) AS tree", {"q": text})).fetchall()
-        searched = []
-    else:
-        searched = [r for r in rows if r["nodes"] > 0 and r["tree"] != "T"]
-    simple_words = await (await conn.execute("SELECT numnode(websearch_to_tsquery('simple', %(q)s)) AS n",
-                                             {"q": text})).fetchone()
-    if simple_words["n"] == 0:
+    checks = await (await conn.execute(
+        "SELECT numnode(websearch_to_tsquery('simple', %(q)s)) AS simple,"
+        " numnode(websearch_to_tsquery('english', %(q)s)) AS english", {"q": text})).fetchone()
+    if checks["simple"] == 0:
         raise BadQuery("the query has no words to search for (only punctuation or operators)")
-    languages = [r for r in rows if r["config"] != "simple"] or rows
-    if all(r["nodes"] == 0 for r in languages):
+    languages = [r for r in rows if r["config"] != "simple"]
+    if checks["english"] == 0 or (languages and all(r["nodes"] == 0 for r in languages)):
         raise BadQuery("the query has only stop words (such as 'the', 'and', 'of'), which are not indexed;"
                        " add a word that says what the page is about")
-    if all(r["tree"] == "T" for r in rows if r["nodes"] > 0):
+    searched = [r for r in rows if r["nodes"] > 0 and r["tree"] != "T"]
+    if not searched and any(r["nodes"] > 0 for r in rows) or not rows and checks["english"] and await _only_exclusions(conn, text):
         raise BadQuery("the query only excludes words (-word); add a word or phrase the pages must have")
     return [r["config"] for r in searched]
+
+
+async def _only_exclusions(conn: Any, text: str) -> bool:
+    row = await (await conn.execute("SELECT querytree(websearch_to_tsquery('simple', %(q)s)) = 'T' AS neg",
+                                    {"q": text})).fetchone()
+    return bool(row["neg"])
 
 
 def _snippet(raw: str | None) -> tuple[str, str]:

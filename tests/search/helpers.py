@@ -72,13 +72,14 @@ def insert_crawl(db_url: str, org: str, by: str = "flow") -> str:
     with psycopg.connect(db_url) as conn:
         conn.execute(
             "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms, host_parallelism,"
-            " org_id, requested_by, state) VALUES (%s, %s, 'same-host', 1, 10, 0, 1, %s, %s, 'succeeded')",
+            " org_id, requested_by, state, stop_reason, finished_at)"
+            " VALUES (%s, %s, 'same-host', 1, 10, 0, 1, %s, %s, 'succeeded', 'completed', now())",
             (crawl, ["https://x.example/"], org, by))
     return crawl
 
 
 async def admit(pool: Any, s3_server: Any, store: Any, *, org: str, crawl: str, url: str, body: bytes,
-                timestamp: str = "2026-09-24T00:00:04.210Z", submitted_by: str | None = "alice") -> str:
+                timestamp: str = "2026-09-24T00:00:04.210Z", submitted_by: str | None = None) -> str:
     """Upload ``body`` as the WACZ of one capture of ``url`` by ``crawl`` and admit it; its id."""
     task = str(uuid.uuid4())
     key = f"org/{org}/{task}.wacz"
