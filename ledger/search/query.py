@@ -6,7 +6,8 @@ Steps of :func:`search`:
    (``search_configs``): a row matches only the query parsed with its own configuration;
 2. candidates: ids of matching rows, filters applied (crawl, host, captured from/to), ranked by
    ``ts_rank_cd`` (weights title A > headings B > body C), newest first among equals, at most
-   :data:`CANDIDATES_MAX`;
+   :data:`CANDIDATES_MAX`; when more than :data:`RANK_WINDOW` rows match, only the most
+   recently captured :data:`RANK_WINDOW` are ranked (``rankedNewest`` in the answer);
 3. authorization: candidates in rank order go to ``authz.viewable`` (BatchCheck) in chunks that
    grow ×4 from two pages' worth, until ``offset + size + 1`` are viewable or candidates run out
    (over-fetch; docs/decisions/163-search-authorization.md) — no owner column is consulted;
@@ -30,7 +31,8 @@ QUERY_MAX_CHARS = 500
 PAGE_SIZE_DEFAULT = 10
 PAGE_SIZE_MAX = 50
 PAGE_MAX = 100
-CANDIDATES_MAX = 5000
+CANDIDATES_MAX = 2000
+RANK_WINDOW = 2000  # most recent matches ranked (see _CANDIDATES)
 HEADLINE_OPTIONS = "StartSel=\x02, StopSel=\x03, MaxWords=30, MinWords=12, MaxFragments=2, FragmentDelimiter=\x04"
 _HOST = re.compile(r"^[A-Za-z0-9._-]{1,253}$")
 
@@ -111,16 +113,23 @@ SELECT c.config::text AS config, q.query::text AS query, numnode(q.query) AS nod
 FROM search_configs c, LATERAL (SELECT websearch_to_tsquery(c.config, %(q)s) AS query) q
 """
 
+# The query is parsed once (MATERIALIZED: inlined, websearch_to_tsquery ran once per row).
+# Ranking reads every ranked row's tsvector (TOAST), so only the RANK_WINDOW most recently
+# captured matches are ranked: a common word matching half the archive costs a sort on
+# captured_at, not half a million ts_rank_cd calls (decision 162). Fewer matches: all ranked.
 _CANDIDATES = """
-WITH q AS (SELECT c.config, websearch_to_tsquery(c.config, %(q)s) AS query
-           FROM search_configs c WHERE c.config::text = ANY(%(configs)s))
-SELECT t.archive_id::text AS id
-FROM q JOIN archive_text t ON t.config = q.config AND t.tsv @@ q.query
-WHERE (%(crawl)s::uuid IS NULL OR t.crawl_id = %(crawl)s::uuid)
-  AND (%(host)s::text IS NULL OR t.host = %(host)s::text)
-  AND (%(from)s::timestamptz IS NULL OR t.captured_at >= %(from)s::timestamptz)
-  AND (%(to)s::timestamptz IS NULL OR t.captured_at <= %(to)s::timestamptz)
-ORDER BY ts_rank_cd(t.tsv, q.query) DESC, t.captured_at DESC, t.archive_id
+WITH q AS MATERIALIZED (SELECT c.config, websearch_to_tsquery(c.config, %(q)s) AS query
+           FROM search_configs c WHERE c.config::text = ANY(%(configs)s)),
+m AS (SELECT t.archive_id, t.captured_at, t.tsv, q.query
+      FROM q JOIN archive_text t ON t.config = q.config AND t.tsv @@ q.query
+      WHERE (%(crawl)s::uuid IS NULL OR t.crawl_id = %(crawl)s::uuid)
+        AND (%(host)s::text IS NULL OR t.host = %(host)s::text)
+        AND (%(from)s::timestamptz IS NULL OR t.captured_at >= %(from)s::timestamptz)
+        AND (%(to)s::timestamptz IS NULL OR t.captured_at <= %(to)s::timestamptz)
+      ORDER BY t.captured_at DESC, t.archive_id
+      LIMIT %(window)s)
+SELECT m.archive_id::text AS id FROM m
+ORDER BY ts_rank_cd(m.tsv, m.query) DESC, m.captured_at DESC, m.archive_id
 LIMIT %(limit)s
 """
 
@@ -170,12 +179,13 @@ def _snippet(raw: str | None) -> tuple[str, str]:
 
 
 async def search(pool: Any, authz: Any, identity: Any, query: Query) -> dict:
-    """Run ``query`` for ``identity`` → ``{hits, page, size, more, checked, incomplete}``:
+    """Run ``query`` for ``identity`` → ``{hits, page, size, more, checked, incomplete, rankedNewest}``:
     ``hits`` the page's viewable hits in rank order (``archiveId, url, title, capturedAt,
     crawlId, lang, snippet, snippetHtml, replay``); ``more`` whether a next page has hits;
     ``checked`` how many candidates were authorized; ``incomplete`` true when
     :data:`CANDIDATES_MAX` candidates were checked before the page was full (more matches may
-    be viewable further down). Raises :class:`BadQuery`."""
+    be viewable further down); ``rankedNewest`` true when more than :data:`RANK_WINDOW` pages
+    matched and the ranking covered the newest of them. Raises :class:`BadQuery`."""
     from ledger.api.archives import iso_ms
 
     async with pool.connection() as conn:
@@ -185,6 +195,7 @@ async def search(pool: Any, authz: Any, identity: Any, query: Query) -> dict:
             rows = await (await conn.execute(_CANDIDATES, {
                 "q": query.text, "configs": configs, "crawl": query.crawl, "host": query.host,
                 "from": query.captured_from, "to": query.captured_to, "limit": CANDIDATES_MAX,
+                "window": RANK_WINDOW,
             })).fetchall()
             candidates = [r["id"] for r in rows]
     need = (query.page - 1) * query.size + query.size + 1
@@ -214,4 +225,4 @@ async def search(pool: Any, authz: Any, identity: Any, query: Query) -> dict:
                          "replay": replay_link(i, r["crawl_id"], r["url"], captured)})
     return {"hits": hits, "page": query.page, "size": query.size, "more": len(viewable) > start + query.size,
             "checked": checked, "incomplete": len(viewable) < need and len(candidates) >= CANDIDATES_MAX
-            and checked >= len(candidates)}
+            and checked >= len(candidates), "rankedNewest": len(candidates) >= RANK_WINDOW}

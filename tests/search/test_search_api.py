@@ -211,3 +211,13 @@ def test_an_external_search_url_is_refused_at_start():
 
     with pytest.raises(ValidationError, match="OpenSearch"):
         Settings(_env_file=None, search_url="https://opensearch.internal:9200")  # type: ignore[call-arg]
+
+
+def test_many_matches_rank_only_the_newest_window(indexed, monkeypatch):
+    from ledger.search import query
+
+    assert find(indexed, q="lighthouse").json()["rankedNewest"] is False
+    monkeypatch.setattr(query, "RANK_WINDOW", 2)  # the ledger serves in this process
+    body = find(indexed, q="lighthouse").json()
+    # the two newest matches of all organizations: contoso's (not alice's) and tides
+    assert [h["url"] for h in body["hits"]] == ["https://harbour.example/tides"] and body["rankedNewest"] is True
