@@ -114,19 +114,23 @@ FROM search_configs c, LATERAL (SELECT websearch_to_tsquery(c.config, %(q)s) AS 
 """
 
 # The query is parsed once (MATERIALIZED: inlined, websearch_to_tsquery ran once per row).
-# Ranking reads every ranked row's tsvector (TOAST), so only the RANK_WINDOW most recently
-# captured matches are ranked: a common word matching half the archive costs a sort on
-# captured_at, not half a million ts_rank_cd calls (decision 162). Fewer matches: all ranked.
+# Ranking reads every ranked row's tsvector (TOAST), so only RANK_WINDOW matches are ranked:
+# a common word matching half the archive costs a sort, not half a million ts_rank_cd calls
+# (decision 162). Fewer matches: all ranked. The window takes the matches of crawls of the
+# caller's organizations (from the token) first, then the others, newest first in each: a
+# window chosen before authorization must not be filled with other organizations' pages
+# (decision 163). It only chooses what is ranked: every hit is still decided by OpenFGA.
 _CANDIDATES = """
 WITH q AS MATERIALIZED (SELECT c.config, websearch_to_tsquery(c.config, %(q)s) AS query
            FROM search_configs c WHERE c.config::text = ANY(%(configs)s)),
 m AS (SELECT t.archive_id, t.captured_at, t.tsv, q.query
       FROM q JOIN archive_text t ON t.config = q.config AND t.tsv @@ q.query
+      LEFT JOIN crawls c ON c.id = t.crawl_id
       WHERE (%(crawl)s::uuid IS NULL OR t.crawl_id = %(crawl)s::uuid)
         AND (%(host)s::text IS NULL OR t.host = %(host)s::text)
         AND (%(from)s::timestamptz IS NULL OR t.captured_at >= %(from)s::timestamptz)
         AND (%(to)s::timestamptz IS NULL OR t.captured_at <= %(to)s::timestamptz)
-      ORDER BY t.captured_at DESC, t.archive_id
+      ORDER BY (c.org_id = ANY(%(orgs)s::text[])) IS TRUE DESC, t.captured_at DESC, t.archive_id
       LIMIT %(window)s)
 SELECT m.archive_id::text AS id FROM m
 ORDER BY ts_rank_cd(m.tsv, m.query) DESC, m.captured_at DESC, m.archive_id
@@ -195,7 +199,7 @@ async def search(pool: Any, authz: Any, identity: Any, query: Query) -> dict:
             rows = await (await conn.execute(_CANDIDATES, {
                 "q": query.text, "configs": configs, "crawl": query.crawl, "host": query.host,
                 "from": query.captured_from, "to": query.captured_to, "limit": CANDIDATES_MAX,
-                "window": RANK_WINDOW,
+                "window": RANK_WINDOW, "orgs": list(getattr(identity, "organizations", None) or []),
             })).fetchall()
             candidates = [r["id"] for r in rows]
     need = (query.page - 1) * query.size + query.size + 1

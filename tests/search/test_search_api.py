@@ -219,5 +219,8 @@ def test_many_matches_rank_only_the_newest_window(indexed, monkeypatch):
     assert find(indexed, q="lighthouse").json()["rankedNewest"] is False
     monkeypatch.setattr(query, "RANK_WINDOW", 2)  # the ledger serves in this process
     body = find(indexed, q="lighthouse").json()
-    # the two newest matches of all organizations: contoso's (not alice's) and tides
-    assert [h["url"] for h in body["hits"]] == ["https://harbour.example/tides"] and body["rankedNewest"] is True
+    # the two newest matches of alice's organization (contoso's newer page is not in her window), ranked
+    assert [h["url"] for h in body["hits"]] == ["https://harbour.example/keeper", "https://harbour.example/tides"]
+    assert body["rankedNewest"] is True
+    body = find(indexed, headers=CONTOSO, q="lighthouse").json()
+    assert [h["url"] for h in body["hits"]] == ["https://contoso.example/lh"]
