@@ -117,6 +117,13 @@ def _load(db_url: str, n: int, ctx: Context, store) -> dict:
     tuples: list[dict] = []
     with psycopg.connect(db_url) as conn:
         conn.execute("INSERT INTO search_configs VALUES ('english')")
+        with conn.cursor() as cur, cur.copy(  # the crawls (their organization picks the rank window)
+                "COPY crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms, host_parallelism, org_id,"
+                " requested_by, state, stop_reason, finished_at) FROM STDIN") as cp:
+            for c, crawl in enumerate(crawls):
+                cp.write_row((crawl, [f"https://site{c}.example/"], "same-host", 1, 1000, 0, 1, f"org{_org_of_crawl(c)}",
+                              "bench", "succeeded", "completed", base))
+        conn.commit()
         batch: list[tuple] = []
 
         def flush() -> None:
