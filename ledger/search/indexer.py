@@ -171,19 +171,30 @@ async def _batch(pool: Any, s3: Any, crawl: uuid.UUID | None, out: IndexResult, 
 
 
 async def index_archives(pool: Any, s3: Any, crawl: uuid.UUID | None = None, *, max_batches: int | None = None,
-                         grace_s: float = 0.0) -> IndexResult:
+                         grace_s: float = 0.0, budget_s: float | None = None) -> IndexResult:
     """Index the unindexed archives of ``crawl`` (None: of every crawl) admitted at least
-    ``grace_s`` seconds ago, at most ``max_batches`` × :data:`BATCH` of them; counts in
-    :class:`IndexResult`."""
+    ``grace_s`` seconds ago, at most ``max_batches`` × :data:`BATCH` of them, starting no batch
+    after ``budget_s`` seconds (the rest is ``remaining``: the next call or the sweep takes
+    it); counts in :class:`IndexResult`."""
+    import time
+
     out = IndexResult()
     batches = 0
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     while max_batches is None or batches < max_batches:
+        if deadline is not None and time.monotonic() > deadline:
+            return await _counted(pool, crawl, out)
         batches += 1
         if not await _batch(pool, s3, crawl, out, grace_s):
             break
-    where = _OF_CRAWL if crawl is not None else "TRUE"
     if crawl is not None and not out.deferred:
-        await _wait_for_others(pool, where, crawl)
+        await _wait_for_others(pool, _OF_CRAWL, crawl)
+    return await _counted(pool, crawl, out)
+
+
+async def _counted(pool: Any, crawl: uuid.UUID | None, out: IndexResult) -> IndexResult:
+    """``out`` with ``remaining`` and ``already`` counted for ``crawl`` (None: every archive)."""
+    where = _OF_CRAWL if crawl is not None else "TRUE"
     async with pool.connection() as conn:
         row = await (await conn.execute(
             f"""SELECT count(*) FILTER (WHERE a.indexed_at IS NULL) AS remaining,

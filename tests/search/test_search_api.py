@@ -224,3 +224,34 @@ def test_many_matches_rank_only_the_newest_window(indexed, monkeypatch):
     assert body["rankedNewest"] is True
     body = find(indexed, headers=CONTOSO, q="lighthouse").json()
     assert [h["url"] for h in body["hits"]] == ["https://contoso.example/lh"]
+
+
+def test_a_call_starts_no_batch_after_its_budget_and_leaves_the_rest(search_stack):
+    import asyncio
+    import uuid
+
+    from ledger.db.pool import open_pool
+    from ledger.search.indexer import BATCH, index_archives
+    from tests.search.helpers import insert_crawl
+
+    s = search_stack
+    crawl = insert_crawl(s.db_url, "acme")
+    n = BATCH + 4
+    for k in range(n):
+        url = f"https://budget.example/{k}"
+        s.admit(f"budget{k}", org="acme", crawl=crawl, url=url,
+                body=html_page(url, f"<html lang=en><title>B {k}</title><body>mooring</body></html>"),
+                timestamp="2026-09-24T12:00:00Z")
+
+    async def go():
+        pool = await open_pool(s.db_url, max_size=2)
+        try:
+            first = await index_archives(pool, s.store, uuid.UUID(crawl), budget_s=0.0)
+            rest = await index_archives(pool, s.store, uuid.UUID(crawl))
+            return first, rest
+        finally:
+            await pool.close()
+
+    first, rest = asyncio.run(go())
+    assert first.indexed in (0, BATCH) and first.remaining == n - first.indexed  # stopped before the second batch
+    assert rest.indexed == n - first.indexed and rest.remaining == 0
