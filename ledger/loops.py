@@ -12,6 +12,8 @@ processes each row is handled by one round at a time:
 * lease loop (``ledger.crawl.dispatch.lease_round``): expired host leases, waiting levels
   (each claim is also race-free on its own: the crawl row is locked);
 * limits (``ledger.crawl.limits.check_once``): crawls past their time or bytes limit stopped.
+* search sweep (``ledger.search.indexer.sweep``): archives left unindexed (late admissions;
+  its claims are also ``FOR UPDATE SKIP LOCKED``, so ``/index`` may run beside it).
 
 A replica that dies mid-round releases its lock with its connection; another takes the next round.
 """
@@ -83,6 +85,12 @@ async def _watchdog(services: Any) -> None:
     await check_once(services)
 
 
+async def _search(services: Any) -> None:
+    from ledger.search.indexer import sweep
+
+    await sweep(services)
+
+
 async def _leases(services: Any) -> None:
     from ledger.crawl.dispatch import lease_round
 
@@ -103,6 +111,7 @@ def loops(settings: Any) -> list[Loop]:
         Loop("watchdog", 3, _watchdog, lambda s: s.watchdog_interval_s),
         Loop("leases", 4, _leases, lambda s: s.lease_interval_s),
         Loop("limits", 5, _limits, lambda s: s.lease_interval_s),  # time / bytes limits per crawl (issue 29)
+        Loop("search", 6, _search, lambda s: s.search_sweep_interval_s),
     ]
     return out
 

@@ -95,7 +95,11 @@ class Settings(BaseSettings):
     allow_private_hosts: bool = False  # WAGGLE_ALLOW_PRIVATE_HOSTS=1 opts out of the guard
     crawl_stall_s: float = 900.0  # watchdog: no progress for this long → crawl failed
     watchdog_interval_s: float = 15.0
-    search_url: str | None = None  # no search backend → /index answers 404
+    # search (ledger.search.backend): unset/"postgres" = Postgres full-text search in this
+    # database (the default); "off" = none (/index and /api/search answer 404); a URL is refused
+    search_url: str | None = None
+    search_sweep_interval_s: float = Field(30.0, gt=0)  # search loop: archives left unindexed (late admissions)
+    search_sweep_grace_s: float = Field(120.0, ge=0)  # …admitted at least this long ago (younger: index_level's)
     links_max_bytes: int = Field(8 * 1024 * 1024, ge=1024)  # larger .links.json files are skipped
     # level report bodies (hostile input, issue 14): inline links per result (the flow is told
     # this cap and counts the rest in linksOverflow), links and results per report
@@ -128,6 +132,14 @@ class Settings(BaseSettings):
                 f" unknown: {','.join(unknown) or '(empty)'}"
             )
         return tuple(dict.fromkeys(items))
+
+    @field_validator("search_url")
+    @classmethod
+    def _known_search_backend(cls, value: str | None) -> str | None:
+        from ledger.search.backend import backend_of
+
+        backend_of(value)  # raises with what to set instead
+        return value
 
     @model_validator(mode="after")
     def _signing_needs_wacz(self) -> "Settings":

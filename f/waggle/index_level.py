@@ -6,7 +6,9 @@
 
 ``POST {waggle_api_url}/api/crawls/{crawl_id}/index`` with the Bearer header only — no body
 and no content-type (a bodyless POST declaring JSON is refused by strict servers).
-404 → no search on this deployment (or no permission): skipped, not an error, and not logged
+The ledger indexes the crawl's admitted archives not indexed yet into Postgres full-text search
+(issue 26) and answers its counts; the step reports them. 404 → search is off on this
+deployment (``WAGGLE_SEARCH_URL=off``, or no permission): skipped, not an error, and not logged
 (it is the same answer on every level: issue 17 item 5; the step's result says ``skipped``).
 """
 
@@ -42,7 +44,8 @@ def index(
     retry_budget_s: float = LEDGER_RETRY_BUDGET_S,
     log: Callable[[str], None] = print,
 ) -> dict:
-    """Returns ``{indexed, pages, skipped}``; raises :class:`IndexError_` on other non-2xx answers."""
+    """Returns ``{indexed, pages, skipped}`` plus the ledger's ``withoutText``, ``deferred`` and
+    ``remaining`` when it sent them; raises :class:`IndexError_` on other non-2xx answers."""
     what = f"POST /api/crawls/{crawl_id}/index"
     url = f"{api_url.rstrip('/')}/api/crawls/{crawl_id}/index"
     http = client or http_client(api_url, 60.0)
@@ -61,8 +64,10 @@ def index(
     answer = json_or_text(response)
     answer = answer if isinstance(answer, dict) else {}
     indexed, pages = answer.get("indexed", 0), answer.get("pages", 0)
-    log(f"indexed {indexed} archive(s), {pages} page(s)")
-    return {"indexed": indexed, "pages": pages, "skipped": False}
+    extra = {k: answer[k] for k in ("withoutText", "deferred", "remaining") if isinstance(answer.get(k), int)}
+    log(f"indexed {indexed} archive(s), {pages} page(s) with text"
+        + "".join(f", {k} {v}" for k, v in extra.items() if v))
+    return {"indexed": indexed, "pages": pages, "skipped": False, **extra}
 
 
 def main(crawl_id: str):

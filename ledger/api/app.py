@@ -64,9 +64,9 @@ def create_app(settings: Settings, services: Services | None = None, *, periodic
         app.state.services = services
     errors.install(app)
 
-    from ledger.api import archives, health, me, picker, scripts
+    from ledger.api import archives, health, me, picker, scripts, search
 
-    for module in (me, scripts, health, archives, picker):
+    for module in (me, scripts, health, archives, picker, search):
         app.include_router(module.router)
     from ledger.web import routes as web
 

@@ -665,10 +665,29 @@ async def resume_crawl(crawl_id: uuid.UUID, request: Request, background: Backgr
     return JSONResponse({"state": done.state}, background=background)
 
 
+INDEX_BUDGET_S = 40.0
+
+
 @router.post("/api/crawls/{crawl_id}/index")
 async def index_level(crawl_id: uuid.UUID, request: Request) -> dict:
-    """Search indexing: 404 while no search backend is configured (``WAGGLE_SEARCH_URL``)."""
-    await submitter(request)  # answers nothing of the crawl
-    if not request.app.state.services.settings.search_url:
-        raise Refused(404, "no search backend is configured (WAGGLE_SEARCH_URL); nothing to index")
-    raise Refused(501, "search indexing is not implemented in this ledger")
+    """Index every admitted archive of the crawl not indexed yet (issue 26; ledger.search.indexer)
+    → 200 ``{indexed, pages, withoutText, deferred, alreadyIndexed, remaining}``: archives
+    indexed by this call, of which with text and without; left for later because S3 did not
+    answer; indexed before; still unindexed (a call starts no batch after 40 s: the rest is
+    left to the next call and the search sweep). Idempotent; safe beside another replica (claims
+    skip locked rows). 404 when search is off (``WAGGLE_SEARCH_URL=off``) and for a crawl that
+    is unknown or of another organization."""
+    from ledger.search.indexer import index_archives, search_enabled
+
+    identity = await submitter(request)
+    services = request.app.state.services
+    if not search_enabled(services.settings):
+        raise Refused(404, "search is off on this deployment (WAGGLE_SEARCH_URL=off); nothing to index")
+    if not await crawl_store.crawl_in_orgs(services.pool, crawl_id, identity.organizations):
+        raise Refused(404, "not found")
+    if services.s3 is None:
+        raise Refused(503, "S3 is not configured: archives cannot be read to index them")
+    # within the flow's 60 s HTTP timeout: a level too large for one call leaves `remaining`
+    # to the next level's call and the search sweep
+    result = await index_archives(services.pool, services.s3, crawl_id, budget_s=INDEX_BUDGET_S)
+    return result.as_dict()

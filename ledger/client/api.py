@@ -214,6 +214,14 @@ class LedgerClient:
                 return
             before = cursor
 
+    def search(self, q: str, *, crawl: str | None = None, host: str | None = None, captured_from: str | None = None,
+               captured_to: str | None = None, page: int = 1, size: int = 10) -> dict:
+        """``GET /api/search`` → ``{hits, page, size, more, checked, incomplete}`` (ledger.api.search);
+        a query the ledger cannot run is its 400 (ApiError) saying why."""
+        params = {"q": q, "crawl": crawl, "host": host, "from": captured_from, "to": captured_to,
+                  "page": str(page), "size": str(size)}
+        return self._call("GET", "/api/search", params={k: v for k, v in params.items() if v}).json()
+
     def sign_url(self, archive_id: str) -> dict:
         """``POST /api/archives/{id}/url`` → ``{"url", "expiresIn"}`` (seconds)."""
         return self._call("POST", f"/api/archives/{archive_id}/url").json()

@@ -178,3 +178,23 @@ def _archives(crawl) -> list[dict]:
     hosts = tuple(s.rsplit("/", 1)[0] + "/" for s in crawl["seeds"][:2])
     rows = crawl["http"].get("/api/archives").json()["archives"]
     return [a for a in rows if a["sourceUrl"].startswith(hosts)]
+
+
+def test_the_flows_index_level_makes_the_pages_searchable(crawl, local_stack) -> None:
+    """index_level (the flow's last step) indexed the crawl's WACZ files from the real capture
+    server: the docs' start page is found by its text, in this crawl, and never by an outsider."""
+    deadline = time.monotonic() + 90  # the crawl reads succeeded at the last report; index_level runs after it
+    hits: list[dict] = []
+    while time.monotonic() < deadline:
+        resp = crawl["http"].get("/api/search", params={"q": '"official documentation"', "crawl": crawl["id"], "size": 50})
+        assert resp.status_code == 200, resp.text
+        hits = resp.json()["hits"]
+        if crawl["seeds"][0] in {h["url"] for h in hits}:
+            break
+        time.sleep(1)
+    assert crawl["seeds"][0] in {h["url"] for h in hits}, hits
+    assert all(h["crawlId"] == crawl["id"] for h in hits)
+    outsider = local_stack.token(subject="mallory", organizations=["elsewhere"])
+    resp = httpx.get(f"{local_stack.api_url}/api/search", params={"q": '"official documentation"'},
+                     headers={"Authorization": f"Bearer {outsider}"}, timeout=30)
+    assert resp.status_code == 200 and resp.json()["hits"] == [], resp.text

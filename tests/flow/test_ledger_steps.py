@@ -123,6 +123,15 @@ def test_index_no_body_no_content_type(server):
     assert "content-type" not in req.headers and req.headers["authorization"] == "Bearer tok"
 
 
+def test_index_reports_the_ledgers_counts(server):
+    answer = {"indexed": 5, "pages": 4, "withoutText": 1, "deferred": 2, "alreadyIndexed": 9, "remaining": 2}
+    ledger = server(lambda r: (200, {}, answer))
+    lines: list[str] = []
+    got = index(ledger.url, "tok", "c-1", retry_budget_s=0, log=lines.append)
+    assert got == {"indexed": 5, "pages": 4, "skipped": False, "withoutText": 1, "deferred": 2, "remaining": 2}
+    assert lines == ["indexed 5 archive(s), 4 page(s) with text, withoutText 1, deferred 2, remaining 2"]
+
+
 def test_index_404_is_skipped(server):
     ledger = server(lambda r: (404, {}, {"error": "not found"}))
     assert index(ledger.url, "tok", "c-1", retry_budget_s=0) == {"indexed": 0, "pages": 0, "skipped": True}

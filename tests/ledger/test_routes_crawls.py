@@ -410,10 +410,13 @@ async def test_close_failed(settings):
         assert view["error"] == "the flow failed without saying why"
 
 
-async def test_index_404_without_search_backend(settings):
-    async with open_ledger(settings) as h:
+async def test_index_404_for_an_unknown_crawl_and_when_search_is_off(settings):
+    async with open_ledger(settings) as h:  # search is on by default (Postgres full-text search)
         r = await h.client.post(f"/api/crawls/{uuid.uuid4()}/index", headers=WHO)
-        assert r.status_code == 404 and "WAGGLE_SEARCH_URL" in r.json()["error"]
+        assert r.status_code == 404 and r.json() == {"error": "not found"}
+    async with open_ledger(settings.model_copy(update={"search_url": "off"})) as h:
+        r = await h.client.post(f"/api/crawls/{uuid.uuid4()}/index", headers=WHO)
+        assert r.status_code == 404 and "WAGGLE_SEARCH_URL=off" in r.json()["error"]
 
 
 async def test_crawl_routes_absent_without_webhook(migrated_db_url, ledger_fga):

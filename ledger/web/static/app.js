@@ -2,6 +2,7 @@
 import { api, ApiError, setCsrf } from "./api.js";
 import { archiveList } from "./archives.js";
 import { crawlList, crawlPage } from "./crawls.js";
+import { replayArchive, searchPage } from "./search.js";
 import { el } from "./dom.js";
 import { startForm } from "./start.js";
 
@@ -49,6 +50,8 @@ async function route() {
     if (parts[0] === "crawls" && parts[1]) await crawlPage(box, ctx, parts[1]);
     else if (parts[0] === "start") startForm(box, ctx);
     else if (parts[0] === "archives") await archiveList(box, ctx, query);
+    else if (parts[0] === "search") await searchPage(box, ctx, query);
+    else if (parts[0] === "replay") await replayArchive(box, ctx, query);
     else await crawlList(box, ctx);
   } catch (e) {
     if (!(e instanceof ApiError && e.status === 401)) box.append(el("p", { className: "error" }, e.message));
@@ -66,6 +69,13 @@ async function boot() {
   setCsrf(session.csrfToken);
   document.getElementById("nav").hidden = false;
   document.getElementById("nav-start").hidden = !session.canSubmit;
+  const box = document.getElementById("search-box");  // on every view: the header's search
+  box.hidden = false;
+  box.onsubmit = (ev) => {
+    ev.preventDefault();
+    const q = box.elements.q.value.trim();
+    location.hash = "#/search" + (q ? "?" + new URLSearchParams({ q }) : "");
+  };
   document.getElementById("who").textContent = session.subject +
     (session.organizations.length ? " (" + session.organizations.join(", ") + ")" : "");
   const out = document.getElementById("signout");

@@ -1,0 +1,257 @@
+"""Index and search over real HTTP: /api/crawls/{id}/index, GET /api/search (issue 26)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+
+import httpx
+import psycopg
+import pytest
+
+from tests.search.helpers import html_page
+
+ACME = {"X-Waggle-Subject": "alice", "X-Waggle-Organizations": "acme"}
+CONTOSO = {"X-Waggle-Subject": "carol", "X-Waggle-Organizations": "contoso"}
+FLOW = {"X-Waggle-Subject": "flow", "X-Waggle-Organizations": "acme,contoso"}
+
+
+def index(stack, crawl: str, headers=FLOW, url: str | None = None) -> httpx.Response:
+    return httpx.post(f"{url or stack.url}/api/crawls/{crawl}/index", headers=headers, timeout=60)
+
+
+def find(stack, headers=ACME, **params) -> httpx.Response:
+    return httpx.get(f"{stack.url}/api/search", headers=headers, params=params, timeout=30)
+
+
+def urls(r: httpx.Response) -> list[str]:
+    assert r.status_code == 200, r.text
+    return [h["url"] for h in r.json()["hits"]]
+
+
+@pytest.fixture(scope="module")
+def indexed(search_stack):
+    s = search_stack
+    first = index(s, s.crawls["a"])
+    assert first.status_code == 200, first.text
+    assert first.json() == {"indexed": 4, "pages": 4, "withoutText": 0, "deferred": 0, "alreadyIndexed": 0, "remaining": 0}
+    for key in ("b", "c"):
+        assert index(s, s.crawls[key]).json()["indexed"] == 1
+    return s
+
+
+def test_index_is_idempotent_and_picks_up_late_archives(indexed):
+    s = indexed
+    again = index(s, s.crawls["a"]).json()
+    assert again == {"indexed": 0, "pages": 0, "withoutText": 0, "deferred": 0, "alreadyIndexed": 4, "remaining": 0}
+    s.admit("late", org="acme", crawl=s.crawls["a"], url="https://harbour.example/late",
+            body=html_page("https://harbour.example/late", "<html lang=en><title>Late page</title><body>breakwater</body></html>"),
+            timestamp="2026-09-24T12:00:00Z")
+    s.wait_outbox()
+    late = index(s, s.crawls["a"]).json()
+    assert (late["indexed"], late["alreadyIndexed"]) == (1, 4)
+    assert urls(find(s, q="breakwater")) == ["https://harbour.example/late"]
+
+
+def test_an_archive_without_text_is_indexed_once_with_its_reason(indexed):
+    s = indexed
+    url = "https://harbour.example/logo.png"
+    from tests.search.helpers import wacz
+    s.admit("png", org="acme", crawl=s.crawls["b"], url=url, body=wacz(url, [(url, 200, "image/png", b"\x89PNG", {})]),
+            timestamp="2026-09-24T12:00:00Z")
+    s.wait_outbox()
+    got = index(s, s.crawls["b"]).json()
+    assert (got["indexed"], got["pages"], got["withoutText"]) == (1, 0, 1)
+    assert index(s, s.crawls["b"]).json()["indexed"] == 0
+    with psycopg.connect(s.db_url) as conn:
+        problem = conn.execute("SELECT problem FROM archive_text WHERE archive_id = %s", (s.archives["png"],)).fetchone()[0]
+    assert "no HTML or PDF" in problem
+
+
+def test_index_of_another_organizations_crawl_is_404(indexed):
+    s = indexed
+    r = index(s, s.crawls["c"], headers={"X-Waggle-Subject": "flow", "X-Waggle-Organizations": "acme"})
+    assert r.status_code == 404
+
+
+def test_ranked_title_over_body_and_only_own_organization(indexed):
+    s = indexed
+    got = urls(find(s, q="lighthouse"))
+    assert got[0] == "https://harbour.example/keeper"  # in the title (weight A)
+    assert set(got) == {"https://harbour.example/keeper", "https://harbour.example/tides", "https://coast.example/old"}
+    assert urls(find(s, headers=CONTOSO, q="lighthouse")) == ["https://contoso.example/lh"]
+    assert urls(find(s, headers={"X-Waggle-Subject": "mallory", "X-Waggle-Organizations": "evil"}, q="lighthouse")) == []
+
+
+def test_web_search_syntax(indexed):
+    s = indexed
+    assert urls(find(s, q='"lighthouse keeper"')) == ["https://harbour.example/keeper", "https://harbour.example/tides"] \
+        or set(urls(find(s, q='"lighthouse keeper"'))) == {"https://harbour.example/keeper", "https://harbour.example/tides"}
+    assert urls(find(s, q='"keeper lighthouse"')) == []
+    assert "https://harbour.example/tides" not in urls(find(s, q="lighthouse -tide"))
+    assert set(urls(find(s, q="rocks OR museum"))) == {"https://harbour.example/keeper", "https://coast.example/old"}
+
+
+def test_language_configuration_stems_per_page(indexed):
+    s = indexed
+    assert urls(find(s, q="Schiff")) == ["https://harbour.example/de"]  # german stemmer: Schiffe → schiff
+    assert urls(find(s, q="tides")) and "https://harbour.example/tides" in urls(find(s, q="tides"))  # english: tides → tide
+
+
+def test_pdf_text_is_searchable(indexed):
+    assert urls(find(indexed, q='"annual tide report"')) == ["https://harbour.example/report.pdf"]
+
+
+def test_filters(indexed):
+    s = indexed
+    assert urls(find(s, q="lighthouse", crawl=s.crawls["b"])) == ["https://coast.example/old"]
+    assert urls(find(s, q="lighthouse", host="Coast.Example")) == ["https://coast.example/old"]
+    assert set(urls(find(s, q="lighthouse", **{"from": "2026-01-01"}))) == {
+        "https://harbour.example/keeper", "https://harbour.example/tides"}
+    assert urls(find(s, q="lighthouse", to="2025-05-01")) == ["https://coast.example/old"]  # a date is the whole day
+    assert urls(find(s, q="lighthouse", **{"from": "2026-09-24T00:00:00Z", "to": "2026-09-24T23:00:00+00:00"})) == [
+        "https://harbour.example/tides"]
+
+
+def test_hit_shape_snippet_and_replay_link(indexed):
+    s = indexed
+    hit = find(s, q="spring tide").json()["hits"][0]
+    assert hit["archiveId"] == s.archives["tides"] and hit["crawlId"] == s.crawls["a"]
+    assert hit["title"] == "Tide tables" and hit["capturedAt"] == "2026-09-24T10:00:00.000Z"
+    assert "<mark>spring</mark>" in hit["snippetHtml"] and "\x02" not in hit["snippet"]
+    escaped = find(s, q="quay").json()["hits"][0]["snippetHtml"]  # the page's text: "Fish & chips <3 at the quay."
+    assert "Fish &amp; chips &lt;3 at the <mark>quay</mark>" in escaped
+    assert hit["replay"].startswith("/#/replay?archive=" + s.archives["tides"])
+
+
+def test_paging(indexed):
+    s = indexed
+    pages = [find(s, q="lighthouse", size=1, page=n).json() for n in (1, 2, 3, 4)]
+    seen = [p["hits"][0]["url"] for p in pages[:3]]
+    assert len(set(seen)) == 3 and seen == urls(find(s, q="lighthouse"))
+    assert [p["more"] for p in pages] == [True, True, False, False] and pages[3]["hits"] == []
+
+
+@pytest.mark.parametrize("params, says", [
+    ({"q": ""}, "give words"), ({"q": "   "}, "give words"), ({}, "give words"),
+    ({"q": "the and of"}, "only stop words"), ({"q": "-lighthouse"}, "only excludes"),
+    ({"q": '""'}, "no words"), ({"q": "!!! ---"}, "no words"), ({"q": "x" * 501}, "at most 500"),
+    ({"q": "tide", "crawl": "nope"}, "crawl must be"), ({"q": "tide", "host": "http://a/"}, "host must be"),
+    ({"q": "tide", "from": "yesterday"}, "from must be"), ({"q": "tide", "from": "2026-02-02", "to": "2026-01-01"}, "from is after"),
+    ({"q": "tide", "page": "0"}, "page must be"), ({"q": "tide", "size": "51"}, "size must be"),
+])
+def test_bad_queries_are_400_saying_why(indexed, params, says):
+    r = find(indexed, **params)
+    assert r.status_code == 400 and says in r.json()["error"], r.text
+
+
+def test_400_before_authentication(indexed):
+    r = httpx.get(f"{indexed.url}/api/search", params={"q": ""}, timeout=10)
+    assert r.status_code == 400
+    assert httpx.get(f"{indexed.url}/api/search", params={"q": "tide"}, timeout=10).status_code == 401
+
+
+def test_two_replicas_index_each_archive_once(search_stack):
+    s = search_stack
+    second = s.servers[1] if len(s.servers) > 1 else s.start()
+    for n in range(12):
+        url = f"https://many.example/{n}"
+        s.admit(f"many{n}", org="contoso", crawl=s.crawls["c"], url=url,
+                body=html_page(url, f"<html lang=en><title>Many {n}</title><body>quayside {n}</body></html>"),
+                timestamp="2026-09-24T12:00:00Z")
+    s.wait_outbox()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda u: index(s, s.crawls["c"], url=u).json(), [s.url, second.url, s.url, second.url]))
+    assert sum(a["indexed"] for a in answers) == 12  # each archive by exactly one call
+    assert [a["remaining"] for a in answers] == [0, 0, 0, 0]  # a call waits for rows the other replica holds
+    with psycopg.connect(s.db_url) as conn:
+        left = conn.execute("SELECT count(*) FROM archives WHERE indexed_at IS NULL AND correlation_id = %s",
+                            (s.crawls["c"],)).fetchone()[0]
+    assert left == 0
+    assert len(urls(find(s, headers=CONTOSO, q="quayside", size=50))) == 12
+
+
+def test_the_search_sweep_indexes_late_archives_without_a_call(search_stack):
+    s = search_stack
+    sweeper = s.start(search_sweep_interval_s=0.2, search_sweep_grace_s=0)
+    try:
+        url = "https://harbour.example/reconciled"
+        aid = s.admit("reconciled", org="acme", crawl=s.crawls["b"], url=url,
+                      body=html_page(url, "<html lang=en><title>Found late</title><body>slipway</body></html>"),
+                      timestamp="2026-09-24T12:00:00Z")
+        s.wait_outbox()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with psycopg.connect(s.db_url) as conn:
+                if conn.execute("SELECT indexed_at FROM archives WHERE id = %s", (aid,)).fetchone()[0]:
+                    break
+            time.sleep(0.1)
+        assert urls(find(s, q="slipway")) == [url]
+    finally:
+        sweeper.stop()
+        s.servers.remove(sweeper)
+
+
+def test_search_off_answers_404_on_both_routes(search_stack):
+    s = search_stack
+    off = s.start(search_url="off")
+    try:
+        assert httpx.get(f"{off.url}/api/search", headers=ACME, params={"q": "tide"}, timeout=10).status_code == 404
+        r = index(s, s.crawls["a"], url=off.url)
+        assert r.status_code == 404 and "off" in r.json()["error"]
+    finally:
+        off.stop()
+        s.servers.remove(off)
+
+
+def test_an_external_search_url_is_refused_at_start():
+    from pydantic import ValidationError
+
+    from ledger.settings import Settings
+
+    with pytest.raises(ValidationError, match="OpenSearch"):
+        Settings(_env_file=None, search_url="https://opensearch.internal:9200")  # type: ignore[call-arg]
+
+
+def test_many_matches_rank_only_the_newest_window(indexed, monkeypatch):
+    from ledger.search import query
+
+    assert find(indexed, q="lighthouse").json()["rankedNewest"] is False
+    monkeypatch.setattr(query, "RANK_WINDOW", 2)  # the ledger serves in this process
+    body = find(indexed, q="lighthouse").json()
+    # the two newest matches of alice's organization (contoso's newer page is not in her window), ranked
+    assert [h["url"] for h in body["hits"]] == ["https://harbour.example/keeper", "https://harbour.example/tides"]
+    assert body["rankedNewest"] is True
+    body = find(indexed, headers=CONTOSO, q="lighthouse").json()
+    assert [h["url"] for h in body["hits"]] == ["https://contoso.example/lh"]
+
+
+def test_a_call_starts_no_batch_after_its_budget_and_leaves_the_rest(search_stack):
+    import asyncio
+    import uuid
+
+    from ledger.db.pool import open_pool
+    from ledger.search.indexer import BATCH, index_archives
+    from tests.search.helpers import insert_crawl
+
+    s = search_stack
+    crawl = insert_crawl(s.db_url, "acme")
+    n = BATCH + 4
+    for k in range(n):
+        url = f"https://budget.example/{k}"
+        s.admit(f"budget{k}", org="acme", crawl=crawl, url=url,
+                body=html_page(url, f"<html lang=en><title>B {k}</title><body>mooring</body></html>"),
+                timestamp="2026-09-24T12:00:00Z")
+
+    async def go():
+        pool = await open_pool(s.db_url, max_size=2)
+        try:
+            first = await index_archives(pool, s.store, uuid.UUID(crawl), budget_s=0.0)
+            rest = await index_archives(pool, s.store, uuid.UUID(crawl))
+            return first, rest
+        finally:
+            await pool.close()
+
+    first, rest = asyncio.run(go())
+    assert first.indexed in (0, BATCH) and first.remaining == n - first.indexed  # stopped before the second batch
+    assert rest.indexed == n - first.indexed and rest.remaining == 0
