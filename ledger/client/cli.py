@@ -470,12 +470,10 @@ def _interrupt(_signum: int, _frame: object) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``crawl``, ``crawls``, ``archives``, ``search``, ``url`` and ``replay`` to the root ``waggle`` app."""
-    from ledger.client.search import search_command
-
+    """Add ``crawl``, ``crawls``, ``archives``, ``url`` and ``replay`` to the root ``waggle`` app
+    (``search`` registers itself: :mod:`ledger.client.search` builds on this module)."""
     app.command("crawl")(crawl_command)
     app.command("crawls")(crawls_command)
     app.command("archives")(archives_command)
-    app.command("search")(search_command)
     app.command("url")(url_command)
     app.command("replay")(replay_command)

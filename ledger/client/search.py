@@ -88,3 +88,8 @@ def _quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``search`` to the root ``waggle`` app."""
+    app.command("search")(search_command)
