@@ -7,6 +7,7 @@ Calls (reference/ledger.md §4.2):
   ``member`` tuple per organization of the caller and context ``current_time``.
 * :meth:`Authz.viewable` — one BatchCheck of the same; results matched by the SDK's
   correlation ids back to each request's object, never by position.
+* :meth:`Authz.list_viewable` — one ListObjects of the same: every archive the caller may view.
 * :meth:`Authz.write` — one Write; errors surface as ``openfga_sdk`` ``ApiException`` or an
   aiohttp connection error, classified by :func:`is_already_in_desired_state` and
   :func:`is_unreachable`.
@@ -30,6 +31,7 @@ from openfga_sdk.client.models import (
     ClientBatchCheckItem,
     ClientBatchCheckRequest,
     ClientCheckRequest,
+    ClientListObjectsRequest,
     ClientTuple,
 )
 from openfga_sdk.credentials import CredentialConfiguration, Credentials
@@ -284,6 +286,22 @@ class Authz:
             if item.allowed is True:
                 allowed.add(item.request.object.removeprefix("archive:"))
         return allowed & set(ids)
+
+    async def list_viewable(self, identity: IdentityLike, type: str = "archive") -> set[str]:
+        """Every ``type`` object the caller may view (bare ids): one ListObjects ``user:<sub>
+        can_view <type>`` with the same contextual ``member`` tuples and ``current_time`` as
+        :meth:`can_view`. Its cost grows with what the caller can see in the whole store, not
+        with a list of ids (decision 141). The server runs with ListObjects' result cap lifted
+        and a 10 s deadline (``devstack.openfga_server.LIST_OBJECTS_SETTINGS``); a server that
+        caps it would answer a silent subset. Raises like :meth:`can_view`."""
+        if not identity.subject:
+            return set()
+        req = ClientListObjectsRequest(user=f"user:{identity.subject}", relation="can_view", type=type,
+                                       contextual_tuples=self._members(identity) or None,
+                                       context={"current_time": now_iso()})
+        res = await self._call(self._sdk().list_objects, req, dict(HIGHER))
+        prefix = f"{type}:"
+        return {o.removeprefix(prefix) for o in res.objects or [] if o.startswith(prefix)}
 
     async def check(self, user: str, relation: str, obj: str, *, contextual: list[dict] | None = None,
                     context: dict | None = None) -> bool:

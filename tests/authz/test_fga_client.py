@@ -1,8 +1,9 @@
-"""``ledger.authz.fga.Authz`` against the OpenFGA stand-in over real HTTP."""
+"""``ledger.authz.fga.Authz`` against the real OpenFGA server over real HTTP."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from dataclasses import dataclass, field
 
@@ -133,25 +134,38 @@ def test_unreachable_is_reported_as_such() -> None:
     assert "127.0.0.1:9" in str(info.value) and "waggle dev up" in str(info.value)
 
 
-def test_viewable_does_not_depend_on_result_order() -> None:
-    """A server answering the batch in reverse order: results are matched by correlation id."""
-    from devstack.openfga.server import FgaState, create_app
-    from tests.fixtures.fga import create_store
+def test_viewable_does_not_depend_on_result_order(fga_store) -> None:
+    """The real server's BatchCheck answer, passed through a proxy that reverses the order of
+    its results: they are matched by correlation id, never by position."""
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
     from tests.fixtures.ledger import ServerThread
 
-    class Reversed(FgaState):
-        def batch_check(self, sid, body):
-            out = super().batch_check(sid, body)
-            out["result"] = dict(reversed(list(out["result"].items())))
-            return out
+    reversed_batches = []
 
-    server = ServerThread(create_app(Reversed()), lifespan="off").start()
+    async def forward(request: Request) -> Response:
+        async with httpx.AsyncClient(base_url=fga_store.api_url) as client:
+            r = await client.request(request.method, request.url.path, content=await request.body(),
+                                     headers={"content-type": "application/json"})
+        body = r.content
+        if request.url.path.endswith("/batch-check") and r.is_success:
+            data = r.json()
+            data["result"] = dict(reversed(list(data["result"].items())))
+            reversed_batches.append(list(data["result"]))
+            body = json.dumps(data).encode()
+        return Response(body, status_code=r.status_code, media_type="application/json")
+
+    proxy = ServerThread(Starlette(routes=[Route("/{path:path}", forward, methods=["GET", "POST"])]),
+                         lifespan="off").start()
     try:
-        store = create_store(server.url)
         ids = [str(uuid.uuid4()) for _ in range(5)]
-        store.write(["organization:acme parent capture_job:t", f"capture_job:t parent archive:{ids[0]}",
-                     f"capture_job:t parent archive:{ids[3]}"])
-        az = authz_for(store)
+        fga_store.write(["organization:acme parent capture_job:t", f"capture_job:t parent archive:{ids[0]}",
+                         f"capture_job:t parent archive:{ids[3]}"])
+        az = Authz(proxy.url, fga_store.store_id, fga_store.model_id)
 
         async def go():
             try:
@@ -160,8 +174,9 @@ def test_viewable_does_not_depend_on_result_order() -> None:
                 await az.close()
 
         assert run(go()) == {ids[0], ids[3]}
+        assert reversed_batches and len(reversed_batches[0]) == 5
     finally:
-        server.stop()
+        proxy.stop()
 
 
 def test_can_view_sends_what_the_sdk_client_check_sends(monkeypatch) -> None:

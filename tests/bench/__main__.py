@@ -31,6 +31,8 @@ BENCHMARKS = {
     "politeness-2000": "tests.bench.politeness:politeness_2000",
     "orchestration": "tests.bench.orchestration:orchestration",
     "concurrent-crawls": "tests.bench.concurrent:concurrent_crawls",
+    "authz-many": "tests.bench.authz:authz_many",
+    "archives-list": "tests.bench.authz:archives_list",
 }
 
 

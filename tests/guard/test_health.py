@@ -1,4 +1,4 @@
-"""``GET /api/health`` with real Postgres, the OpenFGA stand-in and the S3 stand-in."""
+"""``GET /api/health`` with real Postgres, the real OpenFGA server and the S3 stand-in."""
 
 from __future__ import annotations
 
