@@ -56,7 +56,7 @@ def test_preshared_key_is_required() -> None:
     keyed = FgaProcess(preshared_key="k3y-k3y-k3y").start()
     try:
         r = httpx.get(f"{keyed.api_url}/stores")
-        assert (r.status_code, r.json()["code"]) == (401, "unauthenticated")
+        assert (r.status_code, r.json()["code"]) == (401, "bearer_token_missing")
         r = httpx.get(f"{keyed.api_url}/stores", headers={"Authorization": "Bearer wrong"})
         assert r.status_code == 401
         assert httpx.get(f"{keyed.api_url}/stores", headers={"Authorization": "Bearer k3y-k3y-k3y"}).status_code == 200
@@ -103,7 +103,7 @@ def test_postgres_datastore_survives_a_restart(create_database) -> None:
     proc = FgaProcess(create_database()).start()
     try:
         store = create_store(proc.api_url)
-        store.write(["user:bob submitter organization:acme"])
+        store.write(["user:carol submitter organization:acme"])
         _assert_refusals(store, asyncio.run(_refusals(store)))
         port = proc.port
         proc.stop()
@@ -112,6 +112,7 @@ def test_postgres_datastore_survives_a_restart(create_database) -> None:
         proc._migrated = False  # a second `openfga migrate` of a current schema is a no-op
         proc.start()
         assert proc.port == port
+        assert store.check("user:carol", "can_submit", "organization:acme")
         assert store.check("user:bob", "can_submit", "organization:acme")
         assert not store.check("user:eve", "can_submit", "organization:acme")
     finally:
