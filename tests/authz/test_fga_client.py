@@ -6,6 +6,7 @@ import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from openfga_sdk.exceptions import ApiException
@@ -78,6 +79,44 @@ def test_view_by_membership_owner_and_share(fga_store) -> None:
     r = run(go())
     assert r[:4] == (True, False, True, False)
     assert r[4] == {a1, a2} and r[5] == {a3} and r[6] == set()
+
+
+def test_list_viewable_is_what_can_view_allows(fga_store) -> None:
+    """ListObjects with the caller's contextual membership: the organization's archives, the
+    owned ones, a running share and an ``organization#member`` share; not an expired share,
+    not another organization's archive. Past 1,000 objects (the server's default cap, lifted
+    by how waggle runs it) nothing is cut off."""
+    many = [str(uuid.uuid4()) for _ in range(1100)]
+    a_owned, a_other, a_share, a_old, a_orgshare = (str(uuid.uuid4()) for _ in range(5))
+
+    def share(aid: str, at: str) -> dict:
+        return {"user": "user:bob", "relation": "viewer", "object": f"archive:{aid}",
+                "condition": {"name": "non_expired_grant", "context": {"grant_time": at, "grant_duration": "1h"}}}
+
+    now = datetime.now(timezone.utc)
+    tuples = ["organization:acme parent capture_job:t1", "organization:contoso parent capture_job:t2",
+              "user:bob owner capture_job:t3", f"capture_job:t3 parent archive:{a_owned}",
+              f"capture_job:t2 parent archive:{a_other}", f"organization:beta#member viewer archive:{a_orgshare}",
+              share(a_share, (now - timedelta(minutes=5)).isoformat().replace("+00:00", "Z")),
+              share(a_old, (now - timedelta(hours=2)).isoformat().replace("+00:00", "Z"))]
+    tuples += [f"capture_job:t1 parent archive:{a}" for a in many]
+    for i in range(0, len(tuples), 100):
+        fga_store.write(tuples[i:i + 100])
+    az = authz_for(fga_store)
+
+    async def go():
+        try:
+            return (await az.list_viewable(Who("bob", ["acme", "beta"])), await az.list_viewable(Who("bob", [])),
+                    await az.list_viewable(Who("", ["acme"])), await az.viewable(Who("bob", ["acme", "beta"]),
+                                                                               many[:3] + [a_other, a_old, a_share]))
+        finally:
+            await az.close()
+
+    everything, alone, nobody, batch = run(go())
+    assert everything == set(many) | {a_owned, a_share, a_orgshare}
+    assert alone == {a_owned, a_share}  # no organizations claimed: own and shared only
+    assert nobody == set()
+    assert batch == set(many[:3]) | {a_share}  # BatchCheck agrees on the same ids
 
 
 def test_viewable_matches_results_by_object_for_a_full_page(fga_store) -> None:
