@@ -173,9 +173,9 @@ def test_unreachable_is_reported_as_such() -> None:
     assert "127.0.0.1:9" in str(info.value) and "waggle dev up" in str(info.value)
 
 
-def test_viewable_does_not_depend_on_result_order(fga_store) -> None:
-    """The real server's BatchCheck answer, passed through a proxy that reverses the order of
-    its results: they are matched by correlation id, never by position."""
+def _batch_proxy(fga_store, rewrite):
+    """A loopback proxy in front of the real server whose BatchCheck answers pass through
+    ``rewrite(result_dict) -> result_dict``; everything else unchanged."""
     import httpx
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -184,8 +184,6 @@ def test_viewable_does_not_depend_on_result_order(fga_store) -> None:
 
     from tests.fixtures.ledger import ServerThread
 
-    reversed_batches = []
-
     async def forward(request: Request) -> Response:
         async with httpx.AsyncClient(base_url=fga_store.api_url) as client:
             r = await client.request(request.method, request.url.path, content=await request.body(),
@@ -193,29 +191,68 @@ def test_viewable_does_not_depend_on_result_order(fga_store) -> None:
         body = r.content
         if request.url.path.endswith("/batch-check") and r.is_success:
             data = r.json()
-            data["result"] = dict(reversed(list(data["result"].items())))
-            reversed_batches.append(list(data["result"]))
+            data["result"] = rewrite(data["result"])
             body = json.dumps(data).encode()
         return Response(body, status_code=r.status_code, media_type="application/json")
 
-    proxy = ServerThread(Starlette(routes=[Route("/{path:path}", forward, methods=["GET", "POST"])]),
-                         lifespan="off").start()
+    return ServerThread(Starlette(routes=[Route("/{path:path}", forward, methods=["GET", "POST"])]),
+                        lifespan="off").start()
+
+
+def _viewable_via(proxy, fga_store, ids: list[str]) -> set[str]:
+    az = Authz(proxy.url, fga_store.store_id, fga_store.model_id)
+
+    async def go():
+        try:
+            return await az.viewable(Who("bob", ["acme"]), ids)
+        finally:
+            await az.close()
+
+    return run(go())
+
+
+def test_viewable_does_not_depend_on_result_order(fga_store) -> None:
+    """The real server's BatchCheck answer, passed through a proxy that reverses the order of
+    its results: they are matched by correlation id, never by position."""
+    batches = []
+
+    def reverse(result: dict) -> dict:
+        batches.append(list(result))
+        return dict(reversed(list(result.items())))
+
+    proxy = _batch_proxy(fga_store, reverse)
     try:
         ids = [str(uuid.uuid4()) for _ in range(5)]
         fga_store.write(["organization:acme parent capture_job:t", f"capture_job:t parent archive:{ids[0]}",
                          f"capture_job:t parent archive:{ids[3]}"])
-        az = Authz(proxy.url, fga_store.store_id, fga_store.model_id)
-
-        async def go():
-            try:
-                return await az.viewable(Who("bob", ["acme"]), ids)
-            finally:
-                await az.close()
-
-        assert run(go()) == {ids[0], ids[3]}
-        assert reversed_batches and len(reversed_batches[0]) == 5
+        assert _viewable_via(proxy, fga_store, ids) == {ids[0], ids[3]}
+        assert len(batches) == 1 and len(batches[0]) == 5
     finally:
         proxy.stop()
+
+
+def test_viewable_asks_failed_items_once_more(fga_store) -> None:
+    """Items answered with an error (the overloaded server's ``deadline_exceeded``) are asked
+    again; an item that fails twice counts as not viewable, the others are exact."""
+    ids = [str(uuid.uuid4()) for _ in range(60)]  # two requests of the first round
+    fga_store.write(["organization:acme parent capture_job:t"] + [f"capture_job:t parent archive:{i}" for i in ids[:40]])
+    deadline = {"internal_error": "deadline_exceeded", "message": "context deadline exceeded"}
+    rounds: list[int] = []
+
+    def fail_some(result: dict) -> dict:
+        rounds.append(len(result))
+        keys = list(result)
+        doomed = keys[:3] if len(rounds) <= 2 else keys[:1]  # first round: 3 per request fail; then 1 again
+        return {k: ({"error": deadline} if k in doomed else v) for k, v in result.items()}
+
+    proxy = _batch_proxy(fga_store, fail_some)
+    try:
+        got = _viewable_via(proxy, fga_store, ids)
+    finally:
+        proxy.stop()
+    assert sorted(rounds) == [6, 10, 50]  # 50 + 10 ids, then the 6 that failed
+    assert len(got) >= 39 and got <= set(ids[:40])  # exact but for the one that failed twice
+    assert len(set(ids[:40]) - got) <= 1
 
 
 def test_can_view_sends_what_the_sdk_client_check_sends(monkeypatch) -> None:
