@@ -7,7 +7,7 @@ it), the ledger's own client (``ledger.authz.fga.Authz``), ``waggle serve`` for 
   organization's (one capture job each, as admission writes them), half another's — the same
   set of viewable ids three ways: **BatchCheck** (``Authz.viewable``: 50 Checks a request, 2
   requests in flight), **ListObjects** (``Authz.list_viewable`` ∩ the ids) and **one
-  Check per archive** (``Authz.can_view``, 32 in flight). Every way must give the same set.
+  Check per archive** (``Authz.can_view``, 10 in flight). Every way must give the same set.
   Reported: median wall of 3 rounds (one at 10,000), OpenFGA CPU and the client's CPU per round. Each size has
   its own store holding only its archives: ListObjects' cost follows what the caller can see
   in the store, the other two follow the number of ids asked.
@@ -69,7 +69,7 @@ def _archive_tuples(n: int) -> tuple[list[str], set[str], list[dict]]:
     return ids, mine, tuples
 
 
-async def _per_check(authz, ids: list[str], in_flight: int = 32) -> set[str]:
+async def _per_check(authz, ids: list[str], in_flight: int = 10) -> set[str]:
     sem = asyncio.Semaphore(in_flight)
 
     async def one(aid: str) -> str | None:
@@ -122,7 +122,7 @@ def authz_many(ctx: Context) -> None:
     sizes = [100, 1000] if ctx.quick else [100, 1000, 10_000]
     ctx.detail("load", {"sizes": sizes, "rounds": ROUNDS, "viewable": "every other id (membership, contextual)",
                         "batch": "50 Checks a request, 2 requests in flight (Authz.viewable)",
-                        "per_check_in_flight": 32, "datastore": "postgres"})
+                        "per_check_in_flight": 10, "datastore": "postgres"})
     with infra.postgres() as pg, infra.fga(pg) as store:
         results = asyncio.run(_measure(store, store.pid, sizes))
     ctx.detail("results", {f"{n} {way}": r for (n, way), r in results.items()})
