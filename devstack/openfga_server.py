@@ -29,8 +29,10 @@ BIN = REPO / ".tools" / "go" / "bin" / "openfga"
 PIN = BIN.with_name("openfga.pin")  # written by scripts/bootstrap: the module@version it built
 
 # ListObjects answers at most this many objects (0: no cap) within its deadline; past either
-# the answer is silently partial, so waggle lifts the cap (Authz.list_viewable, decision 142).
-LIST_OBJECTS_SETTINGS = {"--listObjects-max-results": "0"}
+# the answer is silently partial: waggle lifts the cap and pins the deadline that
+# ledger.authz.fga.LIST_OBJECTS_DEADLINE_S relies on (decision 142; a longer one would also
+# need --request-timeout, which bounds every request).
+LIST_OBJECTS_SETTINGS = {"--listObjects-max-results": "0", "--listObjects-deadline": "3s"}
 
 
 def binary() -> Path:

@@ -5,9 +5,9 @@ Calls (reference/ledger.md §4.2):
   ``HIGHER_CONSISTENCY``, **no** contextual tuples (membership must never satisfy it).
 * :meth:`Authz.can_view` — ``user:<sub> can_view archive:<id>`` with one contextual
   ``member`` tuple per organization of the caller and context ``current_time``.
-* :meth:`Authz.viewable` — BatchCheck of the same (50 a request, 2 requests in flight, failed
-  items asked once more); results matched by the SDK's correlation ids back to each request's
-  object, never by position.
+* :meth:`Authz.viewable` — up to 50 ids one BatchCheck of the same, more one ListObjects ∩ the
+  ids (decision 142); BatchCheck results matched by the SDK's correlation ids back to each
+  request's object, never by position.
 * :meth:`Authz.list_viewable` — one ListObjects of the same: every archive the caller may view.
 * :meth:`Authz.write` — one Write; errors surface as ``openfga_sdk`` ``ApiException`` or an
   aiohttp connection error, classified by :func:`is_already_in_desired_state` and
@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -52,6 +53,11 @@ HIGHER = {"consistency": "HIGHER_CONSISTENCY"}
 # BatchCheck requests (50 Checks each) in flight at once: the SDK's default of 10 put 500 Checks
 # on the server together and most timed out under load (decision 142)
 BATCH_IN_FLIGHT = 2
+# viewable(): up to this many ids one BatchCheck request, more through ListObjects (decision 142)
+BATCH_MAX = 50
+# ListObjects' deadline on the server (devstack.openfga_server.LIST_OBJECTS_SETTINGS, compose):
+# an answer that took less, seen from here, was not cut off by it
+LIST_OBJECTS_DEADLINE_S = 3.0
 ALREADY_CODE = "write_failed_due_to_invalid_input"
 
 
@@ -262,24 +268,36 @@ class Authz:
         return res.allowed is True
 
     async def viewable(self, identity: IdentityLike, archive_ids: Iterable[str]) -> set[str]:
-        """The subset of ``archive_ids`` (bare ids) the caller may view: BatchCheck requests of
-        50 Checks, :data:`BATCH_IN_FLIGHT` at a time (decision 142).
+        """The subset of ``archive_ids`` (bare ids) the caller may view (decision 142).
 
-        Empty input → empty set without calling OpenFGA. Items the server answered with an
-        error (e.g. ``deadline_exceeded`` when it is overloaded) are asked once more; an item
-        still in error counts as not viewable (logged). Raises :class:`FgaUnavailable` when
-        OpenFGA does not answer.
+        Up to :data:`BATCH_MAX` ids (a page of the archives list): one BatchCheck request, whose
+        cost does not depend on what else the caller can see. More: one ListObjects
+        (:meth:`list_viewable`) ∩ the ids — measured 90–130× faster than BatchCheck at 1,000 and
+        10,000 ids; when it ran into the server's deadline (:data:`LIST_OBJECTS_DEADLINE_S`) its
+        answer may be partial, so the ids it did not list are asked by BatchCheck.
+
+        BatchCheck: 50 Checks a request, :data:`BATCH_IN_FLIGHT` requests at a time; items the
+        server answered with an error (e.g. ``deadline_exceeded`` when overloaded) are asked once
+        more, and an item still in error counts as not viewable (logged). Empty input → empty set
+        without calling OpenFGA. Raises :class:`FgaUnavailable` when OpenFGA does not answer.
         """
         ids = list(dict.fromkeys(archive_ids))
         if not ids or not identity.subject:
             return set()
         allowed: set[str] = set()
+        if len(ids) > BATCH_MAX:
+            t0 = time.monotonic()
+            allowed = await self.list_viewable(identity) & set(ids)
+            if time.monotonic() - t0 < LIST_OBJECTS_DEADLINE_S:
+                return allowed  # the server's own time was shorter: not cut off by its deadline
+            log.info("ListObjects reached its deadline; BatchCheck for the rest", extra={"listed": len(allowed)})
+            ids = [i for i in ids if i not in allowed]
         failed = await self._batch_check(identity, ids, allowed)
         if failed:
             log.info("BatchCheck items failed, asking once more", extra={"count": len(failed)})
-            for obj, error in (await self._batch_check(identity, failed, allowed)).items():
+            for obj, error in (await self._batch_check(identity, list(failed), allowed)).items():
                 log.warning("BatchCheck item failed", extra={"object": obj, "error": error})
-        return allowed & set(ids)
+        return allowed
 
     async def _batch_check(self, identity: IdentityLike, ids: list[str], allowed: set[str]) -> dict[str, str]:
         """One BatchCheck round over ``ids``: allowed ids are added to ``allowed``; returns the

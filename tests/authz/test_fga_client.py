@@ -173,9 +173,10 @@ def test_unreachable_is_reported_as_such() -> None:
     assert "127.0.0.1:9" in str(info.value) and "waggle dev up" in str(info.value)
 
 
-def _batch_proxy(fga_store, rewrite):
+def _batch_proxy(fga_store, rewrite, list_rewrite=None):
     """A loopback proxy in front of the real server whose BatchCheck answers pass through
-    ``rewrite(result_dict) -> result_dict``; everything else unchanged."""
+    ``rewrite(result_dict) -> result_dict`` and ListObjects answers through ``async
+    list_rewrite(objects) -> objects``; everything else unchanged."""
     import httpx
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -192,6 +193,10 @@ def _batch_proxy(fga_store, rewrite):
         if request.url.path.endswith("/batch-check") and r.is_success:
             data = r.json()
             data["result"] = rewrite(data["result"])
+            body = json.dumps(data).encode()
+        if request.url.path.endswith("/list-objects") and r.is_success and list_rewrite:
+            data = r.json()
+            data["objects"] = await list_rewrite(data["objects"])
             body = json.dumps(data).encode()
         return Response(body, status_code=r.status_code, media_type="application/json")
 
@@ -234,15 +239,14 @@ def test_viewable_does_not_depend_on_result_order(fga_store) -> None:
 def test_viewable_asks_failed_items_once_more(fga_store) -> None:
     """Items answered with an error (the overloaded server's ``deadline_exceeded``) are asked
     again; an item that fails twice counts as not viewable, the others are exact."""
-    ids = [str(uuid.uuid4()) for _ in range(60)]  # two requests of the first round
-    fga_store.write(["organization:acme parent capture_job:t"] + [f"capture_job:t parent archive:{i}" for i in ids[:40]])
+    ids = [str(uuid.uuid4()) for _ in range(50)]  # one request: the archives list's page
+    fga_store.write(["organization:acme parent capture_job:t"] + [f"capture_job:t parent archive:{i}" for i in ids[:30]])
     deadline = {"internal_error": "deadline_exceeded", "message": "context deadline exceeded"}
     rounds: list[int] = []
 
     def fail_some(result: dict) -> dict:
         rounds.append(len(result))
-        keys = list(result)
-        doomed = keys[:3] if len(rounds) <= 2 else keys[:1]  # first round: 3 per request fail; then 1 again
+        doomed = list(result)[:5] if len(rounds) == 1 else list(result)[:1]  # 5 fail, then 1 of them again
         return {k: ({"error": deadline} if k in doomed else v) for k, v in result.items()}
 
     proxy = _batch_proxy(fga_store, fail_some)
@@ -250,9 +254,54 @@ def test_viewable_asks_failed_items_once_more(fga_store) -> None:
         got = _viewable_via(proxy, fga_store, ids)
     finally:
         proxy.stop()
-    assert sorted(rounds) == [6, 10, 50]  # 50 + 10 ids, then the 6 that failed
-    assert len(got) >= 39 and got <= set(ids[:40])  # exact but for the one that failed twice
-    assert len(set(ids[:40]) - got) <= 1
+    assert rounds == [50, 5]
+    assert got <= set(ids[:30]) and len(set(ids[:30]) - got) <= 1  # exact but for the one that failed twice
+
+
+def test_viewable_of_many_ids_uses_list_objects(fga_store) -> None:
+    """More than a page of ids: one ListObjects (no BatchCheck) gives the exact set."""
+    ids = [str(uuid.uuid4()) for _ in range(120)]
+    tuples = ["organization:acme parent capture_job:t", "organization:beta parent capture_job:u"]
+    tuples += [f"capture_job:{'t' if n % 3 else 'u'} parent archive:{i}" for n, i in enumerate(ids)]
+    for i in range(0, len(tuples), 100):
+        fga_store.write(tuples[i:i + 100])
+    batches: list[int] = []
+    listed: list[int] = []
+
+    async def count(objects: list[str]) -> list[str]:
+        listed.append(len(objects))
+        return objects
+
+    proxy = _batch_proxy(fga_store, lambda r: batches.append(len(r)) or r, count)
+    try:
+        got = _viewable_via(proxy, fga_store, ids)
+    finally:
+        proxy.stop()
+    assert got == {i for n, i in enumerate(ids) if n % 3}
+    assert listed == [80] and batches == []
+
+
+def test_viewable_completes_a_list_cut_off_by_the_deadline(fga_store, monkeypatch) -> None:
+    """A ListObjects answer that took the server's deadline may be partial: the ids it did not
+    list are asked by BatchCheck, so the set is still exact."""
+    from ledger.authz import fga
+
+    monkeypatch.setattr(fga, "LIST_OBJECTS_DEADLINE_S", 0.3)
+    ids = [str(uuid.uuid4()) for _ in range(80)]
+    fga_store.write(["organization:acme parent capture_job:t"] + [f"capture_job:t parent archive:{i}" for i in ids[:60]])
+    batches: list[int] = []
+
+    async def cut_off(objects: list[str]) -> list[str]:
+        await asyncio.sleep(0.4)  # as long as the deadline
+        return sorted(objects)[:20]
+
+    proxy = _batch_proxy(fga_store, lambda r: batches.append(len(r)) or r, cut_off)
+    try:
+        got = _viewable_via(proxy, fga_store, ids)
+    finally:
+        proxy.stop()
+    assert got == set(ids[:60])
+    assert sorted(batches) == [10, 50]  # the 60 ids ListObjects did not list
 
 
 def test_can_view_sends_what_the_sdk_client_check_sends(monkeypatch) -> None:
