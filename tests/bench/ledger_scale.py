@@ -572,7 +572,7 @@ def signing(ctx: Context) -> None:
             store.write(writes=writes[i:i + 100])
         env = infra.ledger_env(db, store, s3_server, None, WAGGLE_DRAIN_INTERVAL_S="3600",
                                WAGGLE_RECONCILE_INTERVAL_S="3600", WAGGLE_WATCHDOG_INTERVAL_S="3600")
-        with infra.ledger(env, workers=workers) as led:
+        with infra.ledger(env, workers=workers, timeout_s=240) as led:  # two workers start slowly under load
             probe = httpx.post(f"{led.url}/api/archives/{ids[0]}/url", headers=infra.who(), timeout=10)
             if probe.status_code == 404 and probe.json().get("error") != "not found":
                 raise RuntimeError(f"signing route not served yet: {probe.status_code} {probe.text[:200]}")
