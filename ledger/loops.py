@@ -72,7 +72,8 @@ async def _reconcile(services: Any) -> None:
     from ledger.archive.reconciler import reconcile
 
     if services.s3 is not None:
-        await reconcile(services.pool, services.s3, since_days=services.settings.reconcile_since_days)
+        await reconcile(services.pool, services.s3, since_days=services.settings.reconcile_since_days,
+                        trusted_roots=services.settings.signing_trusted_roots)
 
 
 async def _watchdog(services: Any) -> None:

@@ -5,15 +5,20 @@ Why: a ``text/csv`` or ``application/octet-stream`` navigation makes Chromium st
 ``Network.getResponseBody`` is the viewer's 601-byte wrapper page, not the PDF. Neither leaves
 the file's bytes where the recorder can read them, and a retry fetches the file again.
 
-How: CDP ``Fetch`` interception at the *response* stage, for ``Document`` requests only (one
-pause per navigation, sub-resources are not touched). A main-frame 2xx response whose type the
-browser would not render as a page (:func:`is_file`) is read here, from the network stream
-(``Fetch.takeResponseBodyAsStream`` + ``IO.read``), at most ``limit`` bytes, and the navigation
-is then aborted (``net::ERR_ABORTED``): the site sends the file once, the browser never
-downloads or renders it. A declared ``Content-Length`` above the limit is not read at all; a
-body that grows past it is cut there. Either way the exchange is marked ``truncated:
-too-large`` (``WARC-Truncated: length``, ``completeness.truncatedUrls``), never silently.
-Everything else (HTML, redirects, iframes, non-2xx) continues untouched.
+How: CDP ``Fetch`` interception at the *response* stage (one pause per response of the page's
+target). A main-frame 2xx response whose type the browser would not render as a page
+(:func:`is_file`) is read here, from the network stream (``Fetch.takeResponseBodyAsStream`` +
+``IO.read``), at most ``limit`` bytes (no read asks for more), and the navigation is then
+aborted (``net::ERR_ABORTED``): the site sends the file once, the browser never downloads or
+renders it. A body over the limit (declared by ``Content-Length`` or found while reading) keeps
+its first ``limit`` bytes, marked ``truncated: too-large`` (``WARC-Truncated: length``,
+``completeness.truncatedUrls``), never silently (issue 24 item 4).
+
+Every other response with a body is read whole while paused (``Fetch.getResponseBody``: the
+entity as the network delivered it, before any charset decoding) into :mod:`.rawbodies` for the
+recorder, then continued (issue 24 item 3, decision 111) — except ``text/event-stream`` and a
+declared length over the limit. The browser gets such a body once it is whole (as in
+Browsertrix's recorder).
 
 Playwright's own routes (the deny gate) use ``Fetch`` at the request stage on its own session;
 both interceptions chain in Chromium (tested with a route installed). The pause shows filtered
@@ -32,6 +37,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from devstack.capture import rawbodies
+from devstack.capture.rawbodies import RawBodies
 from devstack.capture.recorder import Exchange
 
 log = logging.getLogger("devstack.capture.files")
@@ -79,8 +86,7 @@ async def prepare(cdp: Any) -> str:
     its capture, whose :meth:`FileTaker.enable` then only adds its listeners."""
     tree = await cdp.send("Page.getFrameTree")
     await cdp.send("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0})
-    await cdp.send("Fetch.enable", {"patterns": [
-        {"urlPattern": "*", "resourceType": "Document", "requestStage": "Response"}]})
+    await cdp.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Response"}]})
     return tree["frameTree"]["frame"]["id"]
 
 
@@ -97,6 +103,7 @@ class FileTaker:
     main_frame: str | None = None
     main: TakenFile | None = None
     on_take: Any = None  # called with the URL before the navigation is aborted
+    raw: RawBodies | None = None  # where every other response's body as sent is kept (.rawbodies)
     # (url, declared bytes) of a main-frame page whose Content-Length is over ``limit``: its
     # navigation was aborted before the body came (load.py fails the capture, round 22).
     huge_document: tuple[str, int] | None = None
@@ -144,23 +151,44 @@ class FileTaker:
             status = ev.get("responseStatusCode") or 0
             first = {k.lower(): v for k, v in reversed(headers)}
             mime = first.get("content-type", "").split(";")[0].strip().lower()
-            if (ev.get("frameId") != self.main_frame or not 200 <= status < 300 or status == 204
-                    or ev.get("responseErrorReason")):
+            if ev.get("responseErrorReason"):
                 await self.cdp.send("Fetch.continueResponse", {"requestId": rid})
                 return
-            if not is_file(mime, first.get("content-disposition", "")):
+            main = ev.get("resourceType") == "Document" and ev.get("frameId") == self.main_frame
+            if main and 200 <= status < 300 and status != 204:
+                if is_file(mime, first.get("content-disposition", "")):
+                    await self._take(ev, rid, status, headers, mime, first)
+                    return
                 length = first.get("content-length", "").strip()
                 if length.isdigit() and int(length) > self.limit:  # a page over the cap: not loaded at all
                     self.huge_document = (ev["request"]["url"], int(length))
                     await self.cdp.send("Fetch.failRequest", {"requestId": rid, "errorReason": "Aborted"})
-                else:
-                    await self.cdp.send("Fetch.continueResponse", {"requestId": rid})
-                return
-            await self._take(ev, rid, status, headers, mime, first)
+                    return
+            await self._keep_raw(ev, rid, status, mime, first)
+            await self.cdp.send("Fetch.continueResponse", {"requestId": rid})
         except Exception as e:  # noqa: BLE001 — the page must never hang on a paused request
             log.debug("file interception of %s failed: %s", ev.get("request", {}).get("url"), e)
             with contextlib.suppress(Exception):
                 await self.cdp.send("Fetch.continueResponse", {"requestId": rid})
+
+    async def _keep_raw(self, ev: dict, rid: str, status: int, mime: str, first: dict[str, str]) -> None:
+        """Keep the body of a response that has one, as the network delivered it (.rawbodies),
+        unless it is a stream that never ends (``text/event-stream``) or declares more than the
+        per-response cap (the recorder records it as too large without reading it)."""
+        req = ev["request"]
+        method = req.get("method", "GET").upper()
+        length = first.get("content-length", "").strip()
+        if (self.raw is None or method == "HEAD" or status < 200 or status in (204, 304)
+                or (300 <= status < 400 and "location" in first) or mime == "text/event-stream"
+                or (length.isdigit() and int(length) > self.limit)):
+            return
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return
+        got = await asyncio.wait_for(self.cdp.send("Fetch.getResponseBody", {"requestId": rid}), left)
+        data = got.get("body") or ""
+        body = base64.b64decode(data) if got.get("base64Encoded") else data.encode("utf-8")
+        self.raw.put(rawbodies.key(method, req["url"], req.get("headers") or {}), body)
 
     async def _take(self, ev: dict, rid: str, status: int, headers: list[tuple[str, str]], mime: str,
                     first: dict[str, str]) -> None:
@@ -175,18 +203,20 @@ class FileTaker:
                       resource_type="document", status=status, status_text=ev.get("responseStatusText") or "",
                       resp_headers=headers, req_headers=[(k, str(v)) for k, v in raw_req.items()])
         declared = int(first["content-length"]) if first.get("content-length", "").strip().isdigit() else None
-        body, eof = bytearray(), False
-        if declared is not None and declared > self.limit:
-            ex.truncated, ex.encoded_length = "too-large", declared
-            ex.failure = f"Content-Length {declared} exceeds maxResponseBytes {self.limit}; not read"
-        else:
-            body, eof = await self._read(rid)
-            if not eof:  # cut: the body is dropped, as for any response over the cap (contracts §B.6)
-                ex.truncated, ex.encoded_length = "too-large", declared or len(body)
-                ex.failure = (f"body cut after {self.limit} bytes: larger than maxResponseBytes {self.limit}"
-                              if len(body) > self.limit else f"body cut after {len(body)} bytes: capture budget ran out")
+        body, eof, over = await self._read(rid, probe=declared is None or declared <= self.limit)
+        over = over or (declared is not None and declared > self.limit)
+        if eof:
+            ex.body = bytes(body)
+        else:  # cut: the prefix read is kept (WARC-Truncated: length), never silently
+            ex.truncated, ex.encoded_length = "too-large", declared or len(body)
+            ex.body = bytes(body)
+            if declared is not None and declared > self.limit:
+                ex.failure = (f"Content-Length {declared} exceeds maxResponseBytes {self.limit}; "
+                              f"first {len(body)} bytes kept")
+            elif over:
+                ex.failure = f"body cut after {len(body)} bytes: larger than maxResponseBytes {self.limit}"
             else:
-                ex.body = bytes(body)
+                ex.failure = f"body cut after {len(body)} bytes: capture budget ran out"
         self.taken_urls.add(url)
         if self.on_take is not None:
             self.on_take(url)
@@ -194,25 +224,35 @@ class FileTaker:
         # The browser must not render or download what was read here: abort the navigation.
         await self.cdp.send("Fetch.failRequest", {"requestId": rid, "errorReason": "Aborted"})
 
-    async def _read(self, rid: str) -> tuple[bytearray, bool]:
+    async def _read(self, rid: str, probe: bool) -> tuple[bytearray, bool, bool]:
+        """Read the paused body stream, at most :attr:`limit` bytes, until the deadline:
+        ``(body, eof, over)``. No read asks for more than the limit leaves; with ``probe`` a
+        body that reached the limit is asked for one more byte, so one of exactly ``limit``
+        bytes is whole (``eof``) and a longer one is ``over`` (that byte is not kept)."""
         stream = (await self.cdp.send("Fetch.takeResponseBodyAsStream", {"requestId": rid}))["stream"]
         body = bytearray()
-        eof = False
+        eof = over = False
+
+        async def read(size: int) -> tuple[bytes, bool]:
+            left = self.deadline - time.monotonic()
+            chunk = await asyncio.wait_for(self.cdp.send("IO.read", {"handle": stream, "size": size}), max(0.05, left))
+            data = chunk.get("data") or ""
+            raw = base64.b64decode(data) if chunk.get("base64Encoded") else data.encode("utf-8")
+            return raw, bool(chunk.get("eof"))
+
         try:
-            while len(body) <= self.limit and time.monotonic() < self.deadline:
-                left = self.deadline - time.monotonic()
-                chunk = await asyncio.wait_for(self.cdp.send("IO.read", {"handle": stream, "size": READ_CHUNK}),
-                                               max(0.05, left))
-                data = chunk.get("data") or ""
-                body += base64.b64decode(data) if chunk.get("base64Encoded") else data.encode("utf-8")
-                if chunk.get("eof"):
-                    eof = True
+            while len(body) < self.limit and time.monotonic() < self.deadline:
+                data, eof = await read(min(READ_CHUNK, self.limit - len(body)))
+                body += data[:self.limit - len(body)]
+                if eof:
                     break
+            if not eof and probe and len(body) >= self.limit:
+                data, eof = await read(1)
+                over = bool(data)
+                eof = eof and not over
         except asyncio.TimeoutError:
             pass
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.cdp.send("IO.close", {"handle": stream}), 2)
-        if len(body) > self.limit:
-            eof = False  # the caller sees len > limit: over the cap, not out of time
-        return body, eof
+        return body, eof, over

@@ -16,6 +16,7 @@ from devstack.capture.load import Loaded
 from devstack.capture.recorder import Recorder
 from devstack.capture.session import seal_network
 from devstack.capture.settings import BUILD, SOFTWARE
+from devstack.capture.signing import SigningFailed, sign_digest
 from devstack.capture.state import CaptureFailure, Ctx, Run, iso
 from devstack.capture.uploads import upload, uploads_done
 from devstack.capture.warc import Resource, cdxj_index, write_warc
@@ -41,7 +42,10 @@ async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, tit
     run.step = "upload-wacz"
     await upload(ctx, run, "wacz", wacz_bytes)
     run.mark("upload-wacz")
-    return {"waczStats": recorder.stats(), "completeness": recorder.completeness()}
+    out = {"waczStats": recorder.stats(), "completeness": recorder.completeness()}
+    if run.signature is not None:
+        out["signature"] = run.signature
+    return out
 
 
 def package(run: Run, recorder: Recorder, title: str | None, document: dict, loaded: Loaded, dprs: list[int],
@@ -55,11 +59,35 @@ def package(run: Run, recorder: Recorder, title: str | None, document: dict, loa
                    denied=recorder.denied, created=run.started, resources=shots)
         cdxj = cdxj_index(warc)
         out = Path(tmp) / "out.wacz"
+        package_fields = datapackage(run, recorder, title, document, loaded, dprs, viewport, shots)
         build_wacz(out, warc=warc, cdxj=cdxj, pages=pages_jsonl(run.task_id, run.url, start_iso, title,
                                                                  document.get("url") or run.url),
                    extra=extra_members(run, behaviors, loaded.behavior_records),
-                   datapackage=datapackage(run, recorder, title, document, loaded, dprs, viewport, shots))
+                   datapackage=package_fields, sign=signer_of(run))
         return out.read_bytes()
+
+
+def signs(run: Run) -> bool:
+    """Whether this capture's WACZ is signed (request ``signing``, else the server's policy)."""
+    return run.signer.wants_signature(run.req.get("signing")) if run.signer is not None else False
+
+
+def signer_of(run: Run):
+    """The ``sign(hash, created)`` of :func:`build_wacz` for a capture that signs, else None.
+    Records the report's ``signature`` on ``run``; a signature that cannot be had is the
+    capture's failure (type ``signing``, contracts.md §A.8) and no WACZ is written."""
+    if not signs(run):
+        return None
+
+    def sign(digest: str, created: str) -> dict[str, Any]:
+        try:
+            signed, report = sign_digest(run.signer, digest, created)
+        except SigningFailed as exc:
+            raise CaptureFailure("failed", "signing", str(exc)) from exc
+        run.signature = report
+        return signed
+
+    return sign
 
 
 # Target-URI scheme of each screenshot record: Browsertrix's names for PNG (``view`` = the
@@ -96,8 +124,11 @@ async def write_file_capture(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loa
     wacz_bytes = await anyio.to_thread.run_sync(package, run, recorder, None, document, loaded, dprs, viewport, None)
     run.step = "upload-wacz"
     await upload(ctx, run, "wacz", wacz_bytes)
-    return {"status": "success", "httpStatusCode": ex.status, "finalUrl": ex.url, "waczStats": recorder.stats(),
-            "completeness": recorder.completeness(), "settle": loaded.settle, "document": document}
+    out = {"status": "success", "httpStatusCode": ex.status, "finalUrl": ex.url, "waczStats": recorder.stats(),
+           "completeness": recorder.completeness(), "settle": loaded.settle, "document": document}
+    if run.signature is not None:
+        out["signature"] = run.signature
+    return out
 
 
 def extra_members(run: Run, behaviors: list[dict] | None, behavior_records: list[dict]) -> list[Member]:
@@ -127,7 +158,7 @@ def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict,
     req = run.req
     preload = req.get("preload") or []
     settings: dict[str, Any] = {
-        "signature": "none", "viewport": viewport, "devicePixelRatios": dprs,
+        "signature": "required" if signs(run) else "none", "viewport": viewport, "devicePixelRatios": dprs,
         "session": req.get("session") or "isolated",
         "behaviors": [{"id": b["id"], "origin": "custom"} for b in (req.get("behaviors") or [])],
         "preload": [{"id": p["id"]} for p in preload],
@@ -136,8 +167,12 @@ def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict,
     }
     if (req.get("acceptLanguage") or "").strip():
         settings["acceptLanguage"] = req["acceptLanguage"]
+    now = datetime.now(timezone.utc)
+    # a signed datapackage is dated to the second: authsign echoes `created` in that form, and
+    # verifiers compare it with signedData.created as a string
+    created = now.strftime("%Y-%m-%dT%H:%M:%SZ") if signs(run) else iso(now)
     package = {
-        "name": f"browserhive-{run.task_id}", "software": SOFTWARE, "created": iso(datetime.now(timezone.utc)),
+        "name": f"browserhive-{run.task_id}", "software": SOFTWARE, "created": created,
         "mainPageURL": run.url, "mainPageDate": iso(run.started), "title": title or run.url,
         "browserhive:capture": {
             "conformsTo": CONFORMS_TO, "build": BUILD, "browser": {"product": "Chromium (Debian /usr/bin/chromium)"},

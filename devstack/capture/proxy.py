@@ -22,7 +22,10 @@ even requests of a page whose context is still being closed.
 :attr:`GuardedProxy.last_traffic` (monotonic seconds, None when nothing passed) is when the
 last byte of the capture passed between the browser and a site, either way, or a connection
 attempt to a site ended — or the seal, when it cut a plain-HTTP request short — so the capture
-can say when the site last felt it (the capture's ``sinceLastRequestMs`` runs from it). Sealing
+can say when the site last felt it (the capture's ``sinceLastRequestMs`` runs from it) — and
+the close of a site connection while the site still had bytes to send (a download the browser
+dropped at the size limit: the site's blocked write ends then, not at our last read; issue 24
+item 2). Sealing
 lets plain-HTTP requests already sent finish first (bounded), so their end is seen; a TLS
 tunnel's requests are invisible here (the recorder knows them) and a tunnel is cut at once.
 Each request gets its drain time counted from when it was sent, not from the seal: a request
@@ -123,6 +126,7 @@ class GuardedProxy:
         self.error_bodies = ErrorBodies()  # plain-HTTP error answers' bodies, for the recorder
         self._busy: dict[asyncio.Task, float] = {}  # plain-HTTP requests sent to a site, response
         # not ended → monotonic seconds when sent
+        self._unsent: set[asyncio.Task] = set()  # connections whose site still has bytes to send us
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=HEAD_LIMIT)
@@ -211,7 +215,7 @@ class GuardedProxy:
                     return
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
                 await writer.drain()
-                await self._pipe_both(reader, writer, up_r, upstream)
+                await self._pipe_both(reader, writer, up_r, upstream, task)
                 return
             parts = urlsplit(target)
             if parts.scheme != "http" or not parts.hostname:
@@ -225,6 +229,7 @@ class GuardedProxy:
             if upstream is None or self.sealed:  # sealed meanwhile: this request never goes out
                 return
             self._busy[task] = time.monotonic()
+            self._unsent.add(task)  # until the response's end is read
             path = parts.path or "/"
             if parts.query:
                 path += "?" + parts.query
@@ -244,6 +249,14 @@ class GuardedProxy:
             for w in (writer, upstream):
                 if w is not None:
                     w.close()
+            if upstream is not None and task in self._unsent:
+                # The site was still sending (a download the browser dropped, a response cut or
+                # timed out): the close is the last thing it feels of this capture — its blocked
+                # write fails now, not at our last read (issue 24 item 2).
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(upstream.wait_closed(), 1)
+                self.last_traffic = time.monotonic()
+            self._unsent.discard(task)
             self._conns.discard(task)
             self._busy.pop(task, None)
 
@@ -297,14 +310,25 @@ class GuardedProxy:
         # Request body (if any) flows up while the response head is read and rewritten.
         up = asyncio.create_task(self._pipe(c_r, u_w))
         try:
-            head = await asyncio.wait_for(u_r.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
+            try:
+                head = await asyncio.wait_for(u_r.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
+            except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError) as e:
+                # The site hung up or reset before answering: answer the browser ourselves. Left
+                # without an answer, Chromium sends the request again at once (a retry on a fresh
+                # connection, 13–30 ms after the reset: issue 24 item 2) — a second hit the
+                # host's delay never covered; with Proxy-Status it reports its own net error.
+                self.last_traffic = time.monotonic()
+                await self._refuse(c_w, get_url or "response", f"the site ended the connection: {e!r}",
+                                   status="502 Bad Gateway", record=False,
+                                   proxy_status=proxystatus.header(*proxystatus.for_response_error(e)))
+                return
             lines = head.decode("latin-1").split("\r\n")
             if get_url is not None and _status(lines[0]) >= 400:
                 await self._forward_error(head, lines, c_w, u_r, get_url)
                 return
             self.last_traffic = time.monotonic()
             c_w.write(_client_head(lines))
-            await self._pipe(u_r, c_w)
+            await self._pipe(u_r, c_w, asyncio.current_task())
         finally:
             up.cancel()
 
@@ -325,6 +349,7 @@ class GuardedProxy:
                 chunk = await asyncio.wait_for(u_r.read(65536), IDLE_TIMEOUT_S)
                 if not chunk:
                     ended = True
+                    self._unsent.discard(asyncio.current_task())
                     break
                 self.last_traffic = time.monotonic()
                 if raw is not None:
@@ -347,24 +372,35 @@ class GuardedProxy:
                 if client_ok and c_w.can_write_eof():
                     c_w.write_eof()
 
-    async def _pipe_both(self, c_r, c_w, u_r, u_w) -> None:
+    async def _pipe_both(self, c_r, c_w, u_r, u_w, owner: asyncio.Task) -> None:
         a = asyncio.create_task(self._pipe(c_r, u_w))
-        b = asyncio.create_task(self._pipe(u_r, c_w))
+        b = asyncio.create_task(self._pipe(u_r, c_w, owner, tunnel=True))
         try:
             await asyncio.wait([a, b], return_when=asyncio.FIRST_COMPLETED)
         finally:
             a.cancel()
             b.cancel()
 
-    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, site: asyncio.Task | None = None,
+                    tunnel: bool = False) -> None:
+        """Copy ``src`` to ``dst`` until either ends. ``site``: the connection task when ``src``
+        is the site — it stays in :attr:`_unsent` until the site's end is read (plain HTTP: the
+        response's end), or, for a TLS tunnel (whose responses it cannot see), while a write to
+        the browser waits (the site has more to send than the browser takes)."""
         try:
             while True:
                 chunk = await asyncio.wait_for(src.read(65536), IDLE_TIMEOUT_S)
                 if not chunk:
+                    if site is not None:
+                        self._unsent.discard(site)
                     break
                 self.last_traffic = time.monotonic()
                 dst.write(chunk)
+                if tunnel:
+                    self._unsent.add(site)
                 await dst.drain()
+                if tunnel:
+                    self._unsent.discard(site)
         except (ConnectionError, asyncio.TimeoutError):
             pass
         finally:

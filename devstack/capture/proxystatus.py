@@ -10,6 +10,7 @@ site that was down is never archived or reported as a site that answered 502. Th
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import re
 
@@ -26,6 +27,19 @@ def for_connect_error(e: BaseException | None) -> tuple[str, str]:
     if isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
         return "destination_unavailable", "net::ERR_ADDRESS_UNREACHABLE"
     return "destination_unavailable", "net::ERR_CONNECTION_FAILED"
+
+
+def for_response_error(e: BaseException) -> tuple[str, str]:
+    """``(RFC 9209 error type, Chromium net error)`` of a site that ended the connection before
+    its response head: closed with nothing sent (``ERR_EMPTY_RESPONSE``), closed mid-head, reset,
+    or silent until the proxy's idle timeout."""
+    if isinstance(e, asyncio.IncompleteReadError):
+        if not e.partial:
+            return "connection_terminated", "net::ERR_EMPTY_RESPONSE"
+        return "http_response_incomplete", "net::ERR_INVALID_HTTP_RESPONSE"
+    if isinstance(e, asyncio.TimeoutError):
+        return "http_response_timeout", "net::ERR_TIMED_OUT"
+    return "connection_terminated", "net::ERR_CONNECTION_RESET"
 
 
 def header(error: str, net_error: str) -> str:

@@ -2,8 +2,10 @@
 
 Why browser-level (Playwright context events) and not the proxy: the proxy only sees ``CONNECT``
 tunnels for HTTPS, whereas Playwright reports every request of every frame (iframes incl.
-out-of-process ones, workers) with the raw request/response headers Chromium used and the body
-*decoded* (``Response.body()`` = CDP ``Network.getResponseBody``), for http and https alike.
+out-of-process ones, workers) with the raw request/response headers Chromium used, for http and
+https alike. The body is the one the network delivered, kept at the Fetch pause by :mod:`.files`
+(:mod:`.rawbodies`); only a response that pause did not see falls back to ``Response.body()``
+(CDP ``Network.getResponseBody``, which charset-decodes textual bodies to UTF-8).
 Redirect hops arrive as their own finished requests (3xx, no body). The proxy stays the single
 egress point and enforces the private-host guard; the recorder only observes.
 
@@ -27,9 +29,10 @@ from datetime import datetime, timezone
 
 from playwright.async_api import BrowserContext, Request
 
-from devstack.capture import proxystatus
+from devstack.capture import proxystatus, rawbodies
 from devstack.capture.errorbodies import ErrorBodies
 from devstack.capture.policies import Policies
+from devstack.capture.rawbodies import RawBodies
 
 
 @dataclass
@@ -107,6 +110,7 @@ class Recorder:
         self.files: set[str] = set()  # URLs of main documents read as files (their abort is ours)
         self._file_headers: dict[str, tuple[list, list]] = {}
         self.error_bodies: ErrorBodies | None = None  # the proxy's (plain HTTP), for cancelled error loads
+        self.raw_bodies: RawBodies | None = None  # bodies as the network delivered them (.files fills it)
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -230,7 +234,9 @@ class Recorder:
             if cancelled is None:
                 await self._fetch_body(ex, response)
             else:
-                body = await self.error_bodies.get(ex.url, self.body_timeout_s) if self.error_bodies else None
+                body = self._raw(ex)
+                if body is None and self.error_bodies is not None:
+                    body = await self.error_bodies.get(ex.url, self.body_timeout_s)
                 if body is None:
                     ex.incomplete, ex.failure = "loadingFailed", f"{cancelled}: body not kept (HTTP {ex.status})"
                 else:
@@ -256,17 +262,32 @@ class Recorder:
         if declared is not None and declared > self.max_response_bytes:
             ex.truncated, ex.encoded_length = "too-large", declared
             return
-        try:
+        raw = self._raw(ex)
+        if raw is not None:
+            self._keep(ex, raw)
+            return
+        try:  # not paused by .files (a worker's request, or over the store's bound): possibly decoded
             body = await asyncio.wait_for(response.body(), self.body_timeout_s)
         except Exception as e:  # body evicted / target closed: keep the record, say so
             ex.incomplete, ex.failure = "loadingFailed", f"body unavailable: {e}"[:300]
             return
         self._keep(ex, body)
 
+    def _raw(self, ex: Exchange) -> bytes | None:
+        """The body as sent (:mod:`.rawbodies`), when the Fetch pause kept it."""
+        if self.raw_bodies is None:
+            return None
+        return self.raw_bodies.take(rawbodies.key(ex.method, ex.url, ex.req_headers))
+
     def _keep(self, ex: Exchange, body: bytes) -> None:
-        """Apply the per-response and task caps to a body read whole."""
+        """Apply the per-response and task caps to a body read whole: over the per-response cap
+        its first ``max_response_bytes`` are kept (``truncated: too-large``, issue 24 item 4)."""
         if len(body) > self.max_response_bytes:
             ex.truncated, ex.encoded_length = "too-large", len(body)
+            prefix = body[:self.max_response_bytes]
+            if self.body_bytes + len(prefix) <= self.max_task_bytes:
+                ex.body = prefix
+                self.body_bytes += len(prefix)
         elif self.body_bytes + len(body) > self.max_task_bytes:
             ex.truncated, ex.encoded_length = "task-cap", len(body)
         else:

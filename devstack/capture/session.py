@@ -20,8 +20,9 @@ import anyio.to_thread
 from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
-from devstack.capture import scrollhooks
+from devstack.capture import domquiet, scrollhooks
 from devstack.capture.files import FileTaker
+from devstack.capture.rawbodies import RawBodies
 from devstack.capture.proxy import GuardedProxy
 from devstack.capture.recorder import Recorder
 from devstack.capture.spare import Opened, open_context
@@ -59,6 +60,7 @@ async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder,
                                    run.op_timeout(s.operation_ms))
         if req.get("behaviors"):  # before the page's and the preload scripts (extension scrollHooks)
             await scrollhooks.install(context, run.op_timeout(s.operation_ms))
+        await domquiet.install(context, run.op_timeout(s.operation_ms))  # before the page's own scripts
         for script in req.get("preload") or []:
             await context.add_init_script(script=script["source"])
         if run.policies.has_deny():
@@ -67,7 +69,8 @@ async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder,
         recorder.error_bodies = sess.proxy.error_bodies if sess.proxy is not None else None
         recorder.attach(context)
         max_resp = recorder.max_response_bytes
-        run.files = FileTaker(sess.cdp, max_resp, run.deadline, on_take=recorder.expect_file)
+        recorder.raw_bodies = RawBodies(s.max_task_bytes)
+        run.files = FileTaker(sess.cdp, max_resp, run.deadline, on_take=recorder.expect_file, raw=recorder.raw_bodies)
         await asyncio.wait_for(run.files.enable(sess.main_frame), run.op_timeout(s.operation_ms))
     except (PlaywrightError, asyncio.TimeoutError) as e:
         raise CaptureFailure("failed", "connection", f"browser is not usable: {e}"[:500]) from e

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from devstack.capture.browser import CHROMIUM
+from devstack.capture.signing import SignerSettings
 from ledger.useragent import suffix as waggle_suffix
 
 BUILD = {"version": "12.0.1", "revision": "standin",
@@ -80,3 +81,5 @@ class ServerSettings:
     faults_endpoint: bool = False
     # Appended to Chromium's user agent on every page request (devstack/capture/useragent.py).
     user_agent_suffix: str = field(default_factory=waggle_suffix)
+    # wacz-auth signing (devstack/capture/signing.py): authsign URL, token, policy, trusted roots
+    signer: SignerSettings = field(default_factory=SignerSettings)

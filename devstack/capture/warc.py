@@ -6,9 +6,10 @@ dropped bodies (``truncated``) and failures (``incomplete``); ``resource`` recor
 screenshots (extension 15, ``urn:view:<url>``). One gzip member per record (warcio).
 
 Payloads are rewritten to HTTP/1.1 form: status line ``HTTP/1.1 <code> <reason>``, HTTP/2
-pseudo-headers dropped, ``Host`` synthesised, ``Content-Encoding``/``Transfer-Encoding`` dropped
-(the body is stored decoded) and ``Content-Length`` set to the stored body length, so replay never
-double-decodes. Digests are ``sha256:`` + RFC 4648 base32 (block and payload; an empty payload
+pseudo-headers dropped, ``Host`` synthesised, ``Content-Encoding``/``Transfer-Encoding`` kept
+only as ``X-Archive-Orig-…`` (the body is stored as the network delivered it: content-decoded,
+unchunked, never charset-converted — decision 111) and ``Content-Length`` set to the stored body
+length, so replay never double-decodes. Digests are ``sha256:`` + RFC 4648 base32 (block and payload; an empty payload
 is digested too). Deliberate difference from BrowserHive (which drops the ``=`` padding,
 contracts.md §B.5): we keep the padding because ``warcio check`` (warcio 1.8.1,
 ``digestverifyingreader._to_b32``) misreads an unpadded 52-character SHA-256 value as base64 and
@@ -36,7 +37,8 @@ from warcio.warcwriter import GzippingWrapper, WARCWriter
 from devstack.capture.recorder import Exchange
 
 EMPTY_SHA256_B32 = "sha256:" + base64.b32encode(hashlib.sha256(b"").digest()).decode()
-DROP_RESPONSE = {"content-encoding", "transfer-encoding", "content-length", "connection", "keep-alive"}
+HOP_BY_HOP = {"connection", "keep-alive"}
+ORIG_ONLY = {"content-encoding", "transfer-encoding"}  # kept as X-Archive-Orig-… (the body is decoded)
 DROP_REQUEST = {"connection", "keep-alive", "proxy-connection"}
 
 
@@ -92,13 +94,26 @@ def _date(dt: datetime) -> str:
 
 
 def response_headers(ex: Exchange, body_len: int) -> StatusAndHeaders:
-    """HTTP/1.1 form of the response head with ``Content-Length`` = ``body_len``."""
-    headers = [(k, v) for k, v in ex.resp_headers if not k.startswith(":") and k.lower() not in DROP_RESPONSE]
-    # Several values of one header arrive newline-joined (Set-Cookie): one line each.
-    flat = [(k, part) for k, v in headers for part in v.split("\n")]
-    flat.append(("Content-Length", str(body_len)))
+    """HTTP/1.1 form of the response head with ``Content-Length`` = ``body_len`` (decision 111):
+    the body is stored as the network delivered it — content coding and chunked framing removed
+    — so ``Content-Encoding`` and ``Transfer-Encoding`` are kept only as ``X-Archive-Orig-…``
+    (the headers received, still visible, claiming nothing), and so is a received
+    ``Content-Length`` that differs from the stored body (encoded or cut). Hop-by-hop
+    ``Connection``/``Keep-Alive`` are the capture proxy's, not the site's: dropped."""
+    out: list[tuple[str, str]] = []
+    for k, v in ex.resp_headers:
+        name = k.lower()
+        if k.startswith(":") or name in HOP_BY_HOP:
+            continue
+        # Several values of one header arrive newline-joined (Set-Cookie): one line each.
+        for part in v.split("\n"):
+            if name in ORIG_ONLY or (name == "content-length" and part.strip() != str(body_len)):
+                out.append((f"X-Archive-Orig-{k}", part))
+            elif name != "content-length":
+                out.append((k, part))
+    out.append(("Content-Length", str(body_len)))
     status = ex.status or 0
-    return StatusAndHeaders(f"{status} {reason_phrase(status, ex.status_text)}", flat, protocol="HTTP/1.1")
+    return StatusAndHeaders(f"{status} {reason_phrase(status, ex.status_text)}", out, protocol="HTTP/1.1")
 
 
 def request_headers(ex: Exchange) -> StatusAndHeaders:

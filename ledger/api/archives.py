@@ -99,6 +99,10 @@ def row_json(r: dict[str, Any]) -> dict[str, Any]:
         "missingBodyCount": r["missing_body_count"],
         "truncatedUrls": None if r["truncated_urls"] is None else list(r["truncated_urls"]),
         "incompleteReason": r.get("incomplete_reason"),
+        # wacz-auth signature as the ledger found it at admission (None: not signed / not checked)
+        "signed": r.get("signed"),
+        "signatureDomain": r.get("signature_domain"),
+        "signatureVerified": r.get("signature_verified"),
     }
 
 
@@ -119,7 +123,8 @@ async def list_archives(request: Request) -> Any:
         rows = await (await conn.execute(
             """
             SELECT id, task_id, source_url, labels, wacz_complete, captured_at, object_key,
-                   missing_body_urls, missing_body_count, truncated_urls, incomplete_reason
+                   missing_body_urls, missing_body_count, truncated_urls, incomplete_reason,
+                   signed, signature_domain, signature_verified
             FROM archives a
             WHERE (%(before)s::timestamptz IS NULL OR captured_at < %(before)s::timestamptz)
               AND (%(url)s::text IS NULL OR source_url ILIKE %(url)s::text)

@@ -12,8 +12,8 @@ import orjson
 from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator, TypeAdapter)
+from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, ValidationError,
+                      field_validator, model_validator, TypeAdapter)
 from typing_extensions import Required, TypedDict
 
 from ledger.api.authorize import submitter
@@ -144,6 +144,10 @@ class CrawlRequest(_Strict):
     scripts: list[Annotated[str, Field(min_length=1)] | InlineScript] | None = None
     # The capture formats of this crawl (None: WAGGLE_CAPTURE_FORMATS); always with wacz.
     formats: list[Literal["png", "webp", "html", "links", "mhtml", "wacz"]] | None = Field(None, min_length=1)
+    # Archive pages whose robots meta / X-Robots-Tag says noarchive and follow nofollow pages' links.
+    ignoreRobotsMeta: StrictBool = False  # "yes" or 1 is a 400, not read as true
+    # Signed WACZ (wacz-auth) for every capture of this crawl (None: WAGGLE_CAPTURE_SIGNING).
+    signing: StrictBool | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> "CrawlRequest":
@@ -195,6 +199,19 @@ class PageResult(_Strict):
     links: list[DiscoveredLink] | None = None
     linksOverflow: int | None = Field(None, ge=0, le=10_000_000)
     manifestSummary: ManifestSummary | None = None
+    # ms the capture waited behind the previous page (held: startAfterMs / holdAfter; issue 24 item 8)
+    waitMs: int | None = Field(None, ge=0, le=3_600_000)
+
+    @model_validator(mode="after")
+    def _wait_within_capture(self) -> "PageResult":
+        """waitMs lies within the submission (submittedAt → finishedAt): the flow clamps it."""
+        if self.waitMs is None:
+            return self
+        if self.submittedAt is None or self.finishedAt is None:
+            raise ValueError("waitMs needs submittedAt and finishedAt")
+        if self.waitMs > (self.finishedAt - self.submittedAt).total_seconds() * 1000 + 1:
+            raise ValueError("waitMs must not be longer than the capture (finishedAt − submittedAt)")
+        return self
 
     @model_validator(mode="after")
     def _gap_from_within_capture(self) -> "PageResult":
@@ -280,6 +297,8 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
             s if isinstance(s, str) else s.model_dump() for s in body.scripts
         ],
         formats=body.formats,
+        ignore_robots_meta=body.ignoreRobotsMeta,
+        signing=body.signing,
     )
 
 

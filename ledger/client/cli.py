@@ -112,8 +112,11 @@ def build_crawl_body(
     scripts: list[str] | None,
     no_scripts: bool,
     formats: str | None = None,
+    ignore_robots_meta: bool = False,
+    sign: bool | None = None,
 ) -> dict:
-    """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent;
+    """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent
+    (``ignoreRobotsMeta`` only when true);
     ``formats`` comma-separated (``wacz,png``) → ``formats`` list, empty entries kept (the ledger
     validates it: ``wacz,,png`` is refused, not read as ``wacz,png``)."""
     body: dict = {"seeds": list(seeds)}
@@ -128,6 +131,10 @@ def build_crawl_body(
             body[key] = value
     if formats is not None:
         body["formats"] = [f.strip() for f in formats.split(",")]  # an empty one is the ledger's 400
+    if ignore_robots_meta:
+        body["ignoreRobotsMeta"] = True
+    if sign is not None:
+        body["signing"] = sign
     if no_scripts:
         body["scripts"] = []
     elif scripts:
@@ -202,6 +209,8 @@ def crawl_command(
     script: Annotated[Optional[list[str]], typer.Option("--script", help="Page script: a catalogue id (autoscroll, autoscroll@2) or a .ts file (\\[preload:|behavior:]path.ts). Repeatable; default = the catalogue's default set.")] = None,
     no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
     formats: Annotated[Optional[str], typer.Option("--formats", help="Capture formats, comma-separated, with wacz: wacz,png,webp,html,links,mhtml (default: the deployment's WAGGLE_CAPTURE_FORMATS). Screenshots go into the WACZ where the capture server can.")] = None,
+    ignore_robots_meta: Annotated[bool, typer.Option("--ignore-robots-meta", help="Archive pages whose robots meta or X-Robots-Tag says noarchive, and follow the links of pages saying nofollow (default: both honoured).")] = False,
+    sign: Annotated[Optional[bool], typer.Option("--sign/--no-sign", help="Signed WACZ (wacz-auth) for every capture: the capture server's signer signs, the ledger verifies at admission (default: the deployment's WAGGLE_CAPTURE_SIGNING).")] = None,
     download: Annotated[Optional[Path], typer.Option("--download", help="Save the crawl's WACZ files into this directory.", file_okay=False, callback=download_dir)] = None,
     show_urls: Annotated[bool, typer.Option("--urls", help="Also print a signed download URL (valid 300 s) for every archive.")] = False,
     detach: Annotated[bool, typer.Option("--detach", help="Submit, print the crawl id and return.")] = False,
@@ -213,7 +222,7 @@ def crawl_command(
     if no_scripts and script:
         raise _fail(console, "--script and --no-scripts exclude each other")
     body = build_crawl_body(urls, depth, max_pages, delay_ms, parallelism, scope.value if scope else None, script, no_scripts,
-                            formats)
+                            formats, ignore_robots_meta, sign)
     try:
         with _client() as client:
             crawl_id = client.submit_crawl(body)

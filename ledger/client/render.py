@@ -96,6 +96,13 @@ def hosts_in_flight(crawl: dict) -> list[str] | int | None:
     return None
 
 
+def robots_meta_text(crawl: dict) -> str:
+    """How the crawl treats the pages' robots meta and X-Robots-Tag (``ignoreRobotsMeta``)."""
+    if crawl.get("ignoreRobotsMeta"):
+        return "ignored (noarchive pages archived, nofollow links followed)"
+    return "honoured (noarchive pages not archived, nofollow links not followed)"
+
+
 def stop_reason_text(crawl: dict) -> str:
     """The stop reason as shown: ``stopReason`` once the crawl has ended; while it runs the ledger
     already records the limit it reached (``max_pages``, ``max_depth``), shown as "will stop at
@@ -208,6 +215,10 @@ def summary_view(crawl: dict) -> Group:
     table.add_row("pages discovered", _n(count(crawl, "pagesDiscovered")))
     if crawl.get("formats"):  # chosen for this crawl (else the deployment's default)
         table.add_row("formats", ", ".join(map(str, crawl["formats"])))
+    if "ignoreRobotsMeta" in crawl:  # issue 24 item 7 (older ledgers do not say)
+        table.add_row("robots meta", robots_meta_text(crawl))
+    if crawl.get("signing") is not None:  # chosen for this crawl (else the deployment's default)
+        table.add_row("signing", "signed WACZ" if crawl["signing"] else "unsigned WACZ")
     table.add_row("elapsed", format_duration(elapsed_s(crawl)))
     waits = waiting(crawl, limit=6)
     if waits:  # `waggle crawls ID` of a running crawl: why its hosts are not being captured now
@@ -296,8 +307,10 @@ def pages_table(pages: list[dict], title: str = "pages") -> Table:
     table.add_column("lvl", justify="right", no_wrap=True)
     table.add_column("outcome", no_wrap=True)
     table.add_column("ms", justify="right", no_wrap=True)
+    table.add_column("wait", justify="right", no_wrap=True)  # behind the previous page (held), not in ms
     for p in pages:
-        table.add_row(_page_cell(p), _n(p.get("depth")), _outcome_cell(p), _n(p.get("captureMs")))
+        table.add_row(_page_cell(p), _n(p.get("depth")), _outcome_cell(p), _n(p.get("captureMs")),
+                      _n(p.get("waitMs")) if p.get("waitMs") else "")
     return table
 
 
@@ -343,6 +356,9 @@ def archives_table(archives: list[dict], title: str = "archives", wide: bool = F
     table.add_column("source url", overflow="fold", ratio=1)
     table.add_column("captured (UTC)" if not wide else "captured", no_wrap=not wide, overflow="fold")
     table.add_column("complete", overflow="fold")
+    signed = any(a.get("signed") for a in archives)  # the column only when some archive is signed
+    if signed:
+        table.add_column("signed", overflow="fold")
     if wide:
         table.add_column("object key", overflow="fold")
     for a in archives:
@@ -352,6 +368,8 @@ def archives_table(archives: list[dict], title: str = "archives", wide: bool = F
             str(a.get("capturedAt")) if wide else short_time(a.get("capturedAt")),
             complete_cell(a),
         ]
+        if signed:
+            row.append(signed_cell(a))
         if wide:
             row.append(str(a.get("objectKey")))
         table.add_row(*row)
@@ -377,6 +395,15 @@ def complete_cell(a: dict) -> str | Text:
     if a.get("truncatedUrls"):
         why.append(f"{len(a['truncatedUrls'])} cut")
     return Text("incomplete" + (f" ({', '.join(why)})" if why else ""), style="yellow")
+
+
+def signed_cell(a: dict) -> str | Text:
+    """``<domain> ✓`` (signature verified at admission), ``unverified`` or ``–`` (unsigned)."""
+    if not a.get("signed"):
+        return "–"
+    if a.get("signatureVerified"):
+        return Text(f"{a.get('signatureDomain') or '?'} \u2713", style="green")
+    return Text("unverified", style="yellow")
 
 
 def missing_table(archives: list[dict]) -> Table:

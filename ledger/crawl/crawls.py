@@ -48,6 +48,8 @@ class CrawlSpec:
     host_parallelism: int
     scripts: list[Any] | None  # None = default set; items: "id", "id@n", or inline dicts
     formats: list[str] | None = None  # capture formats (with wacz); None = WAGGLE_CAPTURE_FORMATS
+    ignore_robots_meta: bool = False  # archive noarchive pages, follow nofollow ones (migration 190)
+    signing: bool | None = None  # signed WACZ; None = WAGGLE_CAPTURE_SIGNING
 
 
 def is_unique_violation(exc: BaseException, constraint: str) -> bool:
@@ -208,11 +210,11 @@ async def start_crawl(
             crawl_id = uuid.uuid4()
             cur = await conn.execute(
                 "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms,"
-                " host_parallelism, org_id, requested_by, scripts, capture_formats)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s) RETURNING *",
+                " host_parallelism, org_id, requested_by, scripts, capture_formats, ignore_robots_meta,"
+                " signing) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s) RETURNING *",
                 (crawl_id, [s.url for s in seeds], spec.scope, max_depth, max_pages,
                  spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned),
-                 spec.formats),
+                 spec.formats, spec.ignore_robots_meta, spec.signing),
             )
             crawl = await cur.fetchone()
             landed = await frontier.insert_rows(conn, crawl_id, 0, seeds)  # exact dedup (migration 071)
@@ -253,6 +255,8 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "failures": failures,
         "scripts": [catalogue.identity(s) for s in crawl["scripts"]],
         "formats": None if crawl.get("capture_formats") is None else list(crawl["capture_formats"]),
+        "ignoreRobotsMeta": bool(crawl.get("ignore_robots_meta")),  # noarchive / nofollow honoured unless true
+        "signing": crawl.get("signing"),  # None: the deployment's WAGGLE_CAPTURE_SIGNING
     }
 
 

@@ -162,7 +162,7 @@ async def _read_all_links(services: Any, results: list[dict]) -> list[list]:
 
 # PageResult keys stored per page, in the order of _close_reported's unnest columns after url_hash
 _PAGE_COLUMNS = ("status", "skipReason", "taskId", "correlationId", "submittedAt", "finishedAt", "gapFrom",
-                 "failureClass")
+                 "failureClass", "waitMs")
 
 
 async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[dict],
@@ -180,10 +180,11 @@ async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[di
     cur = await conn.execute(
         "UPDATE crawl_pages p SET state = v.state, skip_reason = v.skip_reason, task_id = v.task_id,"
         " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at,"
-        " gap_from = v.gap_from, failure_class = v.failure_class"
+        " gap_from = v.gap_from, failure_class = v.failure_class, wait_ms = v.wait_ms"
         " FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],"
-        " %s::timestamptz[], %s::timestamptz[], %s::text[])"
-        " AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at, gap_from, failure_class)"
+        " %s::timestamptz[], %s::timestamptz[], %s::text[], %s::int[])"
+        " AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at, gap_from, failure_class,"
+        " wait_ms)"
         " WHERE p.crawl_id = %s AND coalesce(p.level, p.depth) = %s AND p.url_hash = v.url_hash RETURNING p.url_hash",
         ([h for h, _ in rows], *[[r.get(k) for _, r in rows] for k in _PAGE_COLUMNS], crawl_id, depth),
     )

@@ -21,7 +21,8 @@ from datetime import datetime, timedelta, timezone
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-CRAWL_KEYS = {"seeds", "fromTargets", "scope", "maxDepth", "maxPages", "perHostDelayMs", "hostParallelism", "scripts"}
+CRAWL_KEYS = {"seeds", "fromTargets", "scope", "maxDepth", "maxPages", "perHostDelayMs", "hostParallelism", "scripts",
+              "formats", "ignoreRobotsMeta"}
 
 
 def iso(ts: datetime) -> str:

@@ -488,3 +488,28 @@ def test_stop_reason_of_a_running_crawl_is_what_it_will_stop_at():
     assert render.stop_reason_text({"state": "running", "stopReason": "max_pages"}) == "will stop at max pages"
     assert render.stop_reason_text({"state": "succeeded", "stopReason": "max_pages"}) == "max_pages"
     assert render.stop_reason_text({"state": "running", "stopReason": None}) == "–"
+
+
+def test_ignore_robots_meta_is_sent_only_when_asked(fake_ledger: FakeLedger, client_env):
+    """Issue 24 item 7: ``--ignore-robots-meta`` → ``ignoreRobotsMeta: true``; without it nothing is sent
+    (the ledger's default honours noarchive and nofollow)."""
+    result = run("crawl", "http://a.test/", "--ignore-robots-meta", "--detach")
+    assert result.exit_code == 0, result.output
+    assert fake_ledger.bodies == [{"seeds": ["http://a.test/"], "ignoreRobotsMeta": True}]
+
+
+def test_the_crawl_view_says_how_robots_meta_is_treated():
+    crawl = {"crawlId": "ad7cac4d-0000-4000-8000-000000000000", "state": "succeeded"}
+    assert "robots meta" not in _text(render.summary_view(crawl))  # an older ledger does not say
+    assert "honoured (noarchive pages not archived" in _text(render.summary_view({**crawl, "ignoreRobotsMeta": False}))
+    assert "ignored (noarchive pages archived" in _text(render.summary_view({**crawl, "ignoreRobotsMeta": True}))
+
+
+def test_the_pages_table_shows_the_capture_time_and_the_wait_apart():
+    """Issue 24 item 8: a held page's capture time excludes its wait behind the previous page."""
+    pages = [{"url": "http://a.test/1", "depth": 0, "state": "captured", "captureMs": 845, "waitMs": 1500},
+             {"url": "http://a.test/2", "depth": 0, "state": "captured", "captureMs": 250, "waitMs": None}]
+    text = _text(render.pages_table(pages))
+    assert re.search(r"845\s+1500", text), text
+    assert re.search(r"250\s*\n", text) or "250 " in text, text
+    assert "wait" in text

@@ -28,7 +28,8 @@ def rows(db_url, sql, *args):
 
 @pytest.mark.parametrize("body,needle", [
     ({"seeds": []}, "seeds"),
-    ({"seeds": ["https://a.test/"], "signing": True}, "unknown field signing"),
+    ({"seeds": ["https://a.test/"], "signed": True}, "unknown field signed"),
+    ({"seeds": ["https://a.test/"], "signing": "yes"}, "signing"),  # a JSON boolean, never coerced
     ({"seeds": ["https://a.test/"], "scope": "same-site"}, "scope"),
     ({"seeds": ["https://a.test/"], "maxPages": 0}, "maxPages"),
     ({"seeds": ["https://a.test/"], "maxDepth": -1}, "maxDepth"),

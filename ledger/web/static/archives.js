@@ -91,7 +91,10 @@ export async function archiveList(view, ctx, query) {
     } }, "Replay");
     return el("tr", { className: "archive", dataset: { id: a.id } },
       el("td", { className: "url" }, a.sourceUrl,
-        a.waczComplete === false ? el("span", { className: "badge", title: incompleteWhy(a) }, "incomplete") : null),
+        a.waczComplete === false ? el("span", { className: "badge", title: incompleteWhy(a) }, "incomplete") : null,
+        a.signed ? el("span", { className: "badge signed", title: a.signatureVerified
+          ? "signed by " + a.signatureDomain + "; the signature verified when the ledger admitted it"
+          : "signed; not verified by the ledger" }, a.signatureVerified ? "signed · " + a.signatureDomain : "signed?") : null),
       el("td", {}, when(a.capturedAt)),
       el("td", { className: "buttons" }, download, " ", replay));
   }

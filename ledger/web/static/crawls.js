@@ -71,6 +71,9 @@ function facts(c) {
     ["Pending", String(c.pagesPending)], ["Discovered", String(c.pagesDiscovered)],
     ["Max pages", String(c.maxPages)], ["Scope", c.scope], ["Delay per host", c.perHostDelayMs + " ms"],
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
+    ["Robots meta", c.ignoreRobotsMeta ? "ignored (noarchive pages archived, nofollow links followed)"
+      : "honoured (noarchive pages not archived, nofollow links not followed)"],
+    ["Signing", c.signing === true ? "signed WACZ" : c.signing === false ? "unsigned WACZ" : "the deployment's default"],
     ["Started", when(c.startedAt)], ["Elapsed", elapsed(c.startedAt, c.finishedAt)],
     ["Organization", c.organization], ["Requested by", c.requestedBy], ["Seeds", (c.seeds || []).join(" ")],
   ];
@@ -108,10 +111,12 @@ function pageRow(p, crawlId) {
     el("td", {}, stateBadge(p.state)),
     el("td", { className: "reason" }, [p.failureClass ? "[" + p.failureClass + "] " : "", p.reason || ""].join("")),
     el("td", { className: "num" }, p.captureMs !== null && p.captureMs !== undefined ? p.captureMs + " ms" : ""),
+    el("td", { className: "num" }, p.waitMs ? p.waitMs + " ms" : ""),
     el("td", {}, p.archiveId ? el("a", { href: "#/archives?crawl=" + encodeURIComponent(crawlId) + "&url=" + encodeURIComponent(p.url) }, "archive") : ""));
 }
 
-const PAGE_HEADERS = ["URL", { label: "Depth", num: true }, "State", "Reason", { label: "Capture", num: true }, ""];
+const PAGE_HEADERS = ["URL", { label: "Depth", num: true }, "State", "Reason", { label: "Capture", num: true },
+  { label: "Waited", num: true }, ""];  // waited: behind the previous page of its host (held), not in Capture
 
 async function pagesSection(crawl, box, filter) {
   const params = new URLSearchParams({ limit: String(PAGES_LIMIT) });

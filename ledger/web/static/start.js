@@ -38,6 +38,9 @@ export function startForm(view, ctx) {
   const extras = [["png", "PNG screenshot"], ["webp", "WebP screenshot"], ["html", "HTML"], ["mhtml", "MHTML"]]
     .map(([value, label]) => [value, el("input", { type: "checkbox", name: "formats", value, id: "format-" + value }), label]);
   const formats = el("span", { id: "formats" }, ...extras.flatMap(([, box, label]) => [box, " " + label + " "]));
+  const ignoreRobotsMeta = el("input", { id: "ignoreRobotsMeta", name: "ignoreRobotsMeta", type: "checkbox" });
+  // Signed WACZ (wacz-auth); unticked: the deployment's default.
+  const signing = el("input", { id: "signing", name: "signing", type: "checkbox" });
   const formError = el("p", { className: "error", id: "form-error", role: "alert" });
   const submit = el("button", { className: "primary", type: "submit", id: "start" }, "Start crawl");
   const form = el("form", { className: "grid", id: "start-form", novalidate: true },
@@ -51,6 +54,11 @@ export function startForm(view, ctx) {
     field("scope", "Scope", scope),
     field("formats", "Also capture", formats,
       "Besides the WACZ; screenshots are stored inside the WACZ where the capture server can (none ticked: the deployment's default)."),
+    field("ignoreRobotsMeta", "Robots meta",
+      el("span", {}, ignoreRobotsMeta, " ignore the pages' noarchive and nofollow (robots meta, X-Robots-Tag)")),
+    field("signing", "Sign",
+      el("span", {}, signing, " signed WACZ: the capture server's signer signs each archive, the ledger verifies it"),
+      "Unticked: the deployment's default."),
     el("span"), el("div", {}, submit, formError));
   view.replaceChildren(el("h1", {}, "Start a crawl"), form);
 
@@ -68,6 +76,8 @@ export function startForm(view, ctx) {
     }
     const ticked = extras.filter(([, box]) => box.checked).map(([value]) => value);
     if (ticked.length) body.formats = ["wacz", ...ticked];
+    if (ignoreRobotsMeta.checked) body.ignoreRobotsMeta = true;
+    if (signing.checked) body.signing = true;
     submit.disabled = true;
     try {
       const started = await api("POST", "/api/crawls", body);
