@@ -19,6 +19,7 @@ FLOW_SUBJECT = "waggle-flow"
 DEFAULT_PORTS = {
     "s3": 8333,
     "openfga": 8090,
+    "openfga-grpc": 8091,  # loopback only: OpenFGA's HTTP API calls its own gRPC server
     "issuer": 9099,
     "tscompile": 8085,
     "windmill": 8000,

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 
 from devstack.layout import REPO
 
 # Python module of each service, and the issue that delivers it (for "missing piece" errors).
 MODULES = {
     "s3": ("devstack.s3", "issue 5 (S3 stand-in)"),
-    "openfga": ("devstack.openfga", "issue 3 (OpenFGA stand-in)"),
     "issuer": ("devstack.issuer", "issue 2 (dev OIDC issuer)"),
     "tscompile": ("devstack.tscompile", "issue 5 (ts-compile stand-in)"),
     "capture": ("devstack.capture", "issue 5 (BrowserHive capture stand-in)"),
@@ -59,6 +59,10 @@ def missing_pieces(captures: int) -> list[str]:
     missing = [f"{module} — {issue}" for key, (module, issue) in MODULES.items()
                if not (key == "capture" and captures == 0) and not _module_found(module)]
     missing += [f"`waggle {cmd}` — {issue}" for cmd, issue in _missing_commands()]
+    from devstack import openfga_server
+
+    if not os.access(openfga_server.BIN, os.X_OK):
+        missing.append(f"{openfga_server.BIN} — the OpenFGA server, built by scripts/bootstrap (issue 28)")
     if not (REPO / "f" / "waggle" / "crawl_level.flow").is_dir():
         missing.append(f"{REPO / 'f/waggle/crawl_level.flow'} — issue 4 (the crawl flow)")
     return missing

@@ -1,4 +1,5 @@
-"""The stack's database: embedded Postgres started, migrated, and the default page scripts loaded."""
+"""The stack's databases: embedded Postgres started, the ledger's migrated with the default page
+scripts loaded, and OpenFGA's own (``openfga``) created and migrated by ``openfga migrate``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,25 @@ from devstack.services import ledger_env, run_waggle
 def start(config: StackConfig) -> str:
     """Start (or reuse) pgserver under ``state_dir/pg``; returns its database URL."""
     return postgres.start(config.state_dir / "pg")
+
+
+OPENFGA_DATABASE = "openfga"
+
+
+def openfga_database(database_url: str) -> str:
+    """Create database ``openfga`` next to the ledger's (once) and bring its schema to the pinned
+    server's (``openfga migrate``); returns its URL in the form OpenFGA reads."""
+    import psycopg
+
+    from devstack import openfga_server
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (OPENFGA_DATABASE,)).fetchone() is None:
+            conn.execute(f"CREATE DATABASE {OPENFGA_DATABASE}")
+    base, _, query = database_url.partition("?")
+    uri = openfga_server.datastore_uri(f"{base.rpartition('/')[0]}/{OPENFGA_DATABASE}" + (f"?{query}" if query else ""))
+    openfga_server.migrate(uri)
+    return uri
 
 
 def migrate(config: StackConfig, database_url: str) -> None:

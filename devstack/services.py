@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+from devstack import openfga_server
 from devstack.layout import (
     FLOW_PATH, HOST, REPO, S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, WORKSPACE, StackConfig,
 )
@@ -71,16 +72,13 @@ def ledger_env(config: StackConfig, database_url: str) -> dict[str, str]:
 
 
 def standins(config: StackConfig) -> list[Service]:
-    """The stand-ins that do not depend on the FGA ids (started before the deploy)."""
+    """The services that need only their port (started side by side with the database chain)."""
     d, port, url = config.data, config.port, config.url
     svcs = [
         Service("s3", _py("devstack.s3", "--host", HOST, "--port", str(port("s3")),
                           "--data", str(d / "s3"), "--bucket", config.bucket,
                           "--access-key", S3_ACCESS_KEY, "--secret-key", S3_SECRET_KEY),
                 port("s3"), "/" + config.bucket, ok_any_status=True),
-        Service("openfga", _py("devstack.openfga", "--host", HOST, "--port", str(port("openfga")),
-                               "--data", str(d / "openfga.json"), f"--preshared-key={config.secret('fga_key')}"),
-                port("openfga"), "/healthz"),
         Service("issuer", _py("devstack.issuer", "--host", HOST, "--port", str(port("issuer")),
                               "--issuer", url("issuer"), "--audience", "waggle",
                               # the ledger's web page signs the local user in with one click
@@ -104,6 +102,17 @@ def standins(config: StackConfig) -> list[Service]:
             env={"BROWSERHIVE_SIGNING_TOKEN": config.secret("signing_token")},  # not in argv: ps shows argv
         ))
     return svcs
+
+
+def openfga_service(config: StackConfig, datastore: str) -> Service:
+    """The real OpenFGA server on its own database of the stack's Postgres (``datastore``: its URI,
+    :func:`devstack.seed_postgres.openfga_database`), HTTP on the stack's ``openfga`` port, gRPC on
+    ``openfga-grpc``, both on loopback; the preshared key is the stack's ``fga_key``."""
+    return Service(
+        "openfga", openfga_server.run_argv(config.port("openfga"), config.port("openfga-grpc")),
+        config.port("openfga"), "/healthz",
+        env=openfga_server.run_env(config.secret("fga_key"), datastore),
+    )
 
 
 def windmill_service(config: StackConfig) -> Service:

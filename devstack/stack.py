@@ -4,8 +4,10 @@ Steps of ``up`` (each service waits for health with a deadline; when a piece is 
 yet, ``up`` stops before starting anything and names it — :mod:`devstack.preflight`):
 
 1. side by side: Postgres → migrate → default page scripts (:mod:`devstack.seed_postgres`);
-   pebble + timestamp authority → trusted roots → authsign (:mod:`devstack.signing`); and
-   the stand-ins that need only their port (:func:`devstack.services.standins`)
+   Postgres → OpenFGA's own database → ``openfga migrate`` → ``openfga run`` (the real server,
+   :mod:`devstack.openfga_server`); pebble + timestamp authority → trusted roots → authsign
+   (:mod:`devstack.signing`); and the services that need only their port
+   (:func:`devstack.services.standins`)
 2. OpenFGA store/model and the ``submitter`` grants of the local user and the flow's subject
    (:mod:`devstack.seed_fga`); ts-compile warmed with the default page scripts
 3. the Windmill runner and the ledger (``waggle serve``) (:mod:`devstack.services`)
@@ -31,7 +33,7 @@ from devstack.layout import (  # noqa: F401 - re-exported: callers import the st
     DEFAULT_PORTS, FLOW_SUBJECT, WORKSPACE, StackConfig, config_from_state, read_stack, stack_file, stack_info,
 )
 from devstack.preflight import missing_pieces
-from devstack.services import ledger_env, ledger_service, standins, windmill_service
+from devstack.services import ledger_env, ledger_service, openfga_service, standins, windmill_service
 from devstack.supervisor import Service, StackError, Supervisor, healthy  # noqa: F401 - StackError re-exported
 
 STOP_ORDER = ["ledger", "windmill", "tscompile", "issuer", "openfga", "s3",
@@ -78,12 +80,17 @@ class Stack:
         self._timed("signing trusted roots", lambda: signing.refresh_trusted_roots(self.config))
         self._start(signing.authsign_service(self.config))
 
-    def _database(self) -> str:
-        """Start Postgres, migrate, load the default page scripts; returns the database URL."""
-        database_url = self._timed("postgres", lambda: seed_postgres.start(self.config))
+    def _database(self, database_url: str) -> str:
+        """Migrate the ledger's database and load the default page scripts; returns its URL."""
         self._timed("migrations", lambda: seed_postgres.migrate(self.config, database_url))
         self._timed("default page scripts", lambda: seed_postgres.load_default_scripts(self.config, database_url))
         return database_url
+
+    def _openfga(self, database_url: str) -> None:
+        """The real OpenFGA server on its own database ``openfga`` of the stack's Postgres:
+        created once, ``openfga migrate`` (a no-op when current), then ``openfga run``."""
+        fga_db = self._timed("openfga database", lambda: seed_postgres.openfga_database(database_url))
+        self._start(openfga_service(self.config, fga_db))
 
     def _warm_compiler(self, database_url: str) -> None:
         """Compile the default page scripts once, so the first crawl level finds them cached.
@@ -105,7 +112,7 @@ class Stack:
         self._timed("openfga store and model", lambda: seed_fga.deploy(self.config, ledger_env(self.config, database_url)))
         env = ledger_env(self.config, database_url)  # now with the FGA ids
         todo = seed_fga.ungranted(self.config, [self.config.subject, FLOW_SUBJECT])
-        with ThreadPoolExecutor(max_workers=3) as pool:  # tuples persist in the OpenFGA data file
+        with ThreadPoolExecutor(max_workers=3) as pool:  # tuples persist in OpenFGA's database
             warm = pool.submit(self._warm_compiler, database_url)
             list(pool.map(lambda s: self._timed(f"grant submitter to {s}", lambda: seed_fga.grant(self.config, env, s)),
                           todo))
@@ -122,13 +129,16 @@ class Stack:
         for name in self.sup.names():  # captures left over from an earlier, larger --captures
             if name.startswith("capture-") and name not in self.config.capture_names():
                 self.sup.stop(name)
-        # Independent work runs side by side (2 cores, several slow starts): the database chain,
-        # and every stand-in that needs nothing but its port.
+        # Independent work runs side by side (2 cores, several slow starts): Postgres, then the
+        # ledger's database and OpenFGA on its own; and every service that needs only its port.
         with ThreadPoolExecutor(max_workers=8) as pool:
-            db = pool.submit(self._database)
+            pg = pool.submit(self._timed, "postgres", lambda: seed_postgres.start(self.config))
+            db = pool.submit(lambda: self._database(pg.result()))
+            fga = pool.submit(lambda: self._openfga(pg.result()))
             signer = pool.submit(self._signing)
             list(pool.map(self._start, self.services()))
             database_url = db.result()
+            fga.result()
             signer.result()
         self._authz(database_url)
         with ThreadPoolExecutor(max_workers=2) as pool:

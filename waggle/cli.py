@@ -33,7 +33,27 @@ def bench(ctx: typer.Context) -> None:
                    " clone the repository and run scripts/bench there", err=True)
         raise typer.Exit(2)
     os.chdir(REPO)
+    _install_bench_extra()
     os.execv(sys.executable, [sys.executable, "-m", "tests.bench", *ctx.args])
+
+
+def _install_bench_extra() -> None:
+    """Install the pinned ``bench`` extra (pyinstrument, psutil, py-spy) into this interpreter's
+    environment when a piece is missing — a fresh clone's venv has only ``dev`` and ``test``."""
+    import importlib.util
+    import subprocess
+
+    missing = [m for m in ("pyinstrument", "psutil") if importlib.util.find_spec(m) is None]
+    if not (Path(sys.executable).parent / "py-spy").exists():
+        missing.append("py-spy")
+    if not missing:
+        return
+    typer.echo(f"waggle bench: installing the pinned bench extra ({', '.join(missing)} missing)", err=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           "-e", f"{REPO}[dev,test,bench]"], check=False)
+    if done.returncode != 0:
+        typer.echo("waggle bench: `pip install -e '.[dev,test,bench]'` failed; see its output above", err=True)
+        raise typer.Exit(1)
 
 
 app = build_app()

@@ -5,8 +5,10 @@ Calls (reference/ledger.md §4.2):
   ``HIGHER_CONSISTENCY``, **no** contextual tuples (membership must never satisfy it).
 * :meth:`Authz.can_view` — ``user:<sub> can_view archive:<id>`` with one contextual
   ``member`` tuple per organization of the caller and context ``current_time``.
-* :meth:`Authz.viewable` — one BatchCheck of the same; results matched by the SDK's
-  correlation ids back to each request's object, never by position.
+* :meth:`Authz.viewable` — up to 50 ids one BatchCheck of the same, more one ListObjects ∩ the
+  ids (decision 142); BatchCheck results matched by the SDK's correlation ids back to each
+  request's object, never by position.
+* :meth:`Authz.list_viewable` — one ListObjects of the same: every archive the caller may view.
 * :meth:`Authz.write` — one Write; errors surface as ``openfga_sdk`` ``ApiException`` or an
   aiohttp connection error, classified by :func:`is_already_in_desired_state` and
   :func:`is_unreachable`.
@@ -18,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -30,6 +33,7 @@ from openfga_sdk.client.models import (
     ClientBatchCheckItem,
     ClientBatchCheckRequest,
     ClientCheckRequest,
+    ClientListObjectsRequest,
     ClientTuple,
 )
 from openfga_sdk.credentials import CredentialConfiguration, Credentials
@@ -46,6 +50,14 @@ from openfga_sdk.models.relationship_condition import RelationshipCondition
 log = logging.getLogger("waggle.authz")
 
 HIGHER = {"consistency": "HIGHER_CONSISTENCY"}
+# BatchCheck requests (50 Checks each) in flight at once: the SDK's default of 10 put 500 Checks
+# on the server together and most timed out under load (decision 142)
+BATCH_IN_FLIGHT = 2
+# viewable(): up to this many ids one BatchCheck request, more through ListObjects (decision 142)
+BATCH_MAX = 50
+# ListObjects' deadline on the server (devstack.openfga_server.LIST_OBJECTS_SETTINGS, compose):
+# an answer that took less, seen from here, was not cut off by it
+LIST_OBJECTS_DEADLINE_S = 3.0
 ALREADY_CODE = "write_failed_due_to_invalid_input"
 
 
@@ -256,14 +268,40 @@ class Authz:
         return res.allowed is True
 
     async def viewable(self, identity: IdentityLike, archive_ids: Iterable[str]) -> set[str]:
-        """The subset of ``archive_ids`` (bare ids) the caller may view; one BatchCheck per 50.
+        """The subset of ``archive_ids`` (bare ids) the caller may view (decision 142).
 
-        Empty input → empty set without calling OpenFGA. An item the server answered with an
-        error counts as not viewable (logged).
+        Up to :data:`BATCH_MAX` ids (a page of the archives list): one BatchCheck request, whose
+        cost does not depend on what else the caller can see. More: one ListObjects
+        (:meth:`list_viewable`) ∩ the ids — measured 90–130× faster than BatchCheck at 1,000 and
+        10,000 ids; when it ran into the server's deadline (:data:`LIST_OBJECTS_DEADLINE_S`) its
+        answer may be partial, so the ids it did not list are asked by BatchCheck.
+
+        BatchCheck: 50 Checks a request, :data:`BATCH_IN_FLIGHT` requests at a time; items the
+        server answered with an error (e.g. ``deadline_exceeded`` when overloaded) are asked once
+        more, and an item still in error counts as not viewable (logged). Empty input → empty set
+        without calling OpenFGA. Raises :class:`FgaUnavailable` when OpenFGA does not answer.
         """
         ids = list(dict.fromkeys(archive_ids))
         if not ids or not identity.subject:
             return set()
+        allowed: set[str] = set()
+        if len(ids) > BATCH_MAX:
+            t0 = time.monotonic()
+            allowed = await self.list_viewable(identity) & set(ids)
+            if time.monotonic() - t0 < LIST_OBJECTS_DEADLINE_S:
+                return allowed  # the server's own time was shorter: not cut off by its deadline
+            log.info("ListObjects reached its deadline; BatchCheck for the rest", extra={"listed": len(allowed)})
+            ids = [i for i in ids if i not in allowed]
+        failed = await self._batch_check(identity, ids, allowed)
+        if failed:
+            log.info("BatchCheck items failed, asking once more", extra={"count": len(failed)})
+            for obj, error in (await self._batch_check(identity, list(failed), allowed)).items():
+                log.warning("BatchCheck item failed", extra={"object": obj, "error": error})
+        return allowed
+
+    async def _batch_check(self, identity: IdentityLike, ids: list[str], allowed: set[str]) -> dict[str, str]:
+        """One BatchCheck round over ``ids``: allowed ids are added to ``allowed``; returns the
+        ids the server answered with an error → that error."""
         members, now = self._members(identity), now_iso()
         checks = [
             ClientBatchCheckItem(
@@ -275,15 +313,32 @@ class Authz:
             )
             for i in ids
         ]
-        res = await self._call(self._sdk().batch_check, ClientBatchCheckRequest(checks=checks))
-        allowed: set[str] = set()
+        res = await self._call(self._sdk().batch_check, ClientBatchCheckRequest(checks=checks),
+                               {"max_parallel_requests": BATCH_IN_FLIGHT})
+        failed: dict[str, str] = {}
         for item in res.result:
+            aid = item.request.object.removeprefix("archive:")
             if item.error:
-                log.warning("BatchCheck item failed", extra={"object": item.request.object, "error": str(item.error)})
-                continue
-            if item.allowed is True:
-                allowed.add(item.request.object.removeprefix("archive:"))
-        return allowed & set(ids)
+                failed[aid] = str(item.error)
+            elif item.allowed is True:
+                allowed.add(aid)
+        return failed
+
+    async def list_viewable(self, identity: IdentityLike, type: str = "archive") -> set[str]:
+        """Every ``type`` object the caller may view (bare ids): one ListObjects ``user:<sub>
+        can_view <type>`` with the same contextual ``member`` tuples and ``current_time`` as
+        :meth:`can_view`. Its cost grows with what the caller can see in the whole store, not
+        with a list of ids (decision 141). The server runs with ListObjects' result cap lifted
+        and a 10 s deadline (``devstack.openfga_server.LIST_OBJECTS_SETTINGS``); a server that
+        caps it would answer a silent subset. Raises like :meth:`can_view`."""
+        if not identity.subject:
+            return set()
+        req = ClientListObjectsRequest(user=f"user:{identity.subject}", relation="can_view", type=type,
+                                       contextual_tuples=self._members(identity) or None,
+                                       context={"current_time": now_iso()})
+        res = await self._call(self._sdk().list_objects, req, dict(HIGHER))
+        prefix = f"{type}:"
+        return {o.removeprefix(prefix) for o in res.objects or [] if o.startswith(prefix)}
 
     async def check(self, user: str, relation: str, obj: str, *, contextual: list[dict] | None = None,
                     context: dict | None = None) -> bool:

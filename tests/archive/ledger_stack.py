@@ -1,4 +1,4 @@
-"""A ledger with archives, for route and picker tests (real HTTP, Postgres, S3, OpenFGA stand-in).
+"""A ledger with archives, for route and picker tests (real HTTP, Postgres, S3, real OpenFGA server).
 
 Archives (captured_at descending = listing order):
 * ``acme_new``  — org acme, submitted by alice, ``waczComplete`` false (incomplete badge);

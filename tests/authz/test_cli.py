@@ -1,4 +1,4 @@
-"""``waggle fga deploy``, ``grant``/``revoke`` and ``drain`` against the stand-in over HTTP."""
+"""``waggle fga deploy``, ``grant``/``revoke`` and ``drain`` against the real OpenFGA server over HTTP."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def test_missing_ids_are_named(monkeypatch) -> None:
 
 
 def test_deploy_grant_and_checks_with_a_preshared_key(monkeypatch) -> None:
-    """The local stack runs the stand-in with a key: deploy, grant and Authz send it as Bearer."""
+    """The local stack runs OpenFGA with a preshared key: deploy, grant and Authz send it as Bearer."""
     import asyncio
 
     from ledger.authz.fga import Authz

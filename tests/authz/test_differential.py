@@ -1,9 +1,12 @@
-"""Differential test: the OpenFGA stand-in answers exactly like the real engine (``fga model test``).
+"""Differential test: the OpenFGA server waggle runs answers exactly like ``fga model test``.
 
-The real engine is the ``fga`` CLI's embedded OpenFGA (``--verbose`` prints each Check's
-``got``/``error``). The stand-in is asked over HTTP (batch-check) with the same tuples —
-once written as stored tuples, once sent as contextual tuples — and the same context.
-Answers are compared three-valued: allowed, denied, or error (e.g. missing condition context).
+The model tests (``model.fga.yaml``) run in the ``fga`` CLI's embedded engine (``--verbose``
+prints each Check's ``got``/``error``); the ledger asks the pinned server
+(``.tools/go/bin/openfga``), a separately versioned build, through the model as deployed over
+HTTP (``model.json``) and with membership as contextual tuples. This holds the model tests
+true of what actually runs: the server is asked over HTTP (batch-check) with the same tuples —
+once written as stored tuples, once sent as contextual tuples — and the same context. Answers
+are compared three-valued: allowed, denied, or error (e.g. missing condition context).
 """
 
 from __future__ import annotations
@@ -39,8 +42,8 @@ def engine_answers(test_file: Path) -> dict[str, dict[tuple, Any]]:
                            for c in test["check_results"]} for test in results}
 
 
-def stand_in_answers(store: FgaStore, checks: list[dict], contextual: list[dict] | None = None) -> list[Any]:
-    """Answers of the stand-in to ``checks`` (``{user, relation, object, context?}``) via batch-check."""
+def server_answers(store: FgaStore, checks: list[dict], contextual: list[dict] | None = None) -> list[Any]:
+    """Answers of the server to ``checks`` (``{user, relation, object, context?}``) via batch-check."""
     out: list[Any] = []
     for start in range(0, len(checks), 50):
         chunk = checks[start:start + 50]
@@ -76,12 +79,12 @@ def test_assertions_file_matches_the_real_engine(fga_server) -> None:
         expected = [answers[test["name"]][key(c)] for c in checks]
         # the engine agrees with the file's own expectations ...
         assert expected == [c_assert for c in test["check"] for c_assert in c["assertions"].values()]
-        # ... and the stand-in agrees with the engine, with stored and with contextual tuples
+        # ... and the server agrees with the engine, with stored and with contextual tuples
         stored = fga_server.new_store()
         stored.write(tuples)
-        assert stand_in_answers(stored, checks) == expected, test["name"]
+        assert server_answers(stored, checks) == expected, test["name"]
         empty = fga_server.new_store()
-        assert stand_in_answers(empty, checks, contextual=tuples) == expected, test["name"]
+        assert server_answers(empty, checks, contextual=tuples) == expected, test["name"]
 
 
 # -- generated tuple sets -----------------------------------------------------------------------
@@ -138,7 +141,7 @@ scenario = st.fixed_dictionaries({
 @given(scenarios=st.lists(scenario, min_size=12, max_size=12))
 def test_generated_tuple_sets_match_the_real_engine(fga_server, tmp_path_factory, scenarios) -> None:
     """Each example: 12 generated scenarios as 12 tests of one ``fga model test`` run (one
-    engine start), each compared with a fresh stand-in store."""
+    engine start), each compared with a fresh store on the server."""
     # one fixed scenario per run makes sure all three answers occur: a share lacking its duration
     # errors without context, the organization path still allows, the rest is denied
     scenarios = scenarios + [{"tuples": [
@@ -162,11 +165,11 @@ def test_generated_tuple_sets_match_the_real_engine(fga_server, tmp_path_factory
         assert len(engine[f"s{n}"]) == len(checks)
         store = create_store(fga_server.api_url)
         if sc["as_contextual"]:
-            mine = stand_in_answers(store, checks, contextual=tuples or None)
+            mine = server_answers(store, checks, contextual=tuples or None)
         else:
             if tuples:
                 store.write(tuples)
-            mine = stand_in_answers(store, checks)
+            mine = server_answers(store, checks)
         theirs = [engine[f"s{n}"][key(c)] for c in checks]
         assert mine == theirs, [(c, m, t) for c, m, t in zip(checks, mine, theirs) if m != t]
         seen.update(theirs)

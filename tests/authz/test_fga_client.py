@@ -1,10 +1,12 @@
-"""``ledger.authz.fga.Authz`` against the OpenFGA stand-in over real HTTP."""
+"""``ledger.authz.fga.Authz`` against the real OpenFGA server over real HTTP."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from openfga_sdk.exceptions import ApiException
@@ -79,6 +81,44 @@ def test_view_by_membership_owner_and_share(fga_store) -> None:
     assert r[4] == {a1, a2} and r[5] == {a3} and r[6] == set()
 
 
+def test_list_viewable_is_what_can_view_allows(fga_store) -> None:
+    """ListObjects with the caller's contextual membership: the organization's archives, the
+    owned ones, a running share and an ``organization#member`` share; not an expired share,
+    not another organization's archive. Past 1,000 objects (the server's default cap, lifted
+    by how waggle runs it) nothing is cut off."""
+    many = [str(uuid.uuid4()) for _ in range(1100)]
+    a_owned, a_other, a_share, a_old, a_orgshare = (str(uuid.uuid4()) for _ in range(5))
+
+    def share(aid: str, at: str) -> dict:
+        return {"user": "user:bob", "relation": "viewer", "object": f"archive:{aid}",
+                "condition": {"name": "non_expired_grant", "context": {"grant_time": at, "grant_duration": "1h"}}}
+
+    now = datetime.now(timezone.utc)
+    tuples = ["organization:acme parent capture_job:t1", "organization:contoso parent capture_job:t2",
+              "user:bob owner capture_job:t3", f"capture_job:t3 parent archive:{a_owned}",
+              f"capture_job:t2 parent archive:{a_other}", f"organization:beta#member viewer archive:{a_orgshare}",
+              share(a_share, (now - timedelta(minutes=5)).isoformat().replace("+00:00", "Z")),
+              share(a_old, (now - timedelta(hours=2)).isoformat().replace("+00:00", "Z"))]
+    tuples += [f"capture_job:t1 parent archive:{a}" for a in many]
+    for i in range(0, len(tuples), 100):
+        fga_store.write(tuples[i:i + 100])
+    az = authz_for(fga_store)
+
+    async def go():
+        try:
+            return (await az.list_viewable(Who("bob", ["acme", "beta"])), await az.list_viewable(Who("bob", [])),
+                    await az.list_viewable(Who("", ["acme"])), await az.viewable(Who("bob", ["acme", "beta"]),
+                                                                               many[:3] + [a_other, a_old, a_share]))
+        finally:
+            await az.close()
+
+    everything, alone, nobody, batch = run(go())
+    assert everything == set(many) | {a_owned, a_share, a_orgshare}
+    assert alone == {a_owned, a_share}  # no organizations claimed: own and shared only
+    assert nobody == set()
+    assert batch == set(many[:3]) | {a_share}  # BatchCheck agrees on the same ids
+
+
 def test_viewable_matches_results_by_object_for_a_full_page(fga_store) -> None:
     """50 ids in one BatchCheck, every other one visible: the set is exact (order-independent)."""
     ids = [str(uuid.uuid4()) for _ in range(50)]
@@ -133,35 +173,135 @@ def test_unreachable_is_reported_as_such() -> None:
     assert "127.0.0.1:9" in str(info.value) and "waggle dev up" in str(info.value)
 
 
-def test_viewable_does_not_depend_on_result_order() -> None:
-    """A server answering the batch in reverse order: results are matched by correlation id."""
-    from devstack.openfga.server import FgaState, create_app
-    from tests.fixtures.fga import create_store
+def _batch_proxy(fga_store, rewrite, list_rewrite=None):
+    """A loopback proxy in front of the real server whose BatchCheck answers pass through
+    ``rewrite(result_dict) -> result_dict`` and ListObjects answers through ``async
+    list_rewrite(objects) -> objects``; everything else unchanged."""
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
     from tests.fixtures.ledger import ServerThread
 
-    class Reversed(FgaState):
-        def batch_check(self, sid, body):
-            out = super().batch_check(sid, body)
-            out["result"] = dict(reversed(list(out["result"].items())))
-            return out
+    async def forward(request: Request) -> Response:
+        async with httpx.AsyncClient(base_url=fga_store.api_url) as client:
+            r = await client.request(request.method, request.url.path, content=await request.body(),
+                                     headers={"content-type": "application/json"})
+        body = r.content
+        if request.url.path.endswith("/batch-check") and r.is_success:
+            data = r.json()
+            data["result"] = rewrite(data["result"])
+            body = json.dumps(data).encode()
+        if request.url.path.endswith("/list-objects") and r.is_success and list_rewrite:
+            data = r.json()
+            data["objects"] = await list_rewrite(data["objects"])
+            body = json.dumps(data).encode()
+        return Response(body, status_code=r.status_code, media_type="application/json")
 
-    server = ServerThread(create_app(Reversed()), lifespan="off").start()
+    return ServerThread(Starlette(routes=[Route("/{path:path}", forward, methods=["GET", "POST"])]),
+                        lifespan="off").start()
+
+
+def _viewable_via(proxy, fga_store, ids: list[str]) -> set[str]:
+    az = Authz(proxy.url, fga_store.store_id, fga_store.model_id)
+
+    async def go():
+        try:
+            return await az.viewable(Who("bob", ["acme"]), ids)
+        finally:
+            await az.close()
+
+    return run(go())
+
+
+def test_viewable_does_not_depend_on_result_order(fga_store) -> None:
+    """The real server's BatchCheck answer, passed through a proxy that reverses the order of
+    its results: they are matched by correlation id, never by position."""
+    batches = []
+
+    def reverse(result: dict) -> dict:
+        batches.append(list(result))
+        return dict(reversed(list(result.items())))
+
+    proxy = _batch_proxy(fga_store, reverse)
     try:
-        store = create_store(server.url)
         ids = [str(uuid.uuid4()) for _ in range(5)]
-        store.write(["organization:acme parent capture_job:t", f"capture_job:t parent archive:{ids[0]}",
-                     f"capture_job:t parent archive:{ids[3]}"])
-        az = authz_for(store)
-
-        async def go():
-            try:
-                return await az.viewable(Who("bob", ["acme"]), ids)
-            finally:
-                await az.close()
-
-        assert run(go()) == {ids[0], ids[3]}
+        fga_store.write(["organization:acme parent capture_job:t", f"capture_job:t parent archive:{ids[0]}",
+                         f"capture_job:t parent archive:{ids[3]}"])
+        assert _viewable_via(proxy, fga_store, ids) == {ids[0], ids[3]}
+        assert len(batches) == 1 and len(batches[0]) == 5
     finally:
-        server.stop()
+        proxy.stop()
+
+
+def test_viewable_asks_failed_items_once_more(fga_store) -> None:
+    """Items answered with an error (the overloaded server's ``deadline_exceeded``) are asked
+    again; an item that fails twice counts as not viewable, the others are exact."""
+    ids = [str(uuid.uuid4()) for _ in range(50)]  # one request: the archives list's page
+    fga_store.write(["organization:acme parent capture_job:t"] + [f"capture_job:t parent archive:{i}" for i in ids[:30]])
+    deadline = {"internal_error": "deadline_exceeded", "message": "context deadline exceeded"}
+    rounds: list[int] = []
+
+    def fail_some(result: dict) -> dict:
+        rounds.append(len(result))
+        doomed = list(result)[:5] if len(rounds) == 1 else list(result)[:1]  # 5 fail, then 1 of them again
+        return {k: ({"error": deadline} if k in doomed else v) for k, v in result.items()}
+
+    proxy = _batch_proxy(fga_store, fail_some)
+    try:
+        got = _viewable_via(proxy, fga_store, ids)
+    finally:
+        proxy.stop()
+    assert rounds == [50, 5]
+    assert got <= set(ids[:30]) and len(set(ids[:30]) - got) <= 1  # exact but for the one that failed twice
+
+
+def test_viewable_of_many_ids_uses_list_objects(fga_store) -> None:
+    """More than a page of ids: one ListObjects (no BatchCheck) gives the exact set."""
+    ids = [str(uuid.uuid4()) for _ in range(120)]
+    tuples = ["organization:acme parent capture_job:t", "organization:beta parent capture_job:u"]
+    tuples += [f"capture_job:{'t' if n % 3 else 'u'} parent archive:{i}" for n, i in enumerate(ids)]
+    for i in range(0, len(tuples), 100):
+        fga_store.write(tuples[i:i + 100])
+    batches: list[int] = []
+    listed: list[int] = []
+
+    async def count(objects: list[str]) -> list[str]:
+        listed.append(len(objects))
+        return objects
+
+    proxy = _batch_proxy(fga_store, lambda r: batches.append(len(r)) or r, count)
+    try:
+        got = _viewable_via(proxy, fga_store, ids)
+    finally:
+        proxy.stop()
+    assert got == {i for n, i in enumerate(ids) if n % 3}
+    assert listed == [80] and batches == []
+
+
+def test_viewable_completes_a_list_cut_off_by_the_deadline(fga_store, monkeypatch) -> None:
+    """A ListObjects answer that took the server's deadline may be partial: the ids it did not
+    list are asked by BatchCheck, so the set is still exact."""
+    from ledger.authz import fga
+
+    monkeypatch.setattr(fga, "LIST_OBJECTS_DEADLINE_S", 0.3)
+    ids = [str(uuid.uuid4()) for _ in range(80)]
+    fga_store.write(["organization:acme parent capture_job:t"] + [f"capture_job:t parent archive:{i}" for i in ids[:60]])
+    batches: list[int] = []
+
+    async def cut_off(objects: list[str]) -> list[str]:
+        await asyncio.sleep(0.4)  # as long as the deadline
+        return sorted(objects)[:20]
+
+    proxy = _batch_proxy(fga_store, lambda r: batches.append(len(r)) or r, cut_off)
+    try:
+        got = _viewable_via(proxy, fga_store, ids)
+    finally:
+        proxy.stop()
+    assert got == set(ids[:60])
+    assert sorted(batches) == [10, 50]  # the 60 ids ListObjects did not list
 
 
 def test_can_view_sends_what_the_sdk_client_check_sends(monkeypatch) -> None:

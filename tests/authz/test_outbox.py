@@ -1,11 +1,10 @@
-"""The outbox worker against real Postgres and the OpenFGA stand-in over HTTP."""
+"""The outbox worker against real Postgres and the real OpenFGA server over HTTP."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import uuid
-from pathlib import Path
 
 import pytest
 from psycopg.types.json import Jsonb
@@ -112,9 +111,9 @@ def test_backoff_grows_caps_and_jitters() -> None:
     assert len({round(s, 6) for s in samples[5]}) > 150  # jitter: rows do not retry in lockstep
 
 
-async def test_openfga_down_for_a_while(pool, tmp_path: Path) -> None:
+async def test_openfga_down_for_a_while(pool, create_database) -> None:
     """Rows stay pending while OpenFGA is down (no attempts counted), then all arrive once."""
-    proc = FgaProcess(tmp_path / "fga.json").start()
+    proc = FgaProcess(create_database()).start()
     try:
         store = create_store(proc.api_url)
         payloads = [payload_for(i) for i in range(5)]
@@ -131,7 +130,7 @@ async def test_openfga_down_for_a_while(pool, tmp_path: Path) -> None:
         assert [r["processed_at"] is None for r in rows] == [False, False, True, True, True]
         assert all(r["attempts"] == 0 and r["next_attempt_at"] is None for r in rows)
         assert rows[2]["last_error"] and rows[3]["last_error"] is None  # stopped at the first
-        proc.start()  # same port, same data file: stores, model and tuples survive
+        proc.start()  # same port, same database: stores, model and tuples survive
         r = await drain_all(pool, az)
         assert (r.delivered, r.failed, r.unreachable) == (3, 0, None)
         assert (await drain_once(pool, az)).batch == 0

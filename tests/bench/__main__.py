@@ -32,6 +32,8 @@ BENCHMARKS = {
     "orchestration": "tests.bench.orchestration:orchestration",
     "concurrent-crawls": "tests.bench.concurrent:concurrent_crawls",
     "search": "tests.bench.search:search_bench",
+    "authz-many": "tests.bench.authz:authz_many",
+    "archives-list": "tests.bench.authz:archives_list",
 }
 
 

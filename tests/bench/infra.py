@@ -2,7 +2,8 @@
 
 * :func:`postgres` — pgserver in a temp dir (or ``WAGGLE_BENCH_DATABASE_URL``), ``new_db()``;
 * :func:`s3` — the S3 stand-in (``devstack.s3``);
-* :func:`fga` — the OpenFGA stand-in (``devstack.openfga``) with a store holding the waggle model;
+* :func:`fga` — the real OpenFGA server (datastore ``postgres``: its own database on ``pg``) with a
+  store holding the waggle model;
 * :func:`webhook` — a fake Windmill run endpoint that answers 201 + a job id;
 * :func:`ledger` — ``waggle serve`` in a subprocess, configured by environment;
 * :func:`capture_server` — ``python -m devstack.capture`` writing to the S3 stand-in.
@@ -82,14 +83,16 @@ def s3() -> Iterator[object]:
 
 
 @contextlib.contextmanager
-def fga() -> Iterator[object]:
-    """The OpenFGA stand-in with one store holding the waggle model (``FgaStore``)."""
+def fga(pg: Postgres) -> Iterator[object]:
+    """The real OpenFGA server on a new database of ``pg`` (datastore ``postgres``, as the local
+    stack and production run it) with one store holding the waggle model (``FgaStore``, plus
+    ``pid``)."""
     from tests.fixtures.fga import FgaProcess, create_store
 
-    proc = FgaProcess().start()
+    proc = FgaProcess(pg.new_db()).start()
     try:
         store = create_store(proc.api_url, "waggle-bench")
-        store.pid = proc.proc.pid  # type: ignore[attr-defined]  # for the profiler
+        store.pid = proc.pid  # type: ignore[attr-defined]  # for the CPU figures
         yield store
     finally:
         proc.stop()

@@ -1,5 +1,5 @@
 """The client against the real ledger over HTTP: JWTs from the dev issuer, real Postgres, the
-OpenFGA stand-in, the S3 stand-in, and a fake flow behind the webhook that reports levels back
+real OpenFGA server, the S3 stand-in, and a fake flow behind the webhook that reports levels back
 the way f/waggle/crawl_level does (captures written to S3 as manifest + WACZ + links)."""
 
 from __future__ import annotations

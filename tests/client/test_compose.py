@@ -175,6 +175,22 @@ def test_openfga_has_its_own_postgres_and_migrates_first(services):
     assert env["OPENFGA_AUTHN_METHOD"] == "preshared"
 
 
+def test_openfga_runs_as_the_local_stack_runs_it(services):
+    """The image's version is scripts/bootstrap's pin; ListObjects' settings are devstack's."""
+    from devstack.openfga_server import LIST_OBJECTS_SETTINGS
+    from ledger.authz import fga
+
+    pin = re.search(r"github\.com/openfga/openfga/cmd/openfga@(v[0-9.]+)", (REPO / "scripts" / "bootstrap").read_text())
+    assert pin is not None
+    for name in ("openfga", "openfga-migrate"):
+        assert services[name]["image"].endswith(f":${{OPENFGA_VERSION:-{pin[1]}}}"), services[name]["image"]
+    env = _env(services["openfga"])
+    assert env["OPENFGA_LIST_OBJECTS_MAX_RESULTS"] == LIST_OBJECTS_SETTINGS["--listObjects-max-results"]
+    assert env["OPENFGA_LIST_OBJECTS_DEADLINE"] == LIST_OBJECTS_SETTINGS["--listObjects-deadline"]
+    assert float(LIST_OBJECTS_SETTINGS["--listObjects-deadline"].rstrip("s")) == fga.LIST_OBJECTS_DEADLINE_S
+    assert env["OPENFGA_PLAYGROUND_ENABLED"] == env["OPENFGA_METRICS_ENABLED"] == "false"
+
+
 def test_images_are_pinned(services):
     for name, svc in services.items():
         if "image" not in svc or "build" in svc:

@@ -1,7 +1,7 @@
 """Faults: S3 unavailable during admission, OpenFGA down for a while — nothing is lost.
 
 Real parts: the ledger (in-process ASGI app with real Services), Postgres, its own S3
-stand-in and OpenFGA stand-in processes (stopped and restarted on the same port and data),
+stand-in and real OpenFGA server processes (stopped and restarted on the same port and data),
 and the ledger's own background loops (``reconciler.run_periodically``,
 ``outbox.run_periodically``, ``watchdog.run_periodically``) with short intervals.
 """
@@ -58,12 +58,12 @@ def _count(db_url: str, sql: str, *args) -> int:
         return conn.execute(sql, args).fetchone()[0]
 
 
-def test_s3_and_openfga_out_during_a_level_then_back(migrated_db_url, fake_webhook, tmp_path):
+def test_s3_and_openfga_out_during_a_level_then_back(migrated_db_url, fake_webhook, tmp_path, create_database):
     from ledger.api.app import create_app
 
     s3_port, fga_port = _free_port(), _free_port()
     s3_proc = s3_standin.start(tmp_path / "s3", port=s3_port)
-    fga = FgaProcess(tmp_path / "fga.json", port=fga_port).start()
+    fga = FgaProcess(create_database(), port=fga_port).start()
     store = create_store(fga.api_url)
     settings = ledger_settings(
         migrated_db_url, store, fake_webhook.url,
@@ -161,11 +161,11 @@ def test_s3_and_openfga_out_during_a_level_then_back(migrated_db_url, fake_webho
         fga.stop()
 
 
-def test_openfga_down_at_report_time_is_a_retryable_503(migrated_db_url, fake_webhook, tmp_path):
+def test_openfga_down_at_report_time_is_a_retryable_503(migrated_db_url, fake_webhook, create_database):
     """The flow retries 5xx; the answer must say the authorization service is away (not a bare 500)."""
     from tests.fixtures.ledger import open_ledger
 
-    fga = FgaProcess(tmp_path / "fga.json", port=_free_port()).start()
+    fga = FgaProcess(create_database(), port=_free_port()).start()
     store = create_store(fga.api_url)
     store.write(writes=["user:alice submitter organization:acme"])
     settings = ledger_settings(migrated_db_url, store, fake_webhook.url)

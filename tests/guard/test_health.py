@@ -1,4 +1,4 @@
-"""``GET /api/health`` with real Postgres, the OpenFGA stand-in and the S3 stand-in."""
+"""``GET /api/health`` with real Postgres, the real OpenFGA server and the S3 stand-in."""
 
 from __future__ import annotations
 
@@ -88,11 +88,14 @@ def test_openfga_down_is_503(migrated_db_url, ledger_fga, s3_server):
 
 
 def test_wrong_openfga_model_is_503(migrated_db_url, ledger_fga, s3_server):
-    settings = ledger_settings(migrated_db_url, ledger_fga, None, fga_model_id="01JNOSUCHMODEL0000000000000")
-    status, body = _get_health(settings, _store(s3_server))
-    error = body["openfga"]["error"]
-    assert status == 503 and body["openfga"]["ok"] is False
-    assert "01JNOSUCHMODEL0000000000000" in error or "not_found" in error
+    """A model id the store does not hold, and one that is no model id at all (the real server
+    checks the ULID form first): 503 with the server's reason."""
+    for model_id, reason in (("01JN0000000000000000000000", "not_found"), ("01JNOSUCHMODEL0000000000000", "validation_error")):
+        settings = ledger_settings(migrated_db_url, ledger_fga, None, fga_model_id=model_id)
+        status, body = _get_health(settings, _store(s3_server))
+        error = body["openfga"]["error"]
+        assert status == 503 and body["openfga"]["ok"] is False
+        assert reason in error, error
 
 
 def test_s3_down_and_missing_bucket_are_503(migrated_db_url, ledger_fga, s3_server):

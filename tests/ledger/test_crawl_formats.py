@@ -1,7 +1,7 @@
 """Per-crawl capture formats (``POST /api/crawls`` ``formats``, migration 151): validated with
 a 400 that says why and creates nothing; stored, shown in the crawl view and sent to the flow
 as the level's ``capture_formats`` (``links`` still forced on while levels follow). Real
-Postgres, OpenFGA stand-in, fake Windmill webhook over HTTP."""
+Postgres, real OpenFGA server, fake Windmill webhook over HTTP."""
 
 from __future__ import annotations
 

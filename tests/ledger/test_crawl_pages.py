@@ -1,7 +1,7 @@
 """Per-page outcomes in the ledger (issues 11 and 17): ``gapFrom`` and ``failureClass`` in the
 level report (stored, validated; ``gapFrom`` feeds the next level's ``lastFinishedAt``), and
 ``GET /api/crawls/{id}/pages`` (pagination, state filter, capture time, archive id, 404 to
-outsiders) — against the real ledger, Postgres and OpenFGA stand-in."""
+outsiders) — against the real ledger, Postgres and real OpenFGA server."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 that arrives after the crawl was failed records the page like one that came before (page
 captured, archive admitted after its manifest is checked, its OpenFGA tuples in the outbox); and
 the lease-expiry and dispatch-failure closes keep reported captures like the person's and the
-watchdog's. Real Postgres, the OpenFGA stand-in, the S3 stand-in, the fake webhook over HTTP."""
+watchdog's. Real Postgres, the real OpenFGA server, the S3 stand-in, the fake webhook over HTTP."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A crawl failed mid-level (ledger.crawl.salvage): pages whose capture a progress event reported
 — with its task, manifest and summary — are recorded captured and their archives admitted after
 the answer (the same manifest and WACZ checks as a level report's); the other pending pages are
-skipped as before. Real Postgres, OpenFGA stand-in, the S3 stand-in."""
+skipped as before. Real Postgres, real OpenFGA server, the S3 stand-in."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Host leases and per-host politeness across crawls (issue 12) over the app: real Postgres,
-OpenFGA stand-in, fake Windmill webhook. A host is leased to one level at a time; hosts leased
+real OpenFGA server, fake Windmill webhook. A host is leased to one level at a time; hosts leased
 elsewhere are carried to the crawl's next level; a level with every host leased waits and is
 dispatched when the lease ends; the frontier carries the host's last capture (any crawl) and
 the larger delay."""

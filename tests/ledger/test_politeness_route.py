@@ -1,7 +1,7 @@
 """``GET /api/crawls/{id}/politeness`` (ledger.crawl.hosts.current): a level claimed before
 another crawl started on its host was sent the shorter delay; read again before the level's
 first request it answers the longer one. Bad input → 400 with the reason; unknown crawl 404;
-a crawl no longer running 409. Real Postgres, the OpenFGA stand-in, the fake webhook."""
+a crawl no longer running 409. Real Postgres, the real OpenFGA server, the fake webhook."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``POST /api/crawls/{id}/progress`` and ``levelProgress`` in ``GET /api/crawls/{id}`` (issue 15):
-real Postgres, OpenFGA stand-in, fake Windmill webhook."""
+real Postgres, real OpenFGA server, fake Windmill webhook."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Progress events in batches (docs/internals.md "Progress events in batches"): ``{events: [...]}``
 records several events of one crawl in one request, in order, one outcome each; a hostile event
-refuses the whole batch with its place named. Real Postgres, OpenFGA stand-in, fake Windmill
+refuses the whole batch with its place named. Real Postgres, real OpenFGA server, fake Windmill
 webhook."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Crawl routes over the app (real Postgres, OpenFGA stand-in, fake Windmill webhook over
+"""Crawl routes over the app (real Postgres, real OpenFGA server, fake Windmill webhook over
 HTTP): reference/ledger.md §12.1 translated, plus waggle's script and seed rules."""
 
 from __future__ import annotations

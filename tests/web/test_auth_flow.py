@@ -1,6 +1,6 @@
 """Sign-in of the web page over real HTTP: the dev issuer's authorization-code flow with PKCE,
 the ledger's /auth routes, session cookies, CSRF, and the archive filters — against a real
-ledger (Postgres, OpenFGA stand-in, S3 stand-in) in JWT mode."""
+ledger (Postgres, real OpenFGA server, S3 stand-in) in JWT mode."""
 
 from __future__ import annotations
 

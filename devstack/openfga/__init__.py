@@ -1,1 +1,0 @@
-"""OpenFGA stand-in for tests and the local stack (``python -m devstack.openfga``)."""
