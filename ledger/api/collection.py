@@ -1,0 +1,83 @@
+"""The crawl as one collection (issue 25; docs/decisions/151-crawl-collection.md).
+
+* ``GET /api/crawls/{id}/collection`` and its twin ``…/collection.json`` (ReplayWeb.page picks
+  the loader by the name's extension) — the crawl's admitted archives the caller may view as one
+  multi-WACZ collection (``ledger.crawl.collection``), each member signed for
+  ``WAGGLE_COLLECTION_URL_EXPIRY_S`` (300 s); asking again signs again. Authorization as every
+  crawl route (``can_submit`` and the crawl's organization; else 404), or ``?ticket=``.
+* ``POST /api/crawls/{id}/collection/ticket`` → 201 ``{"path": "/api/crawls/{id}/collection.json?ticket=…",
+  "expiresAt"}``: a read-only ticket for the replay origin's player (``ledger.crawl.tickets``),
+  valid ``WAGGLE_COLLECTION_TICKET_TTL_S`` (8 h).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from ledger.api.authorize import may_submit, submitter
+from ledger.api.errors import NotPermitted
+from ledger.api.identity import Identity
+from ledger.crawl import crawls as crawl_store
+from ledger.crawl import tickets
+from ledger.crawl.collection import collection
+from ledger.crawl.errors import Refused
+
+router = APIRouter()
+
+
+async def _caller(request: Request, crawl_id: uuid.UUID) -> Identity:
+    """The ticket's holder (``?ticket=``) or the authenticated submitter, who must belong to
+    the crawl's organization; 404 otherwise, as for every crawl route."""
+    services = request.app.state.services
+    token = request.query_params.get("ticket")
+    if token is not None:
+        identity = await tickets.holder(services.pool, crawl_id, token)
+        if identity is None or not await may_submit(request, identity):
+            raise NotPermitted()
+    else:
+        identity = await submitter(request)
+    if not await crawl_store.crawl_in_orgs(services.pool, crawl_id, identity.organizations):
+        raise Refused(404, "not found")
+    return identity
+
+
+async def _answer(crawl_id: uuid.UUID, request: Request) -> Any:
+    identity = await _caller(request, crawl_id)
+    services = request.app.state.services
+    if services.s3 is None:
+        raise Refused(503, "S3 is not configured on this ledger (WAGGLE_S3_*): nothing can be signed")
+    body = await collection(services, identity, crawl_id, expiry_s=services.settings.collection_url_expiry_s)
+    if body is None:
+        raise Refused(404, "not found")
+    # signed URLs inside: no cache may keep them past their expiry
+    return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+
+@router.get("/api/crawls/{crawl_id}/collection")
+async def get_collection(crawl_id: uuid.UUID, request: Request) -> Any:
+    """200 the multi-WACZ collection (see ``ledger.crawl.collection``); 401 without identity;
+    404 for an outsider, an unknown crawl or a bad ticket; 503 without S3."""
+    return await _answer(crawl_id, request)
+
+
+@router.get("/api/crawls/{crawl_id}/collection.json", include_in_schema=False)
+async def get_collection_json(crawl_id: uuid.UUID, request: Request) -> Any:
+    return await _answer(crawl_id, request)
+
+
+@router.post("/api/crawls/{crawl_id}/collection/ticket", status_code=201)
+async def post_ticket(crawl_id: uuid.UUID, request: Request) -> JSONResponse:
+    """201 ``{"path", "expiresAt"}`` — the collection's path with a ticket for the replay origin;
+    404 for an outsider (same rule as ``GET``)."""
+    identity = await submitter(request)
+    services = request.app.state.services
+    if not await crawl_store.crawl_in_orgs(services.pool, crawl_id, identity.organizations):
+        raise Refused(404, "not found")
+    token, expires = await tickets.issue(services.pool, crawl_id, identity, services.settings.collection_ticket_ttl_s)
+    when = expires.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return JSONResponse({"path": f"/api/crawls/{crawl_id}/collection.json?ticket={token}", "expiresAt": when},
+                        status_code=201)

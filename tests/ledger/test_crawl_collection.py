@@ -1,0 +1,175 @@
+"""The crawl as one collection (issue 25 item 1 and 7): ``GET /api/crawls/{id}/collection`` lists
+the crawl's admitted archives the caller may view, each signed (the URL really fetches the
+WACZ), with its size and SHA-256; the pages without a member are listed with why; outsiders
+get 404; a ticket opens the collection for the replay origin; a signed URL that expired mid
+session is replaced by asking again — against the real ledger, Postgres, OpenFGA stand-in and
+S3 stand-in."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+
+import httpx
+import psycopg
+import pytest
+
+from ledger.s3 import S3Store
+from tests.archive.helpers import wacz_bytes
+from tests.fixtures.ledger import LedgerHarness, ledger_settings, open_ledger
+
+pytestmark = pytest.mark.anyio
+WHO = LedgerHarness.who()
+OUTSIDER = LedgerHarness.who("mallory", "evil")
+
+
+@pytest.fixture
+def settings(migrated_db_url, ledger_fga, fake_webhook, s3_server):
+    return ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, s3_bucket=s3_server.bucket)
+
+
+def store_of(s3_server):
+    return S3Store(s3_server.endpoint, s3_server.bucket, s3_server.region,
+                   s3_server.access_key_id, s3_server.secret_access_key)
+
+
+async def start(h, seeds, **body):
+    r = await h.client.post("/api/crawls", json={"seeds": seeds, "scripts": [], **body}, headers=WHO)
+    assert r.status_code == 202, r.text
+    return r.json()["crawlId"]
+
+
+def capture(db_url, s3_server, fga, crawl_id, url, *, viewable=True, complete=True, admitted=True):
+    """Page ``url`` of the crawl captured: its WACZ in S3, its archive row and (``viewable``)
+    the tuple that shares it with acme's members. → (archive id or None, the WACZ bytes)."""
+    task = str(uuid.uuid4())
+    data = wacz_bytes(url)
+    key = f"{task}_{crawl_id}.wacz"
+    s3_server.client().put_object(Bucket=s3_server.bucket, Key=key, Body=data)
+    with psycopg.connect(db_url) as conn:
+        conn.execute("UPDATE crawl_pages SET state = 'captured', task_id = %s WHERE crawl_id = %s AND url = %s",
+                     (task, crawl_id, url))
+        if not admitted:
+            return None, data
+        archive_id = conn.execute(
+            "INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, captured_at, wacz_complete,"
+            " missing_body_count) VALUES (%s, %s, %s, %s, %s, now(), %s, %s) RETURNING id",
+            (task, crawl_id, s3_server.bucket, key, url, complete, None if complete else 2)).fetchone()[0]
+    if viewable:
+        fga.write(writes=[{"user": "organization:acme#member", "relation": "viewer", "object": f"archive:{archive_id}"}])
+    return str(archive_id), data
+
+
+def set_state(db_url, crawl_id, url, state, reason=None):
+    with psycopg.connect(db_url) as conn:
+        conn.execute("UPDATE crawl_pages SET state = %s, skip_reason = %s WHERE crawl_id = %s AND url = %s",
+                     (state, reason, crawl_id, url))
+
+
+async def test_members_signed_with_size_and_hash_and_the_missing_said_why(settings, s3_server, ledger_fga):
+    seeds = [f"https://a.test/{n}" for n in ("seed", "incomplete", "hidden", "failed", "pending", "late", "robots")]
+    db = settings.database_url
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        crawl_id = await start(h, seeds)
+        seed_id, seed_wacz = capture(db, s3_server, ledger_fga, crawl_id, seeds[0])
+        inc_id, inc_wacz = capture(db, s3_server, ledger_fga, crawl_id, seeds[1], complete=False)
+        capture(db, s3_server, ledger_fga, crawl_id, seeds[2], viewable=False)
+        set_state(db, crawl_id, seeds[3], "failed", "http_error: HTTP 500")
+        capture(db, s3_server, ledger_fga, crawl_id, seeds[5], admitted=False)
+        set_state(db, crawl_id, seeds[6], "skipped", "robots")
+        r = await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)
+        twin = await h.client.get(f"/api/crawls/{crawl_id}/collection.json", headers=WHO)
+    assert r.status_code == 200, r.text
+    assert twin.status_code == 200 and twin.json()["crawlId"] == crawl_id
+    assert r.headers["cache-control"] == "no-store"
+    body = r.json()
+    assert body["profile"] == "multi-wacz-package" and body["running"] is True and body["state"] == "running"
+    assert body["title"].startswith("a.test ") and body["expiresIn"] == 300
+    assert [m["archiveId"] for m in body["resources"]] == [seed_id, inc_id]  # seed first, then in crawl order
+    for member, data in zip(body["resources"], (seed_wacz, inc_wacz)):
+        assert member["name"] == member["archiveId"] + ".wacz" and member["crawlId"] == crawl_id
+        assert member["bytes"] == len(data)
+        assert member["hash"] == "sha256:" + hashlib.sha256(data).hexdigest()
+        assert httpx.get(member["path"]).content == data  # the signed URL reads the very object
+    assert body["resources"][0]["complete"] is True and body["resources"][0]["reason"] is None
+    assert body["resources"][1]["complete"] is False and "2 without a body" in body["resources"][1]["reason"]
+    assert {m["url"]: m["why"] for m in body["missing"]} == {
+        seeds[2]: "not-viewable", seeds[3]: "failed", seeds[4]: "not-captured-yet", seeds[5]: "not-admitted-yet",
+        seeds[6]: "skipped"}
+    assert {m["url"]: m["reason"] for m in body["missing"]}[seeds[3]] == "http_error: HTTP 500"
+    assert body["pages"] == {"total": 7, "inCollection": 2, "missing": 5} and body["missingCount"] == 5
+
+
+async def test_sizes_are_measured_once_and_a_finished_crawl_says_so(settings, s3_server, ledger_fga):
+    db = settings.database_url
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        crawl_id = await start(h, ["https://b.test/", "https://b.test/x"])
+        archive_id, _ = capture(db, s3_server, ledger_fga, crawl_id, "https://b.test/")
+        first = await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)
+        with psycopg.connect(db) as conn:
+            measured = conn.execute("SELECT measured_at FROM archive_files WHERE archive_id = %s", (archive_id,)).fetchall()
+            conn.execute("UPDATE crawls SET state = 'succeeded', finished_at = now() WHERE id = %s", (crawl_id,))
+        second = await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)
+        with psycopg.connect(db) as conn:
+            again = conn.execute("SELECT measured_at FROM archive_files WHERE archive_id = %s", (archive_id,)).fetchall()
+    assert len(measured) == 1 and again == measured
+    assert first.json()["resources"][0]["hash"] == second.json()["resources"][0]["hash"]
+    assert second.json()["running"] is False
+    [missing] = second.json()["missing"]
+    assert missing["why"] == "not-captured" and "ended before its capture" in missing["reason"]
+
+
+async def test_outsiders_unknown_and_anonymous(settings, s3_server):
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        crawl_id = await start(h, ["https://c.test/"])
+        outsider = await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=OUTSIDER)
+        unknown = await h.client.get(f"/api/crawls/{uuid.uuid4()}/collection", headers=WHO)
+        anonymous = await h.client.get(f"/api/crawls/{crawl_id}/collection")
+        bad_id = await h.client.get("/api/crawls/nope/collection", headers=WHO)
+        outsider_ticket = await h.client.post(f"/api/crawls/{crawl_id}/collection/ticket", headers=OUTSIDER)
+    assert (outsider.status_code, outsider.json()) == (404, {"error": "not found"})
+    assert (unknown.status_code, unknown.json()) == (404, {"error": "not found"})
+    assert anonymous.status_code == 401
+    assert bad_id.status_code in (400, 422) and "crawl_id" in bad_id.text
+    assert (outsider_ticket.status_code, outsider_ticket.json()) == (404, {"error": "not found"})
+
+
+async def test_a_ticket_opens_one_crawls_collection_only(settings, s3_server, ledger_fga):
+    db = settings.database_url
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        crawl_id = await start(h, ["https://d.test/"])
+        other = await start(h, ["https://e.test/"])
+        archive_id, _ = capture(db, s3_server, ledger_fga, crawl_id, "https://d.test/")
+        r = await h.client.post(f"/api/crawls/{crawl_id}/collection/ticket", headers=WHO)
+        assert r.status_code == 201, r.text
+        path = r.json()["path"]
+        assert path.startswith(f"/api/crawls/{crawl_id}/collection.json?ticket=")
+        with_ticket = await h.client.get(path)  # no identity header: the ticket is the credential
+        token = path.split("ticket=", 1)[1]
+        elsewhere = await h.client.get(f"/api/crawls/{other}/collection.json?ticket={token}")
+        forged = await h.client.get(f"/api/crawls/{crawl_id}/collection.json?ticket=x{token}")
+        with psycopg.connect(db) as conn:  # an expired ticket opens nothing
+            conn.execute("UPDATE collection_tickets SET expires_at = now() - interval '1 s'")
+        expired = await h.client.get(path)
+    assert with_ticket.status_code == 200, with_ticket.text
+    assert [m["archiveId"] for m in with_ticket.json()["resources"]] == [archive_id]
+    assert (elsewhere.status_code, forged.status_code, expired.status_code) == (404, 404, 404)
+
+
+async def test_an_expired_member_url_is_replaced_by_asking_again(migrated_db_url, ledger_fga, fake_webhook, s3_server):
+    """A replay session longer than the URLs' life: the first URL stops working at its expiry
+    (S3 answers 403, what makes the player ask the collection again), the re-asked collection
+    holds a fresh URL that works."""
+    settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, s3_bucket=s3_server.bucket,
+                               collection_url_expiry_s=2)
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        crawl_id = await start(h, ["https://f.test/"])
+        _, data = capture(settings.database_url, s3_server, ledger_fga, crawl_id, "https://f.test/")
+        first = (await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)).json()["resources"][0]["path"]
+        assert httpx.get(first).content == data
+        time.sleep(3.1)  # real time: past the 2 s signature (whole seconds in X-Amz-Date)
+        stale = httpx.get(first)
+        second = (await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)).json()["resources"][0]["path"]
+    assert stale.status_code == 403 and b"expired" in stale.content
+    assert second != first and httpx.get(second).content == data
