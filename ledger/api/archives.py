@@ -6,7 +6,8 @@
   page in SQL, then filtered with one BatchCheck ``can_view`` (so a page may hold fewer than
   50 rows, even none, while older rows exist). ``before`` is a strict cursor (``captured_at <
   before``, millisecond precision). Rows: ``id, taskId, sourceUrl, labels, waczComplete,
-  capturedAt, objectKey`` (bucket is not returned), and why an archive is incomplete, as its
+  capturedAt, objectKey, crawlId`` (bucket is not returned; ``crawlId``: the crawl that captured
+  it, null when none), and why an archive is incomplete, as its
   manifest said (issue 17 item 3; null when it did not say): ``missingBodyUrls`` (≤ 20 URLs the
   page requested that have no response body in the archive), ``missingBodyCount`` (all of
   them), ``truncatedUrls`` (≤ 20 bodies a size cap dropped), ``incompleteReason``
@@ -99,6 +100,8 @@ def row_json(r: dict[str, Any]) -> dict[str, Any]:
         "missingBodyCount": r["missing_body_count"],
         "truncatedUrls": None if r["truncated_urls"] is None else list(r["truncated_urls"]),
         "incompleteReason": r.get("incomplete_reason"),
+        # the crawl that captured it (its correlation id names an existing crawl), else null
+        "crawlId": str(r["crawl_id"]) if r.get("crawl_id") else None,
     }
 
 
@@ -119,7 +122,10 @@ async def list_archives(request: Request) -> Any:
         rows = await (await conn.execute(
             """
             SELECT id, task_id, source_url, labels, wacz_complete, captured_at, object_key,
-                   missing_body_urls, missing_body_count, truncated_urls, incomplete_reason
+                   missing_body_urls, missing_body_count, truncated_urls, incomplete_reason,
+                   (SELECT c.id FROM crawls c WHERE c.id = CASE WHEN a.correlation_id
+                      ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                      THEN a.correlation_id::uuid END) AS crawl_id
             FROM archives a
             WHERE (%(before)s::timestamptz IS NULL OR captured_at < %(before)s::timestamptz)
               AND (%(url)s::text IS NULL OR source_url ILIKE %(url)s::text)

@@ -25,6 +25,15 @@ function seedsText(seeds) {
   return seeds[0] + (seeds.length > 1 ? " +" + (seeds.length - 1) : "");
 }
 
+// Opens the crawl's collection in the player at ``url`` (on the replay origin, with a ticket:
+// no session is honoured there). Throws the API's error (404 for a non-member).
+export async function replayCrawl(ctx, crawlId, url, title) {
+  const t = await api("POST", "/api/crawls/" + encodeURIComponent(crawlId) + "/collection/ticket");
+  const q = new URLSearchParams({ collection: t.path, url });
+  if (title) q.set("title", title);
+  window.location.assign(ctx.session.replayUrl + "?" + q);
+}
+
 export async function crawlList(view, ctx) {
   view.replaceChildren(el("h1", {}, "Crawls"), el("p", { id: "crawls-status", className: "muted" }, "Loading…"));
   const status = view.querySelector("#crawls-status");
@@ -168,11 +177,19 @@ export async function crawlPage(view, ctx, crawlId) {
       const fail = crawl.state === "running" && ctx.session.canSubmit
         ? el("button", { className: "danger", id: "fail-crawl", type: "button", onclick: () => failCrawl(crawl) }, "Fail this crawl")
         : null;
+      const replay = ctx.session.replayUrl && crawl.pagesCaptured > 0
+        ? el("button", { type: "button", id: "replay-crawl", onclick: async (ev) => {
+            ev.target.disabled = true;
+            try {
+              await replayCrawl(ctx, crawl.crawlId, crawl.seeds[0], crawl.crawlId.slice(0, 8));
+            } catch (e) { ev.target.disabled = false; window.alert(e.message); }
+          } }, "Replay this crawl")
+        : null;
       view.replaceChildren(...[
         el("h1", {}, "Crawl ", el("code", {}, crawl.crawlId.slice(0, 8))),
         el("div", { className: "actions" },
           el("a", { className: "button", href: "#/archives?crawl=" + crawl.crawlId, id: "crawl-archives" }, "Archives of this crawl"),
-          fail),
+          replay, fail),
         facts(crawl),
         crawl.state === "running"
           ? el("div", { className: "hosts", id: "hosts" }, el("strong", {}, "Hosts in flight: "),

@@ -1,0 +1,135 @@
+"""A crawl replayed as one site in real Chromium with ReplayWeb.page (issue 25 item 2).
+
+A chain index → a → b → c is crawled to depth 2 (c is not captured). "Replay this crawl" on the
+crawl view opens the player at the seed; clicking the archived links walks index → a → b, each
+page from its own WACZ in the one collection; the link to c shows the player's "not archived"
+page. Replay from the archives list opens a page inside its crawl's collection, where the links
+to the crawl's other pages replay too.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.e2e.site import Site
+from tests.fixtures.tls import client_tls
+from tests.web.test_browser import Watch, new_page, sign_in, wait_final
+
+pytestmark = pytest.mark.e2e
+NOT_ARCHIVED = "Archived Page Not Found"
+
+
+def chain_html(title: str, link: str | None) -> str:
+    anchor = f'<a id="next" href="{link}">next: {link}</a>' if link else ""
+    return (f"<!doctype html><html><head><meta charset=utf-8><title>{title}</title></head>"
+            f"<body><h1>{title}</h1><p>A page of the chain.</p>{anchor}</body></html>")
+
+
+@pytest.fixture(scope="module")
+def chain_site(tmp_path_factory) -> Iterator[Site]:
+    root = tmp_path_factory.mktemp("chain")
+    for name, title, link in (("index.html", "Chain 0", "a.html"), ("a.html", "Chain A", "b.html"),
+                              ("b.html", "Chain B", "c.html"), ("c.html", "Chain C", None)):
+        (root / name).write_text(chain_html(title, link))
+    s = Site(root, "User-agent: *\nAllow: /\n")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def chain_crawl(local_stack, chain_site) -> str:
+    """The chain crawled to depth 2 (index, a, b captured; c beyond the depth), every archive
+    admitted and visible: the collection lists 3 members."""
+    headers = {"Authorization": "Bearer " + local_stack.token()}
+    with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30, verify=client_tls()) as api:
+        r = api.post("/api/crawls", json={"seeds": [chain_site.url + "/index.html"], "maxDepth": 2,
+                                          "perHostDelayMs": 200})
+        assert r.status_code == 202, r.text
+        crawl_id = r.json()["crawlId"]
+        deadline = time.monotonic() + 240
+        while True:
+            assert time.monotonic() < deadline, api.get(f"/api/crawls/{crawl_id}").text
+            state = api.get(f"/api/crawls/{crawl_id}").json()["state"]
+            body = api.get(f"/api/crawls/{crawl_id}/collection").json()
+            if state != "running" and len(body["resources"]) == 3:
+                break
+            time.sleep(1)
+    assert state == "succeeded"
+    assert sorted(m["url"].rsplit("/", 1)[1] for m in body["resources"]) == ["a.html", "b.html", "index.html"]
+    return crawl_id
+
+
+def replayed(page, title: str, watch: Watch, timeout_s: float = 120):
+    """The player's innermost frame under /replay/w/ once its h1 is ``title``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for frame in page.frames:
+            if "/replay/w/" in frame.url:
+                try:
+                    if frame.inner_text("h1", timeout=1000) == title:
+                        return frame
+                except Exception:  # the frame navigates while loading
+                    continue
+        page.wait_for_timeout(300)
+    raise AssertionError(f"{title!r} was not replayed: frames " + ", ".join(f.url for f in page.frames)
+                         + f"\nconsole and network:\n{watch}")
+
+
+def not_archived(page, url_part: str, watch: Watch, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for frame in page.frames:
+            try:
+                text = frame.inner_text("body", timeout=1000)
+            except Exception:
+                continue
+            if NOT_ARCHIVED in text and url_part in text:
+                return
+        page.wait_for_timeout(300)
+    raise AssertionError(f"no 'not archived' page for {url_part}\n{watch}")
+
+
+@pytest.fixture(scope="module")
+def local(local_stack, browser):
+    context, page = new_page(browser)
+    try:
+        sign_in(local_stack, page)
+        yield page
+    finally:
+        context.close()
+
+
+def test_replay_this_crawl_walks_three_pages_and_says_not_archived(local_stack, local, chain_crawl, chain_site) -> None:
+    local.goto(local_stack.api_url + f"/#/crawls/{chain_crawl}")
+    assert wait_final(local) == "succeeded"
+    watch = Watch(local.context)
+    local.click("#replay-crawl")
+    local.wait_for_url(re.compile(r"^http://localhost:\d+/replay\.html\?collection=.*"))
+    frame = replayed(local, "Chain 0", watch)
+    frame.click("#next")
+    frame = replayed(local, "Chain A", watch)  # another WACZ of the same collection
+    frame.click("#next")
+    frame = replayed(local, "Chain B", watch)
+    frame.click("#next")  # c.html: beyond the crawl's depth, never captured
+    not_archived(local, "c.html", watch)
+    # the collection came from the ledger with the ticket; the members from S3, nothing else
+    assert any("/collection.json?ticket=" in u for u in watch.urls), watch
+    assert local.evaluate("document.cookie") == ""
+
+
+def test_replay_from_the_archives_list_opens_the_page_in_its_crawl(local_stack, local, chain_crawl) -> None:
+    local.goto(local_stack.api_url + f"/#/archives?crawl={chain_crawl}&url=a.html")
+    local.wait_for_function("document.querySelectorAll('tr.archive').length === 1")
+    watch = Watch(local.context)
+    local.locator("tr.archive button.replay").click()
+    local.wait_for_url(re.compile(r"^http://localhost:\d+/replay\.html\?collection=.*"))
+    frame = replayed(local, "Chain A", watch)
+    frame.click("#next")  # b.html is another archive of the crawl: it replays inside the collection
+    replayed(local, "Chain B", watch)
