@@ -207,6 +207,11 @@ class LedgerClient:
                 return
             before = cursor
 
+    def collection(self, crawl_id: str) -> dict:
+        """``GET /api/crawls/{id}/collection`` → the crawl's viewable archives as one multi-WACZ
+        collection (members signed for 300 s, the missing pages with why; ledger.crawl.collection)."""
+        return self._call("GET", f"/api/crawls/{crawl_id}/collection").json()
+
     def sign_url(self, archive_id: str) -> dict:
         """``POST /api/archives/{id}/url`` → ``{"url", "expiresIn"}`` (seconds)."""
         return self._call("POST", f"/api/archives/{archive_id}/url").json()
