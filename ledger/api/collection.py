@@ -5,6 +5,11 @@
   multi-WACZ collection (``ledger.crawl.collection``), each member signed for
   ``WAGGLE_COLLECTION_URL_EXPIRY_S`` (300 s); asking again signs again. Authorization as every
   crawl route (``can_submit`` and the crawl's organization; else 404), or ``?ticket=``.
+* ``POST /api/crawls/{id}/download`` → 200 ``{"url", "expiresIn", "name", "bytes", "members",
+  "missingCount"}`` (a signed GET of the crawl's combined WACZ, saved as ``name``) once built, 202
+  ``{"state": "building", "retryAfterS"}`` while it is built (first request for this set of
+  members), 502 ``{"error"}`` when the build failed (the next request tries again); 409 when the
+  caller may view no archive of the crawl (``ledger.crawl.download``).
 * ``POST /api/crawls/{id}/collection/ticket`` → 201 ``{"path": "/api/crawls/{id}/collection.json?ticket=…",
   "expiresAt"}``: a read-only ticket for the replay origin's player (``ledger.crawl.tickets``),
   valid ``WAGGLE_COLLECTION_TICKET_TTL_S`` (8 h).
@@ -23,6 +28,7 @@ from ledger.api.errors import NotPermitted
 from ledger.api.identity import Identity
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl import tickets
+from ledger.crawl import download
 from ledger.crawl.collection import collection
 from ledger.crawl.errors import Refused
 
@@ -81,3 +87,29 @@ async def post_ticket(crawl_id: uuid.UUID, request: Request) -> JSONResponse:
     when = expires.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return JSONResponse({"path": f"/api/crawls/{crawl_id}/collection.json?ticket={token}", "expiresAt": when},
                         status_code=201)
+
+
+@router.post("/api/crawls/{crawl_id}/download")
+async def post_download(crawl_id: uuid.UUID, request: Request) -> JSONResponse:
+    """The crawl as one WACZ of the archives the caller may view: signed URL (200), building
+    (202, ask again), failed (502), nothing viewable (409); 404 for an outsider."""
+    identity = await _caller(request, crawl_id)
+    services = request.app.state.services
+    if services.s3 is None:
+        raise Refused(503, "S3 is not configured on this ledger (WAGGLE_S3_*): nothing can be signed")
+    expiry = services.settings.collection_url_expiry_s
+    body = await collection(services, identity, crawl_id, expiry_s=expiry, with_rows=True)
+    if body is None:
+        raise Refused(404, "not found")
+    if not body["resources"]:
+        raise Refused(409, "this crawl has no archive you may view yet: nothing to download", missingCount=body["missingCount"])
+    state, key, size = await download.prepare(services, body)
+    if state == "building":
+        return JSONResponse({"state": "building", "retryAfterS": 2}, status_code=202, headers={"Retry-After": "2"})
+    if state == "failed":
+        return JSONResponse({"error": key}, status_code=502)
+    name = download.file_name(body)
+    url = services.s3.presign_get(key, expiry, download_name=name)
+    return JSONResponse({"url": url, "expiresIn": expiry, "name": name, "bytes": size,
+                         "members": len(body["resources"]), "missingCount": body["missingCount"]},
+                        headers={"Cache-Control": "no-store"})

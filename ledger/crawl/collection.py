@@ -74,9 +74,12 @@ def _missing(row: dict, running: bool) -> dict | None:
     return {"url": row["url"], "depth": row["depth"], "why": why, "reason": reason}
 
 
-async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expiry_s: int) -> dict | None:
+async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expiry_s: int,
+                     with_rows: bool = False) -> dict | None:
     """The collection of crawl ``crawl_id`` as ``identity`` may see it, or None for no such crawl.
-    The caller has already checked that the crawl is one of the identity's organizations'."""
+    The caller has already checked that the crawl is one of the identity's organizations'.
+    ``with_rows`` adds ``_rows``: each member's ``archiveId``, ``bucket`` and ``object_key`` (for
+    the combined download; never sent to a client)."""
     async with services.pool.connection() as conn:
         crawl = await (await conn.execute(
             "SELECT id, seeds, state, started_at, finished_at FROM crawls WHERE id = %s", (crawl_id,))).fetchone()
@@ -126,4 +129,6 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
         "pages": {"total": len(rows), "inCollection": len(resources), "missing": len(missing)},
         "missing": missing[:MISSING_LISTED],
         "missingCount": len(missing),
+        **({"_rows": [{"archiveId": str(r["archive_id"]), "bucket": r["bucket"], "object_key": r["object_key"]}
+                      for r in members]} if with_rows else {}),
     }

@@ -18,6 +18,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urljoin
 
 import httpx
 import pytest
@@ -80,10 +81,11 @@ def fake_ledger(chain):
     return fake
 
 
-def follow(base: str, page: str) -> str:
-    """The target of the replayed page's ``#next`` link, as pywb rewrote it, made absolute."""
+def follow(current: str, page: str) -> str:
+    """The target of the replayed page's ``#next`` link as the browser resolves it: pywb leaves a
+    relative link relative, so it resolves against the replay URL, inside the collection."""
     href = re.search(r'<a id="next" href="([^"]+)"', page).group(1)
-    return href if href.startswith("http") else base + href
+    return urljoin(current, href)
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +119,7 @@ def test_a_crawl_replays_as_one_site_through_three_pages(chain, pywb_bin, tmp_pa
         for _, title, _ in CHAIN:  # index → a → b, each from another WACZ of the one collection
             page = httpx.get(url, timeout=30)
             assert page.status_code == 200 and f"<h1>{title}</h1>" in page.text, (url, page.status_code, page.text[:300])
-            url = follow(base, page.text)
+            url = follow(url, page.text)
         assert url.endswith(f"{SITE}/c.html") and "/waggle/" in url  # rewritten into the collection
         beyond = httpx.get(url, timeout=30)
         assert beyond.status_code == 404 and "not found" in beyond.text.lower()
