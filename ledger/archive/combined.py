@@ -88,7 +88,8 @@ def _renamed(line: bytes, names: dict[str, str]) -> bytes:
     key, _, rest = line.rstrip(b"\r\n").partition(b" ")
     ts, _, js = rest.partition(b" ")
     data = json.loads(js)
-    data["filename"] = names.get(data.get("filename", ""), data.get("filename"))
+    if "filename" in data:
+        data["filename"] = names.get(data["filename"], data["filename"])
     return key + b" " + ts + b" " + json.dumps(data, separators=(", ", ": ")).encode() + b"\n"
 
 

@@ -233,7 +233,7 @@ def crawls_command(
     follow_it: Annotated[bool, typer.Option("--follow", help="Follow the crawl live until it ends.")] = False,
     fail_it: Annotated[bool, typer.Option("--fail", help="Fail (close) the crawl if it is running.")] = False,
     reason: Annotated[str, typer.Option("--reason", help="Reason recorded with --fail (≤ 2,000 chars).")] = "failed by the operator (`waggle crawls --fail`)",
-    download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save its WACZ files here.", file_okay=False, callback=download_dir)] = None,
+    download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save the crawl here as one WACZ file (<host>-<date>-<short id>.wacz).", file_okay=False, callback=download_dir)] = None,
     show_urls: Annotated[bool, typer.Option("--urls", help="With an id: also print a signed download URL (valid 300 s) for every archive.")] = False,
     archive_wait_s: Annotated[float, typer.Option("--archive-wait", help="Seconds to wait for the archives to be listed.")] = 5.0,
     poll_s: Annotated[float, typer.Option("--poll-interval", hidden=True)] = POLL_INTERVAL_S,
@@ -278,10 +278,32 @@ def crawls_command(
             if follow_it:
                 code = follow_to_end(client, crawl_id, console, download, archive_wait_s, poll_s, show_urls)
             else:
-                code = finish(client, client.get_crawl(crawl_id), console, download, archive_wait_s, poll_s, show_urls)
+                whole = download is not None and save_crawl(client, crawl_id, download, console)
+                code = finish(client, client.get_crawl(crawl_id), console, None if whole else download,
+                              archive_wait_s, poll_s, show_urls)
     except (ApiError, ClientConfigError) as exc:
         raise _fail(console, str(exc)) from None
     raise typer.Exit(code)
+
+
+def save_crawl(client: LedgerClient, crawl_id: str, dest_dir: Path, console: Console) -> bool:
+    """The crawl as one WACZ in ``dest_dir`` (``POST /api/crawls/{id}/download``, built by the
+    ledger, downloaded through its signed URL) → True; False when the ledger does not offer it
+    (an older ledger: the caller saves one file per archive instead)."""
+    from ledger.client.api import download as fetch
+
+    try:
+        got = client.crawl_download(crawl_id)
+    except ApiError as exc:
+        if "does not serve" in str(exc):
+            console.print("this ledger has no one-file download: saving one file per archive")
+            return False
+        raise
+    path = dest_dir / got["name"]
+    size = fetch(got["url"], path)
+    lacks = f"; {got['missingCount']} page(s) not in it (see its datapackage.json)" if got.get("missingCount") else ""
+    console.print(f"saved {path} ({size} bytes, {got['members']} archive(s){lacks})", soft_wrap=True)
+    return True
 
 
 def show_pages(client: LedgerClient, crawl_id: str, state: str | None, as_json: bool, console: Console) -> None:
