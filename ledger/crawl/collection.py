@@ -7,7 +7,8 @@ the form Browsertrix serves as ``replay.json``::
     {"profile": "multi-wacz-package", "title", "crawlId", "state", "running",
      "expiresIn": <s>, "expiresAt": <ISO 8601>,
      "resources": [{"name": "<archive id>.wacz", "path": <signed S3 GET>, "hash": "sha256:<hex>" | null,
-                    "bytes": <int> | null, "crawlId", "archiveId", "url", "ts", "complete", "reason"}],
+                    "bytes": <int> | null, "crawlId", "archiveId", "url", "ts", "title", "httpStatus",
+                    "contentType" (null: unknown), "complete", "reason"}],
      "pages": {"total", "inCollection", "missing"},
      "missing": [{"url", "depth", "why", "reason"}],  # the first MISSING_LISTED, seed first
      "missingCount": <int>}
@@ -35,13 +36,14 @@ PROFILE = "multi-wacz-package"
 MISSING_LISTED = 1000
 
 _MEMBERS = """
-SELECT p.id AS page_id, p.url, p.depth, p.state, p.failure_class, p.skip_reason, p.task_id,
+SELECT p.id AS page_id, p.url, p.final_url, p.depth, p.state, p.failure_class, p.skip_reason, p.task_id,
        a.id AS archive_id, a.bucket, a.object_key, a.captured_at, a.wacz_complete, a.wacz_problem,
        a.missing_body_count, a.truncated_urls, a.incomplete_reason, a.missing_body_urls,
-       f.bytes, f.sha256
+       f.bytes, f.sha256, f.title, f.http_status, f.content_type, s.manifest_key
 FROM crawl_pages p
 LEFT JOIN LATERAL (SELECT * FROM archives a WHERE a.task_id::text = p.task_id ORDER BY a.created_at LIMIT 1) a ON true
 LEFT JOIN archive_files f ON f.archive_id = a.id
+LEFT JOIN capture_submissions s ON s.task_id = a.task_id AND f.archive_id IS NULL
 WHERE p.crawl_id = %s
 ORDER BY p.depth, p.id
 """
@@ -90,7 +92,7 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
     allowed = await services.authz.viewable(identity, [str(r["archive_id"]) for r in with_archive]) \
         if with_archive else set()
     members = [r for r in with_archive if str(r["archive_id"]) in allowed]
-    unmeasured = [r for r in members if r["sha256"] is None]
+    unmeasured = [{**r, "url": r["final_url"] or r["url"]} for r in members if r["sha256"] is None]
     measured = await measure_missing(services.pool, services.s3, unmeasured) if unmeasured else {}
     running = crawl["state"] == "running"
     now = datetime.now(timezone.utc)
@@ -104,7 +106,8 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
             missing.append(entry)
             continue
         aid = str(r["archive_id"])
-        size, sha = measured.get(aid, (r["bytes"], r["sha256"]))
+        facts = measured.get(aid) or r
+        size, sha = facts["bytes"], facts["sha256"]
         resources.append({
             "name": f"{aid}.wacz",
             "path": services.s3.presign_get(r["object_key"], expiry_s, bucket=r["bucket"]),
@@ -114,6 +117,9 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
             "archiveId": aid,
             "url": r["url"],
             "ts": _iso(r["captured_at"]),
+            "title": facts["title"],
+            "httpStatus": facts["http_status"],
+            "contentType": facts["content_type"],
             "complete": r["wacz_complete"],
             "reason": incomplete_reason(r),
         })

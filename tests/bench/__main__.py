@@ -31,6 +31,7 @@ BENCHMARKS = {
     "politeness-2000": "tests.bench.politeness:politeness_2000",
     "orchestration": "tests.bench.orchestration:orchestration",
     "concurrent-crawls": "tests.bench.concurrent:concurrent_crawls",
+    "crawl-collection": "tests.bench.collection:crawl_collection",
 }
 
 
