@@ -102,6 +102,9 @@ def row_json(r: dict[str, Any]) -> dict[str, Any]:
         "incompleteReason": r.get("incomplete_reason"),
         # the crawl that captured it (its correlation id names an existing crawl), else null
         "crawlId": str(r["crawl_id"]) if r.get("crawl_id") else None,
+        # what is in it (issue 25 item 5): null until a collection or pages list measured it
+        "bytes": r.get("bytes"),
+        "title": r.get("title"),
     }
 
 
@@ -125,8 +128,10 @@ async def list_archives(request: Request) -> Any:
                    missing_body_urls, missing_body_count, truncated_urls, incomplete_reason,
                    (SELECT c.id FROM crawls c WHERE c.id = CASE WHEN a.correlation_id
                       ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                      THEN a.correlation_id::uuid END) AS crawl_id
+                      THEN a.correlation_id::uuid END) AS crawl_id,
+                   f.bytes, f.title
             FROM archives a
+            LEFT JOIN archive_files f ON f.archive_id = a.id
             WHERE (%(before)s::timestamptz IS NULL OR captured_at < %(before)s::timestamptz)
               AND (%(url)s::text IS NULL OR source_url ILIKE %(url)s::text)
               AND (%(crawl)s::uuid IS NULL OR a.task_id::text IN (

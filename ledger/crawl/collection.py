@@ -138,3 +138,14 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
         **({"_rows": [{"archiveId": str(r["archive_id"]), "bucket": r["bucket"], "object_key": r["object_key"]}
                       for r in members]} if with_rows else {}),
     }
+
+
+async def collection_bytes(pool: Any, crawl_id: uuid.UUID) -> dict:
+    """``{"totalBytes", "bytesUnknown"}``: the summed size of the crawl's measured archives and
+    how many of its archives are not measured yet (their size unknown)."""
+    async with pool.connection() as conn:
+        row = await (await conn.execute(
+            "SELECT coalesce(sum(f.bytes), 0)::bigint AS total, count(*) FILTER (WHERE f.archive_id IS NULL) AS unknown"
+            " FROM crawl_pages p JOIN archives a ON a.task_id::text = p.task_id"
+            " LEFT JOIN archive_files f ON f.archive_id = a.id WHERE p.crawl_id = %s", (crawl_id,))).fetchone()
+    return {"totalBytes": int(row["total"]), "bytesUnknown": int(row["unknown"])}

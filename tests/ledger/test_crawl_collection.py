@@ -7,6 +7,7 @@ S3 stand-in."""
 
 from __future__ import annotations
 
+import json
 import hashlib
 import time
 import uuid
@@ -173,3 +174,47 @@ async def test_an_expired_member_url_is_replaced_by_asking_again(migrated_db_url
         second = (await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)).json()["resources"][0]["path"]
     assert stale.status_code == 403 and b"expired" in stale.content
     assert second != first and httpx.get(second).content == data
+
+
+async def test_what_is_in_each_page_and_the_crawls_total_bytes(settings, s3_server, ledger_fga):
+    """Issue 25 item 5: the pages list says each page's title, HTTP status, content type, bytes
+    and (with a screenshot) a thumbnail; the crawl its total bytes; the archives list size and
+    title. Unknown stays null: a page without an archive, a WACZ whose pages.jsonl has no title."""
+    import tempfile
+    from pathlib import Path
+
+    from tests.devstack.test_replay_crawl import chain_html, page_wacz
+
+    db = settings.database_url
+    seeds = ["http://facts.test/", "http://facts.test/untitled", "http://facts.test/failed"]
+    png = b"\x89PNG\r\n\x1a\n-a-thumbnail"
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        crawl_id = await start(h, seeds)
+        with tempfile.TemporaryDirectory() as tmp:
+            titled = page_wacz(seeds[0], chain_html("Facts", "x.html"), Path(tmp))
+        titled_id, _ = capture(db, s3_server, ledger_fga, crawl_id, seeds[0])
+        untitled_id, untitled = capture(db, s3_server, ledger_fga, crawl_id, seeds[1])  # helpers' WACZ: title "x"
+        set_state(db, crawl_id, seeds[2], "failed", "http_error: HTTP 500")
+        with psycopg.connect(db) as conn:  # the first page: a real chain WACZ, a manifest naming its screenshot
+            key, task = conn.execute("SELECT object_key, task_id FROM archives WHERE id = %s", (titled_id,)).fetchone()
+            s3_server.client().put_object(Bucket=s3_server.bucket, Key=key, Body=titled)
+            s3_server.client().put_object(Bucket=s3_server.bucket, Key=f"{task}.png", Body=png)
+            s3_server.client().put_object(Bucket=s3_server.bucket, Key=f"{task}.result.json", Body=json.dumps(
+                {"artifacts": {"png": f"s3://{s3_server.bucket}/{task}.png"}}).encode())
+            conn.execute("INSERT INTO capture_submissions (task_id, org_id, manifest_key) VALUES (%s, 'acme', %s)",
+                         (task, f"{task}.result.json"))
+        before = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
+        pages = (await h.client.get(f"/api/crawls/{crawl_id}/pages", headers=WHO)).json()["pages"]
+        after = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
+        archives = (await h.client.get(f"/api/archives?crawl={crawl_id}", headers=WHO)).json()["archives"]
+    first, second, failed = pages
+    assert (first["title"], first["httpStatus"], first["contentType"], first["bytes"]) == \
+        ("http://facts.test/", 200, "text/html", len(titled))  # page_wacz titles its page with its URL
+    assert httpx.get(first["thumbnailUrl"]).content == png
+    assert second["title"] == "x" and second["bytes"] == len(untitled) and second["thumbnailUrl"] is None
+    assert {k: failed[k] for k in ("title", "httpStatus", "contentType", "bytes", "thumbnailUrl")} == dict.fromkeys(
+        ("title", "httpStatus", "contentType", "bytes", "thumbnailUrl"))
+    assert (before["totalBytes"], before["bytesUnknown"]) == (0, 2)  # not measured yet: said, not guessed
+    assert (after["totalBytes"], after["bytesUnknown"]) == (len(titled) + len(untitled), 0)
+    assert {a["id"]: (a["bytes"], a["title"]) for a in archives} == {
+        titled_id: (len(titled), "http://facts.test/"), untitled_id: (len(untitled), "x")}
