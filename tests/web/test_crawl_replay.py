@@ -133,3 +133,19 @@ def test_replay_from_the_archives_list_opens_the_page_in_its_crawl(local_stack, 
     frame = replayed(local, "Chain A", watch)
     frame.click("#next")  # b.html is another archive of the crawl: it replays inside the collection
     replayed(local, "Chain B", watch)
+
+
+def test_the_pages_list_says_what_is_in_each_page(local_stack, local, chain_crawl) -> None:
+    """Issue 25 item 5 on the page: each captured page's title, HTTP status, content type and
+    size; the crawl's archive bytes."""
+    local.goto(local_stack.api_url + f"/#/crawls/{chain_crawl}")
+    local.wait_for_selector("table#pages tr.page .contents .title")
+    rows = local.locator("table#pages tr.page[data-state='captured']")
+    titles = sorted(rows.locator(".contents .title").all_inner_texts())
+    assert titles == ["“Chain 0”", "“Chain A”", "“Chain B”"], titles
+    assert set(rows.locator(".contents .http").all_inner_texts()) == {"HTTP 200"}
+    assert all(t.startswith("text/html") for t in rows.locator(".contents .type").all_inner_texts())
+    assert all(re.match(r"^\d+(\.\d)? (B|kB|MB)$", b) for b in rows.locator(".contents .bytes").all_inner_texts())
+    local.reload()  # the crawl's facts after the pages list measured its archives
+    local.wait_for_selector("#crawl-facts")
+    assert re.match(r"^\d+(\.\d)? (kB|MB)$", local.inner_text("dd[data-fact='archive bytes']").strip())

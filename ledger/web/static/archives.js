@@ -1,7 +1,7 @@
 // Archives the user may view (the API filters each page with OpenFGA): filter by crawl and URL,
 // download through the 300 s signed URL, replay a page with ReplayWeb.page (/replay.html).
 import { api, ApiError } from "./api.js";
-import { el, table, when } from "./dom.js";
+import { el, size, table, when } from "./dom.js";
 import { replayCrawl } from "./crawls.js";
 
 async function signed(archive) {
@@ -98,7 +98,9 @@ export async function archiveList(view, ctx, query) {
     } }, "Replay");
     return el("tr", { className: "archive", dataset: { id: a.id } },
       el("td", { className: "url" }, a.sourceUrl,
-        a.waczComplete === false ? el("span", { className: "badge", title: incompleteWhy(a) }, "incomplete") : null),
+        a.waczComplete === false ? el("span", { className: "badge", title: incompleteWhy(a) }, "incomplete") : null,
+        "title" in a ? el("div", { className: "contents muted" }, (a.title ? "“" + a.title + "”" : "title unknown")
+          + " · " + size(a.bytes)) : null),
       el("td", {}, when(a.capturedAt)),
       el("td", { className: "buttons" }, download, " ", replay));
   }

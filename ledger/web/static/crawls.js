@@ -1,7 +1,7 @@
 // Crawls: the list (newest first, live while one runs) and one crawl's page (facts, hosts in
 // flight, its pages with state and reason, fail with confirmation).
 import { api, ApiError, isMissingRoute } from "./api.js";
-import { el, elapsed, stateBadge, table, when } from "./dom.js";
+import { el, elapsed, size, stateBadge, table, when } from "./dom.js";
 
 const LIST_POLL_MS = 2000;
 const CRAWL_POLL_MS = 1000;  // the crawl's facts (one GET /api/crawls/{id}: ~5 ms of ledger CPU, docs/internals.md)
@@ -81,6 +81,8 @@ function facts(c) {
     ["Max pages", String(c.maxPages)], ["Scope", c.scope], ["Delay per host", c.perHostDelayMs + " ms"],
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
     ["Started", when(c.startedAt)], ["Elapsed", elapsed(c.startedAt, c.finishedAt)],
+    ["Archive bytes", c.totalBytes === undefined ? "—"
+      : size(c.totalBytes) + (c.bytesUnknown ? " (+ " + c.bytesUnknown + " not measured yet)" : "")],
     ["Organization", c.organization], ["Requested by", c.requestedBy], ["Seeds", (c.seeds || []).join(" ")],
   ];
   if (c.error) pairs.push(["Error", c.error]);
@@ -110,9 +112,22 @@ function waitingList(items) {
       w.crawlId ? [" ", el("a", { href: "#/crawls/" + w.crawlId }, "open crawl " + w.crawlId.slice(0, 8))] : null))));
 }
 
+// What a captured page's archive holds (issue 25 item 5); unknown is said, never left blank.
+function contents(p) {
+  if (!p.archiveId || !("title" in p)) return null;
+  const unknown = (v, what) => (v === null || v === undefined ? what + " unknown" : v);
+  return el("div", { className: "contents muted" },
+    p.thumbnailUrl ? el("img", { className: "thumb", src: p.thumbnailUrl, alt: "screenshot", loading: "lazy" }) : null,
+    el("span", { className: "title" }, p.title ? "“" + p.title + "”" : "title unknown"),
+    " · ", el("span", { className: "http" }, p.httpStatus ? "HTTP " + p.httpStatus : "status unknown"),
+    " · ", el("span", { className: "type" }, unknown(p.contentType, "type")),
+    " · ", el("span", { className: "bytes" }, size(p.bytes)));
+}
+
 function pageRow(p, crawlId) {
   return el("tr", { className: "page", dataset: { state: p.state } },
-    el("td", { className: "url" }, p.url, p.finalUrl && p.finalUrl !== p.url ? el("div", { className: "muted" }, "→ " + p.finalUrl) : null),
+    el("td", { className: "url" }, p.url, p.finalUrl && p.finalUrl !== p.url ? el("div", { className: "muted" }, "→ " + p.finalUrl) : null,
+      contents(p)),
     el("td", { className: "num" }, p.depth),
     el("td", {}, stateBadge(p.state)),
     el("td", { className: "reason" }, [p.failureClass ? "[" + p.failureClass + "] " : "", p.reason || ""].join("")),
