@@ -30,9 +30,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ledger.archive.files import measure_missing
+from ledger.archive.presign_many import presign_many
 from ledger.crawl.pages import incomplete_reason
 
 PROFILE = "multi-wacz-package"
+UUID_TEXT = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 MISSING_LISTED = 1000
 
 _MEMBERS = """
@@ -41,7 +43,9 @@ SELECT p.id AS page_id, p.url, p.final_url, p.depth, p.state, p.failure_class, p
        a.missing_body_count, a.truncated_urls, a.incomplete_reason, a.missing_body_urls,
        f.bytes, f.sha256, f.title, f.http_status, f.content_type, s.manifest_key
 FROM crawl_pages p
-LEFT JOIN LATERAL (SELECT * FROM archives a WHERE a.task_id::text = p.task_id ORDER BY a.created_at LIMIT 1) a ON true
+-- the task id as uuid (an index lookup; a text comparison would read every archive per page)
+LEFT JOIN LATERAL (SELECT * FROM archives a WHERE a.task_id = (CASE WHEN p.task_id ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                   THEN p.task_id::uuid END) ORDER BY a.created_at LIMIT 1) a ON true
 LEFT JOIN archive_files f ON f.archive_id = a.id
 LEFT JOIN capture_submissions s ON s.task_id = a.task_id AND f.archive_id IS NULL
 WHERE p.crawl_id = %s
@@ -97,6 +101,9 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
     running = crawl["state"] == "running"
     now = datetime.now(timezone.utc)
     resources, missing = [], []
+    viewable_rows = [r for r in rows if r["archive_id"] is not None and str(r["archive_id"]) in allowed]
+    paths = dict(zip((str(r["archive_id"]) for r in viewable_rows),
+                     presign_many(services.s3, [(r["bucket"], r["object_key"]) for r in viewable_rows], expiry_s)))
     for r in rows:
         entry = _missing(r, running)
         if entry is None and str(r["archive_id"]) not in allowed:
@@ -110,7 +117,7 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
         size, sha = facts["bytes"], facts["sha256"]
         resources.append({
             "name": f"{aid}.wacz",
-            "path": services.s3.presign_get(r["object_key"], expiry_s, bucket=r["bucket"]),
+            "path": paths[aid],
             "hash": f"sha256:{sha}" if sha else None,
             "bytes": size,
             "crawlId": str(crawl_id),
@@ -146,6 +153,6 @@ async def collection_bytes(pool: Any, crawl_id: uuid.UUID) -> dict:
     async with pool.connection() as conn:
         row = await (await conn.execute(
             "SELECT coalesce(sum(f.bytes), 0)::bigint AS total, count(*) FILTER (WHERE f.archive_id IS NULL) AS unknown"
-            " FROM crawl_pages p JOIN archives a ON a.task_id::text = p.task_id"
-            " LEFT JOIN archive_files f ON f.archive_id = a.id WHERE p.crawl_id = %s", (crawl_id,))).fetchone()
+            " FROM crawl_pages p JOIN archives a ON a.task_id = (CASE WHEN p.task_id ~* %s THEN p.task_id::uuid END)"
+            " LEFT JOIN archive_files f ON f.archive_id = a.id WHERE p.crawl_id = %s", (UUID_TEXT, crawl_id))).fetchone()
     return {"totalBytes": int(row["total"]), "bytesUnknown": int(row["unknown"])}

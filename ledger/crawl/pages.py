@@ -35,7 +35,9 @@ SELECT p.id, p.url, p.final_url, p.depth, p.state, p.failure_class, p.skip_reaso
        f.bytes, f.sha256, f.title, f.http_status, f.content_type, f.screenshot_bucket, f.screenshot_key,
        s.manifest_key
 FROM crawl_pages p
-LEFT JOIN LATERAL (SELECT * FROM archives a WHERE a.task_id::text = p.task_id ORDER BY a.created_at LIMIT 1) a ON true
+-- the task id as uuid (an index lookup; a text comparison would read every archive per page)
+LEFT JOIN LATERAL (SELECT * FROM archives a WHERE a.task_id = (CASE WHEN p.task_id ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                   THEN p.task_id::uuid END) ORDER BY a.created_at LIMIT 1) a ON true
 LEFT JOIN archive_files f ON f.archive_id = a.id
 LEFT JOIN capture_submissions s ON s.task_id = a.task_id AND f.archive_id IS NULL
 WHERE p.crawl_id = %s AND p.id > %s AND (%s::text IS NULL OR p.state = %s::text)
