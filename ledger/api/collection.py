@@ -29,17 +29,18 @@ from ledger.api.identity import Identity
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl import tickets
 from ledger.crawl import download
+from ledger.crawl import replay_pages
 from ledger.crawl.collection import collection
 from ledger.crawl.errors import Refused
 
 router = APIRouter()
 
 
-async def _caller(request: Request, crawl_id: uuid.UUID) -> Identity:
-    """The ticket's holder (``?ticket=``) or the authenticated submitter, who must belong to
-    the crawl's organization; 404 otherwise, as for every crawl route."""
+async def _caller(request: Request, crawl_id: uuid.UUID, token: str | None = None) -> Identity:
+    """The ticket's holder (``token``, else ``?ticket=``) or the authenticated submitter, who
+    must belong to the crawl's organization; 404 otherwise, as for every crawl route."""
     services = request.app.state.services
-    token = request.query_params.get("ticket")
+    token = token if token is not None else request.query_params.get("ticket")
     if token is not None:
         identity = await tickets.holder(services.pool, crawl_id, token)
         if identity is None or not await may_submit(request, identity):
@@ -59,6 +60,12 @@ async def _answer(crawl_id: uuid.UUID, request: Request) -> Any:
     body = await collection(services, identity, crawl_id, expiry_s=services.settings.collection_url_expiry_s)
     if body is None:
         raise Refused(404, "not found")
+    token = request.query_params.get("ticket")
+    if token is not None:  # the player's form: it looks pages up by URL, and re-signs members lazily
+        base = str(request.base_url).rstrip("/")
+        body["pagesQueryUrl"] = f"{base}/api/crawls/{crawl_id}/collection/t/{token}/pages"
+        body["initialPages"] = replay_pages.initial(body)
+        body["totalPages"] = len(body["resources"])
     # signed URLs inside: no cache may keep them past their expiry
     return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
@@ -73,6 +80,26 @@ async def get_collection(crawl_id: uuid.UUID, request: Request) -> Any:
 @router.get("/api/crawls/{crawl_id}/collection.json", include_in_schema=False)
 async def get_collection_json(crawl_id: uuid.UUID, request: Request) -> Any:
     return await _answer(crawl_id, request)
+
+
+@router.get("/api/crawls/{crawl_id}/collection/t/{ticket}/pages", include_in_schema=False)
+async def get_pages_query(crawl_id: uuid.UUID, ticket: str, request: Request) -> Any:
+    """The player's page lookup (wabac.js ``pagesQueryUrl``): ``?url=`` (exact) or ``?search=``
+    (prefix), ``pageSize`` ≤ 100 → ``{"items": [{id, url, ts, title, filename, status, mime,
+    depth, isSeed}], "total"}`` of the viewable members; the ticket is in the path because the
+    player appends its own query."""
+    identity = await _caller(request, crawl_id, ticket)
+    q = request.query_params
+    try:
+        size = max(1, min(100, int(q.get("pageSize") or 25)))
+    except ValueError:
+        raise Refused(400, "pageSize must be a whole number from 1 to 100") from None
+    exact, prefix = q.get("url"), q.get("search")
+    if not exact and not prefix:
+        raise Refused(400, "give url (a page's URL) or search (the start of one)")
+    found = await replay_pages.lookup(request.app.state.services, identity, crawl_id, exact or prefix,
+                                      exact=bool(exact), limit=size)
+    return JSONResponse(found, headers={"Cache-Control": "no-store"})
 
 
 @router.post("/api/crawls/{crawl_id}/collection/ticket", status_code=201)

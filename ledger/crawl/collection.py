@@ -123,6 +123,7 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
             "crawlId": str(crawl_id),
             "archiveId": aid,
             "url": r["url"],
+            "depth": r["depth"],
             "ts": _iso(r["captured_at"]),
             "title": facts["title"],
             "httpStatus": facts["http_status"],

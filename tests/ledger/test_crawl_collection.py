@@ -150,12 +150,26 @@ async def test_a_ticket_opens_one_crawls_collection_only(settings, s3_server, le
         token = path.split("ticket=", 1)[1]
         elsewhere = await h.client.get(f"/api/crawls/{other}/collection.json?ticket={token}")
         forged = await h.client.get(f"/api/crawls/{crawl_id}/collection.json?ticket=x{token}")
+        query = f"/api/crawls/{crawl_id}/collection/t/{token}/pages"
+        exact = (await h.client.get(query, params={"url": "https://d.test/", "pageSize": "25"})).json()
+        prefix = (await h.client.get(query, params={"search": "https://d.te"})).json()
+        none = (await h.client.get(query, params={"url": "https://d.test/other"})).json()
+        forged_query = await h.client.get(f"/api/crawls/{crawl_id}/collection/t/x{token}/pages?url=https://d.test/")
+        bad = await h.client.get(query)
         with psycopg.connect(db) as conn:  # an expired ticket opens nothing
             conn.execute("UPDATE collection_tickets SET expires_at = now() - interval '1 s'")
         expired = await h.client.get(path)
     assert with_ticket.status_code == 200, with_ticket.text
-    assert [m["archiveId"] for m in with_ticket.json()["resources"]] == [archive_id]
+    player = with_ticket.json()
+    assert [m["archiveId"] for m in player["resources"]] == [archive_id]
+    # the player's form: pages looked up by URL (ticket in the path: the player appends its query)
+    assert player["pagesQueryUrl"] == f"http://ledger.test/api/crawls/{crawl_id}/collection/t/{token}/pages"
+    assert [(p["url"], p["filename"], p["isSeed"]) for p in player["initialPages"]] == [
+        ("https://d.test/", f"{archive_id}.wacz", True)] and player["totalPages"] == 1
     assert (elsewhere.status_code, forged.status_code, expired.status_code) == (404, 404, 404)
+    assert [(i["url"], i["filename"]) for i in exact["items"]] == [("https://d.test/", f"{archive_id}.wacz")]
+    assert exact["total"] == 1 and prefix["items"] == exact["items"] and none == {"items": [], "total": 0}
+    assert forged_query.status_code == 404 and bad.status_code == 400 and "url" in bad.json()["error"]
 
 
 async def test_an_expired_member_url_is_replaced_by_asking_again(migrated_db_url, ledger_fga, fake_webhook, s3_server):

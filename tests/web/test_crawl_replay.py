@@ -149,3 +149,83 @@ def test_the_pages_list_says_what_is_in_each_page(local_stack, local, chain_craw
     local.reload()  # the crawl's facts after the pages list measured its archives
     local.wait_for_selector("#crawl-facts")
     assert re.match(r"^\d+(\.\d)? (kB|MB)$", local.inner_text("dd[data-fact='archive bytes']").strip())
+
+
+@pytest.fixture(scope="module")
+def big_chain_crawl(local_stack, tmp_path_factory) -> Iterator[str]:
+    """index → a, each page ~200 kB of incompressible text: its WARC record lies far before the
+    64 KiB the player first reads from the end of each WACZ, so it is fetched only when shown."""
+    import base64
+    import os
+
+    root = tmp_path_factory.mktemp("bigchain")
+    for name, title, link in (("index.html", "Big 0", "a.html"), ("a.html", "Big A", None)):
+        ballast = "<!-- " + base64.b64encode(os.urandom(150_000)).decode() + " -->"
+        (root / name).write_text(chain_html(title, link).replace("</body>", ballast + "</body>"))
+    site = Site(root, "User-agent: *\nAllow: /\n")
+    headers = {"Authorization": "Bearer " + local_stack.token()}
+    try:
+        with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30, verify=client_tls()) as api:
+            r = api.post("/api/crawls", json={"seeds": [site.url + "/index.html"], "maxDepth": 1, "perHostDelayMs": 200})
+            assert r.status_code == 202, r.text
+            crawl_id = r.json()["crawlId"]
+            deadline = time.monotonic() + 240
+            while not (api.get(f"/api/crawls/{crawl_id}").json()["state"] != "running"
+                       and len(api.get(f"/api/crawls/{crawl_id}/collection").json()["resources"]) == 2):
+                assert time.monotonic() < deadline, "the big chain was not crawled in time"
+                time.sleep(1)
+        yield crawl_id
+    finally:
+        site.stop()
+
+
+@pytest.fixture
+def short_lived_ledger(local_stack):
+    """A second ledger on the stack's database, OpenFGA, S3 and issuer whose signed URLs live 4 s
+    (``WAGGLE_COLLECTION_URL_EXPIRY_S``), serving its replay origin on its own localhost twin."""
+    from devstack.layout import StackConfig
+    from devstack.services import ledger_env
+    from ledger.api.app import create_app
+    from ledger.settings import Settings
+    from tests.fixtures.ledger import ServerThread
+
+    info = local_stack.info
+    config = StackConfig(state_dir=local_stack.state_dir, captures=info["captures"], ports=info["ports"])
+    env = ledger_env(config, info["database_url"])
+    values = {k.removeprefix("WAGGLE_").lower(): v for k, v in env.items()
+              if k not in ("WAGGLE_API_PORT", "WAGGLE_PUBLIC_URL")}
+    settings = Settings(_env_file=None, collection_url_expiry_s=4, **values)  # type: ignore[call-arg]
+    app = create_app(settings, periodic=False)
+    server = ServerThread(app)
+    app.state.replay_origin = f"http://localhost:{server.port}"  # its own twin (the app was built before the port)
+    server.start(60)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_replay_session_outlives_its_signed_urls(local_stack, browser, big_chain_crawl, short_lived_ledger) -> None:
+    """The player shows the seed, the members' URLs expire (4 s here, 300 s in use), then a click
+    needs bytes of another member: S3 answers 403, the player asks the collection again (its
+    ticket still valid) and shows the page from the fresh URL."""
+    ledger = short_lived_ledger
+    r = httpx.post(f"{ledger.url}/api/crawls/{big_chain_crawl}/collection/ticket",
+                   headers={"Authorization": "Bearer " + local_stack.token()}, timeout=30)
+    assert r.status_code == 201, r.text
+    seed = httpx.get(f"{ledger.url}{r.json()['path']}", timeout=30).json()["resources"][0]["url"]
+    context, page = new_page(browser)
+    try:
+        watch = Watch(context)
+        from urllib.parse import urlencode
+
+        page.goto(f"http://localhost:{ledger.port}/replay.html?" + urlencode({"collection": r.json()["path"], "url": seed}))
+        frame = replayed(page, "Big 0", watch)
+        asked = sum("/collection.json?ticket=" in u for u in watch.urls)
+        page.wait_for_timeout(6000)  # past the 4 s signatures
+        frame.click("#next")
+        replayed(page, "Big A", watch)
+        assert any(line.startswith("403 GET " + local_stack.info["services"]["s3"]) for line in watch.lines), watch
+        assert sum("/collection.json?ticket=" in u for u in watch.urls) > asked, watch  # asked again
+    finally:
+        context.close()
