@@ -24,6 +24,7 @@ is in ``resources`` with ``complete: false`` and ``reason``.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -34,6 +35,8 @@ from ledger.archive.presign_many import presign_many
 from ledger.crawl.pages import incomplete_reason
 
 PROFILE = "multi-wacz-package"
+MEASURE_INLINE = 200  # members measured within one answer; more go on in the background
+_measuring: dict[str, asyncio.Task] = {}  # crawl id → its background measuring (one at a time)
 UUID_TEXT = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 MISSING_LISTED = 1000
 
@@ -97,7 +100,12 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
         if with_archive else set()
     members = [r for r in with_archive if str(r["archive_id"]) in allowed]
     unmeasured = [{**r, "url": r["final_url"] or r["url"]} for r in members if r["sha256"] is None]
-    measured = await measure_missing(services.pool, services.s3, unmeasured) if unmeasured else {}
+    measured = await measure_missing(services.pool, services.s3, unmeasured[:MEASURE_INLINE]) if unmeasured else {}
+    later = unmeasured[MEASURE_INLINE:]
+    if later and str(crawl_id) not in _measuring:  # a bounded answer; its next ones carry the rest
+        task = asyncio.get_running_loop().create_task(measure_missing(services.pool, services.s3, later))
+        _measuring[str(crawl_id)] = task
+        task.add_done_callback(lambda _t, key=str(crawl_id): _measuring.pop(key, None))
     running = crawl["state"] == "running"
     now = datetime.now(timezone.utc)
     resources, missing = [], []

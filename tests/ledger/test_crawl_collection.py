@@ -12,6 +12,7 @@ import hashlib
 import time
 import uuid
 
+import anyio
 import httpx
 import psycopg
 import pytest
@@ -232,3 +233,27 @@ async def test_what_is_in_each_page_and_the_crawls_total_bytes(settings, s3_serv
     assert (after["totalBytes"], after["bytesUnknown"]) == (len(titled) + len(untitled), 0)
     assert {a["id"]: (a["bytes"], a["title"]) for a in archives} == {
         titled_id: (len(titled), "http://facts.test/"), untitled_id: (len(untitled), "x")}
+
+
+async def test_one_answer_measures_a_bounded_number_and_the_rest_follow(settings, s3_server, ledger_fga, monkeypatch):
+    """A crawl of many unmeasured archives does not hold its first answer: a bounded number is
+    measured within it (here 1), the others in the background, said as unknown until then."""
+    from ledger.crawl import collection as collection_module
+
+    monkeypatch.setattr(collection_module, "MEASURE_INLINE", 1)
+    db = settings.database_url
+    seeds = [f"https://g.test/{i}" for i in range(3)]
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        crawl_id = await start(h, seeds)
+        for url in seeds:
+            capture(db, s3_server, ledger_fga, crawl_id, url)
+        first = (await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)).json()
+        deadline = time.monotonic() + 30
+        while True:
+            later = (await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)).json()
+            if all(m["hash"] for m in later["resources"]) or time.monotonic() > deadline:
+                break
+            await anyio.sleep(0.2)
+    assert [m["hash"] is not None for m in first["resources"]] == [True, False, False]
+    assert [m["bytes"] is None for m in first["resources"]] == [False, True, True]
+    assert all(m["hash"] and m["bytes"] for m in later["resources"])
