@@ -65,8 +65,15 @@ def _build_sync(s3: Any, body: dict, members: list[dict], key: str) -> int:
     locations = {m["archiveId"]: (m["bucket"], m["object_key"]) for m in members}
 
     def fetch(member: dict, path: Path) -> None:
+        # one GET streamed to disk (download_file adds a HEAD and a thread pool per object)
         bucket, obj = locations[member["archiveId"]]
-        s3.client.download_file(bucket, obj, str(path))
+        body = s3.client.get_object(Bucket=bucket, Key=obj)["Body"]
+        try:
+            with path.open("wb") as out:
+                while block := body.read(1024 * 1024):
+                    out.write(block)
+        finally:
+            body.close()
 
     with tempfile.TemporaryDirectory(prefix="waggle-download-") as tmp:
         out = Path(tmp) / "crawl.wacz"
