@@ -112,6 +112,10 @@ class Settings(BaseSettings):
     # robots.txt cache per crawl (docs/internals.md): a host's outcome younger than this is sent to
     # the next level instead of a fetch; 0 = every level fetches; at most 24 h (RFC 9309 §2.4)
     robots_cache_ttl_s: int = Field(3600, ge=0, le=86400)
+    # a crawl's collection (issue 25): how long each member's signed URL lives (the player asks the
+    # collection again when one expires), and how long a replay ticket lets the player ask
+    collection_url_expiry_s: int = Field(300, ge=1, le=604800)
+    collection_ticket_ttl_s: int = Field(8 * 3600, ge=60, le=7 * 86400)
 
     # -- background work -------------------------------------------------------
     drain_interval_s: float = 5.0  # outbox worker period

@@ -6,7 +6,8 @@
   page in SQL, then filtered with one BatchCheck ``can_view`` (so a page may hold fewer than
   50 rows, even none, while older rows exist). ``before`` is a strict cursor (``captured_at <
   before``, millisecond precision). Rows: ``id, taskId, sourceUrl, labels, waczComplete,
-  capturedAt, objectKey`` (bucket is not returned), and why an archive is incomplete, as its
+  capturedAt, objectKey, crawlId`` (bucket is not returned; ``crawlId``: the crawl that captured
+  it, null when none), and why an archive is incomplete, as its
   manifest said (issue 17 item 3; null when it did not say): ``missingBodyUrls`` (≤ 20 URLs the
   page requested that have no response body in the archive), ``missingBodyCount`` (all of
   them), ``truncatedUrls`` (≤ 20 bodies a size cap dropped), ``incompleteReason``
@@ -103,6 +104,11 @@ def row_json(r: dict[str, Any]) -> dict[str, Any]:
         "signed": r.get("signed"),
         "signatureDomain": r.get("signature_domain"),
         "signatureVerified": r.get("signature_verified"),
+        # the crawl that captured it (its correlation id names an existing crawl), else null
+        "crawlId": str(r["crawl_id"]) if r.get("crawl_id") else None,
+        # what is in it (issue 25 item 5): null until a collection or pages list measured it
+        "bytes": r.get("bytes"),
+        "title": r.get("title"),
     }
 
 
@@ -124,8 +130,13 @@ async def list_archives(request: Request) -> Any:
             """
             SELECT id, task_id, source_url, labels, wacz_complete, captured_at, object_key,
                    missing_body_urls, missing_body_count, truncated_urls, incomplete_reason,
-                   signed, signature_domain, signature_verified
+                   signed, signature_domain, signature_verified,
+                   (SELECT c.id FROM crawls c WHERE c.id = CASE WHEN a.correlation_id
+                      ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                      THEN a.correlation_id::uuid END) AS crawl_id,
+                   f.bytes, f.title
             FROM archives a
+            LEFT JOIN archive_files f ON f.archive_id = a.id
             WHERE (%(before)s::timestamptz IS NULL OR captured_at < %(before)s::timestamptz)
               AND (%(url)s::text IS NULL OR source_url ILIKE %(url)s::text)
               AND (%(crawl)s::uuid IS NULL OR a.task_id::text IN (

@@ -25,6 +25,7 @@ from ledger.crawl import hosts as host_politeness
 from ledger.crawl import robots_cache, salvage
 from ledger.crawl import scope as scope_rules
 from ledger.crawl import control
+from ledger.crawl.collection import collection_bytes
 from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
 from ledger.crawl.dispatch import dispatch_level, dispatch_waiting
 from ledger.crawl.errors import Refused
@@ -386,11 +387,14 @@ async def list_crawls(request: Request, limit: int = 20,
 
 @router.get("/api/crawls/{crawl_id}")
 async def get_crawl(crawl_id: uuid.UUID, request: Request) -> dict:
-    """State, stop reason, limits, counters, drops, last job, 5 newest failures, pinned scripts."""
+    """State, stop reason, limits, counters, drops, last job, 5 newest failures, pinned scripts,
+    and the archives' ``totalBytes`` (measured ones; ``bytesUnknown``: how many are not yet)."""
     identity = await _member(request, crawl_id)
-    view = await crawl_store.get_crawl(request.app.state.services.pool, crawl_id, identity.organizations)
+    pool = request.app.state.services.pool
+    view = await crawl_store.get_crawl(pool, crawl_id, identity.organizations)
     if view is None:
         raise Refused(404, "not found")
+    view.update(await collection_bytes(pool, crawl_id))
     return view
 
 
@@ -398,7 +402,8 @@ async def get_crawl(crawl_id: uuid.UUID, request: Request) -> dict:
 async def list_pages(crawl_id: uuid.UUID, request: Request, state: str | None = None,
                      limit: int = pages_store.LIMIT_DEFAULT, cursor: str | None = None) -> dict:
     """Every page of the crawl, oldest first → ``{pages: [{url, finalUrl, depth, state,
-    failureClass, reason, captureMs, archiveId}], nextCursor}``; ``state`` filters
+    failureClass, reason, captureMs, archiveId, archiveComplete, title, httpStatus, contentType,
+    bytes, thumbnailUrl}], nextCursor}`` (null: unknown); ``state`` filters
     (captured|failed|skipped|pending), ``limit`` 1–500 (default 100), ``cursor`` = the previous
     answer's ``nextCursor``. Same authorization as ``GET /api/crawls/{id}`` (404 to outsiders)."""
     if state is not None and state not in pages_store.STATES:
@@ -408,8 +413,9 @@ async def list_pages(crawl_id: uuid.UUID, request: Request, state: str | None = 
     if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 18):
         raise Refused(400, "cursor must be the nextCursor of a previous answer")
     await _member(request, crawl_id)
-    view = await pages_store.list_pages(request.app.state.services.pool, crawl_id, state=state, limit=limit,
-                                        after=int(cursor or 0))
+    services = request.app.state.services
+    view = await pages_store.list_pages(services.pool, crawl_id, state=state, limit=limit,
+                                        after=int(cursor or 0), s3=services.s3)
     if view is None:
         raise Refused(404, "not found")
     return view

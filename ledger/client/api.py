@@ -222,6 +222,27 @@ class LedgerClient:
                   "page": str(page), "size": str(size)}
         return self._call("GET", "/api/search", params={k: v for k, v in params.items() if v}).json()
 
+    def collection(self, crawl_id: str) -> dict:
+        """``GET /api/crawls/{id}/collection`` → the crawl's viewable archives as one multi-WACZ
+        collection (members signed for 300 s, the missing pages with why; ledger.crawl.collection)."""
+        return self._call("GET", f"/api/crawls/{crawl_id}/collection").json()
+
+    def crawl_download(self, crawl_id: str, wait_s: float = 600.0, poll_s: float = 1.0) -> dict:
+        """``POST /api/crawls/{id}/download`` until the combined WACZ is built (202 → ask again)
+        → ``{"url", "expiresIn", "name", "bytes", "members", "missingCount"}``. Raises ApiError
+        (408) when it is not built within ``wait_s``."""
+        import time
+
+        deadline = time.monotonic() + wait_s
+        while True:
+            resp = self._call("POST", f"/api/crawls/{crawl_id}/download")
+            if resp.status_code != 202:
+                return resp.json()
+            if time.monotonic() > deadline:
+                raise ApiError(408, f"the ledger is still building crawl {crawl_id}'s file after {wait_s:.0f} s;"
+                                    " run the command again later (the build goes on)")
+            time.sleep(min(poll_s, float(resp.json().get("retryAfterS") or poll_s)))
+
     def sign_url(self, archive_id: str) -> dict:
         """``POST /api/archives/{id}/url`` → ``{"url", "expiresIn"}`` (seconds)."""
         return self._call("POST", f"/api/archives/{archive_id}/url").json()

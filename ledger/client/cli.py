@@ -275,7 +275,7 @@ def crawls_command(
     pause_it: Annotated[bool, typer.Option("--pause", help="Pause the crawl after its level in flight; its frontier is kept.")] = False,
     resume_it: Annotated[bool, typer.Option("--resume", help="Resume a paused crawl (every host's gap kept).")] = False,
     reason: Annotated[str, typer.Option("--reason", help="Reason recorded with --fail (≤ 2,000 chars).")] = "failed by the operator (`waggle crawls --fail`)",
-    download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save its WACZ files here.", file_okay=False, callback=download_dir)] = None,
+    download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save the crawl here as one WACZ file (<host>-<date>-<short id>.wacz).", file_okay=False, callback=download_dir)] = None,
     show_urls: Annotated[bool, typer.Option("--urls", help="With an id: also print a signed download URL (valid 300 s) for every archive.")] = False,
     archive_wait_s: Annotated[float, typer.Option("--archive-wait", help="Seconds to wait for the archives to be listed.")] = 5.0,
     poll_s: Annotated[float, typer.Option("--poll-interval", hidden=True)] = POLL_INTERVAL_S,
@@ -331,10 +331,32 @@ def crawls_command(
             if follow_it:
                 code = follow_to_end(client, crawl_id, console, download, archive_wait_s, poll_s, show_urls)
             else:
-                code = finish(client, client.get_crawl(crawl_id), console, download, archive_wait_s, poll_s, show_urls)
+                whole = download is not None and save_crawl(client, crawl_id, download, console)
+                code = finish(client, client.get_crawl(crawl_id), console, None if whole else download,
+                              archive_wait_s, poll_s, show_urls)
     except (ApiError, ClientConfigError) as exc:
         raise _fail(console, str(exc)) from None
     raise typer.Exit(code)
+
+
+def save_crawl(client: LedgerClient, crawl_id: str, dest_dir: Path, console: Console) -> bool:
+    """The crawl as one WACZ in ``dest_dir`` (``POST /api/crawls/{id}/download``, built by the
+    ledger, downloaded through its signed URL) → True; False when the ledger does not offer it
+    (an older ledger: the caller saves one file per archive instead)."""
+    from ledger.client.api import download as fetch
+
+    try:
+        got = client.crawl_download(crawl_id)
+    except ApiError as exc:
+        if "does not serve" in str(exc):
+            console.print("this ledger has no one-file download: saving one file per archive")
+            return False
+        raise
+    path = dest_dir / got["name"]
+    size = fetch(got["url"], path)
+    lacks = f"; {got['missingCount']} page(s) not in it (see its datapackage.json)" if got.get("missingCount") else ""
+    console.print(f"saved {path} ({size} bytes, {got['members']} archive(s){lacks})", soft_wrap=True)
+    return True
 
 
 def show_pages(client: LedgerClient, crawl_id: str, state: str | None, as_json: bool, console: Console) -> None:
@@ -422,27 +444,51 @@ def url_command(
 
 
 def replay_command(
-    given_ids: Annotated[list[str], typer.Argument(metavar="ARCHIVE_ID...", help="Archive ids or unique prefixes (as `waggle archives` shows).", show_default=False)],
+    given_ids: Annotated[Optional[list[str]], typer.Argument(metavar="[ARCHIVE_ID...]", help="Archive ids or unique prefixes (as `waggle archives` shows).", show_default=False)] = None,
+    crawl: Annotated[Optional[str], typer.Option("--crawl", help="Replay a whole crawl (an id or a unique prefix): every archive of it you may view, in one collection.")] = None,
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: a free one).")] = 0,
     state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="Where pywb's environment and the downloads live (default: $WAGGLE_STATE_DIR or ./.waggle).", file_okay=False)] = None,
 ) -> None:
-    """Download archives through signed URLs and replay them with pywb on loopback until Ctrl-C."""
+    """Download archives through signed URLs and replay them with pywb on loopback until Ctrl-C:
+    the given archives, or with --crawl a whole crawl as one site (links between its pages work)."""
     from ledger.client import replay
     from ledger.client.api import download as fetch
     from ledger.settings import default_state_dir
 
     console = _console()
+    if bool(given_ids) == bool(crawl):
+        raise _fail(console, "give archive ids, or --crawl ID for a whole crawl (one of the two)", 2)
     home = (state_dir or default_state_dir()).resolve() / "replay"
+    starts: list[tuple[str, str | None]] = []  # (label, source URL) to print
     try:
         with _client() as client:
-            rows = {str(r.get("id")): r for r in client.iter_archives()}
-            wanted = list(dict.fromkeys(ids.resolve(g, rows, "archive", "waggle archives") for g in given_ids))
             waczs = []
-            for archive_id in wanted:
-                path = home / "archives" / f"{archive_id}.wacz"
-                size = fetch(client.sign_url(archive_id)["url"], path)
-                console.print(f"downloaded {render.short_id(archive_id)} ({size} bytes)")
-                waczs.append(path)
+            if crawl:
+                crawl_id = resolve_crawl_id(client, crawl)
+                body = client.collection(crawl_id)
+                for m in body["resources"]:
+                    path = home / "archives" / f"{m['archiveId']}.wacz"
+                    if not replay.have(path, m.get("bytes"), m.get("hash")):  # a crawl replayed again: only new members
+                        fetch(m["path"], path)
+                    waczs.append(path)
+                console.print(f"crawl {render.short_id(crawl_id)}: {len(waczs)} archive(s) in one collection"
+                              + (f", {body['missingCount']} page(s) not in it" if body.get("missingCount") else ""))
+                for miss in body.get("missing", [])[:10]:
+                    console.print(f"  not in it: {miss['url']} ({miss['why']}: {miss['reason']})", soft_wrap=True,
+                                  markup=False)
+                seeds = [m for m in body["resources"] if m.get("url")]
+                starts = [(render.short_id(crawl_id), seeds[0]["url"] if seeds else None)]
+                if not waczs:
+                    raise replay.ReplayError("nothing to replay: this crawl has no archive you may view yet")
+            else:
+                rows = {str(r.get("id")): r for r in client.iter_archives()}
+                wanted = list(dict.fromkeys(ids.resolve(g, rows, "archive", "waggle archives") for g in given_ids or []))
+                for archive_id in wanted:
+                    path = home / "archives" / f"{archive_id}.wacz"
+                    size = fetch(client.sign_url(archive_id)["url"], path)
+                    console.print(f"downloaded {render.short_id(archive_id)} ({size} bytes)")
+                    waczs.append(path)
+                    starts.append((render.short_id(archive_id), (rows.get(archive_id) or {}).get("sourceUrl")))
         bin_dir = replay.ensure_env(replay.venv_dir(home.parent), echo=console.print)
         replay.build_collection(home, waczs, bin_dir)
         port = port or replay.free_port()
@@ -450,10 +496,9 @@ def replay_command(
     except (ApiError, ClientConfigError, replay.ReplayError) as exc:
         raise _fail(console, str(exc)) from None
     console.print("open in a browser (Ctrl-C stops the replay):")
-    for archive_id in wanted:
-        source = (rows.get(archive_id) or {}).get("sourceUrl")
+    for label, source in starts:
         target = replay.page_url(port, source) if source else f"http://{replay.HOST}:{port}/{replay.COLLECTION}/"
-        console.print(f"  {render.short_id(archive_id)}  {target}", soft_wrap=True, markup=False)
+        console.print(f"  {label}  {target}", soft_wrap=True, markup=False)
     # pywb runs in its own session (Ctrl-C must reach waggle first), so a SIGTERM to waggle
     # must stop it too rather than leave it listening.
     signal.signal(signal.SIGTERM, _interrupt)

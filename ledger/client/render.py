@@ -236,6 +236,10 @@ def summary_view(crawl: dict) -> Group:
     if crawl.get("signing") is not None:  # chosen for this crawl (else the deployment's default)
         table.add_row("signing", "signed WACZ" if crawl["signing"] else "unsigned WACZ")
     table.add_row("elapsed", format_duration(elapsed_s(crawl)))
+    if "totalBytes" in crawl:  # the archives' summed size; those not measured yet are said
+        unknown = crawl.get("bytesUnknown") or 0
+        table.add_row("archive bytes", size_text(crawl["totalBytes"])
+                      + (f" (+ {unknown} archive(s) not measured yet)" if unknown else ""))
     waits = waiting(crawl, limit=6)
     if waits:  # `waggle crawls ID` of a running crawl: why its hosts are not being captured now
         table.add_row("waiting", Text(waits, style="yellow"))
@@ -293,6 +297,32 @@ def short_time(value: object) -> str:
 STATE_STYLES = {"captured": "green", "failed": "red", "skipped": "yellow", "pending": "dim"}
 
 
+def size_text(n: int | None) -> str:
+    """``12.3 kB`` style (SI), or ``size unknown``."""
+    if n is None:
+        return "size unknown"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def contents_text(item: dict) -> str | None:
+    """What is in a page or archive (issue 25 item 5): ``"title" · HTTP 200 · text/html · 12.3
+    kB · screenshot``, each part saying ``unknown`` when the ledger does not know it; None for a
+    row from a ledger that does not say (no ``title`` key)."""
+    if "title" not in item:
+        return None
+    parts = [f"“{item['title']}”" if item.get("title") else "title unknown"]
+    if "httpStatus" in item:
+        parts.append(f"HTTP {item['httpStatus']}" if item.get("httpStatus") else "status unknown")
+        parts.append(item.get("contentType") or "type unknown")
+    parts.append(size_text(item.get("bytes")))
+    if item.get("thumbnailUrl"):
+        parts.append("screenshot")
+    return " · ".join(parts)
+
+
 def _page_cell(page: dict) -> Text:
     """URL, then on their own lines: ``→ final URL`` when it differs, the reason, and
     ``archive <id>`` (dim)."""
@@ -303,6 +333,9 @@ def _page_cell(page: dict) -> Text:
     if page.get("reason"):
         text.append(f"\n{page['reason']}", style=STATE_STYLES.get(str(page.get("state")), ""))
     if page.get("archiveId"):
+        what = contents_text(page)
+        if what:
+            text.append(f"\n{what}")
         text.append(f"\narchive {page['archiveId']}", style="dim")
     return text
 
@@ -380,7 +413,7 @@ def archives_table(archives: list[dict], title: str = "archives", wide: bool = F
     for a in archives:
         row = [
             str(a.get("id")) if wide else short_id(a.get("id")),
-            str(a.get("sourceUrl")),
+            str(a.get("sourceUrl")) + (f"\n{contents_text(a)}" if contents_text(a) else ""),
             str(a.get("capturedAt")) if wide else short_time(a.get("capturedAt")),
             complete_cell(a),
         ]

@@ -9,12 +9,20 @@ page of its host (a held capture, issue 24 item 8; None when none was reported);
 (None when there is none); ``reason`` of a captured page says why its archive is incomplete
 (captured at the page-load deadline, a file cut by the size limit, bodies missing, a WACZ check
 problem), else None.
+
+What is in it (issue 25 item 5): ``title``, ``httpStatus``, ``contentType`` of the page as its
+archive recorded them, ``bytes`` (the archive's size) and ``thumbnailUrl`` (a signed 300 s URL of
+the capture's screenshot, when one was written) — each None when unknown (no archive, or the
+archive does not say). Archives of the listed page not measured yet are measured on the way
+(``ledger.archive.files``, once per archive).
 """
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
+
+from ledger.archive.files import measure_missing
 
 STATES = ("captured", "failed", "skipped", "pending")
 LIMIT_DEFAULT = 100
@@ -26,9 +34,15 @@ SELECT p.id, p.url, p.final_url, p.depth, p.state, p.failure_class, p.skip_reaso
             THEN greatest(0, (extract(epoch FROM p.finished_at - p.submitted_at) * 1000)::bigint
                              - coalesce(p.wait_ms, 0)) END AS capture_ms, p.wait_ms,
        a.id AS archive_id, a.wacz_complete, a.wacz_problem, a.missing_body_count, a.truncated_urls,
-       a.incomplete_reason, a.missing_body_urls
+       a.incomplete_reason, a.missing_body_urls, a.bucket, a.object_key,
+       f.bytes, f.sha256, f.title, f.http_status, f.content_type, f.screenshot_bucket, f.screenshot_key,
+       s.manifest_key
 FROM crawl_pages p
-LEFT JOIN LATERAL (SELECT * FROM archives a WHERE a.task_id::text = p.task_id ORDER BY a.created_at LIMIT 1) a ON true
+-- the task id as uuid (an index lookup; a text comparison would read every archive per page)
+LEFT JOIN LATERAL (SELECT * FROM archives a WHERE a.task_id = (CASE WHEN p.task_id ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                   THEN p.task_id::uuid END) ORDER BY a.created_at LIMIT 1) a ON true
+LEFT JOIN archive_files f ON f.archive_id = a.id
+LEFT JOIN capture_submissions s ON s.task_id = a.task_id AND f.archive_id IS NULL
 WHERE p.crawl_id = %s AND p.id > %s AND (%s::text IS NULL OR p.state = %s::text)
 ORDER BY p.id LIMIT %s
 """
@@ -61,27 +75,40 @@ def incomplete_reason(row: dict) -> str | None:
     return "archive incomplete: " + ("; ".join(parts) if parts else "see `waggle archives --missing`")
 
 
-def page_row(row: dict) -> dict:
+THUMBNAIL_EXPIRY_S = 300
+
+
+def page_row(row: dict, s3: Any = None) -> dict:
     """One API row (camelCase) of a ``crawl_pages`` row read by :data:`_PAGES`; a captured
     page whose archive is incomplete says why in ``reason`` (``archiveComplete`` false)."""
     reason = row["skip_reason"] if row["state"] != "captured" else incomplete_reason(row)
+    shot = row.get("screenshot_key")
+    thumbnail = s3.presign_get(shot, THUMBNAIL_EXPIRY_S, bucket=row.get("screenshot_bucket")) \
+        if shot and s3 is not None and row.get("archive_id") else None
     return dict(
         url=row["url"], finalUrl=row["final_url"], depth=row["depth"], state=row["state"],
         failureClass=row["failure_class"], reason=reason, captureMs=row["capture_ms"], waitMs=row["wait_ms"],
         archiveId=str(row["archive_id"]) if row["archive_id"] else None,
         archiveComplete=row["wacz_complete"] if row["archive_id"] else None,
+        title=row.get("title"), httpStatus=row.get("http_status"), contentType=row.get("content_type"),
+        bytes=row.get("bytes"), thumbnailUrl=thumbnail,
     )
 
 
 async def list_pages(pool: Any, crawl_id: uuid.UUID, *, state: str | None, limit: int,
-                     after: int) -> dict | None:
+                     after: int, s3: Any = None) -> dict | None:
     """``{"pages": [...], "nextCursor": str | None}`` for pages with ``id > after``, or None
-    when the crawl does not exist. ``nextCursor`` is set when the page came back full."""
+    when the crawl does not exist. ``nextCursor`` is set when the page came back full. With
+    ``s3``: unmeasured archives of these pages are measured, screenshots signed."""
     async with pool.connection() as conn:
         cur = await conn.execute("SELECT 1 FROM crawls WHERE id = %s", (crawl_id,))
         if await cur.fetchone() is None:
             return None
         cur = await conn.execute(_PAGES, (crawl_id, after, state, state, limit))
         rows = await cur.fetchall()
-    pages = [page_row(r) for r in rows]
+    unmeasured = [{**r, "url": r["final_url"] or r["url"]} for r in rows if r["archive_id"] and r["sha256"] is None]
+    if unmeasured and s3 is not None:
+        measured = await measure_missing(pool, s3, unmeasured)
+        rows = [{**r, **measured.get(str(r["archive_id"]), {})} for r in rows]
+    pages = [page_row(r, s3) for r in rows]
     return {"pages": pages, "nextCursor": str(rows[-1]["id"]) if len(rows) == limit else None}

@@ -34,6 +34,7 @@ BENCHMARKS = {
     "search": "tests.bench.search:search_bench",
     "authz-many": "tests.bench.authz:authz_many",
     "archives-list": "tests.bench.authz:archives_list",
+    "crawl-collection": "tests.bench.collection:crawl_collection",
 }
 
 

@@ -19,6 +19,8 @@ WHO = LedgerHarness.who()
 OUTSIDER = LedgerHarness.who("mallory", "evil")
 NO_SCRIPTS = {"typescript": "6.0.3", "hostTypes": "v0.2.0", "scripts": []}
 T0 = "2026-09-19T14:00:00.000Z"
+# what is in a page (issue 25 item 5): unknown without a measured archive (these tests have no S3)
+UNKNOWN = {"title": None, "httpStatus": None, "contentType": None, "bytes": None, "thumbnailUrl": None}
 
 
 @pytest.fixture
@@ -111,8 +113,7 @@ async def test_skipped_pages_keep_their_class(settings):
         r = await h.client.get(f"/api/crawls/{crawl_id}/pages", headers=WHO)
     [page] = r.json()["pages"]
     assert page == {"url": "https://a.test/", "finalUrl": None, "depth": 0, "state": "skipped", "failureClass": "permanent",
-                    "reason": "robots", "captureMs": None, "archiveId": None, "archiveComplete": None,
-                    "waitMs": None}
+                    "reason": "robots", "captureMs": None, "archiveId": None, "archiveComplete": None, "waitMs": None, **UNKNOWN}
 
 
 # -- GET /api/crawls/{id}/pages ------------------------------------------------------------
@@ -175,11 +176,11 @@ async def test_every_page_listed_with_outcome_time_and_archive(settings):
     assert body["pages"] == [
         {"url": "https://a.test/1", "finalUrl": "https://a.test/one", "depth": 0, "state": "captured", "failureClass": None,
          "reason": "archive incomplete: 1 cut by the size limit (https://a.test/big.pdf); 2 without a body",
-         "captureMs": 2345, "archiveId": str(archive_id), "archiveComplete": False, "waitMs": None},
+         "captureMs": 2345, "archiveId": str(archive_id), "archiveComplete": False, "waitMs": None, **UNKNOWN},
         {"url": "https://a.test/2", "finalUrl": None, "depth": 0, "state": "failed", "failureClass": "permanent",
-         "reason": "http_error: HTTP 404", "captureMs": 250, "archiveId": None, "archiveComplete": None, "waitMs": None},
+         "reason": "http_error: HTTP 404", "captureMs": 250, "archiveId": None, "archiveComplete": None, "waitMs": None, **UNKNOWN},
         {"url": "https://a.test/3", "finalUrl": None, "depth": 0, "state": "pending", "failureClass": None, "reason": None,
-         "captureMs": None, "archiveId": None, "archiveComplete": None, "waitMs": None},
+         "captureMs": None, "archiveId": None, "archiveComplete": None, "waitMs": None, **UNKNOWN},
     ]
     assert body["nextCursor"] is None
     assert [p["url"] for p in failed.json()["pages"]] == ["https://a.test/2"]

@@ -1,7 +1,8 @@
 // Archives the user may view (the API filters each page with OpenFGA): filter by crawl and URL,
 // download through the 300 s signed URL, replay a page with ReplayWeb.page (/replay.html).
-import { api } from "./api.js";
-import { el, table, when } from "./dom.js";
+import { api, ApiError } from "./api.js";
+import { el, size, table, when } from "./dom.js";
+import { replayCrawl } from "./crawls.js";
 
 async function signed(archive) {
   return api("POST", "/api/archives/" + encodeURIComponent(archive.id) + "/url");
@@ -83,6 +84,12 @@ export async function archiveList(view, ctx, query) {
     } }, "Download");
     const replay = !ctx.session.replayUrl ? null : el("button", { type: "button", className: "replay", onclick: async () => {
       try {
+        // inside its crawl's collection (links to the crawl's other pages replay too); a caller
+        // who may not open the crawl (not a submitter of its organization) replays the page alone
+        if (a.crawlId) {
+          try { await replayCrawl(ctx, a.crawlId, a.sourceUrl, a.crawlId.slice(0, 8)); return; }
+          catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+        }
         const s = await signed(a);
         const q = new URLSearchParams({ source: s.url, url: a.sourceUrl, captured: a.capturedAt });
         // on its own origin: archived pages run their scripts there, away from this session
@@ -94,7 +101,9 @@ export async function archiveList(view, ctx, query) {
         a.waczComplete === false ? el("span", { className: "badge", title: incompleteWhy(a) }, "incomplete") : null,
         a.signed ? el("span", { className: "badge signed", title: a.signatureVerified
           ? "signed by " + a.signatureDomain + "; the signature verified when the ledger admitted it"
-          : "signed; not verified by the ledger" }, a.signatureVerified ? "signed · " + a.signatureDomain : "signed?") : null),
+          : "signed; not verified by the ledger" }, a.signatureVerified ? "signed · " + a.signatureDomain : "signed?") : null,
+        "title" in a ? el("div", { className: "contents muted" }, (a.title ? "“" + a.title + "”" : "title unknown")
+          + " · " + size(a.bytes)) : null),
       el("td", {}, when(a.capturedAt)),
       el("td", { className: "buttons" }, download, " ", replay));
   }

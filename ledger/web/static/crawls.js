@@ -1,7 +1,7 @@
 // Crawls: the list (newest first, live while one runs) and one crawl's page (facts, hosts in
 // flight, its pages with state and reason, fail with confirmation).
 import { api, ApiError, isMissingRoute } from "./api.js";
-import { el, elapsed, stateBadge, table, when } from "./dom.js";
+import { el, elapsed, size, stateBadge, table, when } from "./dom.js";
 
 const LIST_POLL_MS = 2000;
 const CRAWL_POLL_MS = 1000;  // the crawl's facts (one GET /api/crawls/{id}: ~5 ms of ledger CPU, docs/internals.md)
@@ -23,6 +23,15 @@ function stopText(c, none) {
 function seedsText(seeds) {
   if (!seeds || !seeds.length) return "—";
   return seeds[0] + (seeds.length > 1 ? " +" + (seeds.length - 1) : "");
+}
+
+// Opens the crawl's collection in the player at ``url`` (on the replay origin, with a ticket:
+// no session is honoured there). Throws the API's error (404 for a non-member).
+export async function replayCrawl(ctx, crawlId, url, title) {
+  const t = await api("POST", "/api/crawls/" + encodeURIComponent(crawlId) + "/collection/ticket");
+  const q = new URLSearchParams({ collection: t.path, url });
+  if (title) q.set("title", title);
+  window.location.assign(ctx.session.replayUrl + "?" + q);
 }
 
 export async function crawlList(view, ctx) {
@@ -86,6 +95,8 @@ function facts(c) {
     ["Limits", [c.timeLimitS ? c.timeLimitS + " s" : null, c.maxBytes ? c.maxBytes + " bytes" : null,
       c.maxPagesPerHost ? c.maxPagesPerHost + " pages per host" : null].filter(Boolean).join(", ") || "—"],
     ["Started", when(c.startedAt)], ["Elapsed", elapsed(c.startedAt, c.finishedAt)],
+    ["Archive bytes", c.totalBytes === undefined ? "—"
+      : size(c.totalBytes) + (c.bytesUnknown ? " (+ " + c.bytesUnknown + " not measured yet)" : "")],
     ["Organization", c.organization], ["Requested by", c.requestedBy], ["Seeds", (c.seeds || []).join(" ")],
   ];
   if (c.error) pairs.push(["Error", c.error]);
@@ -115,9 +126,22 @@ function waitingList(items) {
       w.crawlId ? [" ", el("a", { href: "#/crawls/" + w.crawlId }, "open crawl " + w.crawlId.slice(0, 8))] : null))));
 }
 
+// What a captured page's archive holds (issue 25 item 5); unknown is said, never left blank.
+function contents(p) {
+  if (!p.archiveId || !("title" in p)) return null;
+  const unknown = (v, what) => (v === null || v === undefined ? what + " unknown" : v);
+  return el("div", { className: "contents muted" },
+    p.thumbnailUrl ? el("img", { className: "thumb", src: p.thumbnailUrl, alt: "screenshot", loading: "lazy" }) : null,
+    el("span", { className: "title" }, p.title ? "“" + p.title + "”" : "title unknown"),
+    " · ", el("span", { className: "http" }, p.httpStatus ? "HTTP " + p.httpStatus : "status unknown"),
+    " · ", el("span", { className: "type" }, unknown(p.contentType, "type")),
+    " · ", el("span", { className: "bytes" }, size(p.bytes)));
+}
+
 function pageRow(p, crawlId) {
   return el("tr", { className: "page", dataset: { state: p.state } },
-    el("td", { className: "url" }, p.url, p.finalUrl && p.finalUrl !== p.url ? el("div", { className: "muted" }, "→ " + p.finalUrl) : null),
+    el("td", { className: "url" }, p.url, p.finalUrl && p.finalUrl !== p.url ? el("div", { className: "muted" }, "→ " + p.finalUrl) : null,
+      contents(p)),
     el("td", { className: "num" }, p.depth),
     el("td", {}, stateBadge(p.state)),
     el("td", { className: "reason" }, [p.failureClass ? "[" + p.failureClass + "] " : "", p.reason || ""].join("")),
@@ -194,11 +218,19 @@ export async function crawlPage(view, ctx, crawlId) {
         ? control("pause-crawl", "Pause", "pause", null) : null;
       const resume = ctx.session.canSubmit && (crawl.state === "paused" || crawl.pauseRequested)
         ? control("resume-crawl", crawl.state === "paused" ? "Resume" : "Keep running", "resume", null) : null;
+      const replay = ctx.session.replayUrl && crawl.pagesCaptured > 0
+        ? el("button", { type: "button", id: "replay-crawl", onclick: async (ev) => {
+            ev.target.disabled = true;
+            try {
+              await replayCrawl(ctx, crawl.crawlId, crawl.seeds[0], crawl.crawlId.slice(0, 8));
+            } catch (e) { ev.target.disabled = false; window.alert(e.message); }
+          } }, "Replay this crawl")
+        : null;
       view.replaceChildren(...[
         el("h1", {}, "Crawl ", el("code", {}, crawl.crawlId.slice(0, 8))),
         el("div", { className: "actions" },
           el("a", { className: "button", href: "#/archives?crawl=" + crawl.crawlId, id: "crawl-archives" }, "Archives of this crawl"),
-          pause, resume, stop, fail),
+          replay, pause, resume, stop, fail),
         crawl.pauseRequested ? el("p", { className: "muted", id: "pausing" }, "Pausing: the crawl pauses when its level in flight has reported.") : null,
         facts(crawl),
         crawl.state === "running"

@@ -39,3 +39,12 @@ export function table(headers, rows, attrs) {
     el("thead", {}, el("tr", {}, headers.map((h) => el("th", { className: h.num ? "num" : "" }, h.label || h)))),
     el("tbody", {}, rows));
 }
+
+// A size in SI units ("12.3 kB"), or "unknown" when the ledger does not know it.
+export function size(bytes) {
+  if (bytes === null || bytes === undefined) return "unknown";
+  for (const [unit, scale] of [["GB", 1e9], ["MB", 1e6], ["kB", 1e3]]) {
+    if (bytes >= scale) return (bytes / scale).toFixed(1) + " " + unit;
+  }
+  return bytes + " B";
+}

@@ -1,7 +1,13 @@
-// Replays one archived page with ReplayWeb.page (its service worker under /replay/, served by
-// the ledger from the pinned npm package): the WACZ is read through its signed S3 URL.
+// Replays with ReplayWeb.page (its service worker under /replay/, served by the ledger from the
+// pinned npm package) either one archived page (?source=<signed S3 URL of its WACZ>) or a whole
+// crawl (?collection=<the collection's path with its ticket>, docs/decisions/151): the player
+// loads the crawl's multi-WACZ JSON from this origin and asks it again whenever a member's
+// signed URL has expired, so a session outlives the URLs' 300 s.
 const params = new URLSearchParams(location.search);
-const source = params.get("source");
+const collection = params.get("collection");
+// only a path of this ledger's collection route: the page never loads an address it was handed
+const COLLECTION = /^\/api\/crawls\/[0-9a-f-]{36}\/collection\.json\?ticket=[\w-]+$/;
+const source = collection && COLLECTION.test(collection) ? location.origin + collection : params.get("source");
 const url = params.get("url");
 const what = document.getElementById("what");
 // The worker ReplayWeb.page registers itself (same script URL and scope: registering it first
@@ -25,7 +31,8 @@ async function workerActive() {
 }
 
 async function start() {
-  what.textContent = url + (params.get("captured") ? " — captured " + params.get("captured") : "");
+  what.textContent = (collection ? "crawl " + (params.get("title") || "") + " — " : "") + url
+    + (params.get("captured") ? " — captured " + params.get("captured") : "");
   if (!("serviceWorker" in navigator)) {
     what.textContent = "This browser cannot replay here: it offers no service workers (a private window?).";
     return;
@@ -40,12 +47,15 @@ async function start() {
   player.setAttribute("source", source);
   player.setAttribute("url", url);
   player.setAttribute("replayBase", SCOPE);
-  player.setAttribute("embed", "replayonly");
+  // a crawl: the player's bar with its page list; one page: the page alone
+  player.setAttribute("embed", collection ? "default" : "replayonly");
   document.body.append(player);
 }
 
 if (!source || !url) {
-  what.textContent = "Nothing to replay: open a page from the archives list.";
+  what.textContent = collection && !COLLECTION.test(collection)
+    ? "This replay link is not a waggle crawl's collection: open the crawl and choose Replay this crawl."
+    : "Nothing to replay: open a page from the archives list.";
 } else {
   start();
 }

@@ -1,0 +1,59 @@
+"""Pages of a crawl's collection as the player looks them up (wabac.js ``MultiWACZ`` with a
+``pagesQueryUrl``; decision 152).
+
+With a pages query the player opens a member only when a page of it is shown (the page → member
+map comes from here), and when a member's signed URL has expired it re-reads the collection and
+re-opens the member at its new URL (``WACZFile.init(path)``); without one it would keep reading
+through the expired URL. Items are ``{id, url, ts, title, filename, status, mime, depth,
+isSeed}``: ``filename`` is the member's ``name`` in the collection (``<archive id>.wacz``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+INITIAL_PAGES = 1000  # page list entries sent with the collection itself
+
+_LOOKUP = """
+SELECT a.id AS archive_id, coalesce(p.final_url, p.url) AS url, p.depth, a.captured_at,
+       f.title, f.http_status, f.content_type
+FROM crawl_pages p
+JOIN archives a ON a.task_id = (CASE WHEN p.task_id ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                                 THEN p.task_id::uuid END)
+LEFT JOIN archive_files f ON f.archive_id = a.id
+WHERE p.crawl_id = %(crawl)s
+  AND (CASE WHEN %(exact)s THEN (p.url = %(url)s OR p.final_url = %(url)s)
+            ELSE (starts_with(coalesce(p.final_url, p.url), %(url)s)) END)
+ORDER BY coalesce(p.final_url, p.url), a.captured_at
+LIMIT 500
+"""
+
+
+def _iso(value: Any) -> str:
+    from datetime import timezone
+
+    return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _item(archive_id: str, url: str, ts: str, title: Any, status: Any, mime: Any, depth: int) -> dict:
+    return {"id": archive_id, "url": url, "ts": ts, "title": title or url, "filename": f"{archive_id}.wacz",
+            "status": status, "mime": mime, "depth": depth, "isSeed": depth == 0}
+
+
+def initial(body: dict) -> list[dict]:
+    """The collection's first :data:`INITIAL_PAGES` members as page-list entries."""
+    return [_item(m["archiveId"], m["url"], m["ts"], m.get("title"), m.get("httpStatus"), m.get("contentType"),
+                  m["depth"]) for m in body["resources"][:INITIAL_PAGES]]
+
+
+async def lookup(services: Any, identity: Any, crawl_id: uuid.UUID, url: str, *, exact: bool,
+                 limit: int) -> dict:
+    """``{"items": [...], "total"}``: the viewable members whose page URL is ``url`` (``exact``)
+    or starts with it, sorted by URL then capture time."""
+    async with services.pool.connection() as conn:
+        rows = await (await conn.execute(_LOOKUP, {"crawl": crawl_id, "url": url, "exact": exact})).fetchall()
+    allowed = await services.authz.viewable(identity, [str(r["archive_id"]) for r in rows]) if rows else set()
+    items = [_item(str(r["archive_id"]), r["url"], _iso(r["captured_at"]), r["title"], r["http_status"],
+                   r["content_type"], r["depth"]) for r in rows if str(r["archive_id"]) in allowed]
+    return {"items": items[:limit], "total": len(items)}

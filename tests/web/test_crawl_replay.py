@@ -1,0 +1,231 @@
+"""A crawl replayed as one site in real Chromium with ReplayWeb.page (issue 25 item 2).
+
+A chain index → a → b → c is crawled to depth 2 (c is not captured). "Replay this crawl" on the
+crawl view opens the player at the seed; clicking the archived links walks index → a → b, each
+page from its own WACZ in the one collection; the link to c shows the player's "not archived"
+page. Replay from the archives list opens a page inside its crawl's collection, where the links
+to the crawl's other pages replay too.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.e2e.site import Site
+from tests.fixtures.tls import client_tls
+from tests.web.test_browser import Watch, new_page, sign_in, wait_final
+
+pytestmark = pytest.mark.e2e
+NOT_ARCHIVED = "Archived Page Not Found"
+
+
+def chain_html(title: str, link: str | None) -> str:
+    anchor = f'<a id="next" href="{link}">next: {link}</a>' if link else ""
+    return (f"<!doctype html><html><head><meta charset=utf-8><title>{title}</title></head>"
+            f"<body><h1>{title}</h1><p>A page of the chain.</p>{anchor}</body></html>")
+
+
+@pytest.fixture(scope="module")
+def chain_site(tmp_path_factory) -> Iterator[Site]:
+    root = tmp_path_factory.mktemp("chain")
+    for name, title, link in (("index.html", "Chain 0", "a.html"), ("a.html", "Chain A", "b.html"),
+                              ("b.html", "Chain B", "c.html"), ("c.html", "Chain C", None)):
+        (root / name).write_text(chain_html(title, link))
+    s = Site(root, "User-agent: *\nAllow: /\n")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def chain_crawl(local_stack, chain_site) -> str:
+    """The chain crawled to depth 2 (index, a, b captured; c beyond the depth), every archive
+    admitted and visible: the collection lists 3 members."""
+    headers = {"Authorization": "Bearer " + local_stack.token()}
+    with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30, verify=client_tls()) as api:
+        r = api.post("/api/crawls", json={"seeds": [chain_site.url + "/index.html"], "maxDepth": 2,
+                                          "perHostDelayMs": 200})
+        assert r.status_code == 202, r.text
+        crawl_id = r.json()["crawlId"]
+        deadline = time.monotonic() + 240
+        while True:
+            assert time.monotonic() < deadline, api.get(f"/api/crawls/{crawl_id}").text
+            state = api.get(f"/api/crawls/{crawl_id}").json()["state"]
+            body = api.get(f"/api/crawls/{crawl_id}/collection").json()
+            if state != "running" and len(body["resources"]) == 3:
+                break
+            time.sleep(1)
+    assert state == "succeeded"
+    assert sorted(m["url"].rsplit("/", 1)[1] for m in body["resources"]) == ["a.html", "b.html", "index.html"]
+    return crawl_id
+
+
+def replayed(page, title: str, watch: Watch, timeout_s: float = 120):
+    """The player's innermost frame under /replay/w/ once its h1 is ``title``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for frame in page.frames:
+            if "/replay/w/" in frame.url:
+                try:
+                    if frame.inner_text("h1", timeout=1000) == title:
+                        return frame
+                except Exception:  # the frame navigates while loading
+                    continue
+        page.wait_for_timeout(300)
+    raise AssertionError(f"{title!r} was not replayed: frames " + ", ".join(f.url for f in page.frames)
+                         + f"\nconsole and network:\n{watch}")
+
+
+def not_archived(page, url_part: str, watch: Watch, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for frame in page.frames:
+            try:
+                text = frame.inner_text("body", timeout=1000)
+            except Exception:
+                continue
+            if NOT_ARCHIVED in text and url_part in text:
+                return
+        page.wait_for_timeout(300)
+    raise AssertionError(f"no 'not archived' page for {url_part}\n{watch}")
+
+
+@pytest.fixture(scope="module")
+def local(local_stack, browser):
+    context, page = new_page(browser)
+    try:
+        sign_in(local_stack, page)
+        yield page
+    finally:
+        context.close()
+
+
+def test_replay_this_crawl_walks_three_pages_and_says_not_archived(local_stack, local, chain_crawl, chain_site) -> None:
+    local.goto(local_stack.api_url + f"/#/crawls/{chain_crawl}")
+    assert wait_final(local) == "succeeded"
+    watch = Watch(local.context)
+    local.click("#replay-crawl")
+    local.wait_for_url(re.compile(r"^http://localhost:\d+/replay\.html\?collection=.*"))
+    frame = replayed(local, "Chain 0", watch)
+    frame.click("#next")
+    frame = replayed(local, "Chain A", watch)  # another WACZ of the same collection
+    frame.click("#next")
+    frame = replayed(local, "Chain B", watch)
+    frame.click("#next")  # c.html: beyond the crawl's depth, never captured
+    not_archived(local, "c.html", watch)
+    # the collection came from the ledger with the ticket; the members from S3, nothing else
+    assert any("/collection.json?ticket=" in u for u in watch.urls), watch
+    assert local.evaluate("document.cookie") == ""
+
+
+def test_replay_from_the_archives_list_opens_the_page_in_its_crawl(local_stack, local, chain_crawl) -> None:
+    local.goto(local_stack.api_url + f"/#/archives?crawl={chain_crawl}&url=a.html")
+    local.wait_for_function("document.querySelectorAll('tr.archive').length === 1")
+    watch = Watch(local.context)
+    local.locator("tr.archive button.replay").click()
+    local.wait_for_url(re.compile(r"^http://localhost:\d+/replay\.html\?collection=.*"))
+    frame = replayed(local, "Chain A", watch)
+    frame.click("#next")  # b.html is another archive of the crawl: it replays inside the collection
+    replayed(local, "Chain B", watch)
+
+
+def test_the_pages_list_says_what_is_in_each_page(local_stack, local, chain_crawl) -> None:
+    """Issue 25 item 5 on the page: each captured page's title, HTTP status, content type and
+    size; the crawl's archive bytes."""
+    local.goto(local_stack.api_url + f"/#/crawls/{chain_crawl}")
+    local.wait_for_selector("table#pages tr.page .contents .title")
+    rows = local.locator("table#pages tr.page[data-state='captured']")
+    titles = sorted(rows.locator(".contents .title").all_inner_texts())
+    assert titles == ["“Chain 0”", "“Chain A”", "“Chain B”"], titles
+    assert set(rows.locator(".contents .http").all_inner_texts()) == {"HTTP 200"}
+    assert all(t.startswith("text/html") for t in rows.locator(".contents .type").all_inner_texts())
+    assert all(re.match(r"^\d+(\.\d)? (B|kB|MB)$", b) for b in rows.locator(".contents .bytes").all_inner_texts())
+    local.reload()  # the crawl's facts after the pages list measured its archives
+    local.wait_for_selector("#crawl-facts")
+    assert re.match(r"^\d+(\.\d)? (kB|MB)$", local.inner_text("dd[data-fact='archive bytes']").strip())
+
+
+@pytest.fixture(scope="module")
+def big_chain_crawl(local_stack, tmp_path_factory) -> Iterator[str]:
+    """index → a, each page ~200 kB of incompressible text: its WARC record lies far before the
+    64 KiB the player first reads from the end of each WACZ, so it is fetched only when shown."""
+    import base64
+    import os
+
+    root = tmp_path_factory.mktemp("bigchain")
+    for name, title, link in (("index.html", "Big 0", "a.html"), ("a.html", "Big A", None)):
+        ballast = "<!-- " + base64.b64encode(os.urandom(150_000)).decode() + " -->"
+        (root / name).write_text(chain_html(title, link).replace("</body>", ballast + "</body>"))
+    site = Site(root, "User-agent: *\nAllow: /\n")
+    headers = {"Authorization": "Bearer " + local_stack.token()}
+    try:
+        with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30, verify=client_tls()) as api:
+            r = api.post("/api/crawls", json={"seeds": [site.url + "/index.html"], "maxDepth": 1, "perHostDelayMs": 200})
+            assert r.status_code == 202, r.text
+            crawl_id = r.json()["crawlId"]
+            deadline = time.monotonic() + 240
+            while not (api.get(f"/api/crawls/{crawl_id}").json()["state"] != "running"
+                       and len(api.get(f"/api/crawls/{crawl_id}/collection").json()["resources"]) == 2):
+                assert time.monotonic() < deadline, "the big chain was not crawled in time"
+                time.sleep(1)
+        yield crawl_id
+    finally:
+        site.stop()
+
+
+@pytest.fixture
+def short_lived_ledger(local_stack):
+    """A second ledger on the stack's database, OpenFGA, S3 and issuer whose signed URLs live 4 s
+    (``WAGGLE_COLLECTION_URL_EXPIRY_S``), serving its replay origin on its own localhost twin."""
+    from devstack.layout import StackConfig
+    from devstack.services import ledger_env
+    from ledger.api.app import create_app
+    from ledger.settings import Settings
+    from tests.fixtures.ledger import ServerThread
+
+    info = local_stack.info
+    config = StackConfig(state_dir=local_stack.state_dir, captures=info["captures"], ports=info["ports"])
+    env = ledger_env(config, info["database_url"])
+    values = {k.removeprefix("WAGGLE_").lower(): v for k, v in env.items()
+              if k not in ("WAGGLE_API_PORT", "WAGGLE_PUBLIC_URL")}
+    settings = Settings(_env_file=None, collection_url_expiry_s=4, **values)  # type: ignore[call-arg]
+    app = create_app(settings, periodic=False)
+    server = ServerThread(app)
+    app.state.replay_origin = f"http://localhost:{server.port}"  # its own twin (the app was built before the port)
+    server.start(60)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_replay_session_outlives_its_signed_urls(local_stack, browser, big_chain_crawl, short_lived_ledger) -> None:
+    """The player shows the seed, the members' URLs expire (4 s here, 300 s in use), then a click
+    needs bytes of another member: S3 answers 403, the player asks the collection again (its
+    ticket still valid) and shows the page from the fresh URL."""
+    ledger = short_lived_ledger
+    r = httpx.post(f"{ledger.url}/api/crawls/{big_chain_crawl}/collection/ticket",
+                   headers={"Authorization": "Bearer " + local_stack.token()}, timeout=30)
+    assert r.status_code == 201, r.text
+    seed = httpx.get(f"{ledger.url}{r.json()['path']}", timeout=30).json()["resources"][0]["url"]
+    context, page = new_page(browser)
+    try:
+        watch = Watch(context)
+        from urllib.parse import urlencode
+
+        page.goto(f"http://localhost:{ledger.port}/replay.html?" + urlencode({"collection": r.json()["path"], "url": seed}))
+        frame = replayed(page, "Big 0", watch)
+        asked = sum("/collection.json?ticket=" in u for u in watch.urls)
+        page.wait_for_timeout(6000)  # past the 4 s signatures
+        frame.click("#next")
+        replayed(page, "Big A", watch)
+        assert any(line.startswith("403 GET " + local_stack.info["services"]["s3"]) for line in watch.lines), watch
+        assert sum("/collection.json?ticket=" in u for u in watch.urls) > asked, watch  # asked again
+    finally:
+        context.close()
