@@ -21,7 +21,8 @@ from typing import Any, Literal
 from psycopg.types.json import Jsonb
 
 from ledger.archive.manifest import CaptureReport, ManifestInvalid, manifest_key, read_manifest
-from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT, check_many
+from ledger.archive.digests import record_digests
+from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT, WaczCheck, check_many
 from ledger.s3 import ObjectTooLarge, parse_location
 
 log = logging.getLogger("waggle.archive")
@@ -139,8 +140,9 @@ def _complete(report: CaptureReport, problem: str | None) -> bool | None:
     return report.completeness_row()["wacz_complete"]
 
 
-async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
-                     submitted_by: str | None, problems: list[str | None] | None = None) -> list[Admitted | Exception]:
+async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str, submitted_by: str | None,
+                     problems: list[str | None] | None = None,
+                     indexed: dict[str, WaczCheck] | None = None) -> list[Admitted | Exception]:
     """:func:`admit_archive` for many reports at once, on ``conn``'s transaction: one INSERT
     into ``archives`` and one into ``fga_outbox`` for the lot, in a savepoint. Returns one
     outcome per report, in order: an :class:`Admitted`, or the exception that kept that report
@@ -149,6 +151,8 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
     ``registered``, the second ``already-known``). When the batch statement fails, every report
     is retried alone in its own savepoint, so one bad row never keeps the others out.
     ``problems`` (aligned with ``reports``): the WACZ check's finding per report, if any.
+    ``indexed`` (WACZ location → check, :func:`check_archives`): the payload digests of each
+    registered archive go into the organization's digest index in the same savepoint.
     """
     out: list[Admitted | Exception | None] = [None] * len(reports)
     problems = problems or [None] * len(reports)
@@ -187,6 +191,8 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
                     continue
                 claimed.add((bucket, key))
                 out[i] = Admitted("registered", archive_id)
+                if indexed and (check := indexed.get(report.artifacts.wacz or "")) is not None:
+                    await record_digests(conn, org_id, archive_id, check.digests, check.bytes_saved)
                 payloads.append(Jsonb({"writes": archive_tuples(archive_id, report.task_id, org_id, submitted_by)}))
             if payloads:
                 await conn.execute(
@@ -199,6 +205,10 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
                 async with conn.transaction():
                     out[i] = await admit_archive(conn, report, org_id=org_id, submitted_by=submitted_by,
                                                  problem=problems[i])
+                    check = (indexed or {}).get(report.artifacts.wacz or "")
+                    if check is not None and out[i].archive_id:  # type: ignore[union-attr]
+                        await record_digests(conn, org_id, out[i].archive_id, check.digests,  # type: ignore[union-attr]
+                                             check.bytes_saved)
             except Exception as one:  # noqa: BLE001
                 out[i] = one
         return out  # type: ignore[return-value]
@@ -242,14 +252,19 @@ async def fetch_manifests(s3: Any, keys: list[str]) -> list[CaptureReport | None
 
 
 async def check_archives(s3: Any, manifests: list[CaptureReport],
-                         hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT) -> list[str | None | Exception]:
+                         hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT,
+                         indexed: dict[str, WaczCheck] | None = None) -> list[str | None | Exception]:
     """The WACZ check (``ledger.archive.wacz_check``) of each manifest's archive, aligned with
     ``manifests``: None (nothing wrong, or no archive to check), the problem line, or the
-    exception that kept the check from deciding (S3 down: the capture is left for the reconciler)."""
+    exception that kept the check from deciding (S3 down: the capture is left for the reconciler).
+    ``indexed`` (optional, filled): WACZ location → its check, whose payload digests
+    :func:`admit_many` records (``ledger.archive.digests``, decision 181)."""
     checks = await check_many(s3, [m.artifacts.wacz if m.has_archive else None for m in manifests],
                               hash_max_bytes=hash_max_bytes)
     out: list[str | None | Exception] = []
     for manifest, check in zip(manifests, checks):
+        if indexed is not None and isinstance(check, WaczCheck):
+            indexed[manifest.artifacts.wacz or ""] = check
         if isinstance(check, Exception):
             out.append(check)
         elif check is not None and check.problem is not None:
@@ -301,7 +316,8 @@ async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted
             out.errors += 1
             continue
         ready.append((index, result, key, manifest))
-    checks = await check_archives(s3, [m for _, _, _, m in ready], wacz_hash_max_bytes)
+    indexed: dict[str, WaczCheck] = {}
+    checks = await check_archives(s3, [m for _, _, _, m in ready], wacz_hash_max_bytes, indexed)
     checked = [(r, c) for r, c in zip(ready, checks) if not isinstance(c, Exception)]
     for (_, _, key, _), check in zip(ready, checks):
         if isinstance(check, Exception):
@@ -310,7 +326,7 @@ async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted
             out.errors += 1
     ready = [r for r, _ in checked]  # a capture whose WACZ could not be checked waits for the reconciler
     outcomes = await admit_many(conn, [m for _, _, _, m in ready], org_id=org_id, submitted_by=submitted_by,
-                                problems=[c for _, c in checked])  # type: ignore[misc]
+                                problems=[c for _, c in checked], indexed=indexed)  # type: ignore[misc]
     for ((index, result, key, manifest), problem), admitted in zip(checked, outcomes):
         if isinstance(admitted, Exception):
             log.warning("could not register this page; reconcile will retry",

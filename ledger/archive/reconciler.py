@@ -90,8 +90,9 @@ async def reconcile(pool: Any, s3: Any, *, since_days: int | None = None,
                 out.skipped += 1
             else:
                 found.append((row, manifest))
-        found = await _checked(s3, found, out, wacz_hash_max_bytes)
-        await _admit_found(pool, found, out)
+        indexed: dict = {}  # WACZ location → check: the digests admission records (decision 181)
+        found = await _checked(s3, found, out, wacz_hash_max_bytes, indexed)
+        await _admit_found(pool, found, out, indexed)
     log.info("Reconcile complete", extra=out.as_dict())
     return out
 
@@ -103,10 +104,10 @@ async def _record(pool: Any, task_id: Any, reason: str) -> None:
 
 
 async def _checked(s3: Any, found: list[tuple[dict, CaptureReport]], out: ReconcileResult,
-                   hash_max_bytes: int) -> list[tuple[dict, CaptureReport, str | None]]:
+                   hash_max_bytes: int, indexed: dict | None = None) -> list[tuple[dict, CaptureReport, str | None]]:
     """``found`` with each archive's WACZ check (``admission.check_archives``); a capture whose
     check could not decide (S3 down) is counted in ``errors`` and left for the next pass."""
-    checks = await check_archives(s3, [m for _, m in found], hash_max_bytes)
+    checks = await check_archives(s3, [m for _, m in found], hash_max_bytes, indexed)
     kept: list[tuple[dict, CaptureReport, str | None]] = []
     for (row, manifest), check in zip(found, checks):
         if isinstance(check, Exception):
@@ -117,7 +118,8 @@ async def _checked(s3: Any, found: list[tuple[dict, CaptureReport]], out: Reconc
     return kept
 
 
-async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport, str | None]], out: ReconcileResult) -> None:
+async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport, str | None]], out: ReconcileResult,
+                       indexed: dict | None = None) -> None:
     """Admit one chunk's manifests (each with its submission's organization and submitter) in
     one transaction; counts into ``out``."""
     if not found:
@@ -132,7 +134,7 @@ async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport, str | N
             outcomes = [None] * len(found)
             for (org_id, submitted_by), idx in groups.items():
                 got = await admit_many(conn, [found[i][1] for i in idx], org_id=org_id, submitted_by=submitted_by,
-                                       problems=[found[i][2] for i in idx])
+                                       problems=[found[i][2] for i in idx], indexed=indexed)
                 for i, outcome in zip(idx, got):
                     outcomes[i] = outcome
     except Exception as exc:  # noqa: BLE001 - the chunk's transaction did not commit

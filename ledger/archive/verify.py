@@ -122,8 +122,9 @@ async def _verify(services: Any, crawl_id: Any, depth: int, failed_tasks: set[st
         else:
             ready.append((row, manifest))
     # the WACZ check (issue 13) reads S3 too: done before the transaction opens
+    indexed: dict = {}
     checks = await check_archives(services.s3, [m for _, m in ready],
-                                  getattr(services.settings, "wacz_hash_max_bytes", HASH_MAX_BYTES_DEFAULT))
+                                  getattr(services.settings, "wacz_hash_max_bytes", HASH_MAX_BYTES_DEFAULT), indexed)
     checked: list[tuple[dict, CaptureReport, str | None]] = []
     for (row, manifest), check in zip(ready, checks):
         if isinstance(check, Exception):  # the check could not decide: the reconciler retries
@@ -136,7 +137,7 @@ async def _verify(services: Any, crawl_id: Any, depth: int, failed_tasks: set[st
         for task_id, reason in refused:
             await record_disagreement(conn, task_id, reason)
         recover: list[str] = []
-        for (row, manifest, problem), admitted in zip(checked, await _admit(conn, checked)):
+        for (row, manifest, problem), admitted in zip(checked, await _admit(conn, checked, indexed)):
             if isinstance(admitted, Exception):
                 log.warning("could not register this page; reconcile will retry",
                             extra={"key": row["manifest_key"], "error": f"{type(admitted).__name__}: {admitted}"})
@@ -151,7 +152,8 @@ async def _verify(services: Any, crawl_id: Any, depth: int, failed_tasks: set[st
         out.recovered = await _recover(conn, crawl_id, depth, recover)
 
 
-async def _admit(conn: Any, ready: list[tuple[dict, CaptureReport, str | None]]) -> list[Admitted | Exception]:
+async def _admit(conn: Any, ready: list[tuple[dict, CaptureReport, str | None]],
+                 indexed: dict | None = None) -> list[Admitted | Exception]:
     """``admit_many`` (with each WACZ check's problem) per (organization, submitter) of the
     submissions; outcomes in order."""
     outcomes: list[Any] = [None] * len(ready)
@@ -160,7 +162,7 @@ async def _admit(conn: Any, ready: list[tuple[dict, CaptureReport, str | None]])
         groups.setdefault((row["org_id"], row["submitted_by"]), []).append(i)
     for (org_id, submitted_by), idx in groups.items():
         got = await admit_many(conn, [ready[i][1] for i in idx], org_id=org_id, submitted_by=submitted_by,
-                               problems=[ready[i][2] for i in idx])
+                               problems=[ready[i][2] for i in idx], indexed=indexed)
         for i, outcome in zip(idx, got):
             outcomes[i] = outcome
     return outcomes

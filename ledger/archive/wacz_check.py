@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ledger.archive.cdxj import INDEX_MAX_BYTES, IndexedDigests, parse_cdxj
 from ledger.s3 import S3Unavailable, parse_location
 
 TAIL_BYTES = 64 * 1024  # end of central directory + the central directory of a page's WACZ
@@ -50,6 +51,8 @@ class WaczCheck:
     hashed: bool = False
     requests: int = 0
     bytes_read: int = 0
+    digests: IndexedDigests = IndexedDigests()  # from the CDXJ index (decision 181); originals only when complete
+    bytes_saved: int = 0  # datapackage ``browserhive:capture.revisits.bytesSaved`` (our capture server)
 
 
 class _RangeFile(io.RawIOBase):
@@ -134,6 +137,26 @@ def _resources(zf: zipfile.ZipFile) -> list[dict] | str:
     return resources
 
 
+def _index_digests(zf: zipfile.ZipFile, names: set[str], complete: bool) -> IndexedDigests:
+    """The payload digests of the plain CDXJ indexes (decision 181): originals only from a
+    complete WACZ (a broken one must not become a revisit's target), revisits always."""
+    text = ""
+    for name in sorted(n for n in names if n.startswith("indexes/") and n.endswith((".cdx", ".cdxj"))):
+        if zf.getinfo(name).file_size <= INDEX_MAX_BYTES:
+            text += zf.read(name).decode("utf-8", "replace") + "\n"
+    found = parse_cdxj(text)
+    return found if complete else IndexedDigests((), found.revisits)
+
+
+def _bytes_saved(zf: zipfile.ZipFile) -> int:
+    try:
+        doc = json.loads(zf.read("datapackage.json").decode("utf-8"))
+        saved = doc["browserhive:capture"]["revisits"]["bytesSaved"]
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError):
+        return 0
+    return saved if isinstance(saved, int) and saved >= 0 else 0
+
+
 def _check_resources(zf: zipfile.ZipFile, resources: list[dict], hash_max_bytes: int) -> tuple[str | None, bool]:
     """(problem, hashed) for the resources of datapackage.json."""
     members = {i.filename: i for i in zf.infolist()}
@@ -163,6 +186,7 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
     f = _RangeFile(size, fetch)
     f.prefetch(max(0, size - TAIL_BYTES), TAIL_BYTES)
     problem, hashed = None, False
+    digests, saved = IndexedDigests(), 0
     try:
         with zipfile.ZipFile(f) as zf:  # type: ignore[arg-type]
             names = set(zf.namelist())
@@ -178,9 +202,12 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
                     problem = resources
                 else:
                     problem, hashed = _check_resources(zf, resources, hash_max_bytes)
+                digests = _index_digests(zf, names, complete=problem is None)
+                saved = _bytes_saved(zf)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as exc:
         problem = f"the WACZ is not a readable zip: {str(exc)[:200]}"
-    return WaczCheck(problem, hashed, f.requests, f.bytes_read)
+        digests = IndexedDigests()
+    return WaczCheck(problem, hashed, f.requests, f.bytes_read, digests, saved)
 
 
 def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int) -> WaczCheck:
@@ -202,7 +229,8 @@ def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int) -> WaczChec
                 return body.read()
 
         check = check_zip(size, fetch, hash_max_bytes=hash_max_bytes)
-        return WaczCheck(check.problem, check.hashed, check.requests + 1, check.bytes_read)
+        return WaczCheck(check.problem, check.hashed, check.requests + 1, check.bytes_read,
+                         check.digests, check.bytes_saved)
     except ClientError as exc:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if status and status >= 500:
