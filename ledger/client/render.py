@@ -350,7 +350,7 @@ def archives_table(archives: list[dict], title: str = "archives", wide: bool = F
             str(a.get("id")) if wide else short_id(a.get("id")),
             str(a.get("sourceUrl")),
             str(a.get("capturedAt")) if wide else short_time(a.get("capturedAt")),
-            complete_cell(a),
+            with_revisits(complete_cell(a), a),
         ]
         if wide:
             row.append(str(a.get("objectKey")))
@@ -377,6 +377,14 @@ def complete_cell(a: dict) -> str | Text:
     if a.get("truncatedUrls"):
         why.append(f"{len(a['truncatedUrls'])} cut")
     return Text("incomplete" + (f" ({', '.join(why)})" if why else ""), style="yellow")
+
+
+def with_revisits(cell: str | Text, a: dict) -> str | Text:
+    """``cell`` + ``, n revisits`` when the archive holds revisit records (decision 181)."""
+    n = (a.get("revisits") or {}).get("count") or 0
+    if not n:
+        return cell
+    return cell + f", {n} revisit{'s' if n != 1 else ''}"  # str or Text alike
 
 
 def missing_table(archives: list[dict]) -> Table:
