@@ -3,7 +3,9 @@
 Records: ``warcinfo`` first; per recorded exchange a ``response`` then a ``request`` record
 linked by ``WARC-Concurrent-To``; ``metadata`` records for withheld requests (deny/no-archive),
 dropped bodies (``truncated``) and failures (``incomplete``); ``resource`` records for the
-screenshots (extension 15, ``urn:view:<url>``). One gzip member per record (warcio).
+screenshots (extension 15, ``urn:view:<url>``); a ``revisit`` record instead of a ``response``
+for a payload the ledger says the organization holds (extension revisit, decision 181). One
+gzip member per record (warcio).
 
 Payloads are rewritten to HTTP/1.1 form: status line ``HTTP/1.1 <code> <reason>``, HTTP/2
 pseudo-headers dropped, ``Host`` synthesised, ``Content-Encoding``/``Transfer-Encoding`` kept
