@@ -129,3 +129,28 @@ async def start_as(h, who) -> str:
                                                  "maxDepth": 1}, headers=who)
     assert r.status_code == 202, r.text
     return r.json()["crawlId"]
+
+
+async def test_a_late_admission_by_the_reconciler_fills_the_index(settings, s3_server):
+    """A capture the level report never admitted (S3 down then, a crashed flow): the reconciler
+    admits it later and its payload digests enter its organization's index all the same."""
+    from ledger.archive.reconciler import reconcile
+    from tests.archive.helpers import put_json
+
+    body = b"<html><body>" + b"late capture " * 300 + b"</body></html>"
+    task = str(uuid.uuid4())
+    key = f"{task}_crawl-1_smoke.result.json"
+    m = manifest(task, wacz_key=f"{task}.wacz", url="https://late.test/")
+    put_wacz(s3_server, m["artifacts"]["wacz"], wacz("https://late.test/", body))
+    put_json(s3_server, key, m)
+    store = S3Store(s3_server.endpoint, s3_server.bucket, s3_server.region, s3_server.access_key_id,
+                    s3_server.secret_access_key)
+    async with open_ledger(settings) as h:
+        crawl = await start(h, ["https://late.test/"], 0)
+        async with h.services.pool.connection() as conn:
+            await conn.execute("INSERT INTO capture_submissions (task_id, org_id, submitted_by, manifest_key)"
+                               " VALUES (%s, 'acme', 'alice', %s)", (task, key))
+        result = await reconcile(h.services.pool, store)
+        assert result.registered >= 1
+        r = await h.client.post(f"/api/crawls/{crawl}/digests", json={"digests": [payload_digest(body)]}, headers=WHO)
+        assert r.json()["held"][payload_digest(body)]["uri"] == "https://late.test/"
