@@ -91,7 +91,10 @@ export async function archiveList(view, ctx, query) {
     } }, "Replay");
     return el("tr", { className: "archive", dataset: { id: a.id } },
       el("td", { className: "url" }, a.sourceUrl,
-        a.waczComplete === false ? el("span", { className: "badge", title: incompleteWhy(a) }, "incomplete") : null),
+        a.waczComplete === false ? el("span", { className: "badge", title: incompleteWhy(a) }, "incomplete") : null,
+        a.revisits && a.revisits.count ? el("span", { className: "badge revisits",  // decision 181
+          title: `${a.revisits.bytesSaved} bytes not stored again: their originals are in earlier archives of this organization` },
+          `${a.revisits.count} revisit${a.revisits.count === 1 ? "" : "s"}`) : null),
       el("td", {}, when(a.capturedAt)),
       el("td", { className: "buttons" }, download, " ", replay));
   }
