@@ -131,3 +131,23 @@ def test_recrawl_stores_revisits_and_changed_pages_in_full(local_stack, tmp_path
             await pool.close()
     refs = asyncio.run(referred())
     assert refs and set(refs) <= first_ids, (refs, first_ids)
+    # replay (pywb's own code): the recrawl's seed WACZ alone cannot give the page's bytes back;
+    # with the archives its revisits refer to (what the crawl collection adds) it can
+    seed_wacz = next(f for f, p in zip(again["files"], again["pages"]) if p[0] == seed)
+    tasks = {a["id"]: a["taskId"] for a in listed}
+    originals = [f for f in first["files"] if any(tasks[r] in f.name for r in refs)]
+    alone, together = (replay(tmp_path / name, files, seed) for name, files in
+                       (("alone", [seed_wacz]), ("together", [seed_wacz, *originals])))
+    expected = (DOCS / "index.html").read_bytes().decode("utf-8")
+    assert alone.get("body") != expected
+    assert together["status"] == 200 and together["body"] == expected, together.get("body", "")[:300]
+
+
+def replay(root: Path, files: list[Path], url: str) -> dict:
+    helper = Path(__file__).resolve().parents[1] / "devstack" / "pywb_replay.py"
+    root.mkdir()
+    done = subprocess.run([sys.executable, str(helper), str(root), "c", ",".join(map(str, files)), url],
+                          capture_output=True, text=True, timeout=300)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    return lines[1]
