@@ -50,17 +50,19 @@ def down_cmd(state_dir: Path = StateDir) -> None:
 
 @app.command("status")
 def status_cmd(state_dir: Path = StateDir) -> None:
-    """List each service with its URL, pid and health; exit 1 when any is down."""
+    """List each service with its URL, pid, health and restarts (a capture server that died is
+    started again by its keeper); exit 1 when any is down."""
     from rich.console import Console
     from rich.table import Table
 
     from devstack.stack import status
 
     rows = status(_state_dir(state_dir))
-    table = Table("service", "url", "pid", "health")
+    table = Table("service", "url", "pid", "health", "restarts")
     for r in rows:
         health = "[green]ok[/]" if r["healthy"] else ("[yellow]not answering[/]" if r["running"] else "[red]stopped[/]")
-        table.add_row(r["name"], r["url"], str(r["pid"] or ""), health)
+        restarts = "" if r.get("restarts") is None else str(r["restarts"])
+        table.add_row(r["name"], r["url"], str(r["pid"] or ""), health, restarts)
     Console().print(table)
     _print_replicas(next((r for r in rows if r["name"] == "ledger" and r["healthy"]), None))
     if not all(r["healthy"] for r in rows) or len(rows) <= 1:

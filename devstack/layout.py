@@ -23,6 +23,13 @@ DEFAULT_PORTS = {
     "tscompile": 8085,
     "windmill": 8000,
     "ledger": 7070,
+    # signing (devstack/signing.py): pebble's ACME directory and management interface, the port
+    # pebble validates HTTP-01 challenges on (authsign answers there), the timestamp authority, authsign
+    "pebble": 14000,
+    "pebble-mgmt": 15000,
+    "acme-http": 5002,
+    "tsa": 3004,
+    "authsign": 8099,
 }
 CAPTURE_BASE_PORT = 8201
 S3_ACCESS_KEY = "browserhive"
@@ -41,6 +48,7 @@ class StackConfig:
     organization: str = "default"
     bucket: str = "browserhive"
     flow_root: Path | None = None  # where the runner reads f/ (default: this checkout); a benchmark's patched copy
+    capture_faults: bool = False  # the capture servers' test-only GET/PUT /faults (tests' stacks only)
 
     def port(self, name: str) -> int:
         if name in self.ports:
@@ -106,6 +114,7 @@ def config_from_state(state_dir: Path, captures: int | None = None) -> StackConf
         subject=saved.get("subject", "local"),
         organization=saved.get("organization", "default"),
         bucket=saved.get("bucket", "browserhive"),
+        capture_faults=bool(saved.get("captureFaults", False)),
     )
 
 
@@ -117,11 +126,15 @@ def stack_info(config: StackConfig, database_url: str) -> dict:
             "openfga": config.url("openfga"),
             "issuer": config.url("issuer"),
             "tscompile": config.url("tscompile"),
+            "pebble": f"https://{HOST}:{config.port('pebble')}",
+            "tsa": config.url("tsa"),
+            "authsign": config.url("authsign"),
             **{n: config.url(n) for n in config.capture_names()},
             "windmill": config.url("windmill"),
             "ledger": config.url("ledger"),
         },
         "captures": config.captures,
+        "captureFaults": config.capture_faults,
         "ports": {**DEFAULT_PORTS, **{n: config.port(n) for n in [*DEFAULT_PORTS, *config.capture_names()]}},
         "subject": config.subject,
         "organization": config.organization,
@@ -129,6 +142,8 @@ def stack_info(config: StackConfig, database_url: str) -> dict:
         "workspace": WORKSPACE,
         "flow_subject": FLOW_SUBJECT,
         "database_url": database_url,
+        # authsign roots YAML of this stack's pebble and tsa (`waggle verify` reads it from here)
+        "signing_trusted_roots": str(config.data / "signing" / "trusted-roots.yaml"),
         "state_dir": str(config.state_dir),
         "fga": config.fga_ids(),
         "s3": {"endpoint": config.url("s3"), "region": S3_REGION,

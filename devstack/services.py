@@ -12,6 +12,7 @@ import sys
 from devstack.layout import (
     FLOW_PATH, HOST, REPO, S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, WORKSPACE, StackConfig,
 )
+from devstack import signing
 from devstack.supervisor import Service, StackError
 
 
@@ -59,6 +60,7 @@ def ledger_env(config: StackConfig, database_url: str) -> dict[str, str]:
         "WAGGLE_CRAWL_WEBHOOK_TOKEN": config.secret("windmill_token"),
         "WAGGLE_ALLOW_PRIVATE_HOSTS": "1",  # the local stack crawls local sites
         "WAGGLE_DRAIN_INTERVAL_S": "1",  # archives become visible within a second
+        "WAGGLE_SIGNING_TRUSTED_ROOTS": str(signing.trusted_roots_path(config)),  # pebble's and the tsa's roots
     }
     fga = config.fga_ids()
     if fga.get("store_id"):
@@ -92,8 +94,14 @@ def standins(config: StackConfig) -> list[Service]:
             name,
             _py("devstack.capture", "--host", HOST, "--port", str(port(name)), "--allow-private",
                 "--s3-endpoint", url("s3"), "--s3-bucket", config.bucket,
-                "--s3-access-key", S3_ACCESS_KEY, "--s3-secret-key", S3_SECRET_KEY),
+                "--s3-access-key", S3_ACCESS_KEY, "--s3-secret-key", S3_SECRET_KEY,
+                # signs when a capture asks (`signing: true`); policy optional (docs/capture-server.md)
+                "--signing-url", signing.sign_url(config), "--signing-policy", "optional",
+                "--signing-trusted-roots", str(signing.trusted_roots_path(config)),
+                *(["--faults-endpoint"] if config.capture_faults else [])),
             port(name), "/status", ready_timeout_s=90.0,
+            keep=True,  # a capture server that dies is started again (issue 24 item 9)
+            env={"BROWSERHIVE_SIGNING_TOKEN": config.secret("signing_token")},  # not in argv: ps shows argv
         ))
     return svcs
 

@@ -3,7 +3,8 @@
 Steps of ``up`` (each service waits for health with a deadline; when a piece is not installed
 yet, ``up`` stops before starting anything and names it — :mod:`devstack.preflight`):
 
-1. side by side: Postgres → migrate → default page scripts (:mod:`devstack.seed_postgres`); and
+1. side by side: Postgres → migrate → default page scripts (:mod:`devstack.seed_postgres`);
+   pebble + timestamp authority → trusted roots → authsign (:mod:`devstack.signing`); and
    the stand-ins that need only their port (:func:`devstack.services.standins`)
 2. OpenFGA store/model and the ``submitter`` grants of the local user and the flow's subject
    (:mod:`devstack.seed_fga`); ts-compile warmed with the default page scripts
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from devstack import postgres, seed_fga, seed_postgres, seed_windmill
+from devstack import postgres, seed_fga, seed_postgres, seed_windmill, signing
 from devstack.layout import (  # noqa: F401 - re-exported: callers import the stack's names from here
     DEFAULT_PORTS, FLOW_SUBJECT, WORKSPACE, StackConfig, config_from_state, read_stack, stack_file, stack_info,
 )
@@ -33,7 +34,8 @@ from devstack.preflight import missing_pieces
 from devstack.services import ledger_env, ledger_service, standins, windmill_service
 from devstack.supervisor import Service, StackError, Supervisor, healthy  # noqa: F401 - StackError re-exported
 
-STOP_ORDER = ["ledger", "windmill", "tscompile", "issuer", "openfga", "s3"]  # captures first, pg last
+STOP_ORDER = ["ledger", "windmill", "tscompile", "issuer", "openfga", "s3",
+              "authsign", "tsa", "pebble"]  # captures first, pg last
 
 
 class Stack:
@@ -67,6 +69,14 @@ class Stack:
         took = f" ({time.monotonic() - t0:.1f} s)" if started else ""
         self.echo(f"{svc.name}: {'started' if started else 'running'} {svc.url}{took}")
         return started
+
+    def _signing(self) -> None:
+        """pebble and the timestamp authority, then the trusted roots file, then authsign (which
+        takes its certificate from pebble at start): devstack/signing.py."""
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(self._start, [signing.pebble_service(self.config), signing.tsa_service(self.config)]))
+        self._timed("signing trusted roots", lambda: signing.refresh_trusted_roots(self.config))
+        self._start(signing.authsign_service(self.config))
 
     def _database(self) -> str:
         """Start Postgres, migrate, load the default page scripts; returns the database URL."""
@@ -104,7 +114,7 @@ class Stack:
 
     def up(self) -> dict:
         """Start everything (idempotent) and write stack.json; returns its content."""
-        missing = missing_pieces(self.config.captures)
+        missing = missing_pieces(self.config.captures) + signing.missing_tools()
         if missing:
             raise StackError("the local stack cannot start, these pieces are missing:\n  " + "\n  ".join(missing))
         self.config.data.mkdir(parents=True, exist_ok=True)
@@ -116,8 +126,10 @@ class Stack:
         # and every stand-in that needs nothing but its port.
         with ThreadPoolExecutor(max_workers=8) as pool:
             db = pool.submit(self._database)
+            signer = pool.submit(self._signing)
             list(pool.map(self._start, self.services()))
             database_url = db.result()
+            signer.result()
         self._authz(database_url)
         with ThreadPoolExecutor(max_workers=2) as pool:
             list(pool.map(self._start, [self.windmill_service(), self.ledger_service(database_url)]))
@@ -152,15 +164,18 @@ def down(state_dir: Path, echo=lambda msg: None) -> list[str]:
 
 
 def status(state_dir: Path) -> list[dict]:
-    """One row per service: ``{"name", "url", "pid", "running", "healthy"}``."""
+    """One row per service: ``{"name", "url", "pid", "running", "healthy", "restarts"}`` (``restarts``:
+    how often its keeper started it again since ``up``; None for a service that is not kept)."""
     state_dir = state_dir.resolve()
     sup = Supervisor(state_dir)
     uri = postgres.running_uri(state_dir / "pg")
-    rows = [{"name": "postgres", "url": uri or "", "pid": None, "running": uri is not None, "healthy": uri is not None}]
+    rows = [{"name": "postgres", "url": uri or "", "pid": None, "running": uri is not None, "healthy": uri is not None,
+             "restarts": None}]
     saved = read_stack(state_dir)
     for name in dict.fromkeys([*saved.get("services", {}), *sup.names()]):
         rec = sup.record(name)
         url = (rec or {}).get("url") or saved.get("services", {}).get(name, "")
         ok = rec is not None and healthy(url + rec.get("health", "/"), any_status=rec.get("ok_any_status", False))
-        rows.append({"name": name, "url": url, "pid": (rec or {}).get("pid"), "running": rec is not None, "healthy": ok})
+        rows.append({"name": name, "url": url, "pid": (rec or {}).get("pid"), "running": rec is not None, "healthy": ok,
+                     "restarts": sup.restarts(name) if rec is not None else None})
     return rows

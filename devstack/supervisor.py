@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,10 +42,12 @@ class Service:
     host: str = "127.0.0.1"
     ready_timeout_s: float = 60.0
     ok_any_status: bool = False  # health = "answers HTTP at all" (S3 answers 403 without a signature)
+    keep: bool = False  # restarted when it dies on its own (devstack.keeper), restarts counted
+    scheme: str = "http"  # "https": a service with its own TLS listener (pebble; its certificate is not checked)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
 
 def _cmdline(pid: int) -> list[str] | None:
@@ -75,7 +78,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 def healthy(url: str, timeout_s: float = 2.0, any_status: bool = False) -> bool:
     """True when ``GET url`` answers 2xx (any status with ``any_status``) within ``timeout_s`` s."""
     try:
-        resp = httpx.get(url, timeout=timeout_s)
+        # a loopback TLS listener (pebble) presents a certificate of its own: reachability is the question
+        resp = httpx.get(url, timeout=timeout_s, verify=not url.startswith("https://"))
     except httpx.HTTPError:
         return False
     return any_status or resp.is_success
@@ -95,6 +99,23 @@ class Supervisor:
 
     def log_path(self, name: str) -> Path:
         return self.log_dir / f"{name}.log"
+
+    def restarts_path(self, name: str) -> Path:
+        """The keeper's restart count of ``name`` (not ``*.json``: :meth:`names` lists those)."""
+        return self.run_dir / f"{name}.restarts"
+
+    def launch_argv(self, svc: Service) -> list[str]:
+        """The command line started for ``svc``: its own, or (``keep``) under :mod:`devstack.keeper`."""
+        if not svc.keep:
+            return list(svc.argv)
+        return [sys.executable, "-m", "devstack.keeper", "--count", str(self.restarts_path(svc.name)), "--", *svc.argv]
+
+    def restarts(self, name: str) -> int | None:
+        """How often the keeper restarted ``name`` since it was started (None: not kept)."""
+        from devstack.keeper import read_restarts
+
+        path = self.restarts_path(name)
+        return read_restarts(path)["restarts"] if path.exists() else None
 
     def record(self, name: str) -> dict | None:
         """The pid record of ``name`` when its process is still alive, else None."""
@@ -132,7 +153,8 @@ class Supervisor:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         rec = self.record(svc.name)
-        if rec is not None and rec.get("argv") == svc.argv and rec.get("env_sha") == _env_sha(svc):
+        argv = self.launch_argv(svc)
+        if rec is not None and rec.get("argv") == argv and rec.get("env_sha") == _env_sha(svc):
             self._wait_healthy(svc, proc=None)
             return False
         if rec is not None:  # same name, different command line or settings: restart it
@@ -144,17 +166,19 @@ class Supervisor:
             )
         env = {**os.environ, **svc.env}
         with open(self.log_path(svc.name), "ab") as log:
-            log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} start {svc.argv}\n".encode())
+            log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} start {argv}\n".encode())
             log.flush()
+            if svc.keep:
+                self.restarts_path(svc.name).write_text(json.dumps({"restarts": 0}))
             proc = subprocess.Popen(
-                svc.argv,
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,  # own process group: down stops its children too
             )
-        rec = {"pid": proc.pid, "argv": svc.argv, "url": svc.url, "health": svc.health,
+        rec = {"pid": proc.pid, "argv": argv, "url": svc.url, "health": svc.health,
                "ok_any_status": svc.ok_any_status, "env_sha": _env_sha(svc)}
         self._pidfile(svc.name).write_text(json.dumps(rec))
         try:
@@ -170,6 +194,11 @@ class Supervisor:
         while True:
             if healthy(url, any_status=svc.ok_any_status):
                 return
+            if proc is not None and svc.keep and self.restarts(svc.name):  # the kept process died at start
+                raise StackError(
+                    f"{svc.name} exited before it answered {url} (its keeper would restart it in a loop)."
+                    f" Last lines of {self.log_path(svc.name)}:\n{self.log_tail(svc.name)}"
+                )
             if proc is not None and proc.poll() is not None:
                 raise StackError(
                     f"{svc.name} exited with code {proc.returncode} before it answered {url}."
@@ -189,6 +218,7 @@ class Supervisor:
         """
         rec = self.record(name)
         path = self._pidfile(name)
+        self.restarts_path(name).unlink(missing_ok=True)
         if rec is None:
             path.unlink(missing_ok=True)
             return False

@@ -10,7 +10,8 @@ processes each row is handled by one round at a time:
 * reconciler (``ledger.archive.reconciler.reconcile``): one pass at a time, no double reads;
 * watchdog (``ledger.crawl.watchdog.check_once``): one close per stuck crawl;
 * lease loop (``ledger.crawl.dispatch.lease_round``): expired host leases, waiting levels
-  (each claim is also race-free on its own: the crawl row is locked).
+  (each claim is also race-free on its own: the crawl row is locked);
+* limits (``ledger.crawl.limits.check_once``): crawls past their time or bytes limit stopped.
 
 A replica that dies mid-round releases its lock with its connection; another takes the next round.
 """
@@ -72,7 +73,8 @@ async def _reconcile(services: Any) -> None:
     from ledger.archive.reconciler import reconcile
 
     if services.s3 is not None:
-        await reconcile(services.pool, services.s3, since_days=services.settings.reconcile_since_days)
+        await reconcile(services.pool, services.s3, since_days=services.settings.reconcile_since_days,
+                        trusted_roots=services.settings.signing_trusted_roots)
 
 
 async def _watchdog(services: Any) -> None:
@@ -87,6 +89,12 @@ async def _leases(services: Any) -> None:
     await lease_round(services)
 
 
+async def _limits(services: Any) -> None:
+    from ledger.crawl.limits import check_once
+
+    await check_once(services)
+
+
 def loops(settings: Any) -> list[Loop]:
     """The loops every ledger process runs (each round on one replica at a time)."""
     out = [
@@ -94,6 +102,7 @@ def loops(settings: Any) -> list[Loop]:
         Loop("reconciler", 2, _reconcile, lambda s: s.reconcile_interval_s),
         Loop("watchdog", 3, _watchdog, lambda s: s.watchdog_interval_s),
         Loop("leases", 4, _leases, lambda s: s.lease_interval_s),
+        Loop("limits", 5, _limits, lambda s: s.lease_interval_s),  # time / bytes limits per crawl (issue 29)
     ]
     return out
 

@@ -158,6 +158,24 @@ class S3Store:
         """
         return await anyio.to_thread.run_sync(self._get_bytes_sync, key, max_bytes, bucket)
 
+    def _size_sync(self, key: str, bucket: str | None) -> int | None:
+        try:
+            return int(self.client.head_object(Bucket=bucket or self.bucket, Key=key)["ContentLength"])
+        except ClientError as exc:
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if str(exc.response.get("Error", {}).get("Code")) in _NOT_FOUND_CODES or status == 404:
+                return None
+            if status and status >= 500:
+                raise S3Unavailable(f"s3 answered {status} for HEAD {key!r}") from exc
+            raise
+        except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError) as exc:
+            raise S3Unavailable(f"s3 at {self.endpoint} did not answer: {exc}") from exc
+
+    async def size(self, key: str, *, bucket: str | None = None) -> int | None:
+        """The object's size in bytes (HEAD), or ``None`` when there is no such key. Raises
+        :class:`S3Unavailable` when the store does not answer."""
+        return await anyio.to_thread.run_sync(self._size_sync, key, bucket)
+
     async def get_json(self, key: str, max_bytes: int, *, bucket: str | None = None) -> Any | None:
         """The object parsed as JSON (UTF-8), or ``None`` when there is no such key.
 

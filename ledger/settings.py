@@ -83,11 +83,15 @@ class Settings(BaseSettings):
     crawl_webhook_token: str | None = None
     crawl_webhook_timeout_s: float = 10.0
     capture_formats: Annotated[tuple[str, ...], NoDecode] = ("wacz",)
-    capture_signing: bool = False
+    capture_signing: bool = False  # default of a crawl's `signing` (a crawl request may say otherwise)
+    # authsign roots YAML (SHA-256 fingerprints of trusted domain and timestamp roots) a signed
+    # WACZ must chain to at admission and in `waggle verify`; None = authsign's bundled public roots
+    signing_trusted_roots: str | None = None
     max_pages: int = Field(1000, ge=1)  # upper bound a caller may ask for
     max_pages_per_host: int | None = None  # trap defence; None = no per-host cap
     trap_walk_levels: int = Field(5, ge=0)  # parameter_walk: levels a digit-masked query may span (0 = off)
     trap_query_variants: int = Field(50, ge=0)  # query_variants: distinct queries per path (0 = off)
+    trap_path_walk_levels: int = Field(5, ge=0)  # path_walk: levels a digit-masked path may span (0 = off)
     allow_private_hosts: bool = False  # WAGGLE_ALLOW_PRIVATE_HOSTS=1 opts out of the guard
     crawl_stall_s: float = 900.0  # watchdog: no progress for this long → crawl failed
     watchdog_interval_s: float = 15.0

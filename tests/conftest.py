@@ -21,6 +21,7 @@ pytest_plugins = [
     "tests.fixtures.ledger",
     "tests.fixtures.stack",
     "tests.fixtures.browser",
+    "tests.fixtures.signing",
 ]
 
 

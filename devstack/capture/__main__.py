@@ -14,6 +14,7 @@ import os
 
 from devstack.capture.app import create_app
 from devstack.capture.settings import ERROR_TYPES, Faults, ServerSettings
+from devstack.capture.signing import POLICIES, SignerSettings
 from devstack.serving import serve
 from ledger.useragent import suffix as waggle_suffix
 
@@ -53,7 +54,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Serve
     ap.add_argument("--user-agent-suffix", default=env("WAGGLE_CAPTURE_USER_AGENT_SUFFIX", waggle_suffix()),
                     help="appended to Chromium's user agent on every page request (\"\": none); "
                          "default waggle/<version> (+<info URL>)")
+    ap.add_argument("--signing-url", default=env("BROWSERHIVE_SIGNING_URL"),
+                    help="authsign /sign URL for wacz-auth signatures (token: env BROWSERHIVE_SIGNING_TOKEN)")
+    ap.add_argument("--signing-policy", choices=POLICIES, default=env("BROWSERHIVE_SIGNING_POLICY"),
+                    help="forbidden|optional|required (default: optional with --signing-url, else forbidden)")
+    ap.add_argument("--signing-trusted-roots", default=env("BROWSERHIVE_SIGNING_TRUST_ANCHOR"),
+                    help="authsign roots YAML the signer's answer must chain to (default: authsign's own)")
+    ap.add_argument("--signing-timeout-ms", type=int, default=int(env("BROWSERHIVE_SIGNING_TIMEOUT_MS", "10000")))
     a = ap.parse_args(argv)
+    policy = a.signing_policy or ("optional" if a.signing_url else "forbidden")
+    if policy == "required" and not a.signing_url:
+        ap.error("--signing-policy required needs --signing-url")
     policies = []
     for spec in a.url_policy:
         pattern, _, action = spec.rpartition("=")
@@ -69,6 +80,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Serve
         faults=Faults(slow_ms=a.fault_slow_ms, error_type=a.fault_error_type, manifest_fail=a.fault_manifest_fail,
                       refuse_500=a.fault_refuse_500, crash_during_upload=a.fault_crash_during_upload),
         faults_endpoint=a.faults_endpoint, user_agent_suffix=a.user_agent_suffix,
+        signer=SignerSettings(url=a.signing_url, token=env("BROWSERHIVE_SIGNING_TOKEN") or None, policy=policy,
+                              trusted_roots=a.signing_trusted_roots, timeout_ms=a.signing_timeout_ms),
     )
     if a.settle:
         s.settle.update(json.loads(a.settle))

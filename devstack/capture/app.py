@@ -37,7 +37,7 @@ log = logging.getLogger("devstack.capture")
 # Extensions of the v12 contract this server implements (docs/capture-server.md), listed in
 # GET /status so that a client uses one only where it is advertised.
 EXTENSIONS = ("sinceLastRequestMs", "sealWait", "startAfterMs", "sealBeforeFormats", "scrollHooks",
-              "holdAfter", "captureAtDeadline", "screenshotsInWacz", "retryAfterMs", "revisit")
+              "holdAfter", "captureAtDeadline", "screenshotsInWacz", "retryAfterMs", "robotsMeta", "revisit")
 MAX_ACTIVE = 2  # one capture loading, one finishing (CaptureGate)
 
 
@@ -119,6 +119,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
             return _error(400, "ValidationException", {"message": "request body is not valid JSON"})
         try:
             req = validate_request(body)
+            if (why := settings.signer.refusal(req.get("signing"))) is not None:  # server signing policy
+                raise ValidationError(why)
             if names.name_too_long(req.get("correlationId"), names.clean_labels(req.get("labels"))):
                 raise ValidationError("labels/correlationId: the .result.json file name would exceed 255 UTF-8 bytes")
             if s3 is None and not req.get("artifactSink"):

@@ -43,6 +43,7 @@ from devstack.capture import names
 from devstack.capture.afterseal import AfterSeal
 from devstack.capture.behaviors import RUNTIME_JS
 from devstack.capture.browser import BrowserUnavailable
+from devstack.capture.domquiet import MAX_MS as DOM_QUIET_MAX_MS, wait_dom_quiet
 from devstack.capture.formats import write_formats
 from devstack.capture.holds import Hold, HeldDuplicate, track_landing, wait_turn
 from devstack.capture.load import load_pages
@@ -50,6 +51,7 @@ from devstack.capture.package import write_file_capture, write_wacz
 from devstack.capture.policies import Policies
 from devstack.capture.proxy import checked_addresses
 from devstack.capture.recorder import Recorder
+from devstack.capture.robotsmeta import NOARCHIVE_MESSAGE, header_wishes, wishes
 from devstack.capture.seals import Seal
 from devstack.capture.session import (Session, open_session, prepare_soon, refuse_popups, seal, seal_network,
                                       teardown_soon)
@@ -128,6 +130,10 @@ async def _capture_and_answer(ctx: Ctx, run: Run, req: dict[str, Any]) -> dict[s
         answer["sinceLastRequestMs"] = since
     if (retry_after := run.retry_after_ms()) is not None:  # extension 18
         answer["retryAfterMs"] = retry_after
+    if run.robots is not None:  # extension robotsMeta: what the page asked of robots
+        answer["robots"] = run.robots
+    if (turn_wait := run.turn_wait_ms()) is not None:  # the wait behind the previous page (extensions 9, 12)
+        answer["turnWaitMs"] = turn_wait
     log.info("timeline %s", json.dumps(run.timeline()))  # per-phase times (tests/bench/politeness.py)
     return answer
 
@@ -148,7 +154,7 @@ def _new_run(ctx: Ctx, req: dict[str, Any], accepted: float) -> Run:
     return Run(req=req, task_id=task_id, url=req["url"].strip(), labels=labels,
                stem=names.stem(task_id, req.get("correlationId"), labels), sink=sink,
                policies=Policies(url_policies, ct_policies), started=datetime.now(timezone.utc),
-               t0=accepted, deadline=accepted + budget_ms / 1000, formats=req["captureFormats"])
+               t0=accepted, deadline=accepted + budget_ms / 1000, formats=req["captureFormats"], signer=s.signer)
 
 
 def _failure(s: ServerSettings, run: Run, e: Exception) -> tuple[dict[str, Any], int | None]:
@@ -185,7 +191,7 @@ def _failure(s: ServerSettings, run: Run, e: Exception) -> tuple[dict[str, Any],
 
 
 _ORDER = ["taskId", "correlationId", "url", "finalUrl", "labels", "status", "httpStatusCode", "timestamp",
-          "captureProcessingTimeMs", "artifacts", "waczStats", "completeness", "errorDetails", "settle",
+          "captureProcessingTimeMs", "artifacts", "waczStats", "completeness", "signature", "errorDetails", "settle",
           "document", "windowsNotOpened"]
 
 
@@ -288,8 +294,20 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
             run.doc_status = e.details.get("httpStatusCode")
             raise
         if loaded.file is not None:
+            run.robots = header_wishes(loaded.file.exchange.resp_headers)  # extension robotsMeta
+            if run.robots is not None and run.robots["noarchive"] and req.get("honourNoarchive"):
+                raise CaptureFailure("failed", "policy", NOARCHIVE_MESSAGE)  # read, but nothing written
             return {**await write_file_capture(ctx, run, recorder, loaded, dprs, viewport),
                     "windowsNotOpened": windows["refused"]}
+        if not loaded.incomplete:  # links added by script after the load (issue 24 item 7): before the seal
+            run.step = "dom-quiet"
+            loaded.settle["dom"] = await wait_dom_quiet(
+                sess.page, max(0.01, min(DOM_QUIET_MAX_MS / 1000 + 2, run.remaining_s() - 1)))
+            run.mark("dom-quiet")
+        run.robots = await wishes(sess.page, recorder, run.op_timeout(s.operation_ms))  # extension robotsMeta
+        if run.robots is not None and run.robots["noarchive"] and req.get("honourNoarchive"):
+            # nothing was written yet (no format, no WACZ): the failure leaves no archive bytes
+            raise CaptureFailure("failed", "policy", NOARCHIVE_MESSAGE)
         if req.get("sealBeforeFormats") or loaded.incomplete:  # ext. 10, 14: the formats from the sealed page
             run.after_seal = AfterSeal(sess.context)
             await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))

@@ -65,6 +65,7 @@ class Hold:
     # Set when the proxy first lets a connection out: the held page's own deadlines (page load)
     # run from then, not from the request's arrival (round 22: a 28 s hold ate a 30 s page load).
     released: asyncio.Event = field(default_factory=asyncio.Event)
+    released_at: float | None = None  # monotonic s the proxy let the first connection out (turnWaitMs)
 
     @classmethod
     def of(cls, prev: Seal, spec: dict[str, Any]) -> "Hold":
@@ -131,6 +132,7 @@ class Hold:
         left = self.release_at() - time.monotonic()
         if left > 0:
             await asyncio.sleep(left)
+        self.released_at = time.monotonic()
         self.released.set()
 
 

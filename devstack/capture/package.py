@@ -3,6 +3,7 @@ write the WARC and its CDXJ index, describe the capture in ``datapackage.json``,
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 from datetime import datetime, timezone
@@ -17,6 +18,7 @@ from devstack.capture.recorder import Recorder
 from devstack.capture.revisits import Revisits, look_up
 from devstack.capture.session import seal_network
 from devstack.capture.settings import BUILD, SOFTWARE
+from devstack.capture.signing import SigningFailed, sign_digest
 from devstack.capture.state import CaptureFailure, Ctx, Run, iso
 from devstack.capture.uploads import upload, uploads_done
 from devstack.capture.warc import Resource, cdxj_index, write_warc
@@ -33,6 +35,8 @@ async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, tit
     if not run.network_sealed:  # sealed before the formats with sealBeforeFormats (extension 10)
         await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))
         run.mark("seal")
+    if ctx.settings.faults.slow_package_ms:  # fault knob: packaging takes this long after the seal
+        await asyncio.sleep(ctx.settings.faults.slow_package_ms / 1000)
     behaviors = (run.req.get("behaviors") or []) if loaded.ran_behaviors else None
     revisits = await look_up(run.req.get("revisit"), recorder.exchanges)  # extension revisit; never raises
     wacz_bytes = await anyio.to_thread.run_sync(
@@ -42,8 +46,13 @@ async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, tit
     run.mark("uploads")
     run.step = "upload-wacz"
     await upload(ctx, run, "wacz", wacz_bytes)
+    if ctx.settings.faults.slow_upload_ms:  # fault knob: the upload ends this long later (before the manifest)
+        await asyncio.sleep(ctx.settings.faults.slow_upload_ms / 1000)
     run.mark("upload-wacz")
-    return {"waczStats": recorder.stats(), "completeness": recorder.completeness()}
+    out = {"waczStats": recorder.stats(), "completeness": recorder.completeness()}
+    if run.signature is not None:
+        out["signature"] = run.signature
+    return out
 
 
 def package(run: Run, recorder: Recorder, title: str | None, document: dict, loaded: Loaded, dprs: list[int],
@@ -57,11 +66,35 @@ def package(run: Run, recorder: Recorder, title: str | None, document: dict, loa
                    denied=recorder.denied, created=run.started, resources=shots, revisits=revisits)
         cdxj = cdxj_index(warc)
         out = Path(tmp) / "out.wacz"
+        package_fields = datapackage(run, recorder, title, document, loaded, dprs, viewport, shots, revisits)
         build_wacz(out, warc=warc, cdxj=cdxj, pages=pages_jsonl(run.task_id, run.url, start_iso, title,
                                                                  document.get("url") or run.url),
                    extra=extra_members(run, behaviors, loaded.behavior_records),
-                   datapackage=datapackage(run, recorder, title, document, loaded, dprs, viewport, shots, revisits))
+                   datapackage=package_fields, sign=signer_of(run))
         return out.read_bytes()
+
+
+def signs(run: Run) -> bool:
+    """Whether this capture's WACZ is signed (request ``signing``, else the server's policy)."""
+    return run.signer.wants_signature(run.req.get("signing")) if run.signer is not None else False
+
+
+def signer_of(run: Run):
+    """The ``sign(hash, created)`` of :func:`build_wacz` for a capture that signs, else None.
+    Records the report's ``signature`` on ``run``; a signature that cannot be had is the
+    capture's failure (type ``signing``, contracts.md §A.8) and no WACZ is written."""
+    if not signs(run):
+        return None
+
+    def sign(digest: str, created: str) -> dict[str, Any]:
+        try:
+            signed, report = sign_digest(run.signer, digest, created)
+        except SigningFailed as exc:
+            raise CaptureFailure("failed", "signing", str(exc)) from exc
+        run.signature = report
+        return signed
+
+    return sign
 
 
 # Target-URI scheme of each screenshot record: Browsertrix's names for PNG (``view`` = the
@@ -100,8 +133,11 @@ async def write_file_capture(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loa
                                                 revisits)
     run.step = "upload-wacz"
     await upload(ctx, run, "wacz", wacz_bytes)
-    return {"status": "success", "httpStatusCode": ex.status, "finalUrl": ex.url, "waczStats": recorder.stats(),
-            "completeness": recorder.completeness(), "settle": loaded.settle, "document": document}
+    out = {"status": "success", "httpStatusCode": ex.status, "finalUrl": ex.url, "waczStats": recorder.stats(),
+           "completeness": recorder.completeness(), "settle": loaded.settle, "document": document}
+    if run.signature is not None:
+        out["signature"] = run.signature
+    return out
 
 
 def extra_members(run: Run, behaviors: list[dict] | None, behavior_records: list[dict]) -> list[Member]:
@@ -133,7 +169,7 @@ def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict,
     req = run.req
     preload = req.get("preload") or []
     settings: dict[str, Any] = {
-        "signature": "none", "viewport": viewport, "devicePixelRatios": dprs,
+        "signature": "required" if signs(run) else "none", "viewport": viewport, "devicePixelRatios": dprs,
         "session": req.get("session") or "isolated",
         "behaviors": [{"id": b["id"], "origin": "custom"} for b in (req.get("behaviors") or [])],
         "preload": [{"id": p["id"]} for p in preload],
@@ -142,8 +178,12 @@ def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict,
     }
     if (req.get("acceptLanguage") or "").strip():
         settings["acceptLanguage"] = req["acceptLanguage"]
+    now = datetime.now(timezone.utc)
+    # a signed datapackage is dated to the second: authsign echoes `created` in that form, and
+    # verifiers compare it with signedData.created as a string
+    created = now.strftime("%Y-%m-%dT%H:%M:%SZ") if signs(run) else iso(now)
     package = {
-        "name": f"browserhive-{run.task_id}", "software": SOFTWARE, "created": iso(datetime.now(timezone.utc)),
+        "name": f"browserhive-{run.task_id}", "software": SOFTWARE, "created": created,
         "mainPageURL": run.url, "mainPageDate": iso(run.started), "title": title or run.url,
         "browserhive:capture": {
             "conformsTo": CONFORMS_TO, "build": BUILD, "browser": {"product": "Chromium (Debian /usr/bin/chromium)"},

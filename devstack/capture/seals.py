@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from devstack.capture import retryafter
+from devstack.capture import names, retryafter
 
 
 class Measured(Protocol):
@@ -88,7 +88,8 @@ class SealBoard:
         return seal if seal.accepted.is_set() else None
 
     async def wait(self, key: str, timeout_s: float) -> dict[str, Any]:
-        """The seal answer ``{key, sealed, sinceLastRequestMs, finalUrl?, httpStatusCode?, retryAfterMs?}`` once ``key``'s capture
+        """The seal answer ``{key, sealed, sinceLastRequestMs, finalUrl?, httpStatusCode?, retryAfterMs?,
+        taskId?, manifestLocation?}`` once ``key``'s capture
         sealed or ended, or ``sealed: false`` after ``timeout_s`` seconds. ``sinceLastRequestMs``
         is measured now (as the answer is written), null when the page made no request."""
         seal = await self._until(key, lambda s: s.event, timeout_s)
@@ -96,6 +97,13 @@ class SealBoard:
             return {"key": key, "sealed": False, "sinceLastRequestMs": None}
         since = seal.run.since_last_request_ms() if seal.run is not None else None
         answer: dict[str, Any] = {"key": key, "sealed": True, "sinceLastRequestMs": since}
+        task_id = getattr(seal.run, "task_id", None)
+        if isinstance(task_id, str):  # extension "robots": who the capture is, and its manifest-to-be
+            answer["taskId"] = task_id
+            location = getattr(getattr(seal.run, "sink", None), "location", None)
+            stem = getattr(seal.run, "stem", None)
+            if callable(location) and isinstance(stem, str):
+                answer["manifestLocation"] = location(names.file_name(stem, "manifest"))
         final = getattr(seal.run, "landed_url", None)
         if isinstance(final, str) and final:  # where the page landed (redirects followed)
             answer["finalUrl"] = final

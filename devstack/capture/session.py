@@ -20,7 +20,7 @@ import anyio.to_thread
 from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
-from devstack.capture import scrollhooks
+from devstack.capture import domquiet, scrollhooks
 from devstack.capture.files import FileTaker
 from devstack.capture.rawbodies import RawBodies
 from devstack.capture.proxy import GuardedProxy
@@ -60,6 +60,7 @@ async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder,
                                    run.op_timeout(s.operation_ms))
         if req.get("behaviors"):  # before the page's and the preload scripts (extension scrollHooks)
             await scrollhooks.install(context, run.op_timeout(s.operation_ms))
+        await domquiet.install(context, run.op_timeout(s.operation_ms))  # before the page's own scripts
         for script in req.get("preload") or []:
             await context.add_init_script(script=script["source"])
         if run.policies.has_deny():

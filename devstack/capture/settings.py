@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from devstack.capture.browser import CHROMIUM
+from devstack.capture.signing import SignerSettings
 from ledger.useragent import suffix as waggle_suffix
 
 BUILD = {"version": "12.0.1", "revision": "standin",
@@ -26,7 +27,9 @@ class Faults:
     ``crash_browser``: the browser is killed when the next capture starts (it must relaunch);
     ``task_total_ms``: overrides the whole-task budget (deadline tests); ``max_rss_mb``: overrides
     the browser's RSS bound and ``recycle_every`` the capture count between relaunches (recycling
-    tests). 0 = the server setting.
+    tests). 0 = the server setting. ``slow_package_ms`` / ``slow_upload_ms``: extra wait after the
+    page's network sealed, before packaging the WACZ / after its upload, before the manifest (a
+    crawl failed while a capture packages or uploads, issue 24 item 5).
     """
 
     slow_ms: int = 0
@@ -38,6 +41,8 @@ class Faults:
     task_total_ms: int = 0
     max_rss_mb: float = 0.0
     recycle_every: int = 0
+    slow_package_ms: int = 0
+    slow_upload_ms: int = 0
 
     def update(self, values: dict) -> None:
         """Set knobs from a JSON object; raises ValueError for unknown names or bad values."""
@@ -80,3 +85,5 @@ class ServerSettings:
     faults_endpoint: bool = False
     # Appended to Chromium's user agent on every page request (devstack/capture/useragent.py).
     user_agent_suffix: str = field(default_factory=waggle_suffix)
+    # wacz-auth signing (devstack/capture/signing.py): authsign URL, token, policy, trusted roots
+    signer: SignerSettings = field(default_factory=SignerSettings)

@@ -36,6 +36,10 @@ class S3Sink:
     def describe(self) -> str:
         return f"s3://{self.bucket}"
 
+    def location(self, name: str) -> str:
+        """Where :meth:`put` writes ``name``: ``s3://bucket/key`` (known before the write)."""
+        return f"s3://{self.bucket}/{self.key(name)}"
+
     async def put(self, name: str, data: bytes, content_type: str) -> str:
         key = self.key(name)
         dest = f"s3://{self.bucket}/{key}"

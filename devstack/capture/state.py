@@ -119,10 +119,13 @@ class Run:
     seal_signal: asyncio.Event | None = None  # set once the network is sealed or the capture ended (sealWait)
     on_sealed: Any = None  # called once then: the browser is free for the next capture (app.py)
     on_egress: Any = None  # called when its proxy opened, before any navigation (app.py, abandon.py)
+    signer: Any = None  # the server's signing.SignerSettings
+    signature: dict[str, Any] | None = None  # the report's `signature` once the WACZ was signed
     after_seal: Any = None  # an .afterseal.AfterSeal when the formats follow the seal (sealBeforeFormats)
     sealed_at: float | None = None  # monotonic seconds of the first :meth:`signal_sealed`
     doc_status: int | None = None  # the main document's HTTP status when it failed the capture (holdAfter back-off)
     retry_after_s: float | None = None  # the 429/503 main document's Retry-After, capped (.retryafter)
+    robots: dict[str, Any] | None = None  # what the page asked of robots (.robotsmeta, extension robotsMeta)
     hold: Any = None  # a .holds.Hold: this capture waits for the previous one's seal + gap (holdAfter)
     landed_url: str | None = None  # the main frame's URL as last committed (seal answer finalUrl, holdAfter)
     landed: asyncio.Event = field(default_factory=asyncio.Event)  # set at its first commit
@@ -154,6 +157,22 @@ class Run:
             out[phase] = out.get(phase, 0) + int((t - prev) * 1000)
             prev = t
         return out
+
+    def turn_wait_ms(self) -> int | None:
+        """Whole ms this capture, ready to navigate (its context open), was kept from the site by
+        the previous page: until its ``startAfterMs`` (extension 9) and its ``holdAfter`` release
+        (extension 12: the previous page sealed and the gap passed; :attr:`.holds.Hold.released_at`),
+        whichever is later. None when it asked for neither (issue 24 item 8: a page's capture
+        duration excludes this wait); 0 when it was ready only after that moment."""
+        if "startAfterMs" not in self.req and "holdAfter" not in self.req:
+            return None
+        ready = next((t for phase, t in self.marks if phase == "open-session"), None)
+        ends = [self.t0 + (self.req.get("startAfterMs") or 0) / 1000]
+        if getattr(self.hold, "released_at", None) is not None:
+            ends.append(self.hold.released_at)
+        if ready is None:  # ended before its context was open: it never waited for its turn
+            return 0
+        return max(0, int((max(ends) - ready) * 1000))
 
     def timeline(self) -> dict[str, Any]:
         """The capture's timeline on the machine's monotonic clock (seconds; the same clock in

@@ -218,6 +218,7 @@ REQUEST = Obj(fields={
         "gapMs": Num(required=True, lo=0, hi=60000), "backoffGapMs": Num(lo=0, hi=120000)}),
     "captureAtDeadline": Bool(),  # waggle extension (docs/capture-server.md extension 14)
     "screenshotsInWacz": Bool(),  # waggle extension (docs/capture-server.md extension 15)
+    "honourNoarchive": Bool(),  # waggle extension robotsMeta (docs/capture-server.md "wishes")
     "revisit": Obj(fields={  # waggle extension (docs/capture-server.md extension "revisit")
         "url": Str(required=True, min_len=1, max_len=2000, pattern=re.compile(r"^https?://")),
         "token": Str(required=True, min_len=1, max_len=8000)}),
@@ -246,8 +247,6 @@ def validate_request(body: Any) -> dict[str, Any]:
                               [{"path": "/captureFormats", "message": "at least one format must be true"}])
     if body.get("signing") is not None and not fmts["wacz"]:
         raise ValidationError("signing is only allowed when captureFormats.wacz is true")
-    if body.get("signing"):
-        raise ValidationError("signing: this server has no signer configured (signing policy 'forbidden')")
     lw = body.get("loadWait") or {}
     if "maxMs" in lw and lw.get("minMs", 0) > lw["maxMs"]:
         raise ValidationError("loadWait: minMs must not exceed maxMs")

@@ -7,7 +7,8 @@ WACZ with "no indices", case C8; ReplayWeb.page reads a plain ``.cdx`` too), ``p
 optional ``behaviors/runtime.js``, ``behaviors/custom.jsonl``, ``behaviors/reports.jsonl``,
 ``preload/scripts.jsonl``, then ``datapackage.json`` (profile ``data-package``,
 ``wacz_version`` 1.1.1, ``resources`` with ``sha256:<hex>`` and ``bytes`` for every other file,
-2-space indent + newline) and ``datapackage-digest.json`` (hash of the datapackage bytes).
+2-space indent + newline) and ``datapackage-digest.json`` (hash of the datapackage bytes; with
+``signedData`` when signed, wacz-auth 0.1.0: :mod:`devstack.capture.signing`).
 Text members are deflated; the WARC is stored.
 """
 
@@ -18,7 +19,7 @@ import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 WACZ_VERSION = "1.1.1"
 
@@ -46,8 +47,13 @@ def pages_jsonl(task_id: str, url: str, ts: str, title: str | None, final_url: s
 
 
 def build_wacz(out: Path, *, warc: Path, cdxj: bytes, pages: bytes, extra: list[Member],
-               datapackage: dict[str, Any]) -> dict[str, Any]:
-    """Write the WACZ to ``out``; returns the final datapackage dict (with ``resources``)."""
+               datapackage: dict[str, Any],
+               sign: Callable[[str, str], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Write the WACZ to ``out``; returns the final datapackage dict (with ``resources``).
+
+    ``sign(hash, created)``: returns the ``signedData`` of the datapackage.json hash
+    (``sha256:<hex>``) dated its ``created``; called before the zip is written, so a signature
+    that cannot be had (its exception propagates) leaves no WACZ."""
     warc_bytes = warc.read_bytes()
     members = [
         Member("archive/data.warc.gz", warc_bytes, stored=True),
@@ -61,7 +67,9 @@ def build_wacz(out: Path, *, warc: Path, cdxj: bytes, pages: bytes, extra: list[
     } for m in members]
     package = {"profile": "data-package", "wacz_version": WACZ_VERSION, **datapackage, "resources": resources}
     package_bytes = (json.dumps(package, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    digest = {"path": "datapackage.json", "hash": "sha256:" + hashlib.sha256(package_bytes).hexdigest()}
+    digest: dict[str, Any] = {"path": "datapackage.json", "hash": "sha256:" + hashlib.sha256(package_bytes).hexdigest()}
+    if sign is not None:
+        digest["signedData"] = sign(digest["hash"], package["created"])
     with zipfile.ZipFile(out, "w") as z:
         for m in members:
             z.writestr(m.path, m.data,

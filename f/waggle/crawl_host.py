@@ -12,7 +12,8 @@ reference/scheduler.md §4.3 (the politeness core) on BrowserHive v12 (contracts
   later page is submitted once the host's gap has passed since the previous page's
   ``gapFrom`` (retry included; see below);
 * page ``i`` starts at endpoint ``i mod n``; 429 → next endpoint; all busy → uniform
-  0.5–1.5 s and another round; unreachable endpoints are skipped for that page; all
+  0.5–1.5 s and another round; an unreachable endpoint is not tried again for the rest of the
+  host's level (issue 24 item 9: no connection attempt to a dead server before every page); all
   unreachable → :class:`ServerUnavailable` (fails the level, never a page failure);
 * a 145 s deadline per call; a deadline is a page failure (class ``transient``, not retried:
   the capture may still be running) and never moves to another endpoint;
@@ -68,7 +69,7 @@ import httpx
 from f.waggle import pipeline
 from f.waggle.progress import poster as progress_poster
 from f.waggle.common import VAR_API_URL, VAR_ENDPOINTS, VAR_TLS_CA, VAR_TOKEN, iso_now, one_line, read_variable
-from f.waggle.failures import TRANSIENT, classify_report, refusal_class
+from f.waggle.failures import POLICY, TRANSIENT, classify_report, refusal_class
 
 CAPTURE_DEADLINE_S = 145.0  # 130 s task budget + 10 s manifest write + 5 s slack
 MAX_ATTEMPTS = 2
@@ -198,6 +199,11 @@ class HttpEndpoint:
 EXT_DEADLINE = "captureAtDeadline"  # docs/capture-server.md extension 14
 EXT_SHOTS = "screenshotsInWacz"  # docs/capture-server.md extension 15
 EXT_REVISIT = "revisit"  # docs/capture-server.md extension "revisit" (decision 181)
+EXT_ROBOTS = "robotsMeta"  # docs/capture-server.md section "wishes"
+# Request members of an extension: sent only to an endpoint that lists it (a real v12 answers 400).
+EXTENSION_MEMBERS = {"honourNoarchive": EXT_ROBOTS}
+# The skipReason of a page whose site asked not to archive it (the capture server's policy failure).
+NOARCHIVE_REASON = "the site asked not to archive it (noarchive)"
 
 
 def revisit_member(api_url: str, token: str, crawl_id: str) -> dict | None:
@@ -213,8 +219,9 @@ def extension_members(request: dict, extensions: frozenset[str], revisit: dict |
     ``captureAtDeadline`` (a page whose load event misses the page-load budget is captured as
     it is and answered ``success`` with ``incomplete``, not ``timeout``), ``screenshotsInWacz``
     (png/webp also as resource records in the WACZ, when both are asked) and ``revisit`` (the
-    digest lookup, when a WACZ is asked). A real v12 gets the request unchanged (it refuses
-    unknown members with 400)."""
+    digest lookup, when a WACZ is asked). Members of :data:`EXTENSION_MEMBERS`
+    (``honourNoarchive``) stay only where their extension is listed. A real v12 gets the v12
+    request (it refuses unknown members with 400)."""
     extra: dict = {}
     if EXT_REVISIT in extensions and revisit and (request.get("captureFormats") or {}).get("wacz"):
         extra[EXT_REVISIT] = revisit
@@ -223,6 +230,9 @@ def extension_members(request: dict, extensions: frozenset[str], revisit: dict |
     formats = request.get("captureFormats") or {}
     if EXT_SHOTS in extensions and formats.get("wacz") and (formats.get("png") or formats.get("webp")):
         extra[EXT_SHOTS] = True
+    unsupported = [m for m, ext in EXTENSION_MEMBERS.items() if m in request and ext not in extensions]
+    if unsupported:  # e.g. honourNoarchive to a real v12: nothing changes there
+        request = {k: v for k, v in request.items() if k not in unsupported}
     return {**request, **extra} if extra else request
 
 
@@ -292,9 +302,12 @@ def capture_request(
     scripts: Sequence[dict] | None,
     artifact_sink: dict | None,
     load_wait: dict | None = None,
+    honour_robots: bool = False,
 ) -> dict:
     """The ``POST /captures`` body (reference/scheduler.md §4.3): six formats as given, scripts
-    split by phase; ``load_wait`` (v12 ``loadWait``, :func:`f.waggle.pipeline.settle_for_gap`) when given."""
+    split by phase; ``load_wait`` (v12 ``loadWait``, :func:`f.waggle.pipeline.settle_for_gap`) when given;
+    ``honourNoarchive: true`` with ``honour_robots`` (extension robotsMeta; dropped by
+    :func:`extension_members` where the endpoint does not list it)."""
     request: dict = {
         "url": url,
         "labels": [],
@@ -312,6 +325,8 @@ def capture_request(
         request["artifactSink"] = artifact_sink
     if load_wait:
         request["loadWait"] = dict(load_wait)
+    if honour_robots:
+        request["honourNoarchive"] = True
     return request
 
 
@@ -340,22 +355,26 @@ def capture_on_any(
     log: Callable[[str], None],
     sent: list[float] | None = None,
     now: Callable[[], float] = clock,
+    down: set[str] | None = None,
 ) -> Answer:
     """Submit ``request`` to a free endpoint, starting at ``index mod n`` (see module doc).
 
     ``sent`` (optional) receives ``now()`` (epoch s) just before each call, so its last
     element is when the answered (or deadline-hit) submission went out, after any busy rounds.
+    ``down`` (optional): the targets found unreachable earlier in this host's level; they are
+    not tried, and an endpoint found unreachable now is added (the caller keeps the set for the
+    rest of the level). Without it the marks last this page only.
     """
     n = len(endpoints)
     start = index % n
-    down: set[int] = set()
+    down = set() if down is None else down
     rounds = 0
     while True:
         for k in range(n):
             j = (start + k) % n
-            if j in down:
-                continue
             endpoint = endpoints[j]
+            if endpoint.target in down:
+                continue
             if sent is not None:
                 sent.append(now())
             try:
@@ -363,13 +382,13 @@ def capture_on_any(
             except TimeoutError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any other failure means "not reachable"
-                log(f"{endpoint.target} unreachable, skipping it for this page ({exc})")
-                down.add(j)
+                log(f"{endpoint.target} unreachable, not tried again in this host's level ({exc})")
+                down.add(endpoint.target)
                 continue
             if answer.status == 429:
                 continue
             return answer
-        if len(down) == n:
+        if all(e.target in down for e in endpoints):
             raise ServerUnavailable("BrowserHive unreachable: " + ", ".join(e.target for e in endpoints))
         rounds += 1
         if rounds == 1:  # once per page: waiting hosts are normal when hosts outnumber browsers
@@ -506,10 +525,46 @@ def usable_final_url(value: Any) -> str | None:
     return value
 
 
+def turn_wait_ms(body: Any, submitted: float, received: float) -> int | None:
+    """The answer's ``turnWaitMs`` (our capture server: ms the capture waited behind the previous
+    page, ``startAfterMs`` / ``holdAfter``), at most the submission's own length (``received −
+    submitted``, epoch s); None when absent (a real v12; a capture that was not held, whose
+    submission went out after the flow's own wait)."""
+    value = body.get("turnWaitMs") if isinstance(body, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return None
+    return min(value, max(0, int((received - submitted) * 1000)))
+
+
+def robots_wishes(body: Any) -> dict:
+    """The answer's ``robots`` (extension robotsMeta: what the page's robots meta and
+    ``X-Robots-Tag`` asked of us) as ``{"noarchive": bool, "nofollow": bool}``; both False when
+    absent (a real v12)."""
+    robots = body.get("robots") if isinstance(body, dict) else None
+    robots = robots if isinstance(robots, dict) else {}
+    return {k: robots.get(k) is True for k in ("noarchive", "nofollow")}
+
+
+def nofollow_links(result: dict) -> int:
+    """Mark every inline link of ``result`` ``rel=nofollow`` (the page's robots ``nofollow`` covers
+    all its links), so the ledger drops each with its ``nofollow`` reason wherever it scopes links
+    (progress events and the level report); returns how many. Links left in ``.links.json``
+    (``linksOverflow``) are never followed anyway."""
+    links = result.get("links") or []
+    for link in links:
+        rel = link.get("rel") if isinstance(link.get("rel"), str) else ""
+        link["rel"] = f"{rel} nofollow".strip()
+    return len(links)
+
+
 def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, float],
-                 log: Callable[[str], None], links_per_page: int = LINKS_PER_PAGE) -> Outcome:
+                 log: Callable[[str], None], links_per_page: int = LINKS_PER_PAGE,
+                 honour_robots: bool = False) -> Outcome:
     """The PageResult of a 200 answer; ``times`` = (submitted, received, gapFrom) in epoch s.
-    Level report v2: inline ``links`` (≤ ``links_per_page``) and a ``manifestSummary``."""
+    Level report v2: inline ``links`` (≤ ``links_per_page``) and a ``manifestSummary``.
+    ``honour_robots`` (the crawl does not ignore robots meta): a page whose robots meta or
+    ``X-Robots-Tag`` says ``nofollow`` has its links marked nofollow (:func:`nofollow_links`); one the
+    server refused for ``noarchive`` is ``policy`` with :data:`NOARCHIVE_REASON`."""
     submitted, received, gap_from = times
     body = body if isinstance(body, dict) else {}
     report = body.get("report") if isinstance(body.get("report"), dict) else {}
@@ -523,6 +578,8 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
     final_url = usable_final_url(report.get("finalUrl"))
     if final_url is not None:  # contract 4: where the main document ended (HTTP or JS redirects)
         result["finalUrl"] = final_url
+    if (waited := turn_wait_ms(body, submitted, received)) is not None:  # issue 24 item 8
+        result["waitMs"] = waited
     if task_id:
         result.update(_manifest_fields(body))
         if "manifestLocation" in result and (summary := manifest_summary(report)):
@@ -532,6 +589,8 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
         if isinstance(artifacts.get("links"), str) and artifacts["links"]:
             result["linksLocation"] = artifacts["links"]
         result.update(inline_links(body, links_per_page))
+        if honour_robots and robots_wishes(body)["nofollow"] and "links" in result:
+            log(f"{url}: the site asked not to follow its links (nofollow): {nofollow_links(result)} link(s) not followed")
         if note := incomplete_note(url, report):  # extension captureAtDeadline: not a timeout, not retried
             log(note)
         after = report.get("afterSeal")  # extension sealBeforeFormats: what the sealed page still asked for
@@ -543,7 +602,10 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
     failure_class, note = classify_report(report, status)
     if note:
         log(f"{url}: {note}")
-    result.update(skipReason=failure_reason(report), failureClass=failure_class)
+    reason = failure_reason(report)
+    if failure_class == POLICY and honour_robots and robots_wishes(body)["noarchive"]:
+        reason = NOARCHIVE_REASON  # nothing was archived (the server wrote no WACZ)
+    result.update(skipReason=reason, failureClass=failure_class)
     return Outcome(result, status, gap_from, retryable=failure_class == TRANSIENT,
                    retry_after_ms=retry_after_ms(body))
 
@@ -571,14 +633,16 @@ class Raw:
 
 
 def submit_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, sleep: Callable[[float], None],
-                busy_jitter_ms: tuple[float, float], log: Callable[[str], None], now: Callable[[], float]) -> Raw:
-    """One submission (after any busy rounds); raises :class:`ServerUnavailable` only."""
+                busy_jitter_ms: tuple[float, float], log: Callable[[str], None], now: Callable[[], float],
+                down: set[str] | None = None) -> Raw:
+    """One submission (after any busy rounds); raises :class:`ServerUnavailable` only.
+    ``down``: the host level's unreachable targets (:func:`capture_on_any`)."""
     # submittedAt is politeness evidence (scheduler.md §5): when the submission that got an
     # answer went out, not when busy rounds began (hosts outnumber browsers, plan_level).
     sent: list[float] = []
     try:
         answer = capture_on_any(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log,
-                                sent=sent, now=now)
+                                sent=sent, now=now, down=down)
     except ServerUnavailable:
         raise
     except Exception as exc:  # noqa: BLE001 - a deadline (or anything else) fails this page only
@@ -588,7 +652,7 @@ def submit_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, sle
 
 
 def outcome_of(raw: Raw, crawl_id: str, log: Callable[[str], None], links_per_page: int = LINKS_PER_PAGE,
-               gap_from: float | None = None) -> Outcome:
+               gap_from: float | None = None, honour_robots: bool = False) -> Outcome:
     """The :class:`Outcome` of one submission. ``gap_from``: where the seal put the gap (epoch s,
     clamped to [sent, received]); None → from the answer (:func:`gap_start`), or its arrival."""
     if gap_from is not None:
@@ -608,16 +672,18 @@ def outcome_of(raw: Raw, crawl_id: str, log: Callable[[str], None], links_per_pa
         return Outcome(result, None, raw.received if gap_from is None else gap_from)
     if gap_from is None:
         gap_from = gap_start(answer.body, raw.sent, raw.received)
-    return judge_answer(raw.url, crawl_id, answer.body, (raw.sent, raw.received, gap_from), log, links_per_page)
+    return judge_answer(raw.url, crawl_id, answer.body, (raw.sent, raw.received, gap_from), log, links_per_page,
+                        honour_robots)
 
 
 def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, crawl_id: str,
                  sleep: Callable[[float], None], busy_jitter_ms: tuple[float, float],
                  log: Callable[[str], None], now: Callable[[], float],
-                 links_per_page: int = LINKS_PER_PAGE) -> Outcome:
+                 links_per_page: int = LINKS_PER_PAGE, down: set[str] | None = None) -> Outcome:
     """One submission (after any busy rounds) and its outcome; raises :class:`ServerUnavailable`."""
-    raw = submit_once(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log, now=now)
-    return outcome_of(raw, crawl_id, log, links_per_page)
+    raw = submit_once(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log, now=now,
+                      down=down)
+    return outcome_of(raw, crawl_id, log, links_per_page, honour_robots=bool(request.get("honourNoarchive")))
 
 
 def capture_one(
@@ -632,13 +698,15 @@ def capture_one(
     log: Callable[[str], None],
     now: Callable[[], float] = clock,
     links_per_page: int = LINKS_PER_PAGE,
+    down: set[str] | None = None,
 ) -> Outcome:
     """Capture one page with at most MAX_ATTEMPTS. A 429/503 main document backs the host's
     ``gap`` off first; only a retryable ``transient`` failure is tried again, once ``gap.ms``
     has passed since that attempt's ``gapFrom``."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
         outcome = attempt_once(endpoints, request, index, crawl_id=crawl_id, sleep=sleep,
-                               busy_jitter_ms=busy_jitter_ms, log=log, now=now, links_per_page=links_per_page)
+                               busy_jitter_ms=busy_jitter_ms, log=log, now=now, links_per_page=links_per_page,
+                               down=down)
         if outcome.doc_status in BACKOFF_STATUSES:
             gap.back_off(outcome.doc_status, outcome.retry_after_ms)
         if not outcome.retryable or attempt == MAX_ATTEMPTS:
@@ -718,6 +786,7 @@ def capture_host(
     now: Callable[[], float] = clock,
     on_page: Callable[..., None] | None = None,
     links_per_page: int = LINKS_PER_PAGE,
+    ignore_robots_meta: bool = False,
 ) -> list[dict]:
     """Capture ``urls`` of ``host``, one after the other; one PageResult per URL, in order.
 
@@ -730,6 +799,9 @@ def capture_host(
     lengthens it). ``sleep``/``now`` are injectable for tests (real timers).
     ``on_page(url, "started")`` / ``on_page(url, "done", result)`` around each capture (progress
     events, :mod:`f.waggle.progress`); whatever it raises is logged, never fails the page.
+    ``ignore_robots_meta`` (the crawl's ``ignoreRobotsMeta``): archive noarchive pages and follow
+    nofollow pages' links; by default both are honoured where the endpoint reports them
+    (extension robotsMeta; a real v12 reports nothing, and nothing changes).
     """
     if not endpoints:
         raise ValueError("no BrowserHive endpoints")
@@ -738,7 +810,8 @@ def capture_host(
         log(f"[{host}] {text}")
 
     job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink, HostGap(max(0, int(delay_ms or 0)), say),
-                  busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page)
+                  busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page,
+                  honour_robots=not ignore_robots_meta)
     initial_s = first_wait_s(initial_delay_ms, not_before, now())
     if initial_s > 0:
         say(f"waiting {initial_s * 1000:.0f} ms (rest of the gap since this host's last capture)")
@@ -806,11 +879,13 @@ class HostJob:
     finals: dict[str, str] = field(default_factory=dict)  # page_key(final URL) → the URL captured
     sealed_finals: dict[str, str] = field(default_factory=dict)  # the same from seal answers (not answered yet)
     contacted: bool = False  # a page was submitted (the site may have been reached)
+    down: set[str] = field(default_factory=set)  # endpoints found unreachable: not tried again this level
+    honour_robots: bool = True  # the crawl honours robots meta / X-Robots-Tag (noarchive, nofollow)
 
     def request(self, index: int) -> dict:
         """The capture request of page ``index``, its settle bounded by the current gap."""
         return capture_request(self.urls[index], self.crawl_id, self.formats, self.signing, self.scripts,
-                               self.artifact_sink, pipeline.settle_for_gap(self.gap.ms))
+                               self.artifact_sink, pipeline.settle_for_gap(self.gap.ms), self.honour_robots)
 
     def busy(self) -> tuple[float, float]:
         return busy_window(self.busy_jitter_ms, self.gap.ms, self.busy_ref_gap_ms)
@@ -856,7 +931,7 @@ def capture_sequentially(endpoints: Sequence[Endpoint], job: HostJob) -> list[di
         job.started(i)
         outcome = capture_one(endpoints, job.request(i), i, crawl_id=job.crawl_id, gap=job.gap, sleep=job.sleep,
                               busy_jitter_ms=job.busy(), log=job.say, now=job.now,
-                              links_per_page=job.links_per_page)
+                              links_per_page=job.links_per_page, down=job.down)
         job.done(i, outcome.result)
         gap_from = outcome.gap_from
     return [r for r in job.results if r is not None]
@@ -886,7 +961,7 @@ class ChainPages:
     def attempt(self, index: int, attempt: int, endpoints: Sequence[Endpoint], nap: Callable[[float], None]) -> Raw:
         """In a worker thread: one submission of page ``index``."""
         return submit_once(endpoints, self.job.request(index), index, sleep=nap, busy_jitter_ms=self.job.busy(),
-                           log=self.job.say, now=self.job.now)
+                           log=self.job.say, now=self.job.now, down=self.job.down)
 
     def hold_gaps_ms(self) -> tuple[int, int]:
         """The host's gap now and after a 429/503 back-off (ms), for a held submission."""
@@ -917,6 +992,10 @@ class ChainPages:
         gap off now, before the next submission is made or held (its answer then does not again)."""
         self.job.say(f"{index + 1}/{len(self.job.urls)} sealed {int((received - submitted) * 1000)} ms after"
                      f" submission, {body.get('sinceLastRequestMs')} ms after its last request")
+        if isinstance(body.get("taskId"), str):  # who it is and where its manifest goes: a crawl failed
+            # before its answer still admits it (the ledger's salvage.record_sealed)
+            _notify(self.job.on_page, self.job.say, self.job.urls[index], "sealed",
+                    {k: body[k] for k in ("taskId", "manifestLocation") if isinstance(body.get(k), str)})
         final = body.get("finalUrl")
         if isinstance(final, str) and final and page_key(final) != page_key(self.job.urls[index]):
             self.job.sealed_finals.setdefault(page_key(final), self.job.urls[index])
@@ -933,7 +1012,7 @@ class ChainPages:
         job = self.job
         if flight.gap_from is None and raw.answer is not None and raw.answer.status == 200:
             job.say(f"{flight.index + 1}/{len(job.urls)} answered before its seal was known: gap from the answer")
-        outcome = outcome_of(raw, job.crawl_id, job.say, job.links_per_page, flight.gap_from)
+        outcome = outcome_of(raw, job.crawl_id, job.say, job.links_per_page, flight.gap_from, job.honour_robots)
         sealed_back_off = flight.index in self._backed_off
         self._backed_off.discard(flight.index)
         if outcome.doc_status in BACKOFF_STATUSES and not sealed_back_off:
@@ -959,6 +1038,7 @@ def main(
     artifact_sink: Optional[dict] = None,
     links_per_page: Optional[int] = None,
     not_before: Optional[float] = None,
+    ignore_robots_meta: Optional[bool] = None,
 ):
     missing = [n for n, v in (("crawl_id", crawl_id), ("host", host), ("urls", urls),
                               ("capture_formats", capture_formats), ("signing", signing), ("scripts", scripts)) if v is None]
@@ -981,6 +1061,7 @@ def main(
             delay_ms=per_host_delay_ms or 0, initial_delay_ms=initial_delay_ms or 0, not_before=not_before,
             on_page=on_page,
             links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
+            ignore_robots_meta=ignore_robots_meta is True,
         )
     finally:
         on_page.close()

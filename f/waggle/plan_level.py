@@ -296,7 +296,7 @@ def plan(
                 else:
                     reason = "robots"
                 # robots.txt that could not be read may be readable next time (issue 17: classes)
-                skipped.append({"url": url, "reason": reason,
+                skipped.append({"url": url, "reason": outcome.why_disallowed(url) if reason == "robots" else reason,
                                 "failureClass": TRANSIENT if reason == "robots-unreachable" else PERMANENT})
         if not allowed:
             continue

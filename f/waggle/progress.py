@@ -6,7 +6,9 @@
 
 ``POST {waggle_api_url}/api/crawls/{crawl_id}/progress`` with the flow's token, body
 ``{"url", "phase": "started"|"done", "status"?: "captured"|"failed"}`` — one when a page's
-capture starts, one when it ends (issue 15). A captured page's ``done`` also carries the
+capture starts, one when it ends (issue 15); and ``{"url", "phase": "sealed", "taskId",
+"manifestLocation"?}`` when the capture server's seal answer names its task (issue 24 item 5:
+a crawl failed before that capture answers still admits it). A captured page's ``done`` also carries the
 capture's ``taskId``, ``manifestLocation`` and ``manifestSummary`` when the result has them, so a
 crawl failed before its level report still records the page (ledger.crawl.salvage), and the
 page's ``links`` (the capped list its level-report result carries), which the ledger puts into
@@ -53,6 +55,7 @@ class ProgressPoster:
         self.plain = False  # the ledger refused the capture fields once: never sent again
         self.no_links = False  # the ledger refused ``links`` once (round 20): never sent again
         self.no_batch = False  # the ledger refused ``events`` once (round 21): one request per event
+        self.no_sealed = False  # the ledger refused a ``sealed`` event once (issue 24): never sent again
         self.requests = 0
         self._thread = threading.Thread(target=self._run, name="waggle-progress", daemon=True)
         if send is not None:
@@ -62,7 +65,11 @@ class ProgressPoster:
         if self._send is None:
             return
         body = {"url": url, "phase": phase}
-        if phase == "done":
+        if phase == "sealed":  # the capture sealed: its task and manifest-to-be (issue 24 item 5)
+            if self.plain or self.no_sealed or not (result or {}).get("taskId"):
+                return
+            body.update({k: result[k] for k in ("taskId", "manifestLocation") if result.get(k)})
+        elif phase == "done":
             result = result or {}
             body["status"] = "captured" if result.get("status") == "captured" else "failed"
             if body["status"] == "captured" and result.get("taskId"):
@@ -105,6 +112,18 @@ class ProgressPoster:
 
     def _send_batch(self, events: list[dict]) -> list[str | None]:
         """Send ``events``; one outcome each: None when recorded, else why not."""
+        outcomes = self._send_batch_once(events)
+        sealed = [i for i, e in enumerate(events) if e.get("phase") == "sealed"]
+        refused = [o for o in outcomes if o is not None and o.startswith("HTTP 400") and "phase" in o]
+        if sealed and refused and not self.no_sealed:  # an older ledger: send the rest without them
+            self.no_sealed = True
+            self._log("the ledger takes no 'sealed' progress events (an older ledger): sent without")
+            rest = [e for e in events if e.get("phase") != "sealed"]
+            again = iter(self._send_batch_once(rest) if rest else [])
+            return ["not sent (older ledger)" if e.get("phase") == "sealed" else next(again) for e in events]
+        return outcomes
+
+    def _send_batch_once(self, events: list[dict]) -> list[str | None]:
         if len(events) > 1 and not self.no_batch:
             self.requests += 1
             resp = self._send({"events": [self._strip(e) for e in events]})

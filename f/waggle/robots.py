@@ -5,7 +5,8 @@
 """robots.txt for plan_level: the RFC 9309 fetch policy and a protego adapter (library script).
 
 Fetch (RFC 9309 §2.3.1): 2xx → parse the first 512 KiB (a cut last line is dropped, a UTF-8
-BOM is stripped); up to 5 redirects are followed and the rules apply to the initial
+BOM or a leading part of one is skipped, UTF-16/32 is decoded and a body undecodable in it is
+unreachable; see :func:`decode_robots`); up to 5 redirects are followed and the rules apply to the initial
 authority; 4xx (except 429) → unavailable, no restrictions; 5xx, 429, a timeout, a network
 error, a refused or non-http(s) redirect → unreachable, the host is skipped this level.
 
@@ -24,6 +25,7 @@ skipped this level with reason ``robots-too-large`` (never crawl what a dropped 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +55,38 @@ UNREACHABLE = "unreachable"  # 5xx/429/timeout/network: everything disallowed th
 NOT_FETCHED = "not-fetched"  # respect_robots false
 
 
+# Characters that are never part of a robots.txt line's text: C0 controls (NUL included), DEL
+# and a BOM repeated inside the file. Stripped at a line's ends; inside a value see below.
+_JUNK = "".join(map(chr, range(0x20))) + "\x7f\ufeff"
+_STRIP = _JUNK + " "
+
+
+_UNDECODED = re.compile("[\x00-\x1f\x7f\ufeff\udc80-\udcff]")  # _JUNK or a surrogateescape'd byte
+
+
+def _agent_value(value: str) -> str:
+    """A ``User-agent`` value up to its first undecodable byte or control character: such a
+    byte ends the name (as a space does), so ``*\\xff`` is still ``*`` and its group applies."""
+    found = _UNDECODED.search(value)
+    return value if found is None else value[: found.start()].strip()
+
+
+def _escaped_value(value: str) -> str:
+    """A rule's value with each undecodable byte or control character written as ``%XX``
+    (the byte as it appears in a URL path; a control character in a path is always escaped)."""
+    if _UNDECODED.search(value) is None:
+        return value
+    out = []
+    for ch in value:
+        if "\udc80" <= ch <= "\udcff":
+            out.append(f"%{ord(ch) - 0xDC00:02X}")
+        elif ch in _JUNK:
+            out.append("".join(f"%{b:02X}" for b in ch.encode()))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def _agent_token(agent: str) -> str:
     """The product token of a ``User-agent`` value: cut at the first space (as Google does) and at ``/``."""
     return agent.strip().lower().split(" ")[0].split("/")[0]
@@ -79,13 +113,16 @@ def relevant_groups(text: str, token: str) -> str:
     ``User-agent: *`` followed by its member lines only (Allow, Disallow, Crawl-delay,
     Request-rate, Visit-time); unknown and site-wide lines are dropped, so protego cannot
     split the group again. Writing our agent under the bare token also merges every group
-    naming us (``waggle``, ``waggle/2.0``) into one, as RFC 9309 §2.2.1 requires. Other
+    naming us (``waggle``, ``waggle/2.0``) into one, as RFC 9309 §2.2.1 requires. Bytes that
+    were not text (see :func:`decode_robots`) never drop a line: they end a user-agent value
+    and are written ``%XX`` in a rule. Other
     agents' groups are never built, which keeps hostile files (thousands of agents) cheap;
     a rule repeated within a group is written once.
     """
     out: list[str] = []
     agents: list[str] = []  # the current group's user-agent values (lower-cased)
-    members: list[str] = []
+    agent_lines: list[int] = []  # their line numbers (1-based, in ``text``)
+    members: list[tuple[str, int | str]] = []  # (line, its source line number or kept note)
     closed = False  # an Allow/Disallow line was seen: the next User-agent line starts a group
 
     def flush() -> None:
@@ -98,13 +135,21 @@ def relevant_groups(text: str, token: str) -> str:
         if star:
             out.append("user-agent: *")
         seen: set[str] = set()
-        for line in members:
-            if line not in seen:
-                seen.add(line)
-                out.append(line)
+        for rule, note in members:
+            if rule not in seen:
+                seen.add(rule)
+                out.append(rule + (source(note) if isinstance(note, int) else note))
 
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
+    def source(number: int) -> str:
+        """Where a rule came from, kept in the normal form as a comment protego ignores:
+        `` #L<rule line> g<group's first agent line> n<agent lines> u<our line> s<* line>``."""
+        ours = next((n for a, n in zip(agents, agent_lines) if _agent_matches(a, token)), 0)
+        star = next((n for a, n in zip(agents, agent_lines) if a == "*"), 0)
+        return f" #L{number} g{agent_lines[0]} n{len(agent_lines)} u{ours} s{star}"
+
+    for number, raw in enumerate(text.splitlines(), start=1):
+        body, hash_, comment = raw.partition("#")
+        line = body.strip(_STRIP)
         if not line:
             continue
         parsed = _extract_directive(line)
@@ -114,21 +159,57 @@ def relevant_groups(text: str, token: str) -> str:
         if field in _USER_AGENT_DIRECTIVE:
             if closed:
                 flush()
-                agents, members, closed = [], [], False
-            agents.append(value.strip().lower())
+                agents, agent_lines, members, closed = [], [], [], False
+            agents.append(_agent_value(value).strip().lower())
+            agent_lines.append(number)
         elif field in _MEMBER_FIELDS:
             closed = closed or field in _RULE_FIELDS
             if agents:  # a rule before any user-agent line belongs to no group
-                members.append(f"{field}: {value}")
+                note: int | str = ""  # the source line, or the note of a normal form read again
+                if field in _RULE_FIELDS:
+                    kept = _SOURCE.fullmatch(hash_ + comment) if hash_ else None
+                    note = " " + kept.group(0).strip() if kept else number
+                members.append((f"{field}: {_escaped_value(value)}", note))
     flush()
     return "\n".join(out) + "\n"
+
+
+_SOURCE = re.compile(r"#L(\d+) g(\d+) n(\d+) u(\d+) s(\d+)\s*")
+_FIELD_NAMES = {"user-agent": "User-agent", "allow": "Allow", "disallow": "Disallow"}
+
+
+@dataclass(frozen=True)
+class RuleSource:
+    """Where the rule that decided a URL stands in the site's robots.txt (1-based lines):
+    ``field`` (allow/disallow) ``value``, at ``line``; its group's first ``User-agent`` line
+    ``group_start``, its ``agent_lines`` count, and the line naming our agent (or ``*``) ``agent_line``."""
+
+    field: str
+    value: str
+    line: int
+    group_start: int
+    agent_lines: int
+    agent_line: int
+    agent: str
+
+    def describe(self) -> str:
+        """``robots.txt lines 1–5: `User-agent: *` … `Disallow: /```, plus why a group spans
+        several User-agent lines (RFC 9309 §2.1 as Google reads it) when it does."""
+        value = self.value if len(self.value) <= 200 else self.value[:200] + "\u2026"  # a reason, not a dump
+        rule = f"{_FIELD_NAMES.get(self.field, self.field)}: {value}".rstrip()
+        text = (f"robots.txt lines {self.group_start}\u2013{self.line}: `User-agent: {self.agent}`"
+                + (f" (line {self.agent_line})" if self.agent_line != self.group_start else "")
+                + f" \u2026 `{rule}`")
+        if self.agent_lines > 1:
+            text += " (one group: a group ends only at a User-agent line after a rule)"
+        return text
 
 
 def count_rules(text: str) -> int:
     """Allow/Disallow lines in ``text`` as returned by :func:`relevant_groups`."""
     count = 0
     for line in text.splitlines():
-        parsed = _extract_directive(line)
+        parsed = _extract_directive(line.split("#", 1)[0])
         if parsed is not None and parsed[0] in _RULE_FIELDS:
             count += 1
     return count
@@ -148,6 +229,40 @@ class RobotsRules:
         self.text: str | None = None if self.too_large else relevant
         self._parser = Protego.parse("" if self.too_large else relevant)
         self._group = None if self.too_large else self._choose_group(token.lower())
+        self._token = token.lower()
+        self._exact = self._group is not None and self._group is not self._parser._user_agents.get("*")
+
+    def rule_for(self, url: str) -> RuleSource | None:
+        """The robots.txt line that disallows (or allows) ``url`` for us, or None (no rule
+        matched, or the file was too large). Mirrors protego 0.7.0's ``can_fetch``: the first of
+        the chosen group's rules (sorted by priority) that matches decides."""
+        if self._group is None or self.text is None:
+            return None
+        from protego._utils import _quote_path  # pinned protego 0.7.0
+
+        group = self._group
+        if group._plain_prefixes is None:
+            group._build_index()
+        quoted = _quote_path(url)
+        decided = next((r for r in group._rules if r.value.match(quoted)), None)
+        if decided is None:
+            return None
+        patterns = {raw for raw, pat in self._parser._url_patterns.items() if pat is decided.value}
+        for line in self.text.splitlines():
+            rule, _, note = line.partition(" #L")
+            parsed = _extract_directive(rule)
+            found = _SOURCE.fullmatch("#L" + note) if note else None
+            if parsed is None or found is None or parsed[0] != decided.field:
+                continue
+            if parsed[1] not in patterns and parsed[1].replace("$", "%24") not in patterns:
+                continue
+            number, start, count, ours, star = (int(g) for g in found.groups())
+            agent_line = ours if self._exact else star
+            if not agent_line:
+                continue  # the same rule in a group that does not apply to us
+            agent = self._token if self._exact else "*"
+            return RuleSource(decided.field, parsed[1], number, start, count, agent_line, agent)
+        return None
 
     def _choose_group(self, token: str):  # -> protego _RuleSet | None
         groups = self._parser._user_agents  # pinned protego 0.7.0: {lower-cased agent: rule set}
@@ -198,13 +313,78 @@ class RobotsOutcome:
     def crawl_delay_s(self) -> float | None:
         return self.rules.crawl_delay_s() if self.state == ALLOWED and self.rules else None
 
+    def why_disallowed(self, url: str) -> str:
+        """A skip reason a person can act on for a URL :meth:`allowed` refused: ``robots: <the
+        lines that did it>`` (see :meth:`RuleSource.describe`), or plain ``robots`` when no
+        line can be named (e.g. a cached copy written before lines were kept)."""
+        source = self.rules.rule_for(url) if self.state == ALLOWED and self.rules is not None else None
+        return f"robots: {source.describe()}" if source is not None else "robots"
+
+
+class RobotsUndecodable(ValueError):
+    """A robots.txt body that cannot be read as text (RFC 9309 §2.3.1.4: treated as unreachable)."""
+
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_WIDE_BOMS = (  # longest first: a UTF-32 LE BOM starts with the UTF-16 LE one
+    (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"),
+)
+
+
+def _wide_encoding(data: bytes) -> tuple[str | None, int]:
+    """(codec, BOM length) of a UTF-16/32 body: by its BOM, else by NUL bytes sitting in every
+    other position of its first 512 bytes (UTF-16 without a BOM); (None, 0) for byte text."""
+    for bom, codec in _WIDE_BOMS:
+        if data.startswith(bom):
+            return codec, len(bom)
+    head = data[:512]
+    if len(head) >= 4 and head.count(0) * 3 >= len(head):  # ≥ 1/3 NULs: not byte text
+        even, odd = head[0::2].count(0), head[1::2].count(0)
+        if odd * 4 >= len(head[1::2]) * 3 and even == 0:
+            return "utf-16-le", 0
+        if even * 4 >= len(head[0::2]) * 3 and odd == 0:
+            return "utf-16-be", 0
+    return None, 0
+
 
 def decode_robots(data: bytes, truncated: bool) -> str:
-    """UTF-8 text of a robots body: BOM stripped, invalid bytes replaced, a cut last line dropped."""
+    """The text of a robots.txt body, decoded so that no decoding problem can turn a rule into an
+    allow (issue 24). Raises :class:`RobotsUndecodable` when the body cannot be read at all.
+
+    * A UTF-8 BOM, or any leading part of one (``EF`` or ``EF BB``), is skipped, as Google's
+      robots.txt parser does: the first line still parses.
+    * UTF-16/UTF-32 (by BOM, or UTF-16 by its NUL pattern) is decoded strictly; a body that is
+      not valid in that encoding raises (the host is then treated as unreachable, never as
+      allow-all).
+    * Any other bytes are UTF-8; each byte that is not valid UTF-8 becomes a lone surrogate
+      (``surrogateescape``), which :func:`relevant_groups` turns into ``%XX`` in a rule's path
+      (so ``Disallow: /caf\\xe9`` disallows ``/caf%E9``) and treats as the end of a user-agent
+      value — the line, and so its group, is kept.
+    * A cut last line (``truncated``: the body ran past ROBOTS_MAX_BYTES) is dropped.
+    """
+    codec, skip = _wide_encoding(data)
+    if codec is not None:
+        body = data[skip:]
+        if truncated:  # cut at a code unit boundary; the cut last line goes below
+            unit = 4 if codec.startswith("utf-32") else 2
+            body = body[: len(body) - len(body) % unit]
+        try:
+            text = body.decode(codec)
+        except UnicodeDecodeError as exc:
+            raise RobotsUndecodable(f"not valid {codec} at byte {exc.start + skip}") from None
+        if truncated:
+            cut = max(text.rfind("\n"), text.rfind("\r"))
+            text = text[: cut + 1] if cut >= 0 else ""
+        return text
+    for size in (3, 2, 1):  # the whole UTF-8 BOM, or the part of it the body starts with
+        if data[:size] == _UTF8_BOM[:size]:
+            data = data[size:]
+            break
     if truncated:
         cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
         data = data[: cut + 1] if cut >= 0 else b""
-    return data.decode("utf-8-sig", "replace")
+    return data.decode("utf-8", "surrogateescape")
 
 
 def fetch_robots(
@@ -241,7 +421,12 @@ def fetch_robots(
                         continue
                     if 200 <= status < 300:
                         data, truncated = _read_capped(response, deadline)
-                        rules = RobotsRules(decode_robots(data, truncated), token)
+                        try:
+                            text = decode_robots(data, truncated)
+                        except RobotsUndecodable as exc:  # RFC 9309 §2.3.1.4: as if unreachable
+                            log(f"robots {robots_url}: {status} but unreadable ({exc}); host skipped this level")
+                            return RobotsOutcome(UNREACHABLE, detail=f"{status} unreadable: {exc}")
+                        rules = RobotsRules(text, token)
                         return RobotsOutcome(ALLOWED, rules, detail=f"{status}")
                     if status == 429 or status >= 500:
                         return RobotsOutcome(UNREACHABLE, detail=f"{status}")

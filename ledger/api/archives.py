@@ -103,6 +103,10 @@ def row_json(r: dict[str, Any]) -> dict[str, Any]:
         "incompleteReason": r.get("incomplete_reason"),
         # revisit records in the WACZ and the body bytes they did not store (decision 181)
         "revisits": {"count": r.get("revisit_count") or 0, "bytesSaved": r.get("revisit_bytes_saved") or 0},
+        # wacz-auth signature as the ledger found it at admission (None: not signed / not checked)
+        "signed": r.get("signed"),
+        "signatureDomain": r.get("signature_domain"),
+        "signatureVerified": r.get("signature_verified"),
     }
 
 
@@ -124,7 +128,7 @@ async def list_archives(request: Request) -> Any:
             """
             SELECT id, task_id, source_url, labels, wacz_complete, captured_at, object_key,
                    missing_body_urls, missing_body_count, truncated_urls, incomplete_reason,
-                   revisit_count, revisit_bytes_saved
+                   revisit_count, revisit_bytes_saved, signed, signature_domain, signature_verified
             FROM archives a
             WHERE (%(before)s::timestamptz IS NULL OR captured_at < %(before)s::timestamptz)
               AND (%(url)s::text IS NULL OR source_url ILIKE %(url)s::text)

@@ -12,8 +12,8 @@ import orjson
 from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator, TypeAdapter)
+from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, ValidationError,
+                      field_validator, model_validator, TypeAdapter)
 from typing_extensions import Required, TypedDict
 
 from ledger.api.authorize import submitter
@@ -23,6 +23,8 @@ from ledger.crawl import pages as pages_store
 from ledger.crawl import progress as progress_store
 from ledger.crawl import hosts as host_politeness
 from ledger.crawl import robots_cache, salvage
+from ledger.crawl import scope as scope_rules
+from ledger.crawl import control
 from ledger.crawl.crawls import DEFAULT_PER_HOST_DELAY_MS
 from ledger.crawl.dispatch import dispatch_level, dispatch_waiting
 from ledger.crawl.errors import Refused
@@ -136,7 +138,15 @@ class InlineScript(_Strict):
 class CrawlRequest(_Strict):
     seeds: list[NonEmpty] | None = Field(None, min_length=1)
     fromTargets: FromTargets | None = None
-    scope: Literal["same-origin", "same-host"] = "same-origin"
+    # scope type (ledger.crawl.scope; same-origin / same-host: today's names, kept as aliases)
+    scope: Literal["page", "prefix", "host", "domain", "origin", "same-origin", "same-host"] = "origin"
+    include: list[str] | None = Field(None, max_length=scope_rules.MAX_PATTERNS)  # RE2 over the normalized URL
+    exclude: list[str] | None = Field(None, max_length=scope_rules.MAX_PATTERNS)  # wins over scope and include
+    extraHops: int = _setting(0, ge=0, le=scope_rules.MAX_EXTRA_HOPS)
+    # limits (ledger.crawl.limits): each ends the crawl (or the host) with its own stop reason
+    timeLimitS: int | None = _setting(None, ge=1, le=30 * 86400)  # wall-clock seconds from the start
+    maxBytes: int | None = _setting(None, ge=1)  # sum of the crawl's admitted WACZ sizes
+    maxPagesPerHost: int | None = _setting(None, ge=1)  # pages per host (with WAGGLE_MAX_PAGES_PER_HOST)
     maxDepth: int | None = _setting(None, ge=0, le=10)
     maxPages: int | None = _setting(None, ge=1)
     perHostDelayMs: int = _setting(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
@@ -144,12 +154,32 @@ class CrawlRequest(_Strict):
     scripts: list[Annotated[str, Field(min_length=1)] | InlineScript] | None = None
     # The capture formats of this crawl (None: WAGGLE_CAPTURE_FORMATS); always with wacz.
     formats: list[Literal["png", "webp", "html", "links", "mhtml", "wacz"]] | None = Field(None, min_length=1)
+    # Archive pages whose robots meta / X-Robots-Tag says noarchive and follow nofollow pages' links.
+    ignoreRobotsMeta: StrictBool = False  # "yes" or 1 is a 400, not read as true
+    # Signed WACZ (wacz-auth) for every capture of this crawl (None: WAGGLE_CAPTURE_SIGNING).
+    signing: StrictBool | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> "CrawlRequest":
         if (self.seeds is None) == (self.fromTargets is None):
             raise ValueError("provide exactly one of seeds or fromTargets")
         return self
+
+    @field_validator("scope")
+    @classmethod
+    def _canonical_scope(cls, value: str) -> str:
+        return scope_rules.canonical(value)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, value: list[str] | None, info: Any) -> list[str] | None:
+        """Every pattern compiles under RE2 (linear time); a bad one is named (400)."""
+        if value:
+            try:
+                scope_rules.compile_patterns(value, info.field_name)
+            except scope_rules.InvalidPattern as exc:
+                raise ValueError(exc.reason()) from None
+        return value
 
     @field_validator("formats", mode="before")
     @classmethod
@@ -195,6 +225,19 @@ class PageResult(_Strict):
     links: list[DiscoveredLink] | None = None
     linksOverflow: int | None = Field(None, ge=0, le=10_000_000)
     manifestSummary: ManifestSummary | None = None
+    # ms the capture waited behind the previous page (held: startAfterMs / holdAfter; issue 24 item 8)
+    waitMs: int | None = Field(None, ge=0, le=3_600_000)
+
+    @model_validator(mode="after")
+    def _wait_within_capture(self) -> "PageResult":
+        """waitMs lies within the submission (submittedAt → finishedAt): the flow clamps it."""
+        if self.waitMs is None:
+            return self
+        if self.submittedAt is None or self.finishedAt is None:
+            raise ValueError("waitMs needs submittedAt and finishedAt")
+        if self.waitMs > (self.finishedAt - self.submittedAt).total_seconds() * 1000 + 1:
+            raise ValueError("waitMs must not be longer than the capture (finishedAt − submittedAt)")
+        return self
 
     @model_validator(mode="after")
     def _gap_from_within_capture(self) -> "PageResult":
@@ -272,6 +315,12 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
         seeds=body.seeds,
         from_targets_limit=body.fromTargets.limit if body.fromTargets else None,
         scope=body.scope,
+        include=body.include or [],
+        exclude=body.exclude or [],
+        extra_hops=body.extraHops,
+        time_limit_s=body.timeLimitS,
+        max_bytes=body.maxBytes,
+        max_pages_per_host=body.maxPagesPerHost,
         max_depth=body.maxDepth,
         max_pages=body.maxPages,
         per_host_delay_ms=body.perHostDelayMs,
@@ -280,6 +329,8 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
             s if isinstance(s, str) else s.model_dump() for s in body.scripts
         ],
         formats=body.formats,
+        ignore_robots_meta=body.ignoreRobotsMeta,
+        signing=body.signing,
     )
 
 
@@ -386,12 +437,13 @@ async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
 
 
 class ProgressEvent(_Strict):
-    """One capture event of ``crawl_host`` (issue 15): a page's capture started, or ended; a
-    captured page's end may carry its capture (``taskId``, ``manifestLocation``,
+    """One capture event of ``crawl_host`` (issue 15): a page's capture started, sealed (its
+    ``taskId`` and ``manifestLocation``-to-be, so a crawl failed before the capture answers
+    still admits it: ledger.crawl.salvage), or ended; a captured page's end may carry its capture (``taskId``, ``manifestLocation``,
     ``manifestSummary``: optional, for a crawl failed before its level report)."""
 
     url: str = Field(min_length=1, max_length=FINAL_URL_MAX_CHARS)
-    phase: Literal["started", "done"]
+    phase: Literal["started", "sealed", "done"]
     status: Literal["captured", "failed"] | None = None
     taskId: Annotated[str, AfterValidator(_uuid_text)] | None = None
     manifestLocation: Annotated[str, Field(min_length=1, max_length=LOCATION_MAX_CHARS)] | None = None
@@ -402,6 +454,10 @@ class ProgressEvent(_Strict):
     def _status_with_done(self) -> "ProgressEvent":
         if (self.phase == "done") != (self.status is not None):
             raise ValueError("status (captured|failed) goes with phase 'done', and only with it")
+        if self.phase == "sealed":  # the capture sealed: its task and manifest-to-be (issue 24 item 5)
+            if self.taskId is None or self.manifestSummary is not None or self.links is not None:
+                raise ValueError("a 'sealed' event carries taskId (and manifestLocation) only")
+            return self
         if self.taskId is not None and self.status != "captured":
             raise ValueError("taskId goes with status 'captured' only")
         if (self.manifestLocation is not None or self.manifestSummary is not None) and self.taskId is None:
@@ -497,12 +553,16 @@ async def post_progress(crawl_id: uuid.UUID, request: Request, background: Backg
     if outcomes is None:
         raise Refused(404, "not found")
     for i, (event, capture, refused) in enumerate(zip(events, captures, outcomes)):
-        late = await salvage.record_late(services.pool, crawl_id, event.url, capture, services.settings.s3_bucket) \
-            if refused is not None and refused.status == 409 and capture else None
+        late = None
+        if refused is not None and refused.status == 409 and capture:
+            record = salvage.record_sealed_late if event.phase == "sealed" else salvage.record_late
+            late = await record(services.pool, crawl_id, event.url, capture, services.settings.s3_bucket)
         if late is None:
             continue
         outcomes[i] = None
-        if late[1]:
+        if late[1] and event.phase == "sealed":
+            background.add_task(salvage.await_sealed, services, crawl_id, late[0], late[1])
+        elif late[1]:
             background.add_task(verify_level, services, crawl_id, late[0], set(), late[1])
     if not batch:
         if outcomes[0] is not None:
@@ -554,7 +614,55 @@ async def close_failed(crawl_id: uuid.UUID, body: FailedBody, request: Request,
         background.add_task(dispatch_waiting, services)
     if closed and closed.tasks:  # admission after the answer, as for a level report
         background.add_task(verify_level, services, crawl_id, closed.depth, set(), closed.tasks)
+    if closed and closed.sealed:  # captures past their seal finish without the flow: admit them as they land
+        background.add_task(salvage.await_sealed, services, crawl_id, closed.depth, closed.sealed)
     return JSONResponse({"closed": closed is not None}, background=background)
+
+
+@router.post("/api/crawls/{crawl_id}/stop")
+async def stop_crawl(crawl_id: uuid.UUID, request: Request, background: BackgroundTasks) -> JSONResponse:
+    """Stop a running or paused crawl gracefully → 200 ``{state: "succeeded", stopReason:
+    "stopped"}``: no new capture starts (its level's Windmill job is cancelled after the answer),
+    captures in flight finish and are admitted, pending pages are skipped (ledger.crawl.control).
+    404 unknown (or another organization's); 409 already finished."""
+    await _member(request, crawl_id)
+    services = request.app.state.services
+    done = await control.stop(services.pool, crawl_id, services.settings.s3_bucket)
+    if done.job:  # its level may still be capturing: no new capture may start
+        background.add_task(cancel_job, services.http, services.settings, done.job, "waggle: the crawl was stopped")
+    background.add_task(dispatch_waiting, services)  # its host leases ended with it
+    if done.tasks:
+        background.add_task(verify_level, services, crawl_id, done.depth, set(), done.tasks)
+    if done.sealed:  # captures past their seal finish without the flow: admit them as they land
+        background.add_task(salvage.await_sealed, services, crawl_id, done.depth, done.sealed)
+    return JSONResponse({"state": done.state, "stopReason": "stopped"}, background=background)
+
+
+@router.post("/api/crawls/{crawl_id}/pause")
+async def pause_crawl(crawl_id: uuid.UUID, request: Request, background: BackgroundTasks) -> JSONResponse:
+    """Pause a running crawl → 200 ``{state: "paused" | "pausing"}`` (``pausing``: the level in
+    flight finishes and reports first, then the crawl pauses; the frontier is kept and its host
+    leases end). 404 unknown; 409 finished."""
+    await _member(request, crawl_id)
+    services = request.app.state.services
+    done = await control.pause(services.pool, crawl_id)
+    if done.state == "paused":
+        background.add_task(dispatch_waiting, services)  # hosts it waited for are free for others
+    return JSONResponse({"state": done.state}, background=background)
+
+
+@router.post("/api/crawls/{crawl_id}/resume")
+async def resume_crawl(crawl_id: uuid.UUID, request: Request, background: BackgroundTasks) -> JSONResponse:
+    """Resume a paused crawl → 200 ``{state: "running"}``; its level is dispatched after the
+    answer and waits the rest of every host's gap (the hosts' last captures are kept in the
+    ledger). A crawl still ``pausing`` keeps running (the pause is withdrawn). 404 unknown; 409
+    finished; 429 the organization already runs WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG crawls."""
+    await _member(request, crawl_id)
+    services = request.app.state.services
+    done = await control.resume(services.pool, crawl_id, services.settings.max_running_crawls_per_org)
+    if done.dispatch is not None:
+        background.add_task(dispatch_level, services, done.dispatch, done.depth)
+    return JSONResponse({"state": done.state}, background=background)
 
 
 @router.post("/api/crawls/{crawl_id}/index")

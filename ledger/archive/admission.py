@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 
 from ledger.archive.manifest import CaptureReport, ManifestInvalid, manifest_key, read_manifest
 from ledger.archive.digests import record_digests
+from ledger.archive.signature import UNSIGNED, SignatureCheck
 from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT, WaczCheck, check_many
 from ledger.s3 import ObjectTooLarge, parse_location
 
@@ -38,6 +39,30 @@ class Admitted:
 
     outcome: Literal["registered", "already-known", "no-archive"]
     archive_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The WACZ check of one capture's archive, as admission uses it: ``problem`` (None =
+    complete; else stored as ``wacz_problem``), ``signature`` (what the ledger found of its
+    wacz-auth signature) and ``refusal`` (a signed WACZ that does not verify: never admitted)."""
+
+    problem: str | None = None
+    signature: SignatureCheck = UNSIGNED
+    refusal: str | None = None
+
+
+def _signature_columns(report: CaptureReport, signature: SignatureCheck | None) -> dict[str, Any]:
+    """``signed`` / ``signature_domain`` / ``signature_verified`` of an archive row: the ledger's
+    own finding when it checked the WACZ; else the report's ``signature`` (verified unknown)."""
+    if signature is not None and signature.signed:
+        return {"signed": True, "signature_domain": signature.domain, "signature_verified": signature.verified}
+    if signature is not None and report.signature is None:
+        return {"signed": None, "signature_domain": None, "signature_verified": None}
+    if signature is not None:  # the report says signed but the WACZ carries no signature
+        return {"signed": False, "signature_domain": None, "signature_verified": False}
+    return {"signed": report.signature.signed if report.signature else None,
+            "signature_domain": report.signature.domain if report.signature else None, "signature_verified": None}
 
 
 @dataclass
@@ -65,14 +90,16 @@ def archive_tuples(archive_id: str, task_id: str, org_id: str, submitted_by: str
 
 
 async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submitted_by: str | None,
-                        problem: str | None = None) -> Admitted:
+                        problem: str | None = None, signature: SignatureCheck | None = None) -> Admitted:
     """Insert the archive of ``report`` and queue its tuples, on ``conn``'s transaction.
 
     Row: bucket/key from the report's own ``artifacts.wacz`` location; ``captured_at`` =
     BrowserHive's timestamp (ms precision, the listing cursor's unit); ``wacz_complete`` and
     ``signed`` three-valued (NULL written explicitly when absent). ``problem`` (the ledger's
     own WACZ check, ``ledger.archive.wacz_check``) forces ``wacz_complete`` false and is stored
-    as ``wacz_problem``. Raises ``ValueError`` when the WACZ location is not ``s3://bucket/key``.
+    as ``wacz_problem``. ``signature``: the ledger's check of its wacz-auth signature (columns
+    ``signed``, ``signature_domain``, ``signature_verified``; :func:`_signature_columns`).
+    Raises ``ValueError`` when the WACZ location is not ``s3://bucket/key``.
     """
     if not report.has_archive:
         log.warning("capture produced no archive; not adding to the ledger",
@@ -80,12 +107,15 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
         return Admitted("no-archive")
     bucket, key = parse_location(report.artifacts.wacz or "")
     comp = report.completeness_row()
+    sig = _signature_columns(report, signature)
     row = await (await conn.execute(
         """
         INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, labels,
                               wacz_complete, signed, captured_at, wacz_problem, missing_body_urls,
-                              missing_body_count, truncated_urls, incomplete_reason)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, date_trunc('milliseconds', %s::timestamptz), %s, %s, %s, %s, %s)
+                              missing_body_count, truncated_urls, incomplete_reason,
+                              signature_domain, signature_verified)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, date_trunc('milliseconds', %s::timestamptz), %s, %s, %s, %s, %s,
+                %s, %s)
         ON CONFLICT (bucket, object_key) DO NOTHING
         RETURNING id
         """,
@@ -97,13 +127,15 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
             report.url,
             list(report.labels),
             _complete(report, problem),
-            report.signature.signed if report.signature else None,
+            sig["signed"],
             report.timestamp,
             problem,
             comp["missing_body_urls"],
             comp["missing_body_count"],
             comp["truncated_urls"],
             comp["incomplete_reason"],
+            sig["signature_domain"],
+            sig["signature_verified"],
         ),
     )).fetchone()
     if row is None:
@@ -118,14 +150,15 @@ async def admit_archive(conn: Any, report: CaptureReport, *, org_id: str, submit
 _BATCH_ARCHIVES_SQL = """
 INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, labels,
                       wacz_complete, signed, captured_at, wacz_problem, missing_body_urls, missing_body_count,
-                      truncated_urls, incomplete_reason)
+                      truncated_urls, incomplete_reason, signature_domain, signature_verified)
 SELECT v.task_id, v.correlation_id, v.bucket, v.object_key, v.source_url, v.labels,
        v.wacz_complete, v.signed, date_trunc('milliseconds', v.captured_at), v.wacz_problem,
-       v.missing_body_urls, v.missing_body_count, v.truncated_urls, v.incomplete_reason
+       v.missing_body_urls, v.missing_body_count, v.truncated_urls, v.incomplete_reason,
+       v.signature_domain, v.signature_verified
 FROM jsonb_to_recordset(%s::jsonb) AS v(n int, task_id uuid, correlation_id text, bucket text,
      object_key text, source_url text, labels text[], wacz_complete boolean, signed boolean,
      captured_at timestamptz, wacz_problem text, missing_body_urls text[], missing_body_count int,
-     truncated_urls text[], incomplete_reason text)
+     truncated_urls text[], incomplete_reason text, signature_domain text, signature_verified boolean)
 ORDER BY v.n
 ON CONFLICT (bucket, object_key) DO NOTHING
 RETURNING id, bucket, object_key
@@ -140,8 +173,9 @@ def _complete(report: CaptureReport, problem: str | None) -> bool | None:
     return report.completeness_row()["wacz_complete"]
 
 
-async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str, submitted_by: str | None,
-                     problems: list[str | None] | None = None,
+async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
+                     submitted_by: str | None, problems: list[str | None] | None = None,
+                     signatures: list[SignatureCheck | None] | None = None,
                      indexed: dict[str, WaczCheck] | None = None) -> list[Admitted | Exception]:
     """:func:`admit_archive` for many reports at once, on ``conn``'s transaction: one INSERT
     into ``archives`` and one into ``fga_outbox`` for the lot, in a savepoint. Returns one
@@ -150,12 +184,14 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str, su
     :func:`admit_archive` report by report (two reports of one WACZ object: the first is
     ``registered``, the second ``already-known``). When the batch statement fails, every report
     is retried alone in its own savepoint, so one bad row never keeps the others out.
-    ``problems`` (aligned with ``reports``): the WACZ check's finding per report, if any.
+    ``problems`` (aligned with ``reports``): the WACZ check's finding per report, if any;
+    ``signatures`` (aligned): the ledger's check of each WACZ's signature, if it ran.
     ``indexed`` (WACZ location → check, :func:`check_archives`): the payload digests of each
     registered archive go into the organization's digest index in the same savepoint.
     """
     out: list[Admitted | Exception | None] = [None] * len(reports)
     problems = problems or [None] * len(reports)
+    signatures = signatures or [None] * len(reports)
     batch: list[tuple[int, CaptureReport, str, str]] = []
     for i, report in enumerate(reports):
         if not report.has_archive:
@@ -174,7 +210,7 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str, su
     rows = [{
         "n": n, "task_id": r.task_id, "correlation_id": r.correlation_id or None, "bucket": bucket,
         "object_key": key, "source_url": r.url, "labels": list(r.labels),
-        "signed": r.signature.signed if r.signature else None, "captured_at": r.timestamp.isoformat(),
+        **_signature_columns(r, signatures[i]), "captured_at": r.timestamp.isoformat(),
         **r.completeness_row(),
         "wacz_complete": _complete(r, problems[i]), "wacz_problem": problems[i],
     } for n, (i, r, bucket, key) in enumerate(batch)]
@@ -204,7 +240,7 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str, su
             try:
                 async with conn.transaction():
                     out[i] = await admit_archive(conn, report, org_id=org_id, submitted_by=submitted_by,
-                                                 problem=problems[i])
+                                                 problem=problems[i], signature=signatures[i])
                     check = (indexed or {}).get(report.artifacts.wacz or "")
                     if check is not None and out[i].archive_id:  # type: ignore[union-attr]
                         await record_digests(conn, org_id, out[i].archive_id, check.digests,  # type: ignore[union-attr]
@@ -253,31 +289,39 @@ async def fetch_manifests(s3: Any, keys: list[str]) -> list[CaptureReport | None
 
 async def check_archives(s3: Any, manifests: list[CaptureReport],
                          hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT,
-                         indexed: dict[str, WaczCheck] | None = None) -> list[str | None | Exception]:
-    """The WACZ check (``ledger.archive.wacz_check``) of each manifest's archive, aligned with
-    ``manifests``: None (nothing wrong, or no archive to check), the problem line, or the
-    exception that kept the check from deciding (S3 down: the capture is left for the reconciler).
-    ``indexed`` (optional, filled): WACZ location → its check, whose payload digests
-    :func:`admit_many` records (``ledger.archive.digests``, decision 181)."""
+                         trusted_roots: str | None = None, *,
+                         indexed: dict[str, WaczCheck] | None = None) -> list[Finding | Exception]:
+    """The WACZ check (``ledger.archive.wacz_check``, with the signature against
+    ``trusted_roots``) of each manifest's archive, aligned with ``manifests``: a :class:`Finding`
+    (empty when nothing is wrong or there is no archive), or the exception that kept the check
+    from deciding (S3 down: the capture is left for the reconciler). ``indexed`` (optional,
+    filled): WACZ location → its check, whose payload digests :func:`admit_many` records
+    (``ledger.archive.digests``, decision 181)."""
     checks = await check_many(s3, [m.artifacts.wacz if m.has_archive else None for m in manifests],
-                              hash_max_bytes=hash_max_bytes)
-    out: list[str | None | Exception] = []
+                              hash_max_bytes=hash_max_bytes, trusted_roots=trusted_roots)
+    out: list[Finding | Exception] = []
     for manifest, check in zip(manifests, checks):
         if indexed is not None and isinstance(check, WaczCheck):
             indexed[manifest.artifacts.wacz or ""] = check
         if isinstance(check, Exception):
             out.append(check)
-        elif check is not None and check.problem is not None:
-            log.warning("WACZ is not complete; registered as incomplete",
-                        extra={"taskId": manifest.task_id, "problem": check.problem})
-            out.append(check.problem)
+        elif check is None:
+            out.append(Finding())
+        elif check.refusal is not None:
+            log.warning("signed WACZ does not verify; not admitted",
+                        extra={"taskId": manifest.task_id, "reason": check.refusal})
+            out.append(Finding(check.problem, check.signature, check.refusal))
         else:
-            out.append(None)
+            if check.problem is not None:
+                log.warning("WACZ is not complete; registered as incomplete",
+                            extra={"taskId": manifest.task_id, "problem": check.problem})
+            out.append(Finding(check.problem, check.signature))
     return out
 
 
 async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted_by: str | None,
-                      results: list[dict], wacz_hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT) -> LevelAdmission:
+                      results: list[dict], wacz_hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT,
+                      trusted_roots: str | None = None) -> LevelAdmission:
     """Fast path for one level report (``results`` as received, camelCase, ledger.md §6.9).
 
     Runs inside the caller's transaction. Manifests are read from the configured ``bucket`` at
@@ -317,17 +361,22 @@ async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted
             continue
         ready.append((index, result, key, manifest))
     indexed: dict[str, WaczCheck] = {}
-    checks = await check_archives(s3, [m for _, _, _, m in ready], wacz_hash_max_bytes, indexed)
-    checked = [(r, c) for r, c in zip(ready, checks) if not isinstance(c, Exception)]
+    checks = await check_archives(s3, [m for _, _, _, m in ready], wacz_hash_max_bytes, trusted_roots,
+                                  indexed=indexed)
+    checked = [(r, c) for r, c in zip(ready, checks) if isinstance(c, Finding) and c.refusal is None]
     for (_, _, key, _), check in zip(ready, checks):
         if isinstance(check, Exception):
             log.warning("could not check this page's WACZ; reconcile will retry",
                         extra={"key": key, "error": f"{type(check).__name__}: {check}"})
             out.errors += 1
+        elif check.refusal is not None:
+            out.skipped += 1  # a signed WACZ that does not verify is never admitted
     ready = [r for r, _ in checked]  # a capture whose WACZ could not be checked waits for the reconciler
     outcomes = await admit_many(conn, [m for _, _, _, m in ready], org_id=org_id, submitted_by=submitted_by,
-                                problems=[c for _, c in checked], indexed=indexed)  # type: ignore[misc]
-    for ((index, result, key, manifest), problem), admitted in zip(checked, outcomes):
+                                problems=[c.problem for _, c in checked],
+                                signatures=[c.signature for _, c in checked], indexed=indexed)
+    for ((index, result, key, manifest), finding), admitted in zip(checked, outcomes):
+        problem = finding.problem
         if isinstance(admitted, Exception):
             log.warning("could not register this page; reconcile will retry",
                         extra={"key": key, "error": f"{type(admitted).__name__}: {admitted}"})

@@ -1,9 +1,12 @@
-"""``waggle reconcile [--since-days N]``: admit captures whose manifest arrived late."""
+"""``waggle reconcile [--since-days N]``: admit captures whose manifest arrived late;
+``waggle verify FILE.wacz``: check a downloaded WACZ offline (:mod:`ledger.archive.offline`)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -18,13 +21,30 @@ async def _reconcile(settings, since_days: int | None) -> dict:
     pool = await open_pool(database_url(settings), max_size=2)
     try:
         return (await reconcile(pool, s3, since_days=since_days,
-                                wacz_hash_max_bytes=settings.wacz_hash_max_bytes)).as_dict()
+                                wacz_hash_max_bytes=settings.wacz_hash_max_bytes,
+                                trusted_roots=settings.signing_trusted_roots)).as_dict()
     finally:
         await pool.close()
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``reconcile`` to ``app``."""
+    """Add ``reconcile`` and ``verify`` to ``app``."""
+
+    @app.command("verify")
+    def verify_cmd(
+        file: Path = typer.Argument(..., help="A downloaded WACZ file.", dir_okay=False),
+        trusted_roots: Optional[str] = typer.Option(
+            None, "--trusted-roots", help="authsign roots YAML (SHA-256 fingerprints) the signature must chain to"
+            " (default: $WAGGLE_SIGNING_TRUSTED_ROOTS, then the local stack's, then authsign's public roots)"),
+    ) -> None:
+        """Check a WACZ offline: its wacz-auth signature and every file's hash. Exit 0 verified,
+        1 does not verify (says why), 2 not signed (hashes checked)."""
+        from ledger.archive.offline import default_trusted_roots, verify_file
+
+        verdict = verify_file(file, trusted_roots or default_trusted_roots())
+        for line in verdict.lines:
+            typer.echo(line)
+        raise typer.Exit(verdict.code)
 
     @app.command("reconcile")
     def reconcile_cmd(

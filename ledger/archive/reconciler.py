@@ -17,10 +17,11 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ledger.archive.admission import READ_CONCURRENCY, admit_many, check_archives, fetch_manifests
+from ledger.archive.admission import READ_CONCURRENCY, Finding, admit_many, check_archives, fetch_manifests
 from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT
 from ledger.archive.manifest import CaptureReport, ManifestInvalid
-from ledger.archive.verify import disagreement, record_disagreement
+from ledger.archive.verify import disagreement, record_disagreement, refusal_reason, refuse_archive
+from ledger.crawl.salvage import promote_admitted
 
 log = logging.getLogger("waggle.reconcile")
 
@@ -52,7 +53,8 @@ class ReconcileResult:
 
 
 async def reconcile(pool: Any, s3: Any, *, since_days: int | None = None,
-                    wacz_hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT) -> ReconcileResult:
+                    wacz_hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT,
+                    trusted_roots: str | None = None) -> ReconcileResult:
     """One reconcile pass. ``since_days`` (positive int or None = all time) limits by
     ``submitted_at``. Raises ``ValueError`` for a non-positive ``since_days``.
 
@@ -91,7 +93,7 @@ async def reconcile(pool: Any, s3: Any, *, since_days: int | None = None,
             else:
                 found.append((row, manifest))
         indexed: dict = {}  # WACZ location → check: the digests admission records (decision 181)
-        found = await _checked(s3, found, out, wacz_hash_max_bytes, indexed)
+        found = await _checked(pool, s3, found, out, wacz_hash_max_bytes, trusted_roots, indexed)
         await _admit_found(pool, found, out, indexed)
     log.info("Reconcile complete", extra=out.as_dict())
     return out
@@ -103,22 +105,28 @@ async def _record(pool: Any, task_id: Any, reason: str) -> None:
         await record_disagreement(conn, task_id, reason)
 
 
-async def _checked(s3: Any, found: list[tuple[dict, CaptureReport]], out: ReconcileResult,
-                   hash_max_bytes: int, indexed: dict | None = None) -> list[tuple[dict, CaptureReport, str | None]]:
+async def _checked(pool: Any, s3: Any, found: list[tuple[dict, CaptureReport]], out: ReconcileResult,
+                   hash_max_bytes: int, trusted_roots: str | None,
+                   indexed: dict | None = None) -> list[tuple[dict, CaptureReport, Finding]]:
     """``found`` with each archive's WACZ check (``admission.check_archives``); a capture whose
-    check could not decide (S3 down) is counted in ``errors`` and left for the next pass."""
-    checks = await check_archives(s3, [m for _, m in found], hash_max_bytes, indexed)
-    kept: list[tuple[dict, CaptureReport, str | None]] = []
+    check could not decide (S3 down) is counted in ``errors`` and left for the next pass; a
+    signed WACZ that does not verify is refused (``verify.refuse_archive``) and counted skipped."""
+    checks = await check_archives(s3, [m for _, m in found], hash_max_bytes, trusted_roots, indexed=indexed)
+    kept: list[tuple[dict, CaptureReport, Finding]] = []
     for (row, manifest), check in zip(found, checks):
         if isinstance(check, Exception):
             log.warning("could not check WACZ", extra={"key": row["manifest_key"], "error": f"{type(check).__name__}: {check}"})
             out.errors += 1
+        elif check.refusal is not None:
+            async with pool.connection() as conn, conn.transaction():
+                await refuse_archive(conn, row["task_id"], refusal_reason(check.refusal))
+            out.skipped += 1
         else:
             kept.append((row, manifest, check))
     return kept
 
 
-async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport, str | None]], out: ReconcileResult,
+async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport, Finding]], out: ReconcileResult,
                        indexed: dict | None = None) -> None:
     """Admit one chunk's manifests (each with its submission's organization and submitter) in
     one transaction; counts into ``out``."""
@@ -134,9 +142,13 @@ async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport, str | N
             outcomes = [None] * len(found)
             for (org_id, submitted_by), idx in groups.items():
                 got = await admit_many(conn, [found[i][1] for i in idx], org_id=org_id, submitted_by=submitted_by,
-                                       problems=[found[i][2] for i in idx], indexed=indexed)
+                                       problems=[found[i][2].problem for i in idx],
+                                       signatures=[found[i][2].signature for i in idx], indexed=indexed)
                 for i, outcome in zip(idx, got):
                     outcomes[i] = outcome
+            # a page its failed crawl left waiting for this archive is captured now (issue 24 item 5)
+            await promote_admitted(conn, [str(found[i][0]["task_id"]) for i, o in enumerate(outcomes)
+                                          if not isinstance(o, Exception) and o.outcome == "registered"])
     except Exception as exc:  # noqa: BLE001 - the chunk's transaction did not commit
         outcomes = [exc] * len(found)
     for (row, _, _), admitted in zip(found, outcomes):
@@ -158,7 +170,8 @@ async def run_periodically(services: Any) -> None:
         try:
             if services.s3 is not None:
                 await reconcile(services.pool, services.s3, since_days=settings.reconcile_since_days,
-                                wacz_hash_max_bytes=getattr(settings, "wacz_hash_max_bytes", HASH_MAX_BYTES_DEFAULT))
+                                wacz_hash_max_bytes=getattr(settings, "wacz_hash_max_bytes", HASH_MAX_BYTES_DEFAULT),
+                                trusted_roots=getattr(settings, "signing_trusted_roots", None))
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ledger.archive.admission import Admitted, admit_many, check_archives, fetch_manifests
+from ledger.archive.admission import Admitted, Finding, admit_many, check_archives, fetch_manifests
 from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT
 from ledger.archive.manifest import CaptureReport, ManifestInvalid
 
@@ -67,6 +67,31 @@ async def record_disagreement(conn: Any, task_id: Any, reason: str) -> None:
     """Store why a task's manifest was refused (``capture_submissions.verify_error``)."""
     await conn.execute("UPDATE capture_submissions SET verify_error = %s WHERE task_id = %s",
                        (reason[:VERIFY_ERROR_MAX_CHARS], task_id))
+
+
+REFUSED_PREFIX = "archive not admitted: "
+
+
+def refusal_reason(refusal: str) -> str:
+    """The reason shown for a WACZ the ledger refused (``verify_error`` and the page's reason)."""
+    return (REFUSED_PREFIX + refusal)[:VERIFY_ERROR_MAX_CHARS]
+
+
+async def refuse_archive(conn: Any, task_id: Any, reason: str) -> None:
+    """A signed WACZ that does not verify: keep ``reason`` in ``verify_error`` (the reconciler
+    leaves the submission alone) and show it on the crawl's page, which becomes ``failed``
+    (class ``permanent``: recapturing does not fix a signer) and leaves ``pages_captured``."""
+    await record_disagreement(conn, task_id, reason)
+    rows = await (await conn.execute(
+        """
+        WITH old AS (SELECT id, crawl_id, state FROM crawl_pages WHERE task_id = %s FOR UPDATE)
+        UPDATE crawl_pages p SET state = 'failed', failure_class = 'permanent', skip_reason = %s
+        FROM old WHERE p.id = old.id RETURNING p.crawl_id, old.state AS was
+        """, (str(task_id), reason))).fetchall()
+    for row in rows:
+        if row["was"] == "captured":
+            await conn.execute("UPDATE crawls SET pages_captured = GREATEST(pages_captured - 1, 0) WHERE id = %s",
+                               (row["crawl_id"],))
 
 
 _SUBMISSIONS_SQL = """
@@ -124,20 +149,28 @@ async def _verify(services: Any, crawl_id: Any, depth: int, failed_tasks: set[st
     # the WACZ check (issue 13) reads S3 too: done before the transaction opens
     indexed: dict = {}
     checks = await check_archives(services.s3, [m for _, m in ready],
-                                  getattr(services.settings, "wacz_hash_max_bytes", HASH_MAX_BYTES_DEFAULT), indexed)
-    checked: list[tuple[dict, CaptureReport, str | None]] = []
+                                  getattr(services.settings, "wacz_hash_max_bytes", HASH_MAX_BYTES_DEFAULT),
+                                  getattr(services.settings, "signing_trusted_roots", None), indexed=indexed)
+    checked: list[tuple[dict, CaptureReport, Finding]] = []
+    signature_refusals: list[tuple[Any, str]] = []
     for (row, manifest), check in zip(ready, checks):
         if isinstance(check, Exception):  # the check could not decide: the reconciler retries
             log.warning("could not check this page's WACZ; reconcile will retry",
                         extra={"key": row["manifest_key"], "error": f"{type(check).__name__}: {check}"})
             out.errors += 1
+        elif check.refusal is not None:  # a signed WACZ that does not verify is never admitted
+            signature_refusals.append((row["task_id"], refusal_reason(check.refusal)))
+            out.disagreed += 1
         else:
             checked.append((row, manifest, check))
     async with services.pool.connection() as conn, conn.transaction():
         for task_id, reason in refused:
             await record_disagreement(conn, task_id, reason)
+        for task_id, reason in signature_refusals:
+            await refuse_archive(conn, task_id, reason)
         recover: list[str] = []
-        for (row, manifest, problem), admitted in zip(checked, await _admit(conn, checked, indexed)):
+        for (row, manifest, finding), admitted in zip(checked, await _admit(conn, checked, indexed)):
+            problem = finding.problem
             if isinstance(admitted, Exception):
                 log.warning("could not register this page; reconcile will retry",
                             extra={"key": row["manifest_key"], "error": f"{type(admitted).__name__}: {admitted}"})
@@ -152,7 +185,7 @@ async def _verify(services: Any, crawl_id: Any, depth: int, failed_tasks: set[st
         out.recovered = await _recover(conn, crawl_id, depth, recover)
 
 
-async def _admit(conn: Any, ready: list[tuple[dict, CaptureReport, str | None]],
+async def _admit(conn: Any, ready: list[tuple[dict, CaptureReport, Finding]],
                  indexed: dict | None = None) -> list[Admitted | Exception]:
     """``admit_many`` (with each WACZ check's problem) per (organization, submitter) of the
     submissions; outcomes in order."""
@@ -162,7 +195,8 @@ async def _admit(conn: Any, ready: list[tuple[dict, CaptureReport, str | None]],
         groups.setdefault((row["org_id"], row["submitted_by"]), []).append(i)
     for (org_id, submitted_by), idx in groups.items():
         got = await admit_many(conn, [ready[i][1] for i in idx], org_id=org_id, submitted_by=submitted_by,
-                               problems=[ready[i][2] for i in idx], indexed=indexed)
+                               problems=[ready[i][2].problem for i in idx],
+                               signatures=[ready[i][2].signature for i in idx], indexed=indexed)
         for i, outcome in zip(idx, got):
             outcomes[i] = outcome
     return outcomes

@@ -16,6 +16,9 @@ with the central directory (``WaczCheck.hashed`` is False). A WACZ is *complete*
 
 :func:`check_wacz` returns a :class:`WaczCheck` whose ``problem`` is None or one line naming
 the first fault; it raises ``S3Unavailable`` when the store does not answer (nothing decided).
+A signed WACZ (``datapackage-digest.json`` with ``signedData``) also has its signature checked
+(:mod:`ledger.archive.signature`) and every listed file hashed whatever the size limit; its
+``refusal`` (a signature or a listed file that does not verify) keeps it out of the ledger.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import anyio
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ledger.archive.cdxj import INDEX_MAX_BYTES, IndexedDigests, parse_cdxj
+from ledger.archive.signature import UNSIGNED, SignatureCheck, check_signature
 from ledger.s3 import S3Unavailable, parse_location
 
 TAIL_BYTES = 64 * 1024  # end of central directory + the central directory of a page's WACZ
@@ -45,12 +49,16 @@ CHECK_CONCURRENCY = 8
 @dataclass(frozen=True)
 class WaczCheck:
     """Outcome of one check: ``problem`` (None = complete), ``hashed`` (every listed file's
-    hash was compared), ``requests`` and ``bytes_read`` (its cost in S3 GETs/HEADs and bytes)."""
+    hash was compared), ``requests`` and ``bytes_read`` (its cost in S3 GETs/HEADs and bytes),
+    ``signature`` (its wacz-auth signature, :data:`~ledger.archive.signature.UNSIGNED` without),
+    ``refusal`` (a signed WACZ that does not verify: why it may not be admitted)."""
 
     problem: str | None
     hashed: bool = False
     requests: int = 0
     bytes_read: int = 0
+    signature: SignatureCheck = UNSIGNED
+    refusal: str | None = None
     digests: IndexedDigests = IndexedDigests()  # from the CDXJ index (decision 181); originals only when complete
     bytes_saved: int = 0  # datapackage ``browserhive:capture.revisits.bytesSaved`` (our capture server)
 
@@ -187,15 +195,21 @@ def _check_resources(zf: zipfile.ZipFile, resources: list[dict], hash_max_bytes:
     return None, True
 
 
-def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT) -> WaczCheck:
-    """The check over any ranged source (``fetch(start, length) -> bytes``) of ``size`` bytes."""
+def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT,
+              trusted_roots: str | None = None) -> WaczCheck:
+    """The check over any ranged source (``fetch(start, length) -> bytes``) of ``size`` bytes;
+    ``trusted_roots``: the roots YAML a signature must chain to (:mod:`ledger.archive.signature`)."""
     f = _RangeFile(size, fetch)
     f.prefetch(max(0, size - TAIL_BYTES), TAIL_BYTES)
     problem, hashed = None, False
+    signature, refusal = UNSIGNED, None
     digests, saved = IndexedDigests(), 0
     try:
         with zipfile.ZipFile(f) as zf:  # type: ignore[arg-type]
             names = set(zf.namelist())
+            signature = check_signature(zf, trusted_roots)
+            if signature.signed:  # the signature covers every listed file: all are hashed
+                hash_max_bytes = 1 << 62
             if "datapackage.json" not in names:
                 problem = "the WACZ lacks datapackage.json"
             elif "pages/pages.jsonl" not in names:
@@ -208,15 +222,21 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
                     problem = resources
                 else:
                     problem, hashed = _check_resources(zf, resources, hash_max_bytes)
+                    if signature.signed and problem is not None:
+                        refusal = f"signed, but {problem}"
                 digests = _index_digests(zf, f, names, complete=problem is None)
                 saved = _bytes_saved(zf)
+            if signature.signed and signature.problem is not None:
+                refusal = signature.problem
+                problem = problem or signature.problem
+                digests = IndexedDigests((), digests.revisits)  # a broken signature holds no originals
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as exc:
         problem = f"the WACZ is not a readable zip: {str(exc)[:200]}"
         digests = IndexedDigests()
-    return WaczCheck(problem, hashed, f.requests, f.bytes_read, digests, saved)
+    return WaczCheck(problem, hashed, f.requests, f.bytes_read, signature, refusal, digests, saved)
 
 
-def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int) -> WaczCheck:
+def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int, trusted_roots: str | None = None) -> WaczCheck:
     client = s3.client
     try:
         try:
@@ -234,9 +254,9 @@ def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int) -> WaczChec
             with resp["Body"] as body:
                 return body.read()
 
-        check = check_zip(size, fetch, hash_max_bytes=hash_max_bytes)
+        check = check_zip(size, fetch, hash_max_bytes=hash_max_bytes, trusted_roots=trusted_roots)
         return WaczCheck(check.problem, check.hashed, check.requests + 1, check.bytes_read,
-                         check.digests, check.bytes_saved)
+                         check.signature, check.refusal, check.digests, check.bytes_saved)
     except ClientError as exc:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if status and status >= 500:
@@ -246,15 +266,16 @@ def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int) -> WaczChec
         raise S3Unavailable(f"s3 did not answer while reading {key!r}: {exc}") from exc
 
 
-async def check_wacz(s3: Any, location: str, *, hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT) -> WaczCheck:
+async def check_wacz(s3: Any, location: str, *, hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT,
+                     trusted_roots: str | None = None) -> WaczCheck:
     """Check the WACZ at ``location`` (``s3://bucket/key`` of the manifest's ``artifacts.wacz``)
     on ``s3``'s endpoint. Raises ``S3Unavailable`` (store down) and ``ValueError`` (location)."""
     bucket, key = parse_location(location)
-    return await anyio.to_thread.run_sync(_check_sync, s3, bucket, key, hash_max_bytes)
+    return await anyio.to_thread.run_sync(_check_sync, s3, bucket, key, hash_max_bytes, trusted_roots)
 
 
-async def check_many(s3: Any, locations: Sequence[str | None], *,
-                     hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT) -> list[WaczCheck | None | Exception]:
+async def check_many(s3: Any, locations: Sequence[str | None], *, hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT,
+                     trusted_roots: str | None = None) -> list[WaczCheck | None | Exception]:
     """:func:`check_wacz` for each location (None → None), ≤ :data:`CHECK_CONCURRENCY` at once;
     one outcome per location, in order: the check, or the exception that stopped it."""
     gate = asyncio.Semaphore(CHECK_CONCURRENCY)
@@ -264,7 +285,7 @@ async def check_many(s3: Any, locations: Sequence[str | None], *,
             return None
         async with gate:
             try:
-                return await check_wacz(s3, location, hash_max_bytes=hash_max_bytes)
+                return await check_wacz(s3, location, hash_max_bytes=hash_max_bytes, trusted_roots=trusted_roots)
             except Exception as exc:  # noqa: BLE001 - counted per capture by the caller
                 return exc
 

@@ -176,6 +176,13 @@ class LedgerClient:
         :data:`REASON_MAX_CHARS` is the ledger's 400 (ApiError), never cut."""
         return bool(self._call("POST", f"/api/crawls/{crawl_id}/failed", json={"reason": reason}).json().get("closed"))
 
+    def control_crawl(self, crawl_id: str, action: str) -> dict:
+        """``POST /api/crawls/{id}/stop|pause|resume`` → the ledger's answer ``{state, …}``; a
+        crawl in the wrong state is the ledger's 409 (ApiError, with its reason)."""
+        if action not in ("stop", "pause", "resume"):
+            raise ValueError(f"unknown crawl action {action!r}")
+        return self._call("POST", f"/api/crawls/{crawl_id}/{action}").json()
+
     def archives_page(self, before: str | None = None, crawl: str | None = None) -> dict:
         """``GET /api/archives[?before=][&crawl=]`` → the raw page body ``{"archives": [...], ...}``."""
         params = {k: v for k, v in (("before", before), ("crawl", crawl)) if v}

@@ -1,7 +1,7 @@
 """``waggle crawl / crawls / archives / url``: the ledger API from the command line.
 
 Mounted on the root app by :mod:`ledger.cli`. API URL and token: see :mod:`ledger.client.config`.
-Exit codes: 0 done (crawl succeeded), 1 crawl failed or an error, 130 interrupted (Ctrl-C).
+Exit codes: 0 done (crawl succeeded, or paused), 1 crawl failed or an error, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -49,6 +49,13 @@ class PageState(str, Enum):
 
 
 class Scope(str, Enum):
+    """Scope types (ledger.crawl.scope); same-origin / same-host: the old names, still accepted."""
+
+    page = "page"
+    prefix = "prefix"
+    host = "host"
+    domain = "domain"
+    origin = "origin"
     same_origin = "same-origin"
     same_host = "same-host"
 
@@ -112,8 +119,17 @@ def build_crawl_body(
     scripts: list[str] | None,
     no_scripts: bool,
     formats: str | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    extra_hops: int | None = None,
+    time_limit: int | None = None,
+    max_bytes: int | None = None,
+    max_pages_per_host: int | None = None,
+    ignore_robots_meta: bool = False,
+    sign: bool | None = None,
 ) -> dict:
-    """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent;
+    """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent
+    (``ignoreRobotsMeta`` only when true);
     ``formats`` comma-separated (``wacz,png``) → ``formats`` list, empty entries kept (the ledger
     validates it: ``wacz,,png`` is refused, not read as ``wacz,png``)."""
     body: dict = {"seeds": list(seeds)}
@@ -123,11 +139,21 @@ def build_crawl_body(
         ("maxPages", max_pages),
         ("perHostDelayMs", delay_ms),
         ("hostParallelism", parallelism),
+        ("include", list(include) if include else None),
+        ("exclude", list(exclude) if exclude else None),
+        ("extraHops", extra_hops),
+        ("timeLimitS", time_limit),
+        ("maxBytes", max_bytes),
+        ("maxPagesPerHost", max_pages_per_host),
     ):
         if value is not None:
             body[key] = value
     if formats is not None:
         body["formats"] = [f.strip() for f in formats.split(",")]  # an empty one is the ledger's 400
+    if ignore_robots_meta:
+        body["ignoreRobotsMeta"] = True
+    if sign is not None:
+        body["signing"] = sign
     if no_scripts:
         body["scripts"] = []
     elif scripts:
@@ -163,6 +189,10 @@ def finish(client: LedgerClient, crawl: dict, console: Console, download: Path |
     if download is not None and archives:
         download_archives(client, archives, download, console)
     show_archives_with_urls(client, archives, console, show_urls)
+    if crawl.get("state") == "paused":  # not an end: say how to go on (exit 0: nothing went wrong)
+        console.print(f"crawl {crawl.get('crawlId')} is paused; go on with: waggle crawls {crawl.get('crawlId')} --resume",
+                      soft_wrap=True)
+        return 0
     return 0 if crawl.get("state") == "succeeded" else 1
 
 
@@ -198,10 +228,18 @@ def crawl_command(
     max_pages: Annotated[Optional[int], typer.Option("--max-pages", min=1, help="Page budget of the whole crawl (ledger default max(30, #seeds)).")] = None,
     delay_ms: Annotated[Optional[int], typer.Option("--delay-ms", min=0, max=600000, help="Per-host politeness delay in ms (ledger default 2000; robots Crawl-delay wins when longer).")] = None,
     parallelism: Annotated[Optional[int], typer.Option("--parallelism", min=1, max=32, help="Hosts crawled at once (ledger default 4; the flow uses at most this, usually one per browser).")] = None,
-    scope: Annotated[Optional[Scope], typer.Option("--scope", help="Which links are followed (ledger default same-origin).")] = None,
+    scope: Annotated[Optional[Scope], typer.Option("--scope", help="Which links are followed: page (the seeds only), prefix (under a seed's path), host, domain (registered domain and subdomains), origin (ledger default; same-origin/same-host: old names).")] = None,
+    include: Annotated[Optional[list[str]], typer.Option("--include", help="Regular expression (RE2) over the normalized URL: matching URLs are in scope too. Repeatable.")] = None,
+    exclude: Annotated[Optional[list[str]], typer.Option("--exclude", help="Regular expression (RE2) over the normalized URL: matching URLs are never taken (wins over everything). Repeatable.")] = None,
+    time_limit: Annotated[Optional[int], typer.Option("--time-limit", min=1, help="End the crawl after this many seconds (stop reason time_limit; captures in flight are kept).")] = None,
+    max_bytes: Annotated[Optional[int], typer.Option("--max-bytes", min=1, help="End the crawl once its archives total this many bytes (stop reason size_limit).")] = None,
+    max_pages_per_host: Annotated[Optional[int], typer.Option("--max-pages-per-host", min=1, help="Take at most this many pages of one host (its further links dropped: max_pages_per_host).")] = None,
+    extra_hops: Annotated[Optional[int], typer.Option("--extra-hops", min=0, max=10, help="Also capture pages up to N links out of scope (their links not expanded past N).")] = None,
     script: Annotated[Optional[list[str]], typer.Option("--script", help="Page script: a catalogue id (autoscroll, autoscroll@2) or a .ts file (\\[preload:|behavior:]path.ts). Repeatable; default = the catalogue's default set.")] = None,
     no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
     formats: Annotated[Optional[str], typer.Option("--formats", help="Capture formats, comma-separated, with wacz: wacz,png,webp,html,links,mhtml (default: the deployment's WAGGLE_CAPTURE_FORMATS). Screenshots go into the WACZ where the capture server can.")] = None,
+    ignore_robots_meta: Annotated[bool, typer.Option("--ignore-robots-meta", help="Archive pages whose robots meta or X-Robots-Tag says noarchive, and follow the links of pages saying nofollow (default: both honoured).")] = False,
+    sign: Annotated[Optional[bool], typer.Option("--sign/--no-sign", help="Signed WACZ (wacz-auth) for every capture: the capture server's signer signs, the ledger verifies at admission (default: the deployment's WAGGLE_CAPTURE_SIGNING).")] = None,
     download: Annotated[Optional[Path], typer.Option("--download", help="Save the crawl's WACZ files into this directory.", file_okay=False, callback=download_dir)] = None,
     show_urls: Annotated[bool, typer.Option("--urls", help="Also print a signed download URL (valid 300 s) for every archive.")] = False,
     detach: Annotated[bool, typer.Option("--detach", help="Submit, print the crawl id and return.")] = False,
@@ -213,7 +251,8 @@ def crawl_command(
     if no_scripts and script:
         raise _fail(console, "--script and --no-scripts exclude each other")
     body = build_crawl_body(urls, depth, max_pages, delay_ms, parallelism, scope.value if scope else None, script, no_scripts,
-                            formats)
+                            formats, include, exclude, extra_hops, time_limit, max_bytes, max_pages_per_host,
+                            ignore_robots_meta=ignore_robots_meta, sign=sign)
     try:
         with _client() as client:
             crawl_id = client.submit_crawl(body)
@@ -232,6 +271,9 @@ def crawls_command(
     crawl_id: Annotated[Optional[str], typer.Argument(help="A crawl id: show it (default: list recent crawls).")] = None,
     follow_it: Annotated[bool, typer.Option("--follow", help="Follow the crawl live until it ends.")] = False,
     fail_it: Annotated[bool, typer.Option("--fail", help="Fail (close) the crawl if it is running.")] = False,
+    stop_it: Annotated[bool, typer.Option("--stop", help="Stop the crawl gracefully: no new capture starts, those in flight are kept; it ends succeeded (stop reason stopped).")] = False,
+    pause_it: Annotated[bool, typer.Option("--pause", help="Pause the crawl after its level in flight; its frontier is kept.")] = False,
+    resume_it: Annotated[bool, typer.Option("--resume", help="Resume a paused crawl (every host's gap kept).")] = False,
     reason: Annotated[str, typer.Option("--reason", help="Reason recorded with --fail (≤ 2,000 chars).")] = "failed by the operator (`waggle crawls --fail`)",
     download: Annotated[Optional[Path], typer.Option("--download", help="With an id: save its WACZ files here.", file_okay=False, callback=download_dir)] = None,
     show_urls: Annotated[bool, typer.Option("--urls", help="With an id: also print a signed download URL (valid 300 s) for every archive.")] = False,
@@ -244,6 +286,11 @@ def crawls_command(
 ) -> None:
     """List recent crawls, or show / follow / fail one (an id or a unique prefix of it), or list its pages."""
     console = _console()
+    actions = [name for name, on in (("stop", stop_it), ("pause", pause_it), ("resume", resume_it), ("fail", fail_it)) if on]
+    if len(actions) > 1:
+        raise _fail(console, "--" + " and --".join(actions) + " exclude each other: give one")
+    if actions and not crawl_id:
+        raise _fail(console, f"--{actions[0]} needs a crawl id")
     if (follow_it or fail_it or download or pages or show_urls) and not crawl_id:
         raise _fail(console, "--follow, --fail, --download, --urls and --pages need a crawl id")
     if state and not pages:
@@ -270,6 +317,12 @@ def crawls_command(
                 return
             if as_json:
                 _print_json(client.get_crawl(crawl_id))
+                return
+            if actions and actions[0] != "fail":
+                answer = client.control_crawl(crawl_id, actions[0])
+                said = {"stop": "stopped (succeeded, stop reason stopped).", "pausing": "pausing: it pauses when its"
+                        " level in flight has reported.", "paused": "paused.", "resume": "running."}
+                console.print(f"crawl {crawl_id} " + said.get(answer.get("state") if actions[0] == "pause" else actions[0], ""))
                 return
             if fail_it:
                 closed = client.fail_crawl(crawl_id, reason)

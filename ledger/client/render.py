@@ -96,6 +96,13 @@ def hosts_in_flight(crawl: dict) -> list[str] | int | None:
     return None
 
 
+def robots_meta_text(crawl: dict) -> str:
+    """How the crawl treats the pages' robots meta and X-Robots-Tag (``ignoreRobotsMeta``)."""
+    if crawl.get("ignoreRobotsMeta"):
+        return "ignored (noarchive pages archived, nofollow links followed)"
+    return "honoured (noarchive pages not archived, nofollow links not followed)"
+
+
 def stop_reason_text(crawl: dict) -> str:
     """The stop reason as shown: ``stopReason`` once the crawl has ended; while it runs the ledger
     already records the limit it reached (``max_pages``, ``max_depth``), shown as "will stop at
@@ -191,6 +198,16 @@ def progress_view(crawl: dict, note: str | None = None) -> Table:
     return grid
 
 
+def scope_text(crawl: dict) -> str:
+    """``origin`` / ``prefix, include /a/, exclude \\.pdf$, extra hops 1``: what the crawl takes."""
+    parts = [str(crawl["scope"])]
+    parts += [f"include {p}" for p in crawl.get("include") or []]
+    parts += [f"exclude {p}" for p in crawl.get("exclude") or []]
+    if crawl.get("extraHops"):
+        parts.append(f"extra hops {crawl['extraHops']}")
+    return ", ".join(parts)
+
+
 def summary_view(crawl: dict) -> Group:
     """The end-of-crawl summary: pages, stop reason, error, failures with reasons."""
     table = Table(title=f"crawl {crawl.get('crawlId', '?')}", show_header=False, title_justify="left")
@@ -202,12 +219,22 @@ def summary_view(crawl: dict) -> Group:
     table.add_row("stop reason", stop_reason_text(crawl))
     table.add_row("seeds", "\n".join(crawl.get("seeds") or []) or "–")
     table.add_row("levels", _n(level_of(crawl)) + (f" (max depth {crawl['maxDepth']})" if "maxDepth" in crawl else ""))
+    if crawl.get("scope"):
+        table.add_row("scope", scope_text(crawl))
+    limits = [f"{label} {crawl[key]}" for key, label in (("timeLimitS", "time limit (s)"), ("maxBytes", "max bytes"),
+              ("maxPagesPerHost", "max pages per host")) if crawl.get(key)]
+    if limits:
+        table.add_row("limits", ", ".join(limits))
     table.add_row("pages captured", _n(captured_count(crawl)))
     table.add_row("pages failed", _n(failed_count(crawl)))
     table.add_row("pages skipped", _n(skipped_count(crawl)))
     table.add_row("pages discovered", _n(count(crawl, "pagesDiscovered")))
     if crawl.get("formats"):  # chosen for this crawl (else the deployment's default)
         table.add_row("formats", ", ".join(map(str, crawl["formats"])))
+    if "ignoreRobotsMeta" in crawl:  # issue 24 item 7 (older ledgers do not say)
+        table.add_row("robots meta", robots_meta_text(crawl))
+    if crawl.get("signing") is not None:  # chosen for this crawl (else the deployment's default)
+        table.add_row("signing", "signed WACZ" if crawl["signing"] else "unsigned WACZ")
     table.add_row("elapsed", format_duration(elapsed_s(crawl)))
     waits = waiting(crawl, limit=6)
     if waits:  # `waggle crawls ID` of a running crawl: why its hosts are not being captured now
@@ -296,8 +323,10 @@ def pages_table(pages: list[dict], title: str = "pages") -> Table:
     table.add_column("lvl", justify="right", no_wrap=True)
     table.add_column("outcome", no_wrap=True)
     table.add_column("ms", justify="right", no_wrap=True)
+    table.add_column("wait", justify="right", no_wrap=True)  # behind the previous page (held), not in ms
     for p in pages:
-        table.add_row(_page_cell(p), _n(p.get("depth")), _outcome_cell(p), _n(p.get("captureMs")))
+        table.add_row(_page_cell(p), _n(p.get("depth")), _outcome_cell(p), _n(p.get("captureMs")),
+                      _n(p.get("waitMs")) if p.get("waitMs") else "")
     return table
 
 
@@ -343,6 +372,9 @@ def archives_table(archives: list[dict], title: str = "archives", wide: bool = F
     table.add_column("source url", overflow="fold", ratio=1)
     table.add_column("captured (UTC)" if not wide else "captured", no_wrap=not wide, overflow="fold")
     table.add_column("complete", overflow="fold")
+    signed = any(a.get("signed") for a in archives)  # the column only when some archive is signed
+    if signed:
+        table.add_column("signed", overflow="fold")
     if wide:
         table.add_column("object key", overflow="fold")
     for a in archives:
@@ -352,6 +384,8 @@ def archives_table(archives: list[dict], title: str = "archives", wide: bool = F
             str(a.get("capturedAt")) if wide else short_time(a.get("capturedAt")),
             with_revisits(complete_cell(a), a),
         ]
+        if signed:
+            row.append(signed_cell(a))
         if wide:
             row.append(str(a.get("objectKey")))
         table.add_row(*row)
@@ -377,6 +411,15 @@ def complete_cell(a: dict) -> str | Text:
     if a.get("truncatedUrls"):
         why.append(f"{len(a['truncatedUrls'])} cut")
     return Text("incomplete" + (f" ({', '.join(why)})" if why else ""), style="yellow")
+
+
+def signed_cell(a: dict) -> str | Text:
+    """``<domain> ✓`` (signature verified at admission), ``unverified`` or ``–`` (unsigned)."""
+    if not a.get("signed"):
+        return "–"
+    if a.get("signatureVerified"):
+        return Text(f"{a.get('signatureDomain') or '?'} \u2713", style="green")
+    return Text("unverified", style="yellow")
 
 
 def with_revisits(cell: str | Text, a: dict) -> str | Text:

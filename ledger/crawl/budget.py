@@ -13,7 +13,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-STOP_REASONS = ("completed", "max_depth", "max_pages", "failed")
+STOP_REASONS = ("completed", "max_depth", "max_pages", "failed", "stopped", "time_limit", "size_limit")
 
 
 def plan_budget(

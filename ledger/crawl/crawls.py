@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -17,6 +17,7 @@ from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
 from ledger.crawl import frontier, salvage, traps, waits
+from ledger.crawl import scope as scope_rules
 from ledger.crawl.progress import level_progress
 from ledger.crawl.times import iso_ms
 from ledger.crawl.pages import capture_incomplete
@@ -41,13 +42,21 @@ class CrawlSpec:
 
     seeds: list[str] | None
     from_targets_limit: int | None  # used when seeds is None; 0 = no limit
-    scope: str
+    scope: str  # a scope type (ledger.crawl.scope.SCOPES; aliases resolved by the route)
     max_depth: int | None
     max_pages: int | None
     per_host_delay_ms: int
     host_parallelism: int
     scripts: list[Any] | None  # None = default set; items: "id", "id@n", or inline dicts
     formats: list[str] | None = None  # capture formats (with wacz); None = WAGGLE_CAPTURE_FORMATS
+    ignore_robots_meta: bool = False  # archive noarchive pages, follow nofollow ones (migration 190)
+    signing: bool | None = None  # signed WACZ; None = WAGGLE_CAPTURE_SIGNING
+    include: list[str] = field(default_factory=list)  # RE2 patterns over the normalized URL
+    exclude: list[str] = field(default_factory=list)  # an exclude always wins
+    extra_hops: int = 0  # pages out of scope taken from pages in scope, not expanded past N hops
+    time_limit_s: int | None = None  # limits (ledger.crawl.limits); None: none
+    max_bytes: int | None = None
+    max_pages_per_host: int | None = None
 
 
 def is_unique_violation(exc: BaseException, constraint: str) -> bool:
@@ -201,6 +210,12 @@ async def start_crawl(
             if len(seeds) > max_pages_limit:
                 raise Refused(400, f"{len(seeds)} seeds are more than WAGGLE_MAX_PAGES ({max_pages_limit}) allows"
                                    " in one crawl; send fewer (fromTargets: use limit)")
+            try:  # the route checked them; a caller in-process (saved targets, tests) may not have
+                scope_rules.Scope.build(seeds, spec.scope, spec.include, spec.exclude, spec.extra_hops)
+            except scope_rules.InvalidPattern as exc:
+                raise Refused(400, str(exc), fields={exc.field: str(exc)}) from None
+            except ValueError as exc:
+                raise Refused(400, str(exc), fields={"scope": str(exc)}) from None
             max_depth = spec.max_depth if spec.max_depth is not None else (2 if spec.seeds is not None else 0)
             max_pages = spec.max_pages if spec.max_pages is not None else min(max(30, len(seeds)), max_pages_limit)
             pinned = await _resolve_scripts(conn, spec.scripts)
@@ -208,11 +223,13 @@ async def start_crawl(
             crawl_id = uuid.uuid4()
             cur = await conn.execute(
                 "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms,"
-                " host_parallelism, org_id, requested_by, scripts, capture_formats)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s) RETURNING *",
-                (crawl_id, [s.url for s in seeds], spec.scope, max_depth, max_pages,
+                " host_parallelism, org_id, requested_by, scripts, capture_formats, scope_include, scope_exclude,"
+                " extra_hops, time_limit_s, max_bytes, max_pages_per_host, ignore_robots_meta, signing)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
+                (crawl_id, [s.url for s in seeds], scope_rules.canonical(spec.scope), max_depth, max_pages,
                  spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned),
-                 spec.formats),
+                 spec.formats, list(spec.include), list(spec.exclude), spec.extra_hops, spec.time_limit_s,
+                 spec.max_bytes, spec.max_pages_per_host, spec.ignore_robots_meta, spec.signing),
             )
             crawl = await cur.fetchone()
             landed = await frontier.insert_rows(conn, crawl_id, 0, seeds)  # exact dedup (migration 071)
@@ -232,8 +249,16 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "crawlId": str(crawl["id"]),
         "seeds": list(crawl["seeds"]),
         "scope": crawl["scope"],
+        "include": list(crawl.get("scope_include") or []),
+        "exclude": list(crawl.get("scope_exclude") or []),
+        "extraHops": crawl.get("extra_hops") or 0,
+        "timeLimitS": crawl.get("time_limit_s"),
+        "maxBytes": crawl.get("max_bytes"),
+        "maxPagesPerHost": crawl.get("max_pages_per_host"),
         "state": crawl["state"],
         "stopReason": crawl["stop_reason"],
+        "pauseRequested": bool(crawl.get("pause_requested")),  # pausing: after the level in flight
+        "pausedAt": iso_ms(crawl.get("paused_at")),
         "maxDepth": crawl["max_depth"],
         "maxPages": crawl["max_pages"],
         "perHostDelayMs": crawl["per_host_delay_ms"],
@@ -253,6 +278,8 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "failures": failures,
         "scripts": [catalogue.identity(s) for s in crawl["scripts"]],
         "formats": None if crawl.get("capture_formats") is None else list(crawl["capture_formats"]),
+        "ignoreRobotsMeta": bool(crawl.get("ignore_robots_meta")),  # noarchive / nofollow honoured unless true
+        "signing": crawl.get("signing"),  # None: the deployment's WAGGLE_CAPTURE_SIGNING
     }
 
 
@@ -379,6 +406,7 @@ class Closed:
     job: str
     depth: int
     tasks: list[str]
+    sealed: list[str] = field(default_factory=list)  # sealed captures to await (salvage.await_sealed)
 
 
 async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None, bucket: str | None = None) -> Closed | None:
@@ -387,6 +415,7 @@ async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None, bucke
     manifests in ``bucket``), the others ``skipped`` (:data:`CLOSED_BEFORE_CAPTURE`). Returns
     :class:`Closed` when it was closed, None when it was not running."""
     tasks: list[str] = []
+    sealed: list[str] = []
     async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
             "UPDATE crawls SET state = 'failed', stop_reason = 'failed', finished_at = now(), error = %s"
@@ -396,11 +425,12 @@ async def close_failed(pool: Any, crawl_id: uuid.UUID, reason: str | None, bucke
         row = await cur.fetchone()
         if row is not None:
             tasks = await salvage.record_captures(conn, row, bucket)
+            sealed = await salvage.record_sealed(conn, row, bucket)
             await conn.execute(
                 "UPDATE crawl_pages SET state = 'skipped', skip_reason = %s WHERE crawl_id = %s AND state = 'pending'",
                 (CLOSED_BEFORE_CAPTURE, crawl_id))
     if row is not None:
         log.warning("Crawl failed on request: %s: %s", crawl_id, (reason or FLOW_FAILED_WITHOUT_REASON)[:200])
-        return Closed(row["last_job_id"] or "", row["current_depth"], tasks)
+        return Closed(row["last_job_id"] or "", row["current_depth"], tasks, sealed)
     log.info("Nothing to close: %s", crawl_id)
     return None

@@ -55,7 +55,8 @@ def webhook_body(
     depth, frontier, per_host_delay_ms, host_parallelism, capture_formats, signing, scripts,
     links_per_page`` (the last beyond upstream: inline links per PageResult, issue 14), and
     ``robots`` when ``robots`` is non-empty (the crawl's cached robots.txt outcomes for hosts
-    of the level, ``ledger.crawl.robots_cache.cached``; once per host, not per URL).
+    of the level, ``ledger.crawl.robots_cache.cached``; once per host, not per URL), and
+    ``ignore_robots_meta: true`` for a crawl that ignores robots meta (migration 190).
     """
     body = {
         "crawl_id": str(crawl["id"]),
@@ -66,12 +67,14 @@ def webhook_body(
         "capture_formats": capture_formats(
             settings, following=crawl["max_depth"] > depth if following is None else following,
             chosen=crawl.get("capture_formats")),
-        "signing": bool(settings.capture_signing),
+        "signing": bool(settings.capture_signing if crawl.get("signing") is None else crawl["signing"]),
         "scripts": [webhook_item(s) for s in crawl["scripts"]],
         "links_per_page": settings.report_links_per_page,
     }
     if robots:
         body["robots"] = robots
+    if crawl.get("ignore_robots_meta"):  # absent: the flow honours noarchive / nofollow
+        body["ignore_robots_meta"] = True
     return body
 
 

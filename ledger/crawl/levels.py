@@ -29,10 +29,10 @@ from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
 from ledger.crawl import outcome, redirects, report_early, robots_cache, shape_store
 from ledger.crawl.guard import refusal
-from ledger.crawl.param_traps import QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
+from ledger.crawl.param_traps import PATH_WALK_LEVELS_DEFAULT, QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
 from ledger.crawl.report_gc import paused_gc
 from ledger.crawl.report_links import discovered_links
-from ledger.crawl.scope import LinkFilter
+from ledger.crawl.scope import InvalidPattern, LinkFilter, Scope
 from ledger.crawl.scripts import CompiledMismatch, merge_compiled
 from ledger.crawl.traps import trap_reason
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
@@ -162,7 +162,7 @@ async def _read_all_links(services: Any, results: list[dict]) -> list[list]:
 
 # PageResult keys stored per page, in the order of _close_reported's unnest columns after url_hash
 _PAGE_COLUMNS = ("status", "skipReason", "taskId", "correlationId", "submittedAt", "finishedAt", "gapFrom",
-                 "failureClass")
+                 "failureClass", "waitMs")
 
 
 async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[dict],
@@ -180,10 +180,11 @@ async def _close_reported(conn: Any, crawl_id: Any, depth: int, results: list[di
     cur = await conn.execute(
         "UPDATE crawl_pages p SET state = v.state, skip_reason = v.skip_reason, task_id = v.task_id,"
         " correlation_id = v.correlation_id, submitted_at = v.submitted_at, finished_at = v.finished_at,"
-        " gap_from = v.gap_from, failure_class = v.failure_class"
+        " gap_from = v.gap_from, failure_class = v.failure_class, wait_ms = v.wait_ms"
         " FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[],"
-        " %s::timestamptz[], %s::timestamptz[], %s::text[])"
-        " AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at, gap_from, failure_class)"
+        " %s::timestamptz[], %s::timestamptz[], %s::text[], %s::int[])"
+        " AS v(url_hash, state, skip_reason, task_id, correlation_id, submitted_at, finished_at, gap_from, failure_class,"
+        " wait_ms)"
         " WHERE p.crawl_id = %s AND coalesce(p.level, p.depth) = %s AND p.url_hash = v.url_hash RETURNING p.url_hash",
         ([h for h, _ in rows], *[[r.get(k) for _, r in rows] for k in _PAGE_COLUMNS], crawl_id, depth),
     )
@@ -218,7 +219,8 @@ async def _load_shapes(conn: Any, crawl: dict, keys: list[str], next_depth: int,
     return await shape_store.load(conn, crawl["id"], keys, next_depth=next_depth,
                                   walk_levels=getattr(settings, "trap_walk_levels", WALK_LEVELS_DEFAULT),
                                   query_variants=getattr(settings, "trap_query_variants", QUERY_VARIANTS_DEFAULT),
-                                  held_up_to=held_up_to)
+                                  held_up_to=held_up_to,
+                                  path_walk_levels=getattr(settings, "trap_path_walk_levels", PATH_WALK_LEVELS_DEFAULT))
 
 
 async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: list[ParsedUrl],
@@ -379,6 +381,45 @@ def _guard(accepted: list[ParsedUrl], verdicts: dict[str, str | None], drops: Co
     return out
 
 
+def host_cap(crawl: dict, settings: Any) -> int | None:
+    """The page limit per host of ``crawl``: the smaller of its ``max_pages_per_host`` (migration
+    242) and ``WAGGLE_MAX_PAGES_PER_HOST`` (None: neither is set)."""
+    caps = [c for c in (crawl.get("max_pages_per_host"), getattr(settings, "max_pages_per_host", None)) if c]
+    return min(caps) if caps else None
+
+
+def _by_page(screen: LinkFilter, links: list, counts: list[int], hops: list[int]) -> list[ParsedUrl]:
+    """``screen.accept`` over each result's links (``counts`` each, in order) with the hops out
+    of scope of the page they were found on."""
+    out: list[ParsedUrl] = []
+    start = 0
+    for n, h in zip(counts, hops):
+        out += screen.accept(links[start:start + n], h)
+        start += n
+    return out
+
+
+async def _page_hops(conn: Any, crawl_id: Any, hashes: list[bytes | None]) -> list[int]:
+    """``crawl_pages.hops`` of each reported page (0 for a result that matches no page)."""
+    cur = await conn.execute("SELECT url_hash, hops FROM crawl_pages WHERE crawl_id = %s AND url_hash = ANY(%s)",
+                             (crawl_id, [h for h in hashes if h is not None]))
+    found = {bytes(r["url_hash"]): r["hops"] for r in await cur.fetchall()}
+    return [found.get(h, 0) if h is not None else 0 for h in hashes]
+
+
+async def _record_hops(conn: Any, crawl_id: Any, landed: list[dict], candidates: list[ParsedUrl],
+                       outside: dict[str, int]) -> None:
+    """Store the hops out of scope of the rows that just landed out of scope (extra hops)."""
+    new = {x["url"] for x in landed}
+    keys = [(p.key, outside[p.key]) for p in candidates if p.key in outside and p.url in new]
+    if not keys:
+        return
+    stored = await frontier.stored_hashes(conn, crawl_id, [k for k, _ in keys])
+    await conn.execute("UPDATE crawl_pages p SET hops = v.hops FROM unnest(%s::bytea[], %s::smallint[]) AS v(h, hops)"
+                       " WHERE p.crawl_id = %s AND p.url_hash = v.h AND p.state = 'pending'",
+                       (stored, [h for _, h in keys], crawl_id))
+
+
 async def _drop_early(conn: Any, crawl_id: Any, level: int) -> tuple[report_early.Early, set[int]]:
     await report_early.drop(conn, crawl_id, level)
     log.info("Links from progress not used: crawl %s level %d: the report inserts its links itself", crawl_id, level)
@@ -448,13 +489,20 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             except InvalidUrl:
                 raise Refused(500, "a crawl seed is not a usable url") from None
             try:
+                crawl_scope = Scope.of_crawl(crawl, seeds)
+            except (InvalidPattern, ValueError) as exc:  # checked at submission: a row edited since
+                raise Refused(500, f"the crawl's stored scope is not usable: {exc}") from None
+            try:
                 merged = merge_compiled(crawl["scripts"], report["compiled"])
             except CompiledMismatch as exc:
                 raise Refused(exc.status, exc.message, scriptId=exc.script_id) from None
             await robots_cache.record(conn, crawl_id, depth, report.get("robots"))  # before leases end
+            cap = host_cap(crawl, settings)  # pages per host: the crawl's limit or the deployment's
 
             # each reported page's stored url_hash (its key's probe chain, exact under a collision)
             hashes = await frontier.stored_hashes(conn, crawl_id, [_url_key(r["url"]) for r in results])
+            # extra hops: how far out of scope each reported page is (its links' hops follow from it)
+            page_hops = await _page_hops(conn, crawl_id, hashes) if crawl_scope.extra_hops else None
             # 1. close the reported rows of this level (matched by dedup key); a result that
             # matches no page of this level is ignored and not counted
             matched = await _close_reported(conn, crawl_id, depth, results, hashes)
@@ -471,7 +519,7 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             # links landed from progress during the level (ledger.crawl.report_early): trusted
             # only when every landed page's result carries them unchanged and no carried page
             # adds a second group; otherwise deleted, and the report runs as without them
-            early = await report_early.read(conn, crawl_id, depth + 1, bool(settings.max_pages_per_host))
+            early = await report_early.read(conn, crawl_id, depth + 1, bool(cap))
             landed_pages = await report_early.landed_pages(conn, crawl_id, depth)
             skip = report_early.skipped(results, hashes, landed_pages) if landed_pages else set()
             if early.keys and (skip is None or len(set(sources)) > 1):
@@ -487,29 +535,36 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                 # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
                 # the host name only, so it is asked once per host); chunk by chunk, so that when the
                 # budget cannot cut, chunk n + 1 is scoped while Postgres inserts chunk n
-                screen = LinkFilter(seeds, crawl["scope"])
+                screen = LinkFilter(seeds, crawl_scope)
                 verdicts: dict[str, str | None] = {}
-                held = _before_level(await _known(conn, crawl, settings.max_pages_per_host), early)
-                if src + 1 <= crawl["max_depth"] and len(links) <= crawl["max_pages"] - held[0]:
+                held = _before_level(await _known(conn, crawl, cap), early)
+                at = [i for i, s in enumerate(sources) if s == src]  # the group's results' positions
+                if (src + 1 <= crawl["max_depth"] and len(links) <= crawl["max_pages"] - held[0]
+                        and page_hops is None):
                     # 6.–7. every link fits the budget: insert while scoping, plan over what landed
                     reasons: dict[str, str | None] = {}
                     ordered: list[ParsedUrl] = []
-                    at = [i for i, s in enumerate(sources) if s == src]  # the group's results' positions
                     pieces = _pieces(counts, {g: report_early.Scoped.decode(landed_pages[hashes[i]][1]) or True
                                               for g, i in enumerate(at) if i in skip})
                     chunks = _stream_chunks(screen, links, pieces, verdicts, drops, settings, reasons, ordered)
                     part, landed = await _stream_plan_and_insert(conn, crawl, src + 1, chunks,
-                                                                 settings.max_pages_per_host, settings, held, reasons,
+                                                                 cap, settings, held, reasons,
                                                                  ordered, early)
                 else:
                     if early.keys:  # the budget may cut: the report alone decides, in its order
                         early, skip = await _drop_early(conn, crawl_id, depth + 1)
-                    candidates = _guarded(screen, links, verdicts, drops, settings)
+                    if page_hops is None:
+                        candidates = _guarded(screen, links, verdicts, drops, settings)
+                    else:  # page by page: a link's hops out of scope follow from its page's
+                        candidates = _guard(_by_page(screen, links, counts, [page_hops[i] for i in at]),
+                                            verdicts, drops, settings)
                     # 6.–7. budget over links not yet known to the crawl (nor the final URL of a
                     # redirected page), then the next level through the unique index
                     candidates = await redirects.drop_known_finals(conn, crawl_id, candidates)
                     part, landed = await _plan_and_insert(conn, crawl, src + 1, candidates,
-                                                          settings.max_pages_per_host, settings, held)
+                                                          cap, settings, held)
+                    if screen.outside:
+                        await _record_hops(conn, crawl_id, landed, candidates, screen.outside)
                 drops.update(screen.drops)
                 drops.pop("duplicate", None)  # in-call duplicates are the same page, not a drop
                 if overflow:
@@ -539,13 +594,17 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                 "UPDATE crawls SET pages_captured = pages_captured + %s, pages_discovered = pages_discovered + %s,"
                 " stop_reason = COALESCE(stop_reason, %s), drops = %s::jsonb, last_progress_at = now(),"
                 " scripts = %s::jsonb, current_depth = %s, level_state = 'planned', level_since = now(),"
-                " state = CASE WHEN %s THEN %s ELSE state END, error = COALESCE(%s, error),"
+                " state = CASE WHEN %s THEN %s WHEN pause_requested THEN 'paused' ELSE state END,"
+                " paused_at = CASE WHEN NOT %s AND pause_requested THEN now() ELSE paused_at END,"
+                " pause_requested = false, error = COALESCE(%s, error),"
                 " finished_at = CASE WHEN %s THEN now() ELSE finished_at END"
                 " WHERE id = %s",
                 (captured, discovered, reason, json.dumps(dict(total_drops)),
                  json.dumps(merged.scripts), depth if done else depth + 1, done,
-                 "failed" if error else "succeeded", error, done, crawl_id),
+                 "failed" if error else "succeeded", done, error, done, crawl_id),
             )
+            # a pause asked during the level (ledger.crawl.control): recorded, not dispatched
+            paused = not done and crawl["pause_requested"]
             answer = {
                 "next": [{"url": p["url"], "host": p["host"], "depth": depth + 1} for p in inserted],
                 "stopReason": reason if done else None,
@@ -562,5 +621,7 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
     crawl = dict(crawl)
     crawl["scripts"] = merged.scripts
     failed = {str(r["taskId"]) for r in results if r.get("taskId") and r["status"] != "captured"}
-    return LevelOutcome(200, answer, None if done else (crawl, depth + 1, inserted),
+    if paused:
+        log.info("Crawl paused after level %d: %s", depth, crawl_id)
+    return LevelOutcome(200, answer, None if done or paused else (crawl, depth + 1, inserted),
                         (depth, failed, [str(t) for t in to_admit]) if to_admit else None, body)

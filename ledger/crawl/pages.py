@@ -3,8 +3,9 @@
 
 Row: ``url, finalUrl (where the main document ended after redirects, issue 13; None when no
 redirect was reported), depth, state, failureClass, reason, captureMs, archiveId,
-archiveComplete``. ``captureMs`` = ``finished_at − submitted_at`` in whole ms (None until the
-page was submitted); ``archiveId`` = the archive registered for the page's BrowserHive task
+archiveComplete, waitMs``. ``captureMs`` = ``finished_at − submitted_at`` minus ``waitMs`` in whole
+ms (None until the page was submitted); ``waitMs`` = how long the capture waited behind the previous
+page of its host (a held capture, issue 24 item 8; None when none was reported); ``archiveId`` = the archive registered for the page's BrowserHive task
 (None when there is none); ``reason`` of a captured page says why its archive is incomplete
 (captured at the page-load deadline, a file cut by the size limit, bodies missing, a WACZ check
 problem), else None.
@@ -21,7 +22,9 @@ LIMIT_MAX = 500
 
 _PAGES = """
 SELECT p.id, p.url, p.final_url, p.depth, p.state, p.failure_class, p.skip_reason,
-       (extract(epoch FROM p.finished_at - p.submitted_at) * 1000)::bigint AS capture_ms,
+       CASE WHEN p.finished_at IS NOT NULL AND p.submitted_at IS NOT NULL  -- greatest() ignores NULLs
+            THEN greatest(0, (extract(epoch FROM p.finished_at - p.submitted_at) * 1000)::bigint
+                             - coalesce(p.wait_ms, 0)) END AS capture_ms, p.wait_ms,
        a.id AS archive_id, a.wacz_complete, a.wacz_problem, a.missing_body_count, a.truncated_urls,
        a.incomplete_reason, a.missing_body_urls
 FROM crawl_pages p
@@ -64,7 +67,7 @@ def page_row(row: dict) -> dict:
     reason = row["skip_reason"] if row["state"] != "captured" else incomplete_reason(row)
     return dict(
         url=row["url"], finalUrl=row["final_url"], depth=row["depth"], state=row["state"],
-        failureClass=row["failure_class"], reason=reason, captureMs=row["capture_ms"],
+        failureClass=row["failure_class"], reason=reason, captureMs=row["capture_ms"], waitMs=row["wait_ms"],
         archiveId=str(row["archive_id"]) if row["archive_id"] else None,
         archiveComplete=row["wacz_complete"] if row["archive_id"] else None,
     )

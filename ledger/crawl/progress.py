@@ -40,6 +40,9 @@ _UPSERT = (
     " WHERE crawl_progress.phase = 'started'"
 )
 
+_SEALED = ("UPDATE crawl_progress SET task_id = %s, manifest_location = %s"
+           " WHERE page_id = %s AND phase = 'started'")
+
 
 @dataclass
 class Event:
@@ -107,6 +110,9 @@ async def _record_one(conn: Any, crawl: dict, event: Event, settings: Any) -> Re
         digest = report_early.digest(links)
         scoped = landed.encode() if landed is not None else None
     capture = event.capture or {}
+    if event.phase == "sealed":  # the page stays started; its task is known (salvage.record_sealed)
+        await conn.execute(_SEALED, (capture.get("taskId"), capture.get("manifestLocation"), page["id"]))
+        return None
     summary = capture.get("manifestSummary")
     await conn.execute(_UPSERT, (page["id"], crawl["id"], page["depth"], event.phase, event.status,
                                  capture.get("taskId"), capture.get("manifestLocation"),

@@ -34,7 +34,7 @@ from psycopg.rows import tuple_row
 
 from ledger.crawl import frontier
 from ledger.crawl.guard import refusal
-from ledger.crawl.scope import LinkFilter
+from ledger.crawl.scope import InvalidPattern, LinkFilter, Scope
 from ledger.crawl.traps import trap_reason
 from ledger.crawl.urls import InvalidUrl, ParsedUrl, parse_http_url
 
@@ -72,6 +72,8 @@ async def budget_safe(conn: Any, crawl: dict, links: int) -> bool:
     alone — time, never a link. The level's pending pages are counted once per level and
     process (they stay pending until the report)."""
     if crawl["current_depth"] + 1 > crawl["max_depth"]:
+        return False
+    if crawl.get("extra_hops"):  # a link's fate depends on its page's hops: the report scopes per page
         return False
     level = (crawl["id"], crawl["current_depth"])
     pending = _PENDING.get(level)
@@ -130,9 +132,10 @@ def scope(crawl: dict, links: list) -> Scoped | None:
     stored seed does not parse)."""
     try:
         seeds = [parse_http_url(s) for s in crawl["seeds"]]
-    except InvalidUrl:
+        rules = Scope.of_crawl(crawl, seeds)
+    except (InvalidUrl, InvalidPattern, ValueError):
         return None
-    screen = LinkFilter(seeds, crawl["scope"])
+    screen = LinkFilter(seeds, rules)
     urls = screen.accept(links)
     return Scoped(urls, [trap_reason(p.url, p.key) for p in urls], dict(screen.drops))
 

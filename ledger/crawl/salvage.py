@@ -21,8 +21,10 @@ cancelled job's last captures finish after it) is recorded the same way by :func
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -33,6 +35,20 @@ from ledger.crawl.errors import Refused
 log = logging.getLogger(__name__)
 
 CLOSED_BEFORE_CAPTURE = "the crawl was failed before this page was captured"
+STOPPED_BEFORE_CAPTURE = "the crawl was stopped before this page was captured"  # ledger.crawl.control
+_CLOSED = [CLOSED_BEFORE_CAPTURE, STOPPED_BEFORE_CAPTURE]  # skip reasons a late capture may replace
+
+
+def takes_late_captures(crawl: dict | None) -> bool:
+    """Failed, or ended by a stop or a limit (ledger.crawl.control): the level's job was cut and
+    its last captures finish after the close, so their events are still recorded."""
+    return crawl is not None and (crawl["state"] == "failed"
+                                  or crawl["stop_reason"] in ("stopped", "time_limit", "size_limit"))
+#: How long after a close the ledger looks for the archives of captures that had sealed but not
+#: answered (the capture server's whole-task budget, 130 s, plus its manifest write, 10 s, plus
+#: a margin); after it, the reconciler still admits them (:func:`promote_admitted`).
+SEALED_WAIT_S = 150.0
+SEALED_POLL_S = 1.0
 
 _CAPTURED = (
     "UPDATE crawl_pages p SET state = 'captured', skip_reason = NULL, failure_class = NULL,"
@@ -40,7 +56,7 @@ _CAPTURED = (
     " FROM crawl_progress g"
     " WHERE g.page_id = p.id AND g.crawl_id = %s AND g.phase = 'done' AND g.status = 'captured'"
     " AND g.task_id IS NOT NULL"
-    " AND (p.state = 'pending' OR (p.state = 'skipped' AND p.skip_reason = %s))"
+    " AND (p.state = 'pending' OR (p.state = 'skipped' AND p.skip_reason = ANY(%s)))"
     " AND (%s::bigint IS NULL OR p.id = %s::bigint)"
     " RETURNING p.url, g.at, g.task_id, g.manifest_location, g.manifest_summary"
 )
@@ -51,7 +67,7 @@ async def record_captures(conn: Any, crawl: dict, bucket: str | None, *, page_id
     :data:`CLOSED_BEFORE_CAPTURE`) with a captured progress event ``captured`` and attribute
     their tasks; ``page_id`` limits it to that page. Returns the task ids with a manifest key
     (for ``verify_level``); nothing when no such event exists."""
-    cur = await conn.execute(_CAPTURED, (str(crawl["id"]), crawl["id"], CLOSED_BEFORE_CAPTURE, page_id, page_id))
+    cur = await conn.execute(_CAPTURED, (str(crawl["id"]), crawl["id"], _CLOSED, page_id, page_id))
     rows = await cur.fetchall()
     if not rows:
         return []
@@ -72,7 +88,7 @@ async def record_captures(conn: Any, crawl: dict, bucket: str | None, *, page_id
 _LATE_PAGE = (
     "SELECT p.id, p.depth FROM crawl_pages p WHERE p.crawl_id = %s AND p.url = %s"
     " AND coalesce(p.level, p.depth) = %s"
-    " AND (p.state = 'pending' OR (p.state = 'skipped' AND p.skip_reason = %s)) FOR UPDATE"
+    " AND (p.state = 'pending' OR (p.state = 'skipped' AND p.skip_reason = ANY(%s))) FOR UPDATE"
 )
 _LATE_EVENT = (
     "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status, task_id, manifest_location,"
@@ -95,9 +111,9 @@ async def record_late(pool: Any, crawl_id: uuid.UUID, url: str, capture: dict,
     async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute("SELECT * FROM crawls WHERE id = %s FOR UPDATE", (crawl_id,))
         crawl = await cur.fetchone()
-        if crawl is None or crawl["state"] != "failed":
+        if not takes_late_captures(crawl):
             return None
-        cur = await conn.execute(_LATE_PAGE, (crawl_id, url, crawl["current_depth"], CLOSED_BEFORE_CAPTURE))
+        cur = await conn.execute(_LATE_PAGE, (crawl_id, url, crawl["current_depth"], _CLOSED))
         page = await cur.fetchone()
         if page is None:
             raise Refused(409, "the crawl is failed and url is not one of its pages left uncaptured at the close"
@@ -109,3 +125,119 @@ async def record_late(pool: Any, crawl_id: uuid.UUID, url: str, capture: dict,
         tasks = await record_captures(conn, crawl, bucket, page_id=page["id"])
     log.info("Late capture of a failed crawl recorded: %s %s", crawl_id, url)
     return crawl["current_depth"], tasks
+
+
+# -- captures that had sealed when the crawl was closed (issue 24 item 5) ---------------------
+#
+# A failed crawl's Windmill job is cancelled, which ends crawl_host: a capture already past its
+# hold still finishes on the capture server (packaging, upload, manifest), but its answer — and
+# so its ``done`` event — reaches nobody. Its ``sealed`` event (docs/capture-server.md extension
+# "robots": the seal answer names the task and where its manifest will be written) did reach the
+# ledger: the close gives such a page its task id and a ``capture_submissions`` row, leaves it
+# skipped (:data:`CLOSED_BEFORE_CAPTURE`) and, after the answer, :func:`await_sealed` admits each
+# archive as its manifest appears and marks the page ``captured``; the reconciler does the same
+# for any that come later (:func:`promote_admitted`).
+
+_SEALED = (
+    "UPDATE crawl_pages p SET task_id = g.task_id::text, correlation_id = %s"
+    " FROM crawl_progress g"
+    " WHERE g.page_id = p.id AND g.crawl_id = %s AND g.phase = 'started' AND g.task_id IS NOT NULL"
+    " AND (p.state = 'pending' OR (p.state = 'skipped' AND p.skip_reason = ANY(%s))) AND p.task_id IS NULL"
+    " AND (%s::bigint IS NULL OR p.id = %s::bigint)"
+    " RETURNING g.task_id, g.manifest_location"
+)
+
+
+async def record_sealed(conn: Any, crawl: dict, bucket: str | None, *, page_id: int | None = None) -> list[str]:
+    """In the closing transaction (after :func:`record_captures`): pages still uncaptured whose
+    capture had sealed (a ``sealed`` progress event gave its task id and manifest location) get
+    that task id and a ``capture_submissions`` row; they stay uncaptured until their archive is
+    admitted. Returns the task ids with a manifest key (for :func:`await_sealed`)."""
+    cur = await conn.execute(_SEALED, (str(crawl["id"]), crawl["id"], _CLOSED, page_id, page_id))
+    rows = await cur.fetchall()
+    if not rows:
+        return []
+    results = [{"taskId": str(r["task_id"]), "correlationId": str(crawl["id"]),
+                **({"manifestLocation": r["manifest_location"]} if r["manifest_location"] else {})} for r in rows]
+    tasks = await attribute_tasks(conn, crawl, results, bucket)
+    log.info("Crawl closed mid-level: %s: %d sealed capture(s) awaited", crawl["id"], len(rows))
+    return [str(t) for t in tasks]
+
+
+async def record_sealed_late(pool: Any, crawl_id: uuid.UUID, url: str, capture: dict,
+                             bucket: str | None) -> tuple[int, list[str]] | None:
+    """A ``sealed`` event (``capture`` = ``{taskId, manifestLocation?}``) that reached the
+    ledger after the crawl was closed ``failed``: as :func:`record_sealed` for that page. Returns
+    ``(level, task ids)``; None when the crawl is not ``failed``. Raises :class:`Refused` (409)
+    when ``url`` is no page of the level in flight left uncaptured by the close."""
+    async with pool.connection() as conn, conn.transaction():
+        cur = await conn.execute("SELECT * FROM crawls WHERE id = %s FOR UPDATE", (crawl_id,))
+        crawl = await cur.fetchone()
+        if not takes_late_captures(crawl):
+            return None
+        cur = await conn.execute(_LATE_PAGE, (crawl_id, url, crawl["current_depth"], _CLOSED))
+        page = await cur.fetchone()
+        if page is None:
+            raise Refused(409, "the crawl is failed and url is not one of its pages left uncaptured at the close"
+                               " (already recorded, or not in the level in flight): nothing recorded")
+        await conn.execute(
+            "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, task_id, manifest_location, started_at)"
+            " VALUES (%s, %s, %s, 'started', %s, %s, now())"
+            " ON CONFLICT (page_id) DO UPDATE SET task_id = EXCLUDED.task_id,"
+            " manifest_location = EXCLUDED.manifest_location WHERE crawl_progress.phase = 'started'",
+            (page["id"], crawl_id, page["depth"], capture["taskId"], capture.get("manifestLocation")))
+        tasks = await record_sealed(conn, crawl, bucket, page_id=page["id"])
+    return crawl["current_depth"], tasks
+
+
+async def await_sealed(services: Any, crawl_id: Any, depth: int, task_ids: list[str], *,
+                       wait_s: float | None = None, every_s: float | None = None) -> int:
+    """After a close's answer: admit the archives of ``task_ids`` (sealed captures of level
+    ``depth``) as their manifests appear, each page becoming ``captured`` (``verify_level``'s
+    recovery), for at most ``wait_s`` seconds. Returns how many were admitted. Never raises."""
+    from ledger.archive.verify import verify_level  # verify imports the crawl package
+
+    wait_s = SEALED_WAIT_S if wait_s is None else wait_s
+    every_s = SEALED_POLL_S if every_s is None else every_s
+    left, admitted = list(task_ids), 0
+    deadline = time.monotonic() + wait_s
+    while left:
+        out = await verify_level(services, crawl_id, depth, set(left), left)
+        admitted += out.registered
+        if out.missing == 0 and out.errors == 0:  # every manifest read: admitted, or no archive to admit
+            return admitted
+        try:
+            async with services.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT s.task_id::text AS t FROM capture_submissions s LEFT JOIN archives a ON a.task_id = s.task_id"
+                    " WHERE s.task_id = ANY(%s::uuid[]) AND a.task_id IS NULL AND s.verify_error IS NULL", (left,))
+                left = [r["t"] for r in await cur.fetchall()]
+        except Exception:  # noqa: BLE001 - the reconciler takes over
+            log.exception("could not read which sealed captures are still awaited: %s", crawl_id)
+            return admitted
+        if not left or time.monotonic() + every_s > deadline:
+            break
+        await asyncio.sleep(every_s)
+    if left:
+        log.warning("Sealed captures of failed crawl %s not admitted within %.0f s: %d (the reconciler keeps trying)",
+                    crawl_id, wait_s, len(left))
+    return admitted
+
+
+async def promote_admitted(conn: Any, task_ids: list[str]) -> int:
+    """Pages a close left uncaptured (:data:`CLOSED_BEFORE_CAPTURE`) whose task's archive has
+    now been admitted (by the reconciler) become ``captured``, counted into their crawls'
+    ``pages_captured``. Returns how many."""
+    if not task_ids:
+        return 0
+    cur = await conn.execute(
+        "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL, failure_class = NULL"
+        " WHERE task_id = ANY(%s::text[]) AND state = 'skipped' AND skip_reason = ANY(%s) RETURNING crawl_id",
+        (task_ids, _CLOSED))
+    rows = await cur.fetchall()
+    per_crawl: dict[Any, int] = {}
+    for r in rows:
+        per_crawl[r["crawl_id"]] = per_crawl.get(r["crawl_id"], 0) + 1
+    for crawl_id, n in per_crawl.items():
+        await conn.execute("UPDATE crawls SET pages_captured = pages_captured + %s WHERE id = %s", (n, crawl_id))
+    return len(rows)

@@ -21,7 +21,8 @@ from datetime import datetime, timedelta, timezone
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-CRAWL_KEYS = {"seeds", "fromTargets", "scope", "maxDepth", "maxPages", "perHostDelayMs", "hostParallelism", "scripts"}
+CRAWL_KEYS = {"seeds", "fromTargets", "scope", "maxDepth", "maxPages", "perHostDelayMs", "hostParallelism", "scripts",
+              "formats", "ignoreRobotsMeta"}
 
 
 def iso(ts: datetime) -> str:
@@ -128,6 +129,7 @@ class FakeLedger:
         ]
         self.crawls: dict[str, FakeCrawl] = {}
         self.bodies: list[dict] = []
+        self.controls: list[tuple[str, str]] = []  # (crawl id, stop|pause|resume) as posted
         self.hidden_archives: set[str] = set()
         self.lock = threading.Lock()
         self.base_url = ""  # set by the fixture once served
@@ -244,6 +246,16 @@ class FakeLedger:
             if crawl is None:
                 return JSONResponse({"error": "not found"}, status_code=404)
             return crawl.view(datetime.now(timezone.utc))
+
+        for action, state in (("stop", "succeeded"), ("pause", "pausing"), ("resume", "running")):
+            def control(crawl_id: str, request: Request, action: str = action, state: str = state):
+                if (resp := denied(request)) is not None:
+                    return resp
+                if crawl_id not in fake.crawls:
+                    return JSONResponse({"error": "not found"}, status_code=404)
+                fake.controls.append((crawl_id, action))
+                return {"state": state}
+            app.post(f"/api/crawls/{{crawl_id}}/{action}")(control)
 
         @app.post("/api/crawls/{crawl_id}/failed")
         async def failed(crawl_id: str, request: Request):

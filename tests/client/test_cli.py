@@ -488,3 +488,72 @@ def test_stop_reason_of_a_running_crawl_is_what_it_will_stop_at():
     assert render.stop_reason_text({"state": "running", "stopReason": "max_pages"}) == "will stop at max pages"
     assert render.stop_reason_text({"state": "succeeded", "stopReason": "max_pages"}) == "max_pages"
     assert render.stop_reason_text({"state": "running", "stopReason": None}) == "–"
+
+
+def test_ignore_robots_meta_is_sent_only_when_asked(fake_ledger: FakeLedger, client_env):
+    """Issue 24 item 7: ``--ignore-robots-meta`` → ``ignoreRobotsMeta: true``; without it nothing is sent
+    (the ledger's default honours noarchive and nofollow)."""
+    result = run("crawl", "http://a.test/", "--ignore-robots-meta", "--detach")
+    assert result.exit_code == 0, result.output
+    assert fake_ledger.bodies == [{"seeds": ["http://a.test/"], "ignoreRobotsMeta": True}]
+
+
+def test_the_crawl_view_says_how_robots_meta_is_treated():
+    crawl = {"crawlId": "ad7cac4d-0000-4000-8000-000000000000", "state": "succeeded"}
+    assert "robots meta" not in _text(render.summary_view(crawl))  # an older ledger does not say
+    assert "honoured (noarchive pages not archived" in _text(render.summary_view({**crawl, "ignoreRobotsMeta": False}))
+    assert "ignored (noarchive pages archived" in _text(render.summary_view({**crawl, "ignoreRobotsMeta": True}))
+
+
+def test_the_pages_table_shows_the_capture_time_and_the_wait_apart():
+    """Issue 24 item 8: a held page's capture time excludes its wait behind the previous page."""
+    pages = [{"url": "http://a.test/1", "depth": 0, "state": "captured", "captureMs": 845, "waitMs": 1500},
+             {"url": "http://a.test/2", "depth": 0, "state": "captured", "captureMs": 250, "waitMs": None}]
+    text = _text(render.pages_table(pages))
+    assert re.search(r"845\s+1500", text), text
+    assert re.search(r"250\s*\n", text) or "250 " in text, text
+    assert "wait" in text
+def test_crawl_scope_options_reach_the_body():
+    """Issue 29: --scope with the new types, repeatable --include/--exclude, --extra-hops."""
+    from ledger.client.cli import build_crawl_body
+    body = build_crawl_body(["https://a.test/docs/"], None, None, None, None, "prefix", None, False, None,
+                            ["/shared/"], ["/logout$", "\\?sort="], 1)
+    assert body == {"seeds": ["https://a.test/docs/"], "scope": "prefix", "include": ["/shared/"],
+                    "exclude": ["/logout$", "\\?sort="], "extraHops": 1}
+    assert "include" not in build_crawl_body(["https://a.test/"], None, None, None, None, None, None, False)
+
+
+def test_crawl_refuses_an_unknown_scope_before_sending(fake_ledger: FakeLedger, client_env):
+    result = run("crawl", "http://a.test/", "--scope", "any", "--detach")
+    assert result.exit_code != 0 and fake_ledger.bodies == []
+
+
+def test_summary_shows_the_scope():
+    from rich.console import Console
+    from ledger.client.render import summary_view
+    console = Console(record=True, width=200)
+    console.print(summary_view({"crawlId": "c", "state": "succeeded", "scope": "prefix", "include": ["/a/"],
+                                "exclude": ["\\.pdf$"], "extraHops": 2}))
+    assert "prefix, include /a/, exclude \\.pdf$, extra hops 2" in console.export_text()
+
+
+def test_crawls_stop_pause_resume_post_the_action(fake_ledger: FakeLedger, client_env):
+    fake_ledger.endless = True
+    crawl = fake_ledger.start_crawl({"seeds": ["http://a.test/"]})
+    assert "stopped (succeeded, stop reason stopped)" in run("crawls", crawl.id, "--stop").output
+    assert "pausing" in run("crawls", crawl.id, "--pause").output
+    assert "running" in run("crawls", crawl.id, "--resume").output
+    assert fake_ledger.controls == [(crawl.id, "stop"), (crawl.id, "pause"), (crawl.id, "resume")]
+    both = run("crawls", crawl.id, "--stop", "--pause")
+    assert both.exit_code != 0 and "exclude each other" in both.output
+    assert run("crawls", "--resume").exit_code != 0
+    assert len(fake_ledger.controls) == 3
+
+
+def test_a_paused_crawl_is_not_a_failure():
+    from rich.console import Console
+    from ledger.client.cli import finish
+    console = Console(record=True, width=200)
+    code = finish(None, {"crawlId": "c0ffee00", "state": "paused", "pagesCaptured": 0}, console, None, 0)
+    assert code == 0 and "waggle crawls c0ffee00 --resume" in console.export_text()
+    assert finish(None, {"crawlId": "c", "state": "failed", "pagesCaptured": 0}, Console(record=True), None, 0) == 1

@@ -87,7 +87,9 @@ def test_a_capture_without_requests_seals_with_null(capture_server):
     r, _, _ = _post(capture_server, key, url="http://169.254.169.254/latest/meta-data/", captureFormats=ONLY_WACZ)
     assert r.json()["report"]["status"] == "failed"
     seal, _ = _seal(capture_server, key, 5_000)
-    assert seal.json() == {"key": key, "sealed": True, "sinceLastRequestMs": None}
+    # the capture's identity is named too (extension "robots"): its manifest, a failed report, is there
+    assert seal.json() == {"key": key, "sealed": True, "sinceLastRequestMs": None, "taskId": r.json()["taskId"],
+                           "manifestLocation": r.json()["manifest"]["location"]}
 
 
 def test_an_unknown_key_times_out_unsealed(capture_server):

@@ -200,3 +200,42 @@ def test_windmill_job_cancelled_mid_level_the_watchdog_closes_the_crawl(stack, s
         assert "cancel" in view["error"].lower(), view["error"]
         assert time.monotonic() - cancelled_at < 45  # watchdog interval (15 s) plus margin
         _no_crawl_running(api)
+
+
+def _kept_child(keeper_pid: int) -> int:
+    kids = Path(f"/proc/{keeper_pid}/task/{keeper_pid}/children").read_text().split()
+    assert kids, f"keeper {keeper_pid} runs no capture server"
+    return int(kids[0])
+
+
+def test_a_capture_server_that_dies_is_restarted_and_counted(stack, site):
+    """Issue 24 item 9: capture-1's process killed (SIGKILL, as a crash): its keeper starts it again
+    on the same port, `waggle dev status` shows restarts 1, and a crawl afterwards uses it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from devstack.stack import status
+
+    sup = Supervisor(stack.state_dir)
+    keeper = sup.record("capture-1")["pid"]
+    before = sup.restarts("capture-1")
+    dead = _kept_child(keeper)
+    os.kill(dead, signal.SIGKILL)
+    deadline = time.monotonic() + 120  # Chromium's launch on a loaded machine
+    while True:
+        row = next(r for r in status(stack.state_dir) if r["name"] == "capture-1")
+        if row["healthy"] and row["restarts"] == before + 1:
+            break
+        assert time.monotonic() < deadline, row
+        time.sleep(0.5)
+    assert sup.record("capture-1")["pid"] == keeper and _kept_child(keeper) != dead
+    done = subprocess.run([sys.executable, "-c", "import sys; sys.argv[0]='waggle'; from waggle.cli import main; main()",
+                           "dev", "status", "--state-dir", str(stack.state_dir)], capture_output=True, text=True,
+                          timeout=60)
+    line = next(ln for ln in done.stdout.splitlines() if "capture-1" in ln)
+    assert "restarts" in done.stdout and line.rstrip(" │|").split()[-1] == str(before + 1), done.stdout
+    with _api(stack) as api:
+        view = _wait_done(api, _start(api, [f"{site.url}/p0.html", f"{site.url}/p1.html"]))
+    assert view["state"] == "succeeded" and view["pagesCaptured"] == 2, view

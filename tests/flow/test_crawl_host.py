@@ -271,12 +271,44 @@ def test_down_endpoint_is_skipped():
     assert calls == ["bh-1", "bh-2"] and r["status"] == "captured"
 
 
-def test_down_is_forgotten_between_pages():
+def test_an_unreachable_endpoint_is_not_tried_again_in_the_host_level():
+    """Issue 24 item 9: found unreachable on page a, bh-1 is never probed again for b, c, d
+    (page c would start at bh-1), and the log says so once."""
+    calls: list[str] = []
+    logs: list[str] = []
+    e = [FakeEndpoint("bh-1", calls, down=True), FakeEndpoint("bh-2", calls)]
+    results = run(e, ["a", "b", "c", "d"], log=logs.append)
+    assert calls == ["bh-1", "bh-2", "bh-2", "bh-2", "bh-2"]
+    assert [r["status"] for r in results] == ["captured"] * 4
+    assert sum("bh-1 unreachable, not tried again" in m for m in logs) == 1
+
+
+def test_an_endpoint_that_went_down_mid_level_is_dropped_from_then_on():
+    """A server that dies after page a (b finds it unreachable): c and d go to the other one
+    without probing the dead one first; once every endpoint is down the level fails."""
+    calls: list[str] = []
+    first = FakeEndpoint("bh-1", calls)
+    e = [first, FakeEndpoint("bh-2", calls)]
+    original = first.capture
+
+    def dies_after_one(request):
+        if first.requests:
+            first.down = True
+        return original(request)
+
+    first.capture = dies_after_one
+    run(e, ["a", "b", "c", "d", "e"])
+    # a → bh-1, b → bh-2, c → bh-1 refused → bh-2, d → bh-2, e (would start at bh-1) → bh-2
+    assert calls == ["bh-1", "bh-2", "bh-1", "bh-2", "bh-2", "bh-2"]
+
+
+def test_a_new_host_level_tries_every_endpoint_again():
     calls: list[str] = []
     e = [FakeEndpoint("bh-1", calls, down=True), FakeEndpoint("bh-2", calls)]
-    run(e, ["a", "b", "c"])
-    # page c starts at bh-1 again: the "down" mark of page a was not carried over
-    assert calls == ["bh-1", "bh-2", "bh-2", "bh-1", "bh-2"]
+    run(e, ["a"])
+    e[0].down = False
+    run(e, ["b", "c"])  # page b starts at bh-1 again: a new job, a new level
+    assert calls == ["bh-1", "bh-2", "bh-1", "bh-2"]
 
 
 def test_all_down_fails_the_level_not_the_page():

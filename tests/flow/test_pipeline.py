@@ -441,3 +441,27 @@ def test_a_429_in_the_seal_answer_doubles_the_gap_before_the_next_submission():
     crawl([e], ["a", "b"], 200)  # a, a again, b, b again: 429 each
     gaps = felt(visits)
     assert len(gaps) == 3 and [g >= need for g, need in zip(gaps, (0.4, 0.8, 1.6))] == [True] * 3, gaps
+
+
+class DeadFake(SealingFake):
+    """An endpoint whose server is gone (connection refused), counting the probes it got."""
+
+    def __init__(self, target: str, visits: list[Visit]) -> None:
+        super().__init__(target, visits)
+        self.probes = 0
+
+    def capture(self, request: dict, headers: dict | None = None) -> Answer:
+        self.probes += 1
+        raise ConnectionError("connection refused")
+
+
+def test_pipelined_an_unreachable_endpoint_is_probed_once_per_host_level():
+    """Issue 24 item 9 through the pipeline: the dead endpoint is tried once (page a) and then
+    left alone for the rest of the host's level; the other one does every page, politely."""
+    visits: list[Visit] = []
+    dead = DeadFake("bh-1", visits)
+    results, logs = crawl([dead, SealingFake("bh-2", visits, free_at_seal=True)], ["a", "b", "c", "d"], 300)
+    assert [r["status"] for r in results] == ["captured"] * 4
+    assert dead.probes == 1
+    assert all(g >= 0.3 for g in felt(visits)), felt(visits)
+    assert sum("bh-1 unreachable, not tried again" in m for m in logs) == 1

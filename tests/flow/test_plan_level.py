@@ -26,6 +26,7 @@ from f.waggle.robots import MAX_RULES, fetch_robots
 from tests.flow.fakes import HttpFake
 
 HIDDEN = "User-agent: *\nDisallow: /links/hidden\n"
+HIDDEN_LINES = "robots: robots.txt lines 1–2: `User-agent: *` … `Disallow: /links/hidden`"  # the skip reason names them
 OPEN = guarded_transport(allow_private=True)
 
 
@@ -75,7 +76,7 @@ def test_null_respect_robots_still_reads_robots(serving):
     site = serving(HIDDEN)
     result = run([cand(site, "/links/hidden")], respect=None)
     assert site.fetched == ["/robots.txt"]
-    assert result["groups"] == [] and result["skipped"] == [{"url": f"{site.fake.url}/links/hidden", "reason": "robots", "failureClass": "permanent"}]
+    assert result["groups"] == [] and result["skipped"] == [{"url": f"{site.fake.url}/links/hidden", "reason": HIDDEN_LINES, "failureClass": "permanent"}]
 
 
 def test_omitted_respect_robots_still_reads_robots(serving):
@@ -245,14 +246,14 @@ def test_host_field_as_given_and_scheme_of_first_url(serving):
 def test_all_disallowed_host_disappears(serving):
     a = serving("User-agent: *\nDisallow: /\n")
     result = run([cand(a, "/1"), cand(a, "/2")])
-    assert result["groups"] == [] and [s["reason"] for s in result["skipped"]] == ["robots", "robots"]
+    assert result["groups"] == [] and [s["reason"] for s in result["skipped"]] == ["robots: robots.txt lines 1–2: `User-agent: *` … `Disallow: /`"] * 2
 
 
 def test_mixed_host_keeps_allowed(serving):
     a = serving(HIDDEN)
     result = run([cand(a, "/links/hidden"), cand(a, "/links/leaf/1")])
     assert result["groups"][0]["urls"] == [f"{a.fake.url}/links/leaf/1"]
-    assert result["skipped"] == [{"url": f"{a.fake.url}/links/hidden", "reason": "robots", "failureClass": "permanent"}]
+    assert result["skipped"] == [{"url": f"{a.fake.url}/links/hidden", "reason": HIDDEN_LINES, "failureClass": "permanent"}]
 
 
 def test_too_many_rules_skips_the_host_and_says_why(serving):
@@ -271,7 +272,7 @@ def test_repeated_rules_count_once(serving):
     a = serving("User-agent: *\n" + "Disallow: /x/\nAllow: /x/ok\n" * (MAX_RULES + 1))
     result = run([cand(a, "/x/no"), cand(a, "/x/ok"), cand(a, "/y")])
     assert result["groups"][0]["urls"] == [f"{a.fake.url}/x/ok", f"{a.fake.url}/y"]
-    assert result["skipped"] == [{"url": f"{a.fake.url}/x/no", "reason": "robots", "failureClass": "permanent"}]
+    assert result["skipped"] == [{"url": f"{a.fake.url}/x/no", "reason": "robots: robots.txt lines 1–2: `User-agent: *` … `Disallow: /x/`", "failureClass": "permanent"}]
 
 
 # -- parallelism ------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from f.waggle.robots_cache import BODY_MAX_CHARS, cache_entries, fetch_all, from
 from tests.flow.fakes import HttpFake
 
 OPEN = guarded_transport(allow_private=True)
+PRIVATE_LINES = "robots: robots.txt lines 4–5: `User-agent: *` … `Disallow: /private`"  # ROBOTS' lines that did it
 ROBOTS = ("User-agent: other\nDisallow: /\n\nUser-agent: *\nDisallow: /private # no\nCrawl-delay: 0.4\n"
           "Sitemap: /s.xml\n")
 
@@ -65,7 +66,7 @@ def run(candidates, delay=100, robots=None, lines=None):
 def test_one_robots_request_across_two_levels_of_a_crawl(site):
     a = site()
     level0 = run([a.cand("/"), a.cand("/private/x")])
-    assert len(a.robots_at) == 1 and [s["reason"] for s in level0["skipped"]] == ["robots"]
+    assert len(a.robots_at) == 1 and [s["reason"] for s in level0["skipped"]] == [PRIVATE_LINES]
     [cached] = level0["robots"]
     assert cached["host"] == a.fake.authority and cached["state"] == "allowed"
     assert "other" not in cached["body"] and "sitemap" not in cached["body"]  # only the groups for us
@@ -74,7 +75,7 @@ def test_one_robots_request_across_two_levels_of_a_crawl(site):
     level1 = run([a.cand("/b", last=iso_now()), a.cand("/private/y")], robots=level0["robots"], lines=lines)
     assert len(a.robots_at) == 1  # the site's log: robots.txt was requested once
     assert [g["urls"] for g in level1["groups"]] == [[f"{a.fake.url}/b"]]
-    assert [s["reason"] for s in level1["skipped"]] == ["robots"]
+    assert [s["reason"] for s in level1["skipped"]] == [PRIVATE_LINES]  # the cached copy keeps the lines
     assert level1["groups"][0]["delayMs"] == 400  # the cached Crawl-delay still applies
     assert level1["robots"] == []  # nothing fetched, nothing new to cache
     assert any("1 host(s) cached, 0 fetched" in line for line in lines), lines
@@ -100,7 +101,7 @@ def test_an_unusable_cached_copy_is_fetched_again(site, stale):
     a = site()
     entry = {"host": a.fake.authority, "fetchedAt": iso_now(), "state": "allowed", "body": "user-agent: *\n", **stale}
     result = run([a.cand("/private/x")], robots=[entry])
-    assert len(a.robots_at) == 1 and result["skipped"][0]["reason"] == "robots"
+    assert len(a.robots_at) == 1 and result["skipped"][0]["reason"] == PRIVATE_LINES
     assert [e["state"] for e in result["robots"]] == ["allowed"]
 
 

@@ -18,8 +18,11 @@ def P(url):  # noqa: N802
 class Crawl:
     """The crawl's shape counts across levels, kept the way ``shape_store`` keeps them."""
 
-    def __init__(self, walk_levels=pt.WALK_LEVELS_DEFAULT, query_variants=pt.QUERY_VARIANTS_DEFAULT):
+    def __init__(self, walk_levels=pt.WALK_LEVELS_DEFAULT, query_variants=pt.QUERY_VARIANTS_DEFAULT,
+                 path_walk_levels=pt.PATH_WALK_LEVELS_DEFAULT):
         self.walk_levels, self.query_variants = walk_levels, query_variants
+        self.path_walk_levels = path_walk_levels
+        self.path_walks: dict[str, set[int]] = {}
         self.variants: dict[str, int] = {}
         self.walks: dict[str, set[int]] = {}
         self.sessionless: set[str] = set()
@@ -29,7 +32,9 @@ class Crawl:
     def level(self, depth: int, urls: list[str]) -> list[str]:
         counts = pt.ShapeCounts(next_depth=depth, walk_levels=self.walk_levels, query_variants=self.query_variants,
                                 variants=dict(self.variants), walk_depths={k: set(v) for k, v in self.walks.items()},
-                                sessionless=set(self.sessionless) | self.pages)
+                                sessionless=set(self.sessionless) | self.pages,
+                                path_walk_levels=self.path_walk_levels,
+                                path_walk_depths={k: set(v) for k, v in self.path_walks.items()})
         new = [P(u) for u in urls if P(u).key not in self.pages]
         plan = plan_next_level(new, next_depth=depth, max_depth=10, max_pages=10_000, known=len(self.pages),
                                shape_counts=counts)
@@ -44,6 +49,8 @@ class Crawl:
                 self.walks.setdefault(s.walk, set()).add(depth)
             if s.sessionless:
                 self.sessionless.add(s.sessionless)
+            if s.path_walk:
+                self.path_walks.setdefault(s.path_walk, set()).add(depth)
         return [p.url for p in plan.urls]
 
 

@@ -111,10 +111,43 @@ async def test_skipped_pages_keep_their_class(settings):
         r = await h.client.get(f"/api/crawls/{crawl_id}/pages", headers=WHO)
     [page] = r.json()["pages"]
     assert page == {"url": "https://a.test/", "finalUrl": None, "depth": 0, "state": "skipped", "failureClass": "permanent",
-                    "reason": "robots", "captureMs": None, "archiveId": None, "archiveComplete": None}
+                    "reason": "robots", "captureMs": None, "archiveId": None, "archiveComplete": None,
+                    "waitMs": None}
 
 
 # -- GET /api/crawls/{id}/pages ------------------------------------------------------------
+
+async def test_a_held_pages_duration_excludes_its_wait_behind_the_previous_page(settings):
+    """Issue 24 item 8: submitted at :00, held 1.5 s behind the previous page, answered at :02.345:
+    the capture took 845 ms and waited 1,500 ms — both listed; a page that did not wait says so."""
+    async with open_ledger(settings) as h:
+        crawl_id = await start(h, ["https://a.test/1", "https://a.test/2"], maxDepth=0)
+        r = await post(h, crawl_id, 0, [
+            {"url": "https://a.test/1", "status": "failed", "skipReason": "http_error: HTTP 404",
+             "failureClass": "permanent", "submittedAt": T0, "finishedAt": "2026-09-19T14:00:02.345Z",
+             "waitMs": 1500},
+            {"url": "https://a.test/2", "status": "failed", "skipReason": "http_error: HTTP 404",
+             "failureClass": "permanent", "submittedAt": T0, "finishedAt": "2026-09-19T14:00:00.250Z", "waitMs": 0},
+        ])
+        assert r.status_code == 200, r.text
+        r = await h.client.get(f"/api/crawls/{crawl_id}/pages", headers=WHO)
+    pages = {p["url"]: (p["captureMs"], p["waitMs"]) for p in r.json()["pages"]}
+    assert pages == {"https://a.test/1": (845, 1500), "https://a.test/2": (250, 0)}
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({"waitMs": 2100}, "waitMs must not be longer than the capture"),
+    ({"waitMs": -1}, "waitMs"),
+    ({"waitMs": 5, "finishedAt": None}, "waitMs needs submittedAt and finishedAt"),
+])
+async def test_a_wait_longer_than_the_capture_is_refused(settings, extra, needle):
+    async with open_ledger(settings) as h:
+        crawl_id = await start(h, ["https://a.test/"])
+        result = {"url": "https://a.test/", "status": "failed", "skipReason": "x", "failureClass": "permanent",
+                  "submittedAt": T0, "finishedAt": "2026-09-19T14:00:02.000Z", **extra}
+        r = await post(h, crawl_id, 0, [{k: v for k, v in result.items() if v is not None}])
+        assert r.status_code == 400 and needle in r.json()["error"], r.text
+
 
 async def test_every_page_listed_with_outcome_time_and_archive(settings):
     task = str(uuid.uuid4())
@@ -142,11 +175,11 @@ async def test_every_page_listed_with_outcome_time_and_archive(settings):
     assert body["pages"] == [
         {"url": "https://a.test/1", "finalUrl": "https://a.test/one", "depth": 0, "state": "captured", "failureClass": None,
          "reason": "archive incomplete: 1 cut by the size limit (https://a.test/big.pdf); 2 without a body",
-         "captureMs": 2345, "archiveId": str(archive_id), "archiveComplete": False},
+         "captureMs": 2345, "archiveId": str(archive_id), "archiveComplete": False, "waitMs": None},
         {"url": "https://a.test/2", "finalUrl": None, "depth": 0, "state": "failed", "failureClass": "permanent",
-         "reason": "http_error: HTTP 404", "captureMs": 250, "archiveId": None, "archiveComplete": None},
+         "reason": "http_error: HTTP 404", "captureMs": 250, "archiveId": None, "archiveComplete": None, "waitMs": None},
         {"url": "https://a.test/3", "finalUrl": None, "depth": 0, "state": "pending", "failureClass": None, "reason": None,
-         "captureMs": None, "archiveId": None, "archiveComplete": None},
+         "captureMs": None, "archiveId": None, "archiveComplete": None, "waitMs": None},
     ]
     assert body["nextCursor"] is None
     assert [p["url"] for p in failed.json()["pages"]] == ["https://a.test/2"]

@@ -28,7 +28,8 @@ def rows(db_url, sql, *args):
 
 @pytest.mark.parametrize("body,needle", [
     ({"seeds": []}, "seeds"),
-    ({"seeds": ["https://a.test/"], "signing": True}, "unknown field signing"),
+    ({"seeds": ["https://a.test/"], "signed": True}, "unknown field signed"),
+    ({"seeds": ["https://a.test/"], "signing": "yes"}, "signing"),  # a JSON boolean, never coerced
     ({"seeds": ["https://a.test/"], "scope": "same-site"}, "scope"),
     ({"seeds": ["https://a.test/"], "maxPages": 0}, "maxPages"),
     ({"seeds": ["https://a.test/"], "maxDepth": -1}, "maxDepth"),
@@ -227,7 +228,7 @@ async def test_defaults_stored_and_webhook_body(settings, fake_webhook):
         crawl_id = r.json()["crawlId"]
         view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
     assert (view["state"], view["scope"], view["maxDepth"], view["maxPages"], view["perHostDelayMs"],
-            view["hostParallelism"]) == ("running", "same-origin", 2, 30, 2000, 4)
+            view["hostParallelism"]) == ("running", "origin", 2, 30, 2000, 4)
     assert [s["id"] for s in view["scripts"]] == ["autoscroll"]
     assert "source" not in view["scripts"][0]
     (call,) = fake_webhook.calls

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import sys
 import time
@@ -105,3 +107,80 @@ def test_stale_pid_file_is_not_trusted(tmp_path: Path) -> None:
     (sup.run_dir / "web.json").write_text(json.dumps({"pid": 1, "argv": ["not", "this"], "url": "", "health": "/"}))
     assert sup.record("web") is None
     assert sup.stop("web") is False
+
+
+def _kept_child(keeper_pid: int, timeout_s: float = 10.0) -> int:
+    """The pid of the process a keeper runs (its only child), waiting until there is one."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            kids = Path(f"/proc/{keeper_pid}/task/{keeper_pid}/children").read_text().split()
+        except OSError:
+            kids = []
+        if kids:
+            return int(kids[0])
+        time.sleep(0.05)
+    raise AssertionError(f"keeper {keeper_pid} runs no child")
+
+
+def _wait_until(predicate, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_a_kept_service_that_dies_is_started_again_and_counted(tmp_path: Path) -> None:
+    """Issue 24 item 9: a capture server (``keep``) killed from outside is started again by its
+    keeper, on the same port, and the restart is counted; ``stop`` ends it for good."""
+    sup = Supervisor(tmp_path / "state")
+    svc = _service(tmp_path, free_port(), keep=True)
+    assert sup.start(svc) is True
+    assert sup.restarts("web") == 0
+    keeper = sup.record("web")["pid"]
+    first = _kept_child(keeper)
+    os.kill(first, signal.SIGKILL)  # dies on its own, as far as the keeper knows
+    assert _wait_until(lambda: sup.restarts("web") == 1, 10)
+    assert _wait_until(lambda: _alive(first) is False and _listening(svc.port), 20)
+    second = _kept_child(keeper)
+    assert second != first
+    assert httpx.get(svc.url + "/").status_code == 200
+    assert sup.record("web")["pid"] == keeper  # the pid file still names the keeper
+    restarts = json.loads(sup.restarts_path("web").read_text())
+    assert restarts["lastExit"] == -signal.SIGKILL and restarts["lastAt"].endswith("Z")
+    assert sup.start(svc) is False  # up again reuses it
+
+    assert sup.stop("web") is True
+    assert _wait_until(lambda: not _alive(keeper) and not _alive(second), 10)
+    time.sleep(1.0)  # longer than the keeper's first wait: nothing came back
+    assert not _listening(svc.port) and sup.restarts("web") is None
+
+
+def test_a_kept_service_that_dies_at_start_fails_fast(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path / "state")
+    svc = Service("broken", [sys.executable, "-c", "import sys; print('bad flag --nope'); sys.exit(3)"],
+                  free_port(), "/", keep=True, ready_timeout_s=60)
+    t0 = time.monotonic()
+    with pytest.raises(StackError) as err:
+        sup.start(svc)
+    assert time.monotonic() - t0 < 15  # not the 60 s health deadline
+    assert "bad flag --nope" in str(err.value) and "keeper" in str(err.value)
+    assert sup.record("broken") is None
+
+
+def test_dev_status_shows_the_restart_count(tmp_path: Path) -> None:
+    from devstack.stack import status
+
+    state = tmp_path / "state"
+    sup = Supervisor(state)
+    svc = _service(tmp_path, free_port(), keep=True)
+    sup.start(svc)
+    try:
+        os.kill(_kept_child(sup.record("web")["pid"]), signal.SIGKILL)
+        assert _wait_until(lambda: sup.restarts("web") == 1, 10)
+        [row] = [r for r in status(state) if r["name"] == "web"]
+        assert row["restarts"] == 1 and row["running"]
+    finally:
+        sup.stop("web")

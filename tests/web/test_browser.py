@@ -229,6 +229,20 @@ def test_start_form_shows_api_errors_next_to_the_fields(local_stack, local, site
     assert local.is_enabled("#seeds")
 
 
+def test_the_start_form_can_ignore_robots_meta(local_stack, local, site) -> None:
+    """Issue 24 item 7: the form's "Robots meta" box → ``ignoreRobotsMeta``, recorded and shown."""
+    local.goto(local_stack.api_url + "/#/start")
+    local.reload()
+    local.fill("#seeds", site.url + "/a.html")
+    local.fill("#maxDepth", "0")
+    local.check("#ignoreRobotsMeta")
+    local.click("#start")
+    local.wait_for_url(re.compile(r".*#/crawls/[0-9a-f-]{36}$"))
+    local.wait_for_selector("#crawl-facts")
+    assert local.inner_text("dd[data-fact='robots meta']").startswith("ignored")
+    assert wait_final(local) == "succeeded", local.inner_text("main")
+
+
 def test_unusable_inputs_and_an_unreachable_seed_host_are_said_on_the_page(local_stack, local) -> None:
     local.goto(local_stack.api_url + "/#/start")
     local.fill("#seeds", "http://127.0.0.1/" + "p" * 2100)
@@ -295,6 +309,9 @@ def test_crawl_is_watched_to_the_end_with_its_pages(local_stack, local, finished
     local.wait_for_function("document.querySelectorAll('table#pages tr.page').length === 4")
     assert int(local.inner_text("dd[data-fact='captured']")) == 3
     assert int(local.inner_text("dd[data-fact='skipped']")) == 1
+    # issue 24 items 7–8: how the crawl treats robots meta; the wait column apart from the capture time
+    assert local.inner_text("dd[data-fact='robots meta']").startswith("honoured")
+    assert "Waited" in local.locator("table#pages").inner_text()
     shot(local, "crawl")
     local.goto(local_stack.api_url + "/#/crawls")
     row = local.locator(f"tr.crawl[data-id='{finished_crawl}']")
@@ -377,10 +394,12 @@ def test_a_running_crawl_is_failed_after_confirmation(local_stack, local, site, 
     local.fill("#maxDepth", "2")
     local.fill("#perHostDelayMs", "20000")  # slow on purpose: it is still running when failed
     local.check("#format-png")  # this crawl's formats: the WACZ and a PNG screenshot
+    local.check("#signing")  # and signed WACZ (issue 24 item 6)
     local.click("#start")
     local.wait_for_url(re.compile(r".*#/crawls/[0-9a-f-]{36}$"))
     local.wait_for_selector("#fail-crawl")
     assert local.inner_text("dd[data-fact='formats']") == "png, wacz"
+    assert local.inner_text("dd[data-fact='signing']") == "signed WACZ"
     local.once("dialog", lambda d: d.dismiss())  # "Cancel" leaves it running
     local.click("#fail-crawl")
     local.wait_for_timeout(1000)
@@ -390,6 +409,38 @@ def test_a_running_crawl_is_failed_after_confirmation(local_stack, local, site, 
     assert wait_final(local, 90) == "failed"
     assert local.inner_text("dd[data-fact='stop reason']") == "failed"
     assert "failed from the web page by local" in local.inner_text("dd[data-fact='error']")
+
+
+def test_advanced_scope_and_limits_then_pause_and_stop(local_stack, local, site, finished_crawl) -> None:
+    """Issue 29: the start form's Advanced section (a bad pattern named next to its field, the
+    settings shown on the crawl view), then Pause (after the level in flight) and Stop (after a
+    confirmation: succeeded, stop reason stopped)."""
+    local.goto(local_stack.api_url + "/#/start")
+    local.reload()
+    local.fill("#seeds", site.url + "/a.html")
+    local.fill("#maxDepth", "2")
+    local.fill("#perHostDelayMs", "20000")  # slow on purpose: still running when paused and stopped
+    local.select_option("#scope", "prefix")
+    local.click("#advanced summary")
+    local.fill("#exclude", "/never$\n(unclosed")
+    local.click("#start")
+    local.wait_for_selector("#exclude-error:not(:empty)")
+    assert 'pattern "(unclosed" is not usable' in local.inner_text("#exclude-error")
+    local.fill("#exclude", "/never$")
+    local.fill("#extraHops", "1")
+    local.fill("#timeLimitS", "600")
+    local.click("#start")
+    local.wait_for_url(re.compile(r".*#/crawls/[0-9a-f-]{36}$"))
+    local.wait_for_selector("#pause-crawl")
+    assert local.inner_text("dd[data-fact='scope']") == "prefix, exclude /never$, extra hops 1"
+    assert local.inner_text("dd[data-fact='limits']") == "600 s"
+    local.click("#pause-crawl")
+    local.wait_for_selector("#pausing, #resume-crawl")
+    assert crawl_state(local) in ("running", "paused")
+    local.once("dialog", lambda d: d.accept())
+    local.click("#stop-crawl")
+    assert wait_final(local, 90) == "succeeded"
+    assert local.inner_text("dd[data-fact='stop reason']") == "stopped"
 
 
 def test_an_outsider_sees_none_of_it(local_stack, browser, finished_crawl) -> None:

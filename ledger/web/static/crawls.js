@@ -64,13 +64,27 @@ export async function crawlList(view, ctx) {
   await refresh();
 }
 
+// "prefix, include /a/, exclude \.pdf$, extra hops 1": what the crawl takes (issue 29).
+function scopeText(c) {
+  const parts = [c.scope];
+  for (const p of c.include || []) parts.push("include " + p);
+  for (const p of c.exclude || []) parts.push("exclude " + p);
+  if (c.extraHops) parts.push("extra hops " + c.extraHops);
+  return parts.join(", ");
+}
+
 function facts(c) {
   const pairs = [
     ["State", stateBadge(c.state)], ["Stop reason", stopText(c, "—")], ["Level", level(c)],
     ["Captured", String(c.pagesCaptured)], ["Failed", String(c.pagesFailed)], ["Skipped", String(c.pagesSkipped)],
     ["Pending", String(c.pagesPending)], ["Discovered", String(c.pagesDiscovered)],
-    ["Max pages", String(c.maxPages)], ["Scope", c.scope], ["Delay per host", c.perHostDelayMs + " ms"],
+    ["Max pages", String(c.maxPages)], ["Scope", scopeText(c)], ["Delay per host", c.perHostDelayMs + " ms"],
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
+    ["Robots meta", c.ignoreRobotsMeta ? "ignored (noarchive pages archived, nofollow links followed)"
+      : "honoured (noarchive pages not archived, nofollow links not followed)"],
+    ["Signing", c.signing === true ? "signed WACZ" : c.signing === false ? "unsigned WACZ" : "the deployment's default"],
+    ["Limits", [c.timeLimitS ? c.timeLimitS + " s" : null, c.maxBytes ? c.maxBytes + " bytes" : null,
+      c.maxPagesPerHost ? c.maxPagesPerHost + " pages per host" : null].filter(Boolean).join(", ") || "—"],
     ["Started", when(c.startedAt)], ["Elapsed", elapsed(c.startedAt, c.finishedAt)],
     ["Organization", c.organization], ["Requested by", c.requestedBy], ["Seeds", (c.seeds || []).join(" ")],
   ];
@@ -108,10 +122,12 @@ function pageRow(p, crawlId) {
     el("td", {}, stateBadge(p.state)),
     el("td", { className: "reason" }, [p.failureClass ? "[" + p.failureClass + "] " : "", p.reason || ""].join("")),
     el("td", { className: "num" }, p.captureMs !== null && p.captureMs !== undefined ? p.captureMs + " ms" : ""),
+    el("td", { className: "num" }, p.waitMs ? p.waitMs + " ms" : ""),
     el("td", {}, p.archiveId ? el("a", { href: "#/archives?crawl=" + encodeURIComponent(crawlId) + "&url=" + encodeURIComponent(p.url) }, "archive") : ""));
 }
 
-const PAGE_HEADERS = ["URL", { label: "Depth", num: true }, "State", "Reason", { label: "Capture", num: true }, ""];
+const PAGE_HEADERS = ["URL", { label: "Depth", num: true }, "State", "Reason", { label: "Capture", num: true },
+  { label: "Waited", num: true }, ""];  // waited: behind the previous page of its host (held), not in Capture
 
 async function pagesSection(crawl, box, filter) {
   const params = new URLSearchParams({ limit: String(PAGES_LIMIT) });
@@ -168,11 +184,22 @@ export async function crawlPage(view, ctx, crawlId) {
       const fail = crawl.state === "running" && ctx.session.canSubmit
         ? el("button", { className: "danger", id: "fail-crawl", type: "button", onclick: () => failCrawl(crawl) }, "Fail this crawl")
         : null;
+      // stop / pause / resume (issue 29): stop ends it succeeded, pause keeps its frontier
+      const live = ctx.session.canSubmit && (crawl.state === "running" || crawl.state === "paused");
+      const control = (id, label, action, ask) => el("button", { id, type: "button",
+        onclick: () => controlCrawl(crawl, action, ask) }, label);
+      const stop = live ? control("stop-crawl", "Stop", "stop",
+        "Stop crawl " + crawl.crawlId.slice(0, 8) + "? No new page is captured; captures already under way finish and are kept. It ends succeeded (stop reason: stopped).") : null;
+      const pause = ctx.session.canSubmit && crawl.state === "running" && !crawl.pauseRequested
+        ? control("pause-crawl", "Pause", "pause", null) : null;
+      const resume = ctx.session.canSubmit && (crawl.state === "paused" || crawl.pauseRequested)
+        ? control("resume-crawl", crawl.state === "paused" ? "Resume" : "Keep running", "resume", null) : null;
       view.replaceChildren(...[
         el("h1", {}, "Crawl ", el("code", {}, crawl.crawlId.slice(0, 8))),
         el("div", { className: "actions" },
           el("a", { className: "button", href: "#/archives?crawl=" + crawl.crawlId, id: "crawl-archives" }, "Archives of this crawl"),
-          fail),
+          pause, resume, stop, fail),
+        crawl.pauseRequested ? el("p", { className: "muted", id: "pausing" }, "Pausing: the crawl pauses when its level in flight has reported.") : null,
         facts(crawl),
         crawl.state === "running"
           ? el("div", { className: "hosts", id: "hosts" }, el("strong", {}, "Hosts in flight: "),
@@ -188,6 +215,16 @@ export async function crawlPage(view, ctx, crawlId) {
     tick += 1;
     // a huge crawl's view takes longer: then poll at most a third of the time (the ledger's cost bounded)
     if (crawl.state === "running" && !pagesOnly) ctx.later(() => refresh(false), Math.max(CRAWL_POLL_MS, 2 * took));
+  }
+
+  async function controlCrawl(crawl, action, ask) {
+    if (ask && !window.confirm(ask)) return;
+    try {
+      await api("POST", "/api/crawls/" + crawl.crawlId + "/" + action);
+    } catch (e) {
+      window.alert(e.message);
+    }
+    ctx.refresh();
   }
 
   async function failCrawl(crawl) {

@@ -1,4 +1,5 @@
-// Start a crawl: seeds or the organization's saved targets, depth, max pages, delay, scope, formats.
+// Start a crawl: seeds or the organization's saved targets, depth, max pages, delay, scope, formats;
+// an "Advanced" section for include / exclude patterns and extra hops (issue 29).
 // The API validates; its 400 body's "fields" put each problem next to its field.
 import { api, ApiError } from "./api.js";
 import { el } from "./dom.js";
@@ -32,12 +33,20 @@ export function startForm(view, ctx) {
   const fromTargets = el("input", { id: "fromTargets", name: "fromTargets", type: "checkbox",
     onchange: () => { seeds.disabled = fromTargets.checked; } });
   const scope = el("select", { id: "scope", name: "scope" },
-    el("option", { value: "same-origin" }, "same origin (scheme, host and port of a seed)"),
-    el("option", { value: "same-host" }, "same host (any scheme or port)"));
+    el("option", { value: "origin" }, "origin (scheme, host and port of a seed)"),
+    el("option", { value: "host" }, "host (any scheme)"),
+    el("option", { value: "domain" }, "domain (the seed's registered domain and its subdomains)"),
+    el("option", { value: "prefix" }, "prefix (under each seed's path)"),
+    el("option", { value: "page" }, "page (the seeds only)"));
+  const include = el("textarea", { id: "include", name: "include", placeholder: "^https://cdn\\.example\\.org/img/" });
+  const exclude = el("textarea", { id: "exclude", name: "exclude", placeholder: "/logout\n\\?sort=" });
   // Capture formats besides the WACZ (always captured); none ticked: the deployment's default.
   const extras = [["png", "PNG screenshot"], ["webp", "WebP screenshot"], ["html", "HTML"], ["mhtml", "MHTML"]]
     .map(([value, label]) => [value, el("input", { type: "checkbox", name: "formats", value, id: "format-" + value }), label]);
   const formats = el("span", { id: "formats" }, ...extras.flatMap(([, box, label]) => [box, " " + label + " "]));
+  const ignoreRobotsMeta = el("input", { id: "ignoreRobotsMeta", name: "ignoreRobotsMeta", type: "checkbox" });
+  // Signed WACZ (wacz-auth); unticked: the deployment's default.
+  const signing = el("input", { id: "signing", name: "signing", type: "checkbox" });
   const formError = el("p", { className: "error", id: "form-error", role: "alert" });
   const submit = el("button", { className: "primary", type: "submit", id: "start" }, "Start crawl");
   const form = el("form", { className: "grid", id: "start-form", novalidate: true },
@@ -51,6 +60,25 @@ export function startForm(view, ctx) {
     field("scope", "Scope", scope),
     field("formats", "Also capture", formats,
       "Besides the WACZ; screenshots are stored inside the WACZ where the capture server can (none ticked: the deployment's default)."),
+    field("ignoreRobotsMeta", "Robots meta",
+      el("span", {}, ignoreRobotsMeta, " ignore the pages' noarchive and nofollow (robots meta, X-Robots-Tag)")),
+    field("signing", "Sign",
+      el("span", {}, signing, " signed WACZ: the capture server's signer signs each archive, the ledger verifies it"),
+      "Unticked: the deployment's default."),
+    el("span"), el("details", { id: "advanced" }, el("summary", {}, "Advanced"),
+      el("div", { className: "grid" },
+        field("include", "Include", include,
+          "Regular expressions (RE2), one a line, over the normalized URL: matching URLs are in scope too."),
+        field("exclude", "Exclude", exclude,
+          "Regular expressions (RE2), one a line: matching URLs are never taken (an exclude always wins)."),
+        field("extraHops", "Extra hops", number("extraHops", "0", ""),
+          "Also capture pages up to this many links outside the scope (0–10; their links are not followed further)."),
+        field("timeLimitS", "Time limit", number("timeLimitS", "none", ""),
+          "Seconds; the crawl then ends (stop reason time_limit), captures under way are kept."),
+        field("maxBytes", "Size limit", number("maxBytes", "none", ""),
+          "Bytes of archives; the crawl then ends (stop reason size_limit)."),
+        field("maxPagesPerHost", "Pages per host", number("maxPagesPerHost", "none", ""),
+          "At most this many pages of one host."))),
     el("span"), el("div", {}, submit, formError));
   view.replaceChildren(el("h1", {}, "Start a crawl"), form);
 
@@ -62,12 +90,18 @@ export function startForm(view, ctx) {
     const body = { scope: scope.value };
     if (fromTargets.checked) body.fromTargets = {};
     else body.seeds = seeds.value.split("\n").map((s) => s.trim()).filter(Boolean);
-    for (const name of ["maxDepth", "maxPages", "perHostDelayMs"]) {
+    for (const [name, box] of [["include", include], ["exclude", exclude]]) {
+      const lines = box.value.split("\n").map((s) => s.trim()).filter(Boolean);
+      if (lines.length) body[name] = lines;
+    }
+    for (const name of ["maxDepth", "maxPages", "perHostDelayMs", "extraHops", "timeLimitS", "maxBytes", "maxPagesPerHost"]) {
       const value = numeric(form.elements[name].value);
       if (value !== undefined) body[name] = value;
     }
     const ticked = extras.filter(([, box]) => box.checked).map(([value]) => value);
     if (ticked.length) body.formats = ["wacz", ...ticked];
+    if (ignoreRobotsMeta.checked) body.ignoreRobotsMeta = true;
+    if (signing.checked) body.signing = true;
     submit.disabled = true;
     try {
       const started = await api("POST", "/api/crawls", body);
@@ -92,6 +126,8 @@ function showErrors(form, formError, e) {
   for (const [name, message] of Object.entries(fields)) {
     const slot = form.querySelector("#" + CSS.escape(name) + "-error");
     if (!slot) continue;
+    const fold = slot.closest("details");
+    if (fold) fold.open = true;  // a problem in the advanced section is shown, not hidden
     slot.textContent = message;
     const input = form.elements[name];
     if (input) input.setAttribute("aria-invalid", "true");
