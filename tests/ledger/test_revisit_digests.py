@@ -66,8 +66,8 @@ async def admit(h, s3_server, crawl_id: str, org: str, data: bytes) -> str:
     store = S3Store(s3_server.endpoint, s3_server.bucket, s3_server.region, s3_server.access_key_id,
                     s3_server.secret_access_key)
     indexed: dict = {}
-    [problem] = await check_archives(store, [m], indexed=indexed)
-    assert problem is None
+    [finding] = await check_archives(store, [m], indexed=indexed)
+    assert finding.problem is None
     async with h.services.pool.connection() as conn, conn.transaction():
         [got] = await admit_many(conn, [m], org_id=org, submitted_by=None, problems=[None], indexed=indexed)
     return got.archive_id
