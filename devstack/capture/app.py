@@ -37,7 +37,7 @@ log = logging.getLogger("devstack.capture")
 # Extensions of the v12 contract this server implements (docs/capture-server.md), listed in
 # GET /status so that a client uses one only where it is advertised.
 EXTENSIONS = ("sinceLastRequestMs", "sealWait", "startAfterMs", "sealBeforeFormats", "scrollHooks",
-              "holdAfter", "captureAtDeadline", "screenshotsInWacz", "retryAfterMs", "robotsMeta")
+              "holdAfter", "captureAtDeadline", "screenshotsInWacz", "retryAfterMs", "robotsMeta", "revisit")
 MAX_ACTIVE = 2  # one capture loading, one finishing (CaptureGate)
 
 

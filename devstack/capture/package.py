@@ -15,6 +15,7 @@ import anyio.to_thread
 from devstack.capture.behaviors import RUNTIME_JS
 from devstack.capture.load import Loaded
 from devstack.capture.recorder import Recorder
+from devstack.capture.revisits import Revisits, look_up
 from devstack.capture.session import seal_network
 from devstack.capture.settings import BUILD, SOFTWARE
 from devstack.capture.signing import SigningFailed, sign_digest
@@ -37,8 +38,9 @@ async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, tit
     if ctx.settings.faults.slow_package_ms:  # fault knob: packaging takes this long after the seal
         await asyncio.sleep(ctx.settings.faults.slow_package_ms / 1000)
     behaviors = (run.req.get("behaviors") or []) if loaded.ran_behaviors else None
+    revisits = await look_up(run.req.get("revisit"), recorder.exchanges)  # extension revisit; never raises
     wacz_bytes = await anyio.to_thread.run_sync(
-        package, run, recorder, title, document, loaded, dprs, viewport, behaviors)
+        package, run, recorder, title, document, loaded, dprs, viewport, behaviors, revisits)
     run.mark("package-wacz")
     await uploads_done(run)  # the WACZ is written only after every page format was
     run.mark("uploads")
@@ -54,17 +56,17 @@ async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, tit
 
 
 def package(run: Run, recorder: Recorder, title: str | None, document: dict, loaded: Loaded, dprs: list[int],
-            viewport: dict, behaviors: list[dict] | None) -> bytes:
-    """The WACZ bytes (blocking: run it in a thread)."""
+            viewport: dict, behaviors: list[dict] | None, revisits: Revisits | None = None) -> bytes:
+    """The WACZ bytes (blocking: run it in a thread); ``revisits``: the digest lookup's answer."""
     start_iso = iso(run.started)
     with tempfile.TemporaryDirectory(prefix="capture-") as tmp:
         warc = Path(tmp) / "data.warc.gz"
         shots = screenshot_records(run, document.get("url") or run.url)
         write_warc(warc, task_id=run.task_id, url=run.url, software=SOFTWARE, exchanges=recorder.exchanges,
-                   denied=recorder.denied, created=run.started, resources=shots)
+                   denied=recorder.denied, created=run.started, resources=shots, revisits=revisits)
         cdxj = cdxj_index(warc)
         out = Path(tmp) / "out.wacz"
-        package_fields = datapackage(run, recorder, title, document, loaded, dprs, viewport, shots)
+        package_fields = datapackage(run, recorder, title, document, loaded, dprs, viewport, shots, revisits)
         build_wacz(out, warc=warc, cdxj=cdxj, pages=pages_jsonl(run.task_id, run.url, start_iso, title,
                                                                  document.get("url") or run.url),
                    extra=extra_members(run, behaviors, loaded.behavior_records),
@@ -126,7 +128,9 @@ async def write_file_capture(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loa
                              f"{size}), archived only in a WACZ, and captureFormats.wacz is false")
     document: dict[str, Any] = {"url": ex.url, "withheld": "file", "file": taken.report()}
     run.step = "package-wacz"
-    wacz_bytes = await anyio.to_thread.run_sync(package, run, recorder, None, document, loaded, dprs, viewport, None)
+    revisits = await look_up(run.req.get("revisit"), recorder.exchanges)
+    wacz_bytes = await anyio.to_thread.run_sync(package, run, recorder, None, document, loaded, dprs, viewport, None,
+                                                revisits)
     run.step = "upload-wacz"
     await upload(ctx, run, "wacz", wacz_bytes)
     out = {"status": "success", "httpStatusCode": ex.status, "finalUrl": ex.url, "waczStats": recorder.stats(),
@@ -157,9 +161,11 @@ def _jsonl(rows) -> bytes:
 
 
 def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict, loaded: Loaded,
-                dprs: list[int], viewport: dict, shots: list[Resource] = ()) -> dict[str, Any]:
+                dprs: list[int], viewport: dict, shots: list[Resource] = (),
+                revisits: Revisits | None = None) -> dict[str, Any]:
     """The datapackage fields besides ``resources`` (``browserhive:capture``, contracts.md §B.5);
-    ``shots``: the screenshot records in the WARC (``screenshots``: uri, mime, bytes)."""
+    ``shots``: the screenshot records in the WARC (``screenshots``: uri, mime, bytes);
+    ``revisits`` (extension revisit, when asked): ``{lookup, count, bytesSaved}``."""
     req = run.req
     preload = req.get("preload") or []
     settings: dict[str, Any] = {
@@ -192,6 +198,8 @@ def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict,
     if shots:  # extension 15: where the screenshots are in the WARC
         package["browserhive:capture"]["screenshots"] = [
             {"uri": r.uri, "mime": r.mime, "bytes": len(r.data)} for r in shots]
+    if revisits is not None and run.req.get("revisit"):  # extension revisit: what the WARC saved
+        package["browserhive:capture"]["revisits"] = revisits.report()
     if loaded.incomplete:  # extension 14: loading ended by the page-load deadline
         package["browserhive:capture"]["incomplete"] = loaded.incomplete
     if run.after_seal is not None:  # extension 10: requests of the sealed page, not archived

@@ -219,6 +219,9 @@ REQUEST = Obj(fields={
     "captureAtDeadline": Bool(),  # waggle extension (docs/capture-server.md extension 14)
     "screenshotsInWacz": Bool(),  # waggle extension (docs/capture-server.md extension 15)
     "honourNoarchive": Bool(),  # waggle extension robotsMeta (docs/capture-server.md "wishes")
+    "revisit": Obj(fields={  # waggle extension (docs/capture-server.md extension "revisit")
+        "url": Str(required=True, min_len=1, max_len=2000, pattern=re.compile(r"^https?://")),
+        "token": Str(required=True, min_len=1, max_len=8000)}),
     "loadWait": Obj(fields={
         "minMs": Num(lo=0, hi=60000), "maxMs": Num(lo=0, hi=60000), "quietMs": Num(lo=0, hi=60000),
         "networkConcurrency": Num(lo=0, hi=100)}),

@@ -3,7 +3,9 @@
 Records: ``warcinfo`` first; per recorded exchange a ``response`` then a ``request`` record
 linked by ``WARC-Concurrent-To``; ``metadata`` records for withheld requests (deny/no-archive),
 dropped bodies (``truncated``) and failures (``incomplete``); ``resource`` records for the
-screenshots (extension 15, ``urn:view:<url>``). One gzip member per record (warcio).
+screenshots (extension 15, ``urn:view:<url>``); a ``revisit`` record instead of a ``response``
+for a payload the ledger says the organization holds (extension revisit, decision 181). One
+gzip member per record (warcio).
 
 Payloads are rewritten to HTTP/1.1 form: status line ``HTTP/1.1 <code> <reason>``, HTTP/2
 pseudo-headers dropped, ``Host`` synthesised, ``Content-Encoding``/``Transfer-Encoding`` kept
@@ -35,6 +37,7 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import GzippingWrapper, WARCWriter
 
 from devstack.capture.recorder import Exchange
+from devstack.capture.revisits import Revisits, eligible, payload_digest
 
 EMPTY_SHA256_B32 = "sha256:" + base64.b32encode(hashlib.sha256(b"").digest()).decode()
 HOP_BY_HOP = {"connection", "keep-alive"}
@@ -145,8 +148,11 @@ class Resource:
 
 
 def write_warc(path: Path, *, task_id: str, url: str, software: str, exchanges: list[Exchange],
-               denied: list[Exchange], created: datetime, resources: list[Resource] = ()) -> None:
-    """Write the capture's WARC (gzip members) to ``path``; ``resources`` after the exchanges."""
+               denied: list[Exchange], created: datetime, resources: list[Resource] = (),
+               revisits: Revisits | None = None) -> None:
+    """Write the capture's WARC (gzip members) to ``path``; ``resources`` after the exchanges.
+    ``revisits`` (extension ``revisit``): a response whose digest is held is a ``revisit``
+    record (:func:`_write_revisit`); its ``count``/``bytes_saved`` are filled here."""
     with open(path, "wb") as fh:
         w = Sha256WARCWriter(fh, gzip=True, warc_version="1.1")
         info = _fields([
@@ -159,7 +165,7 @@ def write_warc(path: Path, *, task_id: str, url: str, software: str, exchanges: 
             warc_content_type="application/warc-fields",
             warc_headers_dict={"WARC-Filename": f"{task_id}.warc.gz", "WARC-Date": _date(created)}))
         for ex in exchanges:
-            _write_exchange(w, ex)
+            _write_exchange(w, ex, revisits)
         for ex in denied:
             _write_metadata(w, ex, [("action", "deny"), ("pattern", ex.pattern or ""), ("method", ex.method),
                                     ("resourceType", ex.resource_type), ("target", ex.target)])
@@ -178,7 +184,16 @@ def _write_metadata(w: WARCWriter, ex: Exchange, pairs: list[tuple[str, str]], r
                                         warc_content_type="application/warc-fields", warc_headers_dict=hdrs))
 
 
-def _write_exchange(w: WARCWriter, ex: Exchange) -> None:
+def _write_revisit(w: WARCWriter, ex: Exchange, digest: str, original: dict[str, str]):
+    """A WARC/1.1 ``revisit`` (identical-payload-digest) for ``ex``: its HTTP headers as a
+    response record would carry them (``Content-Length`` = the original body's), no body."""
+    body_len = len(ex.body or b"")
+    return w.create_revisit_record(ex.url, digest, original["uri"], original["date"],
+                                   http_headers=response_headers(ex, body_len),
+                                   warc_headers_dict={"WARC-Date": _date(ex.started)})
+
+
+def _write_exchange(w: WARCWriter, ex: Exchange, revisits: Revisits | None = None) -> None:
     if ex.status is None:
         _write_metadata(w, ex, [("incomplete", "true"), ("reason", ex.incomplete or "loadingFailed"),
                                 ("blockedReason", ex.failure or "")])
@@ -192,8 +207,14 @@ def _write_exchange(w: WARCWriter, ex: Exchange) -> None:
     warc_headers = {"WARC-Date": date}
     if ex.truncated:
         warc_headers["WARC-Truncated"] = "length"
-    resp = w.create_warc_record(ex.url, "response", payload=io.BytesIO(body), length=len(body),
-                                http_headers=response_headers(ex, len(body)), warc_headers_dict=warc_headers)
+    digest = payload_digest(body) if revisits and revisits.held and eligible(ex) else None
+    if digest is not None and digest in revisits.held:  # type: ignore[union-attr]
+        resp = _write_revisit(w, ex, digest, revisits.held[digest])  # type: ignore[union-attr]
+        revisits.count += 1  # type: ignore[union-attr]
+        revisits.bytes_saved += len(body)  # type: ignore[union-attr]
+    else:
+        resp = w.create_warc_record(ex.url, "response", payload=io.BytesIO(body), length=len(body),
+                                    http_headers=response_headers(ex, len(body)), warc_headers_dict=warc_headers)
     req_body = ex.req_body or b""
     req = w.create_warc_record(ex.url, "request", payload=io.BytesIO(req_body), length=len(req_body),
                                http_headers=request_headers(ex), warc_headers_dict={"WARC-Date": date})

@@ -68,7 +68,7 @@ import httpx
 
 from f.waggle import pipeline
 from f.waggle.progress import poster as progress_poster
-from f.waggle.common import VAR_ENDPOINTS, VAR_TLS_CA, iso_now, one_line, read_variable
+from f.waggle.common import VAR_API_URL, VAR_ENDPOINTS, VAR_TLS_CA, VAR_TOKEN, iso_now, one_line, read_variable
 from f.waggle.failures import POLICY, TRANSIENT, classify_report, refusal_class
 
 CAPTURE_DEADLINE_S = 145.0  # 130 s task budget + 10 s manifest write + 5 s slack
@@ -153,11 +153,12 @@ class HttpEndpoint:
     """
 
     def __init__(self, target: str, client: httpx.Client, deadline_s: float = CAPTURE_DEADLINE_S,
-                 extensions: frozenset[str] = frozenset()) -> None:
+                 extensions: frozenset[str] = frozenset(), revisit: dict | None = None) -> None:
         self.target = target
         self._client = client
         self._deadline_s = deadline_s
         self.extensions = extensions  # what GET /status advertised (f.waggle.pipeline); none = plain v12
+        self.revisit = revisit  # the ledger's digest lookup (:func:`revisit_member`), sent where advertised
 
     def seal(self, key: str, timeout_ms: int) -> tuple[dict, float] | None:
         """Extension ``sealWait``: one long-poll (:func:`f.waggle.pipeline.poll_seal`)."""
@@ -170,7 +171,7 @@ class HttpEndpoint:
             with self._client.stream(
                 "POST",
                 f"{self.target}/captures",
-                content=json.dumps(extension_members(request, self.extensions)).encode(),
+                content=json.dumps(extension_members(request, self.extensions, self.revisit)).encode(),
                 headers={"content-type": "application/json", **(headers or {})},
                 timeout=timeout,
             ) as response:
@@ -197,6 +198,7 @@ class HttpEndpoint:
 
 EXT_DEADLINE = "captureAtDeadline"  # docs/capture-server.md extension 14
 EXT_SHOTS = "screenshotsInWacz"  # docs/capture-server.md extension 15
+EXT_REVISIT = "revisit"  # docs/capture-server.md extension "revisit" (decision 181)
 EXT_ROBOTS = "robotsMeta"  # docs/capture-server.md section "wishes"
 # Request members of an extension: sent only to an endpoint that lists it (a real v12 answers 400).
 EXTENSION_MEMBERS = {"honourNoarchive": EXT_ROBOTS}
@@ -204,14 +206,25 @@ EXTENSION_MEMBERS = {"honourNoarchive": EXT_ROBOTS}
 NOARCHIVE_REASON = "the site asked not to archive it (noarchive)"
 
 
-def extension_members(request: dict, extensions: frozenset[str]) -> dict:
-    """``request`` with the members of the extensions 14 and 15 the endpoint advertised:
+def revisit_member(api_url: str, token: str, crawl_id: str) -> dict | None:
+    """The ``revisit`` member: the ledger's digest lookup of this crawl and the flow's token
+    (the lookup answers only the crawl's organization's digests). None without a ledger URL."""
+    if not (api_url or "").strip() or not (token or "").strip():
+        return None
+    return {"url": f"{api_url.strip().rstrip('/')}/api/crawls/{crawl_id}/digests", "token": token.strip()}
+
+
+def extension_members(request: dict, extensions: frozenset[str], revisit: dict | None = None) -> dict:
+    """``request`` with the members of the extensions 14, 15 and revisit the endpoint advertised:
     ``captureAtDeadline`` (a page whose load event misses the page-load budget is captured as
-    it is and answered ``success`` with ``incomplete``, not ``timeout``) and ``screenshotsInWacz``
-    (png/webp also as resource records in the WACZ, when both are asked). Members of
-    :data:`EXTENSION_MEMBERS` (``honourNoarchive``) stay only where their extension is listed. A
-    real v12 gets the v12 request (it refuses unknown members with 400)."""
+    it is and answered ``success`` with ``incomplete``, not ``timeout``), ``screenshotsInWacz``
+    (png/webp also as resource records in the WACZ, when both are asked) and ``revisit`` (the
+    digest lookup, when a WACZ is asked). Members of :data:`EXTENSION_MEMBERS`
+    (``honourNoarchive``) stay only where their extension is listed. A real v12 gets the v12
+    request (it refuses unknown members with 400)."""
     extra: dict = {}
+    if EXT_REVISIT in extensions and revisit and (request.get("captureFormats") or {}).get("wacz"):
+        extra[EXT_REVISIT] = revisit
     if EXT_DEADLINE in extensions:
         extra[EXT_DEADLINE] = True
     formats = request.get("captureFormats") or {}
@@ -1035,8 +1048,10 @@ def main(
     ca_pem = read_variable(VAR_TLS_CA)  # must exist; empty = plaintext only
     client = build_client(targets, ca_pem)
     on_page = progress_poster(crawl_id, log=lambda text: print(f"[{host}] {text}"))
+    revisit = revisit_member(read_variable(VAR_API_URL), read_variable(VAR_TOKEN), crawl_id)
     try:
-        endpoints = [HttpEndpoint(t, client, extensions=pipeline.read_extensions(client, t)) for t in targets]
+        endpoints = [HttpEndpoint(t, client, extensions=pipeline.read_extensions(client, t), revisit=revisit)
+                     for t in targets]
         for e in endpoints:
             print(f"[{host}] {e.target}: extensions {', '.join(sorted(e.extensions)) or 'none (plain v12)'}")
         return capture_host(

@@ -11,7 +11,9 @@
   manifest said (issue 17 item 3; null when it did not say): ``missingBodyUrls`` (≤ 20 URLs the
   page requested that have no response body in the archive), ``missingBodyCount`` (all of
   them), ``truncatedUrls`` (≤ 20 bodies a size cap dropped), ``incompleteReason``
-  (``page-load-deadline``: captured at the page-load deadline, docs/capture-server.md extension 14).
+  (``page-load-deadline``: captured at the page-load deadline, docs/capture-server.md extension 14);
+  ``revisits`` ``{count, bytesSaved}``: the WACZ's revisit records and the body bytes they did
+  not store again (decision 181).
   ``nextBefore``: the ``before`` of the next page (the last SQL row's ``capturedAt``) when this
   page was full before the filter, else null — no older rows: a list is done when it is null.
 * ``POST /api/archives/{id}/url`` — the only enforcement point: Check ``can_view`` with the
@@ -100,6 +102,8 @@ def row_json(r: dict[str, Any]) -> dict[str, Any]:
         "missingBodyCount": r["missing_body_count"],
         "truncatedUrls": None if r["truncated_urls"] is None else list(r["truncated_urls"]),
         "incompleteReason": r.get("incomplete_reason"),
+        # revisit records in the WACZ and the body bytes they did not store (decision 181)
+        "revisits": {"count": r.get("revisit_count") or 0, "bytesSaved": r.get("revisit_bytes_saved") or 0},
         # wacz-auth signature as the ledger found it at admission (None: not signed / not checked)
         "signed": r.get("signed"),
         "signatureDomain": r.get("signature_domain"),
@@ -130,7 +134,7 @@ async def list_archives(request: Request) -> Any:
             """
             SELECT id, task_id, source_url, labels, wacz_complete, captured_at, object_key,
                    missing_body_urls, missing_body_count, truncated_urls, incomplete_reason,
-                   signed, signature_domain, signature_verified,
+                   revisit_count, revisit_bytes_saved, signed, signature_domain, signature_verified,
                    (SELECT c.id FROM crawls c WHERE c.id = CASE WHEN a.correlation_id
                       ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
                       THEN a.correlation_id::uuid END) AS crawl_id,

@@ -21,8 +21,9 @@ from typing import Any, Literal
 from psycopg.types.json import Jsonb
 
 from ledger.archive.manifest import CaptureReport, ManifestInvalid, manifest_key, read_manifest
+from ledger.archive.digests import record_digests
 from ledger.archive.signature import UNSIGNED, SignatureCheck
-from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT, check_many
+from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT, WaczCheck, check_many
 from ledger.s3 import ObjectTooLarge, parse_location
 
 log = logging.getLogger("waggle.archive")
@@ -174,7 +175,8 @@ def _complete(report: CaptureReport, problem: str | None) -> bool | None:
 
 async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
                      submitted_by: str | None, problems: list[str | None] | None = None,
-                     signatures: list[SignatureCheck | None] | None = None) -> list[Admitted | Exception]:
+                     signatures: list[SignatureCheck | None] | None = None,
+                     indexed: dict[str, WaczCheck] | None = None) -> list[Admitted | Exception]:
     """:func:`admit_archive` for many reports at once, on ``conn``'s transaction: one INSERT
     into ``archives`` and one into ``fga_outbox`` for the lot, in a savepoint. Returns one
     outcome per report, in order: an :class:`Admitted`, or the exception that kept that report
@@ -184,6 +186,8 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
     is retried alone in its own savepoint, so one bad row never keeps the others out.
     ``problems`` (aligned with ``reports``): the WACZ check's finding per report, if any;
     ``signatures`` (aligned): the ledger's check of each WACZ's signature, if it ran.
+    ``indexed`` (WACZ location → check, :func:`check_archives`): the payload digests of each
+    registered archive go into the organization's digest index in the same savepoint.
     """
     out: list[Admitted | Exception | None] = [None] * len(reports)
     problems = problems or [None] * len(reports)
@@ -223,6 +227,8 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
                     continue
                 claimed.add((bucket, key))
                 out[i] = Admitted("registered", archive_id)
+                if indexed and (check := indexed.get(report.artifacts.wacz or "")) is not None:
+                    await record_digests(conn, org_id, archive_id, check.digests, check.bytes_saved)
                 payloads.append(Jsonb({"writes": archive_tuples(archive_id, report.task_id, org_id, submitted_by)}))
             if payloads:
                 await conn.execute(
@@ -235,6 +241,10 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
                 async with conn.transaction():
                     out[i] = await admit_archive(conn, report, org_id=org_id, submitted_by=submitted_by,
                                                  problem=problems[i], signature=signatures[i])
+                    check = (indexed or {}).get(report.artifacts.wacz or "")
+                    if check is not None and out[i].archive_id:  # type: ignore[union-attr]
+                        await record_digests(conn, org_id, out[i].archive_id, check.digests,  # type: ignore[union-attr]
+                                             check.bytes_saved)
             except Exception as one:  # noqa: BLE001
                 out[i] = one
         return out  # type: ignore[return-value]
@@ -279,15 +289,20 @@ async def fetch_manifests(s3: Any, keys: list[str]) -> list[CaptureReport | None
 
 async def check_archives(s3: Any, manifests: list[CaptureReport],
                          hash_max_bytes: int = HASH_MAX_BYTES_DEFAULT,
-                         trusted_roots: str | None = None) -> list[Finding | Exception]:
+                         trusted_roots: str | None = None, *,
+                         indexed: dict[str, WaczCheck] | None = None) -> list[Finding | Exception]:
     """The WACZ check (``ledger.archive.wacz_check``, with the signature against
     ``trusted_roots``) of each manifest's archive, aligned with ``manifests``: a :class:`Finding`
     (empty when nothing is wrong or there is no archive), or the exception that kept the check
-    from deciding (S3 down: the capture is left for the reconciler)."""
+    from deciding (S3 down: the capture is left for the reconciler). ``indexed`` (optional,
+    filled): WACZ location → its check, whose payload digests :func:`admit_many` records
+    (``ledger.archive.digests``, decision 181)."""
     checks = await check_many(s3, [m.artifacts.wacz if m.has_archive else None for m in manifests],
                               hash_max_bytes=hash_max_bytes, trusted_roots=trusted_roots)
     out: list[Finding | Exception] = []
     for manifest, check in zip(manifests, checks):
+        if indexed is not None and isinstance(check, WaczCheck):
+            indexed[manifest.artifacts.wacz or ""] = check
         if isinstance(check, Exception):
             out.append(check)
         elif check is None:
@@ -345,7 +360,9 @@ async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted
             out.errors += 1
             continue
         ready.append((index, result, key, manifest))
-    checks = await check_archives(s3, [m for _, _, _, m in ready], wacz_hash_max_bytes, trusted_roots)
+    indexed: dict[str, WaczCheck] = {}
+    checks = await check_archives(s3, [m for _, _, _, m in ready], wacz_hash_max_bytes, trusted_roots,
+                                  indexed=indexed)
     checked = [(r, c) for r, c in zip(ready, checks) if isinstance(c, Finding) and c.refusal is None]
     for (_, _, key, _), check in zip(ready, checks):
         if isinstance(check, Exception):
@@ -357,7 +374,7 @@ async def admit_level(conn: Any, s3: Any, *, bucket: str, org_id: str, submitted
     ready = [r for r, _ in checked]  # a capture whose WACZ could not be checked waits for the reconciler
     outcomes = await admit_many(conn, [m for _, _, _, m in ready], org_id=org_id, submitted_by=submitted_by,
                                 problems=[c.problem for _, c in checked],
-                                signatures=[c.signature for _, c in checked])
+                                signatures=[c.signature for _, c in checked], indexed=indexed)
     for ((index, result, key, manifest), finding), admitted in zip(checked, outcomes):
         problem = finding.problem
         if isinstance(admitted, Exception):

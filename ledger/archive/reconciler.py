@@ -92,8 +92,9 @@ async def reconcile(pool: Any, s3: Any, *, since_days: int | None = None,
                 out.skipped += 1
             else:
                 found.append((row, manifest))
-        found = await _checked(pool, s3, found, out, wacz_hash_max_bytes, trusted_roots)
-        await _admit_found(pool, found, out)
+        indexed: dict = {}  # WACZ location → check: the digests admission records (decision 181)
+        found = await _checked(pool, s3, found, out, wacz_hash_max_bytes, trusted_roots, indexed)
+        await _admit_found(pool, found, out, indexed)
     log.info("Reconcile complete", extra=out.as_dict())
     return out
 
@@ -105,11 +106,12 @@ async def _record(pool: Any, task_id: Any, reason: str) -> None:
 
 
 async def _checked(pool: Any, s3: Any, found: list[tuple[dict, CaptureReport]], out: ReconcileResult,
-                   hash_max_bytes: int, trusted_roots: str | None) -> list[tuple[dict, CaptureReport, Finding]]:
+                   hash_max_bytes: int, trusted_roots: str | None,
+                   indexed: dict | None = None) -> list[tuple[dict, CaptureReport, Finding]]:
     """``found`` with each archive's WACZ check (``admission.check_archives``); a capture whose
     check could not decide (S3 down) is counted in ``errors`` and left for the next pass; a
     signed WACZ that does not verify is refused (``verify.refuse_archive``) and counted skipped."""
-    checks = await check_archives(s3, [m for _, m in found], hash_max_bytes, trusted_roots)
+    checks = await check_archives(s3, [m for _, m in found], hash_max_bytes, trusted_roots, indexed=indexed)
     kept: list[tuple[dict, CaptureReport, Finding]] = []
     for (row, manifest), check in zip(found, checks):
         if isinstance(check, Exception):
@@ -124,7 +126,8 @@ async def _checked(pool: Any, s3: Any, found: list[tuple[dict, CaptureReport]], 
     return kept
 
 
-async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport, Finding]], out: ReconcileResult) -> None:
+async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport, Finding]], out: ReconcileResult,
+                       indexed: dict | None = None) -> None:
     """Admit one chunk's manifests (each with its submission's organization and submitter) in
     one transaction; counts into ``out``."""
     if not found:
@@ -140,7 +143,7 @@ async def _admit_found(pool: Any, found: list[tuple[dict, CaptureReport, Finding
             for (org_id, submitted_by), idx in groups.items():
                 got = await admit_many(conn, [found[i][1] for i in idx], org_id=org_id, submitted_by=submitted_by,
                                        problems=[found[i][2].problem for i in idx],
-                                       signatures=[found[i][2].signature for i in idx])
+                                       signatures=[found[i][2].signature for i in idx], indexed=indexed)
                 for i, outcome in zip(idx, got):
                     outcomes[i] = outcome
             # a page its failed crawl left waiting for this archive is captured now (issue 24 item 5)

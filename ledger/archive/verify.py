@@ -147,9 +147,10 @@ async def _verify(services: Any, crawl_id: Any, depth: int, failed_tasks: set[st
         else:
             ready.append((row, manifest))
     # the WACZ check (issue 13) reads S3 too: done before the transaction opens
+    indexed: dict = {}
     checks = await check_archives(services.s3, [m for _, m in ready],
                                   getattr(services.settings, "wacz_hash_max_bytes", HASH_MAX_BYTES_DEFAULT),
-                                  getattr(services.settings, "signing_trusted_roots", None))
+                                  getattr(services.settings, "signing_trusted_roots", None), indexed=indexed)
     checked: list[tuple[dict, CaptureReport, Finding]] = []
     signature_refusals: list[tuple[Any, str]] = []
     for (row, manifest), check in zip(ready, checks):
@@ -168,7 +169,7 @@ async def _verify(services: Any, crawl_id: Any, depth: int, failed_tasks: set[st
         for task_id, reason in signature_refusals:
             await refuse_archive(conn, task_id, reason)
         recover: list[str] = []
-        for (row, manifest, finding), admitted in zip(checked, await _admit(conn, checked)):
+        for (row, manifest, finding), admitted in zip(checked, await _admit(conn, checked, indexed)):
             problem = finding.problem
             if isinstance(admitted, Exception):
                 log.warning("could not register this page; reconcile will retry",
@@ -184,7 +185,8 @@ async def _verify(services: Any, crawl_id: Any, depth: int, failed_tasks: set[st
         out.recovered = await _recover(conn, crawl_id, depth, recover)
 
 
-async def _admit(conn: Any, ready: list[tuple[dict, CaptureReport, Finding]]) -> list[Admitted | Exception]:
+async def _admit(conn: Any, ready: list[tuple[dict, CaptureReport, Finding]],
+                 indexed: dict | None = None) -> list[Admitted | Exception]:
     """``admit_many`` (with each WACZ check's problem) per (organization, submitter) of the
     submissions; outcomes in order."""
     outcomes: list[Any] = [None] * len(ready)
@@ -194,7 +196,7 @@ async def _admit(conn: Any, ready: list[tuple[dict, CaptureReport, Finding]]) ->
     for (org_id, submitted_by), idx in groups.items():
         got = await admit_many(conn, [ready[i][1] for i in idx], org_id=org_id, submitted_by=submitted_by,
                                problems=[ready[i][2].problem for i in idx],
-                               signatures=[ready[i][2].signature for i in idx])
+                               signatures=[ready[i][2].signature for i in idx], indexed=indexed)
         for i, outcome in zip(idx, got):
             outcomes[i] = outcome
     return outcomes

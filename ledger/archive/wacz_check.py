@@ -35,6 +35,7 @@ from typing import Any
 import anyio
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ledger.archive.cdxj import INDEX_MAX_BYTES, IndexedDigests, parse_cdxj
 from ledger.archive.signature import UNSIGNED, SignatureCheck, check_signature
 from ledger.s3 import S3Unavailable, parse_location
 
@@ -58,6 +59,8 @@ class WaczCheck:
     bytes_read: int = 0
     signature: SignatureCheck = UNSIGNED
     refusal: str | None = None
+    digests: IndexedDigests = IndexedDigests()  # from the CDXJ index (decision 181); originals only when complete
+    bytes_saved: int = 0  # datapackage ``browserhive:capture.revisits.bytesSaved`` (our capture server)
 
 
 class _RangeFile(io.RawIOBase):
@@ -142,6 +145,32 @@ def _resources(zf: zipfile.ZipFile) -> list[dict] | str:
     return resources
 
 
+def _index_digests(zf: zipfile.ZipFile, f: _RangeFile, names: set[str], complete: bool) -> IndexedDigests:
+    """The payload digests of the plain CDXJ indexes (decision 181): originals only from a
+    complete WACZ (a broken one must not become a revisit's target), revisits always. An index
+    outside the tail already read costs one ranged GET of just its bytes."""
+    text = ""
+    for name in sorted(n for n in names if n.startswith("indexes/") and n.endswith((".cdx", ".cdxj"))):
+        info = zf.getinfo(name)
+        if info.file_size > INDEX_MAX_BYTES:
+            continue
+        if f._cached(info.header_offset, 1) is None or f._cached(info.header_offset + 30 + len(info.filename)
+                                                                  + info.compress_size, 1) is None:
+            f.prefetch(info.header_offset, 30 + len(info.filename) + 1024 + info.compress_size)
+        text += zf.read(name).decode("utf-8", "replace") + "\n"
+    found = parse_cdxj(text)
+    return found if complete else IndexedDigests((), found.revisits)
+
+
+def _bytes_saved(zf: zipfile.ZipFile) -> int:
+    try:
+        doc = json.loads(zf.read("datapackage.json").decode("utf-8"))
+        saved = doc["browserhive:capture"]["revisits"]["bytesSaved"]
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError):
+        return 0
+    return saved if isinstance(saved, int) and saved >= 0 else 0
+
+
 def _check_resources(zf: zipfile.ZipFile, resources: list[dict], hash_max_bytes: int) -> tuple[str | None, bool]:
     """(problem, hashed) for the resources of datapackage.json."""
     members = {i.filename: i for i in zf.infolist()}
@@ -174,6 +203,7 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
     f.prefetch(max(0, size - TAIL_BYTES), TAIL_BYTES)
     problem, hashed = None, False
     signature, refusal = UNSIGNED, None
+    digests, saved = IndexedDigests(), 0
     try:
         with zipfile.ZipFile(f) as zf:  # type: ignore[arg-type]
             names = set(zf.namelist())
@@ -194,12 +224,16 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
                     problem, hashed = _check_resources(zf, resources, hash_max_bytes)
                     if signature.signed and problem is not None:
                         refusal = f"signed, but {problem}"
+                digests = _index_digests(zf, f, names, complete=problem is None)
+                saved = _bytes_saved(zf)
             if signature.signed and signature.problem is not None:
                 refusal = signature.problem
                 problem = problem or signature.problem
+                digests = IndexedDigests((), digests.revisits)  # a broken signature holds no originals
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as exc:
         problem = f"the WACZ is not a readable zip: {str(exc)[:200]}"
-    return WaczCheck(problem, hashed, f.requests, f.bytes_read, signature, refusal)
+        digests = IndexedDigests()
+    return WaczCheck(problem, hashed, f.requests, f.bytes_read, signature, refusal, digests, saved)
 
 
 def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int, trusted_roots: str | None = None) -> WaczCheck:
@@ -222,7 +256,7 @@ def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int, trusted_roo
 
         check = check_zip(size, fetch, hash_max_bytes=hash_max_bytes, trusted_roots=trusted_roots)
         return WaczCheck(check.problem, check.hashed, check.requests + 1, check.bytes_read,
-                         check.signature, check.refusal)
+                         check.signature, check.refusal, check.digests, check.bytes_saved)
     except ClientError as exc:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if status and status >= 500:

@@ -415,7 +415,7 @@ def archives_table(archives: list[dict], title: str = "archives", wide: bool = F
             str(a.get("id")) if wide else short_id(a.get("id")),
             str(a.get("sourceUrl")) + (f"\n{contents_text(a)}" if contents_text(a) else ""),
             str(a.get("capturedAt")) if wide else short_time(a.get("capturedAt")),
-            complete_cell(a),
+            with_revisits(complete_cell(a), a),
         ]
         if signed:
             row.append(signed_cell(a))
@@ -453,6 +453,14 @@ def signed_cell(a: dict) -> str | Text:
     if a.get("signatureVerified"):
         return Text(f"{a.get('signatureDomain') or '?'} \u2713", style="green")
     return Text("unverified", style="yellow")
+
+
+def with_revisits(cell: str | Text, a: dict) -> str | Text:
+    """``cell`` + ``, n revisits`` when the archive holds revisit records (decision 181)."""
+    n = (a.get("revisits") or {}).get("count") or 0
+    if not n:
+        return cell
+    return cell + f", {n} revisit{'s' if n != 1 else ''}"  # str or Text alike
 
 
 def missing_table(archives: list[dict]) -> Table:

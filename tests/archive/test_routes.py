@@ -66,6 +66,7 @@ def test_member_sees_and_signs_and_the_url_downloads(archive_ledger) -> None:
         "labels": ["smoke"], "waczComplete": False, "capturedAt": "2026-09-24T10:00:00.300Z",
         "objectKey": a["acme_new"]["key"], "missingBodyUrls": None, "missingBodyCount": None, "truncatedUrls": [],
         "incompleteReason": None, "crawlId": None, "bytes": None, "title": None,
+        "revisits": {"count": 0, "bytesSaved": 0},
         "signed": None, "signatureDomain": None, "signatureVerified": None,
     }
     assert rows[1]["waczComplete"] is True

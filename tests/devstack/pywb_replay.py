@@ -1,7 +1,7 @@
 """Import a WACZ into pywb and replay URLs with pywb's own code (run as a subprocess).
 
-``python tests/devstack/pywb_replay.py ROOT COLL WACZ URL...`` runs ``wb-manager init COLL`` and
-``wb-manager add --unpack-wacz COLL WACZ`` (pywb's CLI entry point, in-process) under ROOT, then
+``python tests/devstack/pywb_replay.py ROOT COLL WACZ[,WACZ…] URL...`` runs ``wb-manager init COLL`` and
+``wb-manager add --unpack-wacz COLL WACZ`` (each, for a collection of several) (pywb's CLI entry point, in-process) under ROOT, then
 prints ``{"warnings": [...], "indexed": [urls in the collection index]}`` and one JSON line per
 URL: ``{"url", "mode", "status", "body"}`` — ``id_`` (unrewritten) replay, or ``mp_`` (rewritten
 page) for URLs prefixed with ``mp:``.
@@ -53,7 +53,8 @@ def main() -> None:
 
     wb_manager(["init", coll])
     logging.getLogger().addHandler(Keep())
-    wb_manager(["add", "--unpack-wacz", coll, wacz])
+    for one in wacz.split(","):
+        wb_manager(["add", "--unpack-wacz", coll, one])
     indexed = []
     for idx in sorted(os.listdir(f"collections/{coll}/indexes")):
         with open(f"collections/{coll}/indexes/{idx}", encoding="utf-8") as fh:

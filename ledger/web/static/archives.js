@@ -99,6 +99,9 @@ export async function archiveList(view, ctx, query) {
     return el("tr", { className: "archive", dataset: { id: a.id } },
       el("td", { className: "url" }, a.sourceUrl,
         a.waczComplete === false ? el("span", { className: "badge", title: incompleteWhy(a) }, "incomplete") : null,
+        a.revisits && a.revisits.count ? el("span", { className: "badge revisits",  // decision 181
+          title: `${a.revisits.bytesSaved} bytes not stored again: their originals are in earlier archives of this organization` },
+          `${a.revisits.count} revisit${a.revisits.count === 1 ? "" : "s"}`) : null,
         a.signed ? el("span", { className: "badge signed", title: a.signatureVerified
           ? "signed by " + a.signatureDomain + "; the signature verified when the ledger admitted it"
           : "signed; not verified by the ledger" }, a.signatureVerified ? "signed · " + a.signatureDomain : "signed?") : null,

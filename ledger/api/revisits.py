@@ -1,0 +1,43 @@
+"""The digest lookup of revisit records (decision 181, docs/capture-server.md extension "revisit").
+
+``POST /api/crawls/{crawl_id}/digests`` ``{"digests": ["sha256:…", …]}`` (1–5,000 strings of
+1–200 characters) → 200 ``{"held": {digest: {"uri", "date"}}}``: the digests the crawl's
+organization already archived, each with its original's URI and WARC-Date (ISO 8601 UTC).
+Only that organization's index is read (``ledger.archive.digests``). Authorization: the flow's
+token, as the level report's (``submitter`` + the crawl in one of the caller's organizations;
+another organization's crawl is as absent as an unknown one: 404). 400 bad body, naming it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from ledger.api.authorize import submitter
+from ledger.archive.digests import DIGESTS_MAX, held
+from ledger.crawl.errors import Refused
+
+router = APIRouter()
+
+Digest = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9]+:[A-Za-z0-9+/=]+$")]
+
+
+class DigestQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    digests: list[Digest] = Field(min_length=1, max_length=DIGESTS_MAX)
+
+
+@router.post("/api/crawls/{crawl_id}/digests")
+async def lookup_digests(crawl_id: uuid.UUID, body: DigestQuery, request: Request) -> dict:
+    """See the module docstring."""
+    identity = await submitter(request)
+    pool = request.app.state.services.pool
+    async with pool.connection() as conn:
+        row = await (await conn.execute("SELECT org_id FROM crawls WHERE id = %s AND org_id = ANY(%s)",
+                                        (crawl_id, list(identity.organizations)))).fetchone()
+    if row is None:
+        raise Refused(404, "not found")
+    return {"held": await held(pool, row["org_id"], list(body.digests))}

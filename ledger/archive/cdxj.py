@@ -1,0 +1,72 @@
+"""The payload digests of a WACZ, read from its CDXJ index (decision 181, issue 27 item 1).
+
+One CDXJ line is ``<SURT> <14-digit timestamp> <JSON>`` (pywb / cdxj-indexer, the form both
+BrowserHive and our capture server write). From it we keep, per record:
+
+* a **response** (``status`` present, ``mime`` not ``warc/revisit``, an ``http(s)`` URL, a
+  ``digest``): an original the organization now holds → ``payload_digests``;
+* a **revisit** (``mime`` ``warc/revisit``): the digest it refers to → ``archive_revisits``.
+
+Resource records (screenshots, ``urn:…``) and lines that do not parse are ignored: the index
+serves dedup only, a bad line costs a stored body later, never a wrong revisit.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+INDEX_MAX_BYTES = 8 * 1024 * 1024  # a page's index is a few KB; larger ones are not read for dedup
+
+
+@dataclass(frozen=True)
+class IndexedResponse:
+    """One response record: ``digest`` (as in the WARC), ``uri``, ``date`` (UTC, seconds)."""
+
+    digest: str
+    uri: str
+    date: datetime
+
+
+@dataclass(frozen=True)
+class IndexedDigests:
+    """What one WACZ's index says: its ``responses`` (originals) and its ``revisits`` (digests)."""
+
+    responses: tuple[IndexedResponse, ...] = ()
+    revisits: tuple[str, ...] = ()
+
+
+def _date(ts: str) -> datetime | None:
+    try:
+        return datetime.strptime(ts[:14].ljust(14, "0"), "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def parse_cdxj(text: str) -> IndexedDigests:
+    """The responses and revisits of one CDXJ index (``text``: its lines), in index order,
+    each digest once (the first response of a digest wins, as in ``payload_digests``)."""
+    responses: dict[str, IndexedResponse] = {}
+    revisits: dict[str, None] = {}
+    for line in text.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) != 3:
+            continue
+        try:
+            fields = json.loads(parts[2])
+        except ValueError:
+            continue
+        if not isinstance(fields, dict):
+            continue
+        digest, url, mime = fields.get("digest"), fields.get("url"), fields.get("mime")
+        if not isinstance(digest, str) or not digest or not isinstance(url, str):
+            continue
+        if mime == "warc/revisit":
+            revisits.setdefault(digest, None)
+            continue
+        date = _date(parts[1])
+        if fields.get("status") is None or date is None or not url.startswith(("http://", "https://")):
+            continue
+        responses.setdefault(digest, IndexedResponse(digest, url, date))
+    return IndexedDigests(tuple(responses.values()), tuple(revisits))

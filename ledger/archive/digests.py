@@ -1,0 +1,82 @@
+"""The per-organization payload digest index behind revisit records (decision 181, issue 27 item 1).
+
+* :func:`record_digests` — at admission (level report or reconciler): the archive's response
+  digests enter ``payload_digests`` (the first capture of a digest per organization is kept),
+  its revisit digests ``archive_revisits``, its revisit count and bytes saved its row.
+* :func:`held` — the capture server's question through ``POST /api/crawls/{id}/digests``:
+  which of these digests does the crawl's organization already hold (original URI and date)?
+* :func:`referred_archives` — the archives a crawl's revisits refer to, same organization only:
+  what the crawl's collection must include so every page of a recrawl replays in full.
+
+Every query names the organization: a revisit never reveals nor depends on another's archive.
+Digests are compared in a normal form (algorithm lower-case, base32 upper-case, ``=`` padding
+dropped) because BrowserHive drops the padding and our capture server keeps it (contracts §B.5).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from ledger.archive.cdxj import IndexedDigests
+
+DIGESTS_MAX = 5000  # one capture's responses; more is not a page
+
+
+def normal(digest: str) -> str:
+    """``sha256:abc=`` → ``sha256:ABC``: the form stored and compared."""
+    algo, sep, value = digest.strip().partition(":")
+    if not sep:
+        return digest.strip().rstrip("=").upper()
+    return f"{algo.lower()}:{value.rstrip('=').upper()}"
+
+
+async def record_digests(conn: Any, org_id: str, archive_id: str, found: IndexedDigests, bytes_saved: int = 0) -> None:
+    """Index the registered archive ``archive_id`` of ``org_id`` (on ``conn``'s transaction)."""
+    if found.responses:
+        rows = [{"d": normal(r.digest), "u": r.uri, "t": r.date.isoformat()} for r in found.responses]
+        await conn.execute(
+            "INSERT INTO payload_digests (org_id, digest, uri, captured_at, archive_id)"
+            " SELECT %s, v.d, v.u, v.t, %s FROM jsonb_to_recordset(%s::jsonb) AS v(d text, u text, t timestamptz)"
+            " ON CONFLICT (org_id, digest) DO NOTHING", (org_id, archive_id, Jsonb(rows)))
+    if found.revisits:
+        await conn.execute(
+            "INSERT INTO archive_revisits (archive_id, digest) SELECT %s, d FROM unnest(%s::text[]) AS d"
+            " ON CONFLICT DO NOTHING", (archive_id, sorted({normal(d) for d in found.revisits})))
+        await conn.execute("UPDATE archives SET revisit_count = %s, revisit_bytes_saved = %s WHERE id = %s",
+                           (len(found.revisits), max(0, bytes_saved), archive_id))
+
+
+async def held(pool: Any, org_id: str, digests: list[str]) -> dict[str, dict[str, str]]:
+    """Of ``digests`` (as the caller wrote them), those ``org_id`` holds → ``{digest: {"uri",
+    "date"}}`` (``date``: the original's WARC-Date, ISO 8601 UTC, seconds)."""
+    by_normal: dict[str, list[str]] = {}
+    for d in digests:
+        by_normal.setdefault(normal(d), []).append(d)
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT digest, uri, captured_at FROM payload_digests WHERE org_id = %s AND digest = ANY(%s)",
+            (org_id, list(by_normal)))).fetchall()
+    out: dict[str, dict[str, str]] = {}
+    for row in rows:
+        date: datetime = row["captured_at"]
+        for asked in by_normal[row["digest"]]:
+            out[asked] = {"uri": row["uri"], "date": date.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return out
+
+
+async def referred_archives(pool: Any, crawl_id: str) -> list[str]:
+    """The archive ids (sorted) that hold the originals of the crawl's revisit records, within
+    the crawl's organization, other than the crawl's own archives. Unknown crawl → []."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT DISTINCT pd.archive_id FROM crawls c"
+            " JOIN archives a ON a.correlation_id = c.id::text"
+            " JOIN archive_revisits r ON r.archive_id = a.id"
+            " JOIN payload_digests pd ON pd.org_id = c.org_id AND pd.digest = r.digest"
+            " WHERE c.id = %s AND pd.archive_id NOT IN"
+            "   (SELECT id FROM archives WHERE correlation_id = c.id::text)"
+            " ORDER BY pd.archive_id", (crawl_id,))).fetchall()
+    return [str(r["archive_id"]) for r in rows]

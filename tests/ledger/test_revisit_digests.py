@@ -1,0 +1,156 @@
+"""The per-organization digest index of revisit records (decision 181, issue 27 item 1): filled
+at admission from the WACZ's CDXJ (real WARCs written by the capture server's writer, real S3
+stand-in, real Postgres), answered by ``POST /api/crawls/{id}/digests`` for the crawl's
+organization only; the archives a recrawl's revisits refer to."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from devstack.capture.recorder import Exchange
+from devstack.capture.revisits import Revisits, payload_digest
+from devstack.capture.wacz import build_wacz, pages_jsonl
+from devstack.capture.warc import cdxj_index, write_warc
+from ledger.archive.admission import admit_many, check_archives
+from ledger.archive.digests import referred_archives
+from ledger.archive.manifest import read_manifest
+from ledger.s3 import S3Store
+from tests.archive.helpers import manifest, put_wacz
+from tests.fixtures.ledger import LedgerHarness, ledger_settings, open_ledger
+from tests.ledger.test_host_leases import WHO, start
+
+pytestmark = pytest.mark.anyio
+
+GLOBEX = LedgerHarness.who("bob", "globex")
+PAGE = b"<html><body>" + b"same payload " * 200 + b"</body></html>"  # 2.6 kB: eligible
+WHEN = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def settings(migrated_db_url, ledger_fga, fake_webhook):
+    """alice submits for acme, bob for globex (two organizations side by side)."""
+    import httpx
+    try:
+        ledger_fga.write(writes=["user:bob submitter organization:globex"])
+    except httpx.HTTPStatusError:  # the store outlives one test: the tuple is already there
+        pass
+    return ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url)
+
+
+def wacz(url: str, body: bytes, held: dict | None = None) -> bytes:
+    """A capture server WACZ of one 200 response (a revisit record when ``held`` names its digest)."""
+    ex = Exchange(url=url, method="GET", started=WHEN, status=200, status_text="OK",
+                  resp_headers=[("Content-Type", "text/html")], body=body)
+    revisits = Revisits(held=held or {}, lookup="ok") if held is not None else None
+    with tempfile.TemporaryDirectory() as tmp:
+        warc = Path(tmp) / "data.warc.gz"
+        write_warc(warc, task_id="t", url=url, software="test", exchanges=[ex], denied=[], created=WHEN,
+                   revisits=revisits)
+        pkg = {"browserhive:capture": {"revisits": revisits.report()}} if revisits else {"title": "x"}
+        out = Path(tmp) / "x.wacz"
+        build_wacz(out, warc=warc, cdxj=cdxj_index(warc), pages=pages_jsonl("t", url, "2026-11-30T10:00:00Z", "x"),
+                   extra=[], datapackage=pkg)
+        return out.read_bytes()
+
+
+async def admit(h, s3_server, crawl_id: str, org: str, data: bytes) -> str:
+    task = str(uuid.uuid4())
+    m = read_manifest(manifest(task, correlationId=crawl_id, wacz_key=f"{task}.wacz"))
+    put_wacz(s3_server, m.artifacts.wacz, data)
+    store = S3Store(s3_server.endpoint, s3_server.bucket, s3_server.region, s3_server.access_key_id,
+                    s3_server.secret_access_key)
+    indexed: dict = {}
+    [finding] = await check_archives(store, [m], indexed=indexed)
+    assert finding.problem is None
+    async with h.services.pool.connection() as conn, conn.transaction():
+        [got] = await admit_many(conn, [m], org_id=org, submitted_by=None, problems=[None], indexed=indexed)
+    return got.archive_id
+
+
+async def test_digests_are_held_per_organization_and_revisits_refer_to_the_first_capture(settings, s3_server):
+    digest = payload_digest(PAGE)
+    async with open_ledger(settings) as h:
+        first = await start(h, ["https://s.test/"], 0)
+        original = await admit(h, s3_server, first, "acme", wacz("https://s.test/a", PAGE))
+        await admit(h, s3_server, first, "acme", wacz("https://s.test/b", PAGE))  # later capture: not kept
+        r = await h.client.post(f"/api/crawls/{first}/digests", json={"digests": [digest, "sha256:AAAA"]}, headers=WHO)
+        assert r.status_code == 200, r.text
+        assert r.json() == {"held": {digest: {"uri": "https://s.test/a", "date": "2026-11-30T10:00:00Z"}}}
+        # BrowserHive drops the base32 padding: the same digest
+        r = await h.client.post(f"/api/crawls/{first}/digests", json={"digests": [digest.rstrip("=")]}, headers=WHO)
+        assert list(r.json()["held"]) == [digest.rstrip("=")]
+
+        other = await start_as(h, GLOBEX)
+        theirs = await h.client.post(f"/api/crawls/{other}/digests", json={"digests": [digest]}, headers=GLOBEX)
+        assert theirs.status_code == 200 and theirs.json() == {"held": {}}  # never across organizations
+        peek = await h.client.post(f"/api/crawls/{first}/digests", json={"digests": [digest]}, headers=GLOBEX)
+        assert peek.status_code == 404
+        bad = [await h.client.post(f"/api/crawls/{first}/digests", json=b, headers=WHO)
+               for b in ({}, {"digests": []}, {"digests": ["no colon"]}, {"digests": ["sha256:A"] * 5001})]
+        assert [b.status_code for b in bad] == [400] * 4, [b.text for b in bad]
+
+        again = await start(h, ["https://s.test/"], 0)
+        held = {digest: {"uri": "https://s.test/a", "date": "2026-11-30T10:00:00Z"}}
+        revisit = await admit(h, s3_server, again, "acme", wacz("https://s.test/a", PAGE, held))
+        assert await referred_archives(h.services.pool, again) == [original]
+        assert await referred_archives(h.services.pool, first) == []  # its originals are its own
+        assert await referred_archives(h.services.pool, other) == []
+        async with h.services.pool.connection() as conn:
+            row = await (await conn.execute("SELECT revisit_count, revisit_bytes_saved FROM archives WHERE id = %s",
+                                            (revisit,))).fetchone()
+            n = await (await conn.execute("SELECT count(*) AS n FROM payload_digests WHERE archive_id = %s",
+                                          (revisit,))).fetchone()
+        assert (row["revisit_count"], row["revisit_bytes_saved"], n["n"]) == (1, len(PAGE), 0)
+
+
+async def test_a_second_organization_gets_no_revisit_of_the_first_ones_payload(settings, s3_server):
+    """globex archives the same bytes after acme did: its lookup answers nothing, so its capture
+    stores the body; once globex holds it, globex's own original is named."""
+    digest = payload_digest(PAGE)
+    async with open_ledger(settings) as h:
+        acme = await start(h, ["https://s.test/"], 0)
+        await admit(h, s3_server, acme, "acme", wacz("https://s.test/a", PAGE))
+        globex = await start_as(h, GLOBEX)
+        r = await h.client.post(f"/api/crawls/{globex}/digests", json={"digests": [digest]}, headers=GLOBEX)
+        assert r.json() == {"held": {}}
+        await admit(h, s3_server, globex, "globex", wacz("https://g.test/copy", PAGE))
+        r = await h.client.post(f"/api/crawls/{globex}/digests", json={"digests": [digest]}, headers=GLOBEX)
+        assert r.json()["held"][digest]["uri"] == "https://g.test/copy"
+
+
+async def start_as(h, who) -> str:
+    r = await h.client.post("/api/crawls", json={"seeds": ["https://g.test/"], "scripts": [], "perHostDelayMs": 0,
+                                                 "maxDepth": 1}, headers=who)
+    assert r.status_code == 202, r.text
+    return r.json()["crawlId"]
+
+
+async def test_a_late_admission_by_the_reconciler_fills_the_index(settings, s3_server):
+    """A capture the level report never admitted (S3 down then, a crashed flow): the reconciler
+    admits it later and its payload digests enter its organization's index all the same."""
+    from ledger.archive.reconciler import reconcile
+    from tests.archive.helpers import put_json
+
+    body = b"<html><body>" + b"late capture " * 300 + b"</body></html>"
+    task = str(uuid.uuid4())
+    key = f"{task}_crawl-1_smoke.result.json"
+    m = manifest(task, wacz_key=f"{task}.wacz", url="https://late.test/")
+    put_wacz(s3_server, m["artifacts"]["wacz"], wacz("https://late.test/", body))
+    put_json(s3_server, key, m)
+    store = S3Store(s3_server.endpoint, s3_server.bucket, s3_server.region, s3_server.access_key_id,
+                    s3_server.secret_access_key)
+    async with open_ledger(settings) as h:
+        crawl = await start(h, ["https://late.test/"], 0)
+        async with h.services.pool.connection() as conn:
+            await conn.execute("INSERT INTO capture_submissions (task_id, org_id, submitted_by, manifest_key)"
+                               " VALUES (%s, 'acme', 'alice', %s)", (task, key))
+        result = await reconcile(h.services.pool, store)
+        assert result.registered >= 1
+        r = await h.client.post(f"/api/crawls/{crawl}/digests", json={"digests": [payload_digest(body)]}, headers=WHO)
+        assert r.json()["held"][payload_digest(body)]["uri"] == "https://late.test/"
