@@ -30,6 +30,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
+from ledger.archive.digests import referred_archives
 from ledger.archive.files import measure_missing
 from ledger.archive.presign_many import presign_many
 from ledger.crawl.pages import incomplete_reason
@@ -53,6 +54,16 @@ LEFT JOIN archive_files f ON f.archive_id = a.id
 LEFT JOIN capture_submissions s ON s.task_id = a.task_id AND f.archive_id IS NULL
 WHERE p.crawl_id = %s
 ORDER BY p.depth, p.id
+"""
+
+# Archives of earlier crawls that hold the originals of this crawl's revisit records
+# (ledger.archive.digests.referred_archives): members too, so every page of a recrawl replays.
+_ORIGINALS = """
+SELECT a.id AS archive_id, a.bucket, a.object_key, a.captured_at, a.wacz_complete, a.wacz_problem,
+       a.missing_body_count, a.truncated_urls, a.incomplete_reason, a.missing_body_urls, a.source_url AS url,
+       f.bytes, f.sha256, f.title, f.http_status, f.content_type
+FROM archives a LEFT JOIN archive_files f ON f.archive_id = a.id
+WHERE a.id = ANY(%s::uuid[]) ORDER BY a.captured_at
 """
 
 
@@ -95,7 +106,12 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
         if crawl is None:
             return None
         rows = await (await conn.execute(_MEMBERS, (crawl_id,))).fetchall()
-    with_archive = [r for r in rows if r["archive_id"] is not None]
+    referred = await referred_archives(services.pool, str(crawl_id))
+    originals: list[dict] = []
+    if referred:
+        async with services.pool.connection() as conn:
+            originals = [{**r, "page_id": None, "depth": None, "final_url": None, "manifest_key": None} for r in await (await conn.execute(_ORIGINALS, (referred,))).fetchall()]
+    with_archive = [r for r in rows if r["archive_id"] is not None] + originals
     allowed = await services.authz.viewable(identity, [str(r["archive_id"]) for r in with_archive]) \
         if with_archive else set()
     members = [r for r in with_archive if str(r["archive_id"]) in allowed]
@@ -109,14 +125,16 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
     running = crawl["state"] == "running"
     now = datetime.now(timezone.utc)
     resources, missing = [], []
-    viewable_rows = [r for r in rows if r["archive_id"] is not None and str(r["archive_id"]) in allowed]
+    viewable_rows = members
     paths = dict(zip((str(r["archive_id"]) for r in viewable_rows),
                      presign_many(services.s3, [(r["bucket"], r["object_key"]) for r in viewable_rows], expiry_s)))
-    for r in rows:
-        entry = _missing(r, running)
+    for r in rows + originals:
+        original = r.get("page_id") is None
+        entry = None if original else _missing(r, running)
         if entry is None and str(r["archive_id"]) not in allowed:
-            entry = {"url": r["url"], "depth": r["depth"], "why": "not-viewable",
-                     "reason": "its archive is not shared with you"}
+            entry = {"url": r["url"], "depth": r["depth"], "why": "original-not-viewable" if original else "not-viewable",
+                     "reason": "the archive holding the original of its revisit records is not shared with you"
+                               if original else "its archive is not shared with you"}
         if entry is not None:
             missing.append(entry)
             continue
@@ -138,6 +156,7 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
             "contentType": facts["content_type"],
             "complete": r["wacz_complete"],
             "reason": incomplete_reason(r),
+            **({"role": "original"} if original else {}),  # an earlier crawl's, for this crawl's revisits
         })
     return {
         "profile": PROFILE,

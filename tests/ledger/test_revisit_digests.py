@@ -154,3 +154,41 @@ async def test_a_late_admission_by_the_reconciler_fills_the_index(settings, s3_s
         assert result.registered >= 1
         r = await h.client.post(f"/api/crawls/{crawl}/digests", json={"digests": [payload_digest(body)]}, headers=WHO)
         assert r.json()["held"][payload_digest(body)]["uri"] == "https://late.test/"
+
+
+async def test_a_recrawls_collection_holds_the_originals_its_revisits_refer_to(settings, s3_server):
+    """Issue 27 item 1 with issue 25: the archive holding a revisit's original is a member of the
+    recrawl's collection (role ``original``) for whoever may view it, and listed as missing
+    (``original-not-viewable``) for whoever may not — never replayed from elsewhere."""
+    from ledger.authz.outbox import drain_all
+
+    digest = payload_digest(PAGE)
+    store = S3Store(s3_server.endpoint, s3_server.bucket, s3_server.region, s3_server.access_key_id,
+                    s3_server.secret_access_key)
+    async with open_ledger(settings.model_copy(update={"s3_bucket": s3_server.bucket}), s3=store) as h:
+        first = await start(h, ["https://s.test/"], 0)
+        original = await admit(h, s3_server, first, "acme", wacz("https://s.test/a", PAGE))
+        again = await start(h, ["https://s.test/"], 0)
+        held = {digest: {"uri": "https://s.test/a", "date": "2026-11-30T10:00:00Z"}}
+        await admit(h, s3_server, again, "acme", wacz("https://s.test/a", PAGE, held))
+        await drain_all(h.services.pool, h.services.authz)
+        r = await h.client.get(f"/api/crawls/{again}/collection", headers=WHO)
+        assert r.status_code == 200, r.text
+        originals = [m for m in r.json()["resources"] if m.get("role") == "original"]
+        assert [m["archiveId"] for m in originals] == [original]
+        assert originals[0]["path"].startswith("http")  # signed like every member
+
+        async with h.services.pool.connection() as conn:  # the original no longer viewable by acme
+            await conn.execute("DELETE FROM fga_outbox")
+        h.services.authz.viewable = _hiding(h.services.authz.viewable, original)
+        r = await h.client.get(f"/api/crawls/{again}/collection", headers=WHO)
+        body = r.json()
+        assert original not in [m["archiveId"] for m in body["resources"]]
+        assert [m["why"] for m in body["missing"] if m["why"] == "original-not-viewable"] == ["original-not-viewable"]
+
+
+def _hiding(viewable, hidden: str):
+    """``Authz.viewable`` as if OpenFGA had lost the tuples of archive ``hidden``."""
+    async def wrapped(identity, ids):
+        return set(await viewable(identity, ids)) - {hidden}
+    return wrapped
