@@ -122,6 +122,7 @@ def test_hit_shape_snippet_and_replay_link(indexed):
     escaped = find(s, q="quay").json()["hits"][0]["snippetHtml"]  # the page's text: "Fish & chips <3 at the quay."
     assert "Fish &amp; chips &lt;3 at the <mark>quay</mark>" in escaped
     assert hit["replay"].startswith("/#/replay?archive=" + s.archives["tides"])
+    assert hit["replay"].endswith("&crawl=" + s.crawls["a"])  # opens inside its crawl's collection
 
 
 def test_paging(indexed):

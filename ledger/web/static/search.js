@@ -1,6 +1,7 @@
 // Search what was archived (GET /api/search): the results page with snippets, filters and
 // paging, and the replay of one hit (#/replay?archive=…, the link the API builds).
-import { api } from "./api.js";
+import { api, ApiError } from "./api.js";
+import { replayCrawl } from "./crawls.js";
 import { el, when } from "./dom.js";
 
 // The API's snippet is escaped HTML whose only tags are <mark>: rebuild it as text nodes and
@@ -64,14 +65,20 @@ function hitItem(hit) {
     el("p", { className: "snippet" }, snippetNodes(hit.snippetHtml)));
 }
 
-// #/replay?archive=<id>&url=<page>&captured=<time>: sign the archive's URL (the Check happens
-// there), then open ReplayWeb.page on the replay origin, as the archives list's Replay button does.
+// #/replay?archive=<id>&url=<page>&captured=<time>[&crawl=<id>]: inside the crawl's collection
+// when it has one the caller may open (as the archives list's Replay button does), else sign the
+// archive's URL (the Check happens there) and open ReplayWeb.page on the replay origin with it alone.
 export async function replayArchive(view, ctx, query) {
   const id = query.get("archive") || "";
   const status = el("p", { id: "replay-status", className: "muted" }, "Opening the archive…");
   view.replaceChildren(el("h1", {}, "Replay"), status);
   if (!ctx.session.replayUrl) { status.className = "error"; status.textContent = "Replay is off on this deployment."; return; }
   try {
+    const crawl = query.get("crawl");
+    if (crawl) {
+      try { await replayCrawl(ctx, crawl, query.get("url") || "", crawl.slice(0, 8)); return; }
+      catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+    }
     const s = await api("POST", "/api/archives/" + encodeURIComponent(id) + "/url");
     const q = new URLSearchParams({ source: s.url, url: query.get("url") || "", captured: query.get("captured") || "" });
     window.location.replace(ctx.session.replayUrl + "?" + q);
