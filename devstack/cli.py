@@ -35,7 +35,9 @@ def up_cmd(
         typer.echo(f"logs: {sd / 'logs'}; stop what started with `waggle dev down`.", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"\nledger API: {info['services']['ledger']}  (you are '{info['subject']}' in '{info['organization']}')")
-    typer.echo("next: waggle crawl https://example.org/ --depth 1 --max-pages 5")
+    typer.echo("next: serve a site on loopback, e.g. the Python docs copy:\n"
+               "  python3 -m http.server --bind 127.0.0.1 8600 --directory /usr/share/doc/python3.11/html &\n"
+               "  .venv/bin/waggle crawl http://127.0.0.1:8600/index.html --depth 1 --max-pages 5")
 
 
 @app.command("down")

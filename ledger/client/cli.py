@@ -232,7 +232,7 @@ def crawl_command(
     include: Annotated[Optional[list[str]], typer.Option("--include", help="Regular expression (RE2) over the normalized URL: matching URLs are in scope too. Repeatable.")] = None,
     exclude: Annotated[Optional[list[str]], typer.Option("--exclude", help="Regular expression (RE2) over the normalized URL: matching URLs are never taken (wins over everything). Repeatable.")] = None,
     time_limit: Annotated[Optional[int], typer.Option("--time-limit", min=1, help="End the crawl after this many seconds (stop reason time_limit; captures in flight are kept).")] = None,
-    max_bytes: Annotated[Optional[int], typer.Option("--max-bytes", min=1, help="End the crawl once its archives total this many bytes (stop reason size_limit).")] = None,
+    max_bytes: Annotated[Optional[int], typer.Option("--max-bytes", min=1, help="End the crawl once its admitted archives total this many bytes (stop reason size_limit; archives are counted as they are admitted, after each level, so the last level can pass it).")] = None,
     max_pages_per_host: Annotated[Optional[int], typer.Option("--max-pages-per-host", min=1, help="Take at most this many pages of one host (its further links dropped: max_pages_per_host).")] = None,
     extra_hops: Annotated[Optional[int], typer.Option("--extra-hops", min=0, max=10, help="Also capture pages up to N links out of scope (their links not expanded past N).")] = None,
     script: Annotated[Optional[list[str]], typer.Option("--script", help="Page script: a catalogue id (autoscroll, autoscroll@2) or a .ts file (\\[preload:|behavior:]path.ts). Repeatable; default = the catalogue's default set.")] = None,

@@ -99,8 +99,9 @@ def hosts_in_flight(crawl: dict) -> list[str] | int | None:
 def robots_meta_text(crawl: dict) -> str:
     """How the crawl treats the pages' robots meta and X-Robots-Tag (``ignoreRobotsMeta``)."""
     if crawl.get("ignoreRobotsMeta"):
-        return "ignored (noarchive pages archived, nofollow links followed)"
-    return "honoured (noarchive pages not archived, nofollow links not followed)"
+        return ("ignored (noarchive pages archived, a page's nofollow meta or header not applied;"
+                " links marked rel=nofollow are still not followed)")
+    return "honoured (noarchive pages not archived, nofollow pages' links not followed)"
 
 
 def stop_reason_text(crawl: dict) -> str:
@@ -215,7 +216,8 @@ def summary_view(crawl: dict) -> Group:
     table.add_column()
     state = crawl.get("state", "?")
     style = {"succeeded": "green", "failed": "red"}.get(state, "yellow")
-    table.add_row("state", Text(state, style=style))
+    pausing = " (pausing: it pauses when its level in flight has reported)" if crawl.get("pauseRequested") else ""
+    table.add_row("state", Text(state + pausing, style=style))
     table.add_row("stop reason", stop_reason_text(crawl))
     table.add_row("seeds", "\n".join(crawl.get("seeds") or []) or "–")
     table.add_row("levels", _n(level_of(crawl)) + (f" (max depth {crawl['maxDepth']})" if "maxDepth" in crawl else ""))

@@ -557,3 +557,11 @@ def test_a_paused_crawl_is_not_a_failure():
     code = finish(None, {"crawlId": "c0ffee00", "state": "paused", "pagesCaptured": 0}, console, None, 0)
     assert code == 0 and "waggle crawls c0ffee00 --resume" in console.export_text()
     assert finish(None, {"crawlId": "c", "state": "failed", "pagesCaptured": 0}, Console(record=True), None, 0) == 1
+
+
+def test_a_pause_still_pending_shows_in_the_summary():
+    """A crawl asked to pause keeps running until its level has reported: the summary says so
+    (found by a new user: only --json showed pauseRequested)."""
+    crawl = {"crawlId": "c0ffee00", "state": "running", "pauseRequested": True}
+    assert "running (pausing" in _text(render.summary_view(crawl))
+    assert "pausing" not in _text(render.summary_view({**crawl, "pauseRequested": False}))

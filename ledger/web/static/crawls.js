@@ -89,7 +89,7 @@ function facts(c) {
     ["Pending", String(c.pagesPending)], ["Discovered", String(c.pagesDiscovered)],
     ["Max pages", String(c.maxPages)], ["Scope", scopeText(c)], ["Delay per host", c.perHostDelayMs + " ms"],
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
-    ["Robots meta", c.ignoreRobotsMeta ? "ignored (noarchive pages archived, nofollow links followed)"
+    ["Robots meta", c.ignoreRobotsMeta ? "ignored (noarchive pages archived, a page's nofollow meta or header not applied; links marked rel=nofollow are still not followed)"
       : "honoured (noarchive pages not archived, nofollow links not followed)"],
     ["Signing", c.signing === true ? "signed WACZ" : c.signing === false ? "unsigned WACZ" : "the deployment's default"],
     ["Limits", [c.timeLimitS ? c.timeLimitS + " s" : null, c.maxBytes ? c.maxBytes + " bytes" : null,
