@@ -36,6 +36,13 @@ __all__ = ["S3Store", "S3Unavailable", "ObjectTooLarge", "parse_location"]
 _NOT_FOUND_CODES = {"NoSuchKey", "404", "NotFound", "NoSuchBucket"}
 
 
+def is_missing_object(exc: ClientError) -> bool:
+    """True when S3 said the object does not exist (404 / NoSuchKey / NotFound); a missing
+    bucket (NoSuchBucket, a 404 too) counts, as a HEAD cannot tell them apart."""
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return status == 404 or str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound")
+
+
 class S3Unavailable(RuntimeError):
     """The object store did not answer (connection refused/reset, timeout, 5xx)."""
 

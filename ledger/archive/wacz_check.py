@@ -37,7 +37,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ledger.archive.cdxj import INDEX_MAX_BYTES, IndexedDigests, parse_cdxj
 from ledger.archive.signature import UNSIGNED, SignatureCheck, check_signature
-from ledger.s3 import S3Unavailable, parse_location
+from ledger.s3 import S3Unavailable, is_missing_object, parse_location
 
 TAIL_BYTES = 64 * 1024  # end of central directory + the central directory of a page's WACZ
 BLOCK_BYTES = 1024 * 1024  # one ranged GET while hashing members
@@ -243,7 +243,7 @@ def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int, trusted_roo
             size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
         except ClientError as exc:
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if status == 404 or str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
+            if is_missing_object(exc):
                 return WaczCheck(f"the WACZ object is missing: s3://{bucket}/{key}", requests=1)
             if status and status >= 500:
                 raise S3Unavailable(f"s3 answered {status} for {key!r}") from exc

@@ -99,6 +99,22 @@ _LATE_EVENT = (
 )
 
 
+async def _late_page(conn: Any, crawl_id: uuid.UUID, url: str) -> tuple[dict, dict] | None:
+    """Under the crawl's row lock: ``(crawl, page)`` for a late event of ``url``, None when the
+    crawl takes none (:func:`takes_late_captures`). Raises :class:`Refused` (409) when ``url``
+    is no page of the level in flight that the close left uncaptured."""
+    cur = await conn.execute("SELECT * FROM crawls WHERE id = %s FOR UPDATE", (crawl_id,))
+    crawl = await cur.fetchone()
+    if not takes_late_captures(crawl):
+        return None
+    cur = await conn.execute(_LATE_PAGE, (crawl_id, url, crawl["current_depth"], _CLOSED))
+    page = await cur.fetchone()
+    if page is None:
+        raise Refused(409, "the crawl is closed and url is not one of its pages left uncaptured at the close"
+                           " (already recorded, or not in the level in flight): nothing recorded")
+    return crawl, page
+
+
 async def record_late(pool: Any, crawl_id: uuid.UUID, url: str, capture: dict,
                       bucket: str | None) -> tuple[int, list[str]] | None:
     """A captured page's ``done`` (``capture`` = ``{taskId, manifestLocation?,
@@ -109,15 +125,10 @@ async def record_late(pool: Any, crawl_id: uuid.UUID, url: str, capture: dict,
     level in flight at the close that the close left uncaptured (already recorded, or never in
     it): nothing changes."""
     async with pool.connection() as conn, conn.transaction():
-        cur = await conn.execute("SELECT * FROM crawls WHERE id = %s FOR UPDATE", (crawl_id,))
-        crawl = await cur.fetchone()
-        if not takes_late_captures(crawl):
+        found = await _late_page(conn, crawl_id, url)
+        if found is None:
             return None
-        cur = await conn.execute(_LATE_PAGE, (crawl_id, url, crawl["current_depth"], _CLOSED))
-        page = await cur.fetchone()
-        if page is None:
-            raise Refused(409, "the crawl is failed and url is not one of its pages left uncaptured at the close"
-                               " (already recorded, or not in the level in flight): nothing recorded")
+        crawl, page = found
         summary = capture.get("manifestSummary")
         await conn.execute(_LATE_EVENT, (page["id"], crawl_id, page["depth"], capture["taskId"],
                                          capture.get("manifestLocation"),
@@ -171,15 +182,10 @@ async def record_sealed_late(pool: Any, crawl_id: uuid.UUID, url: str, capture: 
     ``(level, task ids)``; None when the crawl is not ``failed``. Raises :class:`Refused` (409)
     when ``url`` is no page of the level in flight left uncaptured by the close."""
     async with pool.connection() as conn, conn.transaction():
-        cur = await conn.execute("SELECT * FROM crawls WHERE id = %s FOR UPDATE", (crawl_id,))
-        crawl = await cur.fetchone()
-        if not takes_late_captures(crawl):
+        found = await _late_page(conn, crawl_id, url)
+        if found is None:
             return None
-        cur = await conn.execute(_LATE_PAGE, (crawl_id, url, crawl["current_depth"], _CLOSED))
-        page = await cur.fetchone()
-        if page is None:
-            raise Refused(409, "the crawl is failed and url is not one of its pages left uncaptured at the close"
-                               " (already recorded, or not in the level in flight): nothing recorded")
+        crawl, page = found
         await conn.execute(
             "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, task_id, manifest_location, started_at)"
             " VALUES (%s, %s, %s, 'started', %s, %s, now())"

@@ -20,7 +20,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
 from ledger.archive.wacz_check import _RangeFile
-from ledger.s3 import S3Unavailable
+from ledger.s3 import S3Unavailable, is_missing_object
 from ledger.search.extract import PageText, from_html, from_pdf
 
 WARC_MAX_BYTES = 256 * 1024 * 1024
@@ -122,8 +122,7 @@ def _from_s3_sync(s3: Any, bucket: str, key: str, fallback_url: str | None) -> P
         try:
             size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
         except ClientError as exc:
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if status == 404 or str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
+            if is_missing_object(exc):
                 raise NoText(f"the WACZ object is missing: s3://{bucket}/{key}") from exc
             raise
 
