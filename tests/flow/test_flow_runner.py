@@ -68,8 +68,8 @@ def test_one_level_end_to_end(services, sites):
     assert [(r["url"], r["status"]) for r in report["results"]] == [
         (f"{a.url}/1", "captured"), (f"{a.url}/2", "captured"), (f"{a.url}/3", "captured"),
         (f"{b.url}/x", "captured"), (f"{a.url}/hidden", "skipped")]
-    assert report["results"][-1] == {"url": f"{a.url}/hidden", "status": "skipped", "skipReason": "robots",
-                                     "failureClass": "permanent"}
+    assert report["results"][-1] == {"url": f"{a.url}/hidden", "status": "skipped", "failureClass": "permanent",
+                                     "skipReason": "robots: robots.txt lines 1–2: `User-agent: *` … `Disallow: /hidden`"}
     # each capture's start and end reached the ledger as progress events (issue 15)
     done = [(e["url"], e["status"]) for e in ledger.progress if e["phase"] == "done"]
     assert sorted(done) == sorted((r["url"], r["status"]) for r in report["results"][:4])
@@ -92,9 +92,10 @@ def test_one_level_end_to_end(services, sites):
                                   "sha256": js_hash, "options": {"maxSteps": 60}}]
     assert body["artifactSink"] == {"url": f"{ledger.url}/api/sink/c-1", "token": "one-time"}
     assert [r.path for r in a.requests] == ["/robots.txt"]
-    # the robots.txt outcomes plan_level fetched went to the ledger (the crawl's cache)
+    # the robots.txt outcomes plan_level fetched went to the ledger (the crawl's cache), in normal
+    # form with each rule's source lines (decision 104)
     assert [(e["host"], e["state"], e["body"]) for e in report["robots"]] == [
-        (a.authority, "allowed", "user-agent: *\ndisallow: /hidden\n"), (b.authority, "unavailable", None)]
+        (a.authority, "allowed", "user-agent: *\ndisallow: /hidden #L2 g1 n1 u0 s1\n"), (b.authority, "unavailable", None)]
 
     # politeness: within host a, each submission ≥ 300 ms after the previous capture ended
     on_a = [c for c in captures if c["url"].startswith(a.url)]

@@ -35,11 +35,7 @@ WHEN = datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)
 @pytest.fixture
 def settings(migrated_db_url, ledger_fga, fake_webhook):
     """alice submits for acme, bob for globex (two organizations side by side)."""
-    import httpx
-    try:
-        ledger_fga.write(writes=["user:bob submitter organization:globex"])
-    except httpx.HTTPStatusError:  # the store outlives one test: the tuple is already there
-        pass
+    ledger_fga.write(writes=["user:bob submitter organization:globex"], ignore_existing=True)
     return ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url)
 
 

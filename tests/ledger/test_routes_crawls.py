@@ -302,7 +302,7 @@ async def test_org_limit_429_race_free(migrated_db_url, ledger_fga, fake_webhook
     """``WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG``: concurrent starts never exceed it (advisory lock
     per organization); another organization is not counted; a finished crawl frees a place."""
     settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, max_running_crawls_per_org=2)
-    ledger_fga.write(writes=["user:bob submitter organization:globex"])
+    ledger_fga.write(writes=["user:bob submitter organization:globex"], ignore_existing=True)
     async with open_ledger(settings) as h:
         answers = await asyncio.gather(*[
             h.client.post("/api/crawls", json={"seeds": [f"https://h{i}.test/"], "scripts": []}, headers=WHO)
