@@ -80,7 +80,7 @@ def search_command(
         console.print("[yellow]many pages match: the newest 2,000 of them were ranked; add --from/--to, --crawl or"
                       " --host to reach older ones[/yellow]")
     if body.get("incomplete"):
-        console.print(f"[yellow]only the best {body.get('checked')} matches were checked for your access; narrow the"
+        console.print(f"[yellow]only the best 2,000 matches were checked for your access; narrow the"
                       " query (--crawl, --host, --from) to see further[/yellow]")
 
 

@@ -183,13 +183,16 @@ def _snippet(raw: str | None) -> tuple[str, str]:
 
 
 async def search(pool: Any, authz: Any, identity: Any, query: Query) -> dict:
-    """Run ``query`` for ``identity`` → ``{hits, page, size, more, checked, incomplete, rankedNewest}``:
+    """Run ``query`` for ``identity`` → ``{hits, page, size, more, incomplete, rankedNewest}``:
     ``hits`` the page's viewable hits in rank order (``archiveId, url, title, capturedAt,
     crawlId, lang, snippet, snippetHtml, replay``); ``more`` whether a next page has hits;
-    ``checked`` how many candidates were authorized; ``incomplete`` true when
+    ``incomplete`` true when
     :data:`CANDIDATES_MAX` candidates were checked before the page was full (more matches may
     be viewable further down); ``rankedNewest`` true when more than :data:`RANK_WINDOW` pages
-    matched and the ranking covered the newest of them. Raises :class:`BadQuery`."""
+    matched and the ranking covered the newest of them. How many candidates OpenFGA refused is
+    never said: it would tell a caller whether other organizations' pages hold a word (the two
+    flags only say that at least :data:`CANDIDATES_MAX` / :data:`RANK_WINDOW` pages matched).
+    Raises :class:`BadQuery`."""
     from ledger.api.archives import iso_ms
 
     async with pool.connection() as conn:
@@ -228,5 +231,5 @@ async def search(pool: Any, authz: Any, identity: Any, query: Query) -> dict:
                          "crawlId": r["crawl_id"], "lang": r["lang"], "snippet": plain, "snippetHtml": marked,
                          "replay": replay_link(i, r["crawl_id"], r["url"], captured)})
     return {"hits": hits, "page": query.page, "size": query.size, "more": len(viewable) > start + query.size,
-            "checked": checked, "incomplete": len(viewable) < need and len(candidates) >= CANDIDATES_MAX
+            "incomplete": len(viewable) < need and len(candidates) >= CANDIDATES_MAX
             and checked >= len(candidates), "rankedNewest": len(candidates) >= RANK_WINDOW}

@@ -83,6 +83,15 @@ def test_ranked_title_over_body_and_only_own_organization(indexed):
     assert urls(find(s, headers={"X-Waggle-Subject": "mallory", "X-Waggle-Organizations": "evil"}, q="lighthouse")) == []
 
 
+def test_an_outsiders_answer_does_not_tell_whether_others_hold_a_word(indexed):
+    """Found by a new user: a count of refused candidates told another organization whether a
+    word is in these archives. A word they hold and a word nobody holds answer alike."""
+    s = indexed
+    mallory = {"X-Waggle-Subject": "mallory", "X-Waggle-Organizations": "evil"}
+    held, absent = find(s, headers=mallory, q="lighthouse").json(), find(s, headers=mallory, q="zzqxnotaword").json()
+    assert held == absent and held["hits"] == []
+
+
 def test_web_search_syntax(indexed):
     s = indexed
     assert urls(find(s, q='"lighthouse keeper"')) == ["https://harbour.example/keeper", "https://harbour.example/tides"] \
