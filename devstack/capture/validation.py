@@ -225,7 +225,7 @@ REQUEST = Obj(fields={
         "url": Str(required=True, min_len=1, max_len=2000, pattern=re.compile(r"^https?://")),
         "token": Str(required=True, min_len=1, max_len=8000)}),
     "navigationRules": Obj(fields={  # waggle extension navigationRules (docs/capture-server.md "redirects")
-        "robotsTxt": Str(max_len=600_000), "exclude": List(max_items=100, item=Str(min_len=1, max_len=1000))}),
+        "robotsTxt": Str(max_len=4_000_000), "exclude": List(max_items=100, item=Str(min_len=1, max_len=1000))}),
     "loadWait": Obj(fields={
         "minMs": Num(lo=0, hi=60000), "maxMs": Num(lo=0, hi=60000), "quietMs": Num(lo=0, hi=60000),
         "networkConcurrency": Num(lo=0, hi=100)}),
