@@ -111,3 +111,39 @@ def test_an_unusable_exclude_pattern_is_a_400_and_the_extension_is_advertised(ca
                 navigationRules={"exclude": ["(?<=a)b"]})
     assert r.status_code == 400 and "navigationRules.exclude" in r.text, r.text
     assert "navigationRules" in httpx.get(f"{capture_server}/status").json()["extensions"]
+
+
+# -- the flow's side: crawl_host sends the rules where advertised, judges the landing elsewhere ----
+
+def _crawl_host(capture_server, site, drop: frozenset[str] = frozenset()) -> list[dict]:
+    from f.waggle import pipeline  # noqa: PLC0415
+    from f.waggle.crawl_host import HttpEndpoint, capture_host, navigation_rules  # noqa: PLC0415
+
+    with httpx.Client() as client:
+        extensions = pipeline.read_extensions(client, capture_server) - drop
+        endpoint = HttpEndpoint(capture_server, client, extensions=extensions)
+        return capture_host([endpoint], "h", [site + "/redir", site + "/jsredir.html", site + "/fine"], "c1",
+                            formats=ONLY_WACZ, signing=False, scripts=[], delay_ms=100, log=lambda _m: None,
+                            rules=navigation_rules(RobotsRules(ROBOTS).text, None))
+
+
+def test_crawl_host_sends_the_rules_and_the_forbidden_paths_are_never_requested(capture_server, site):
+    _Site.log.clear()
+    results = _crawl_host(capture_server, site)
+    assert [(r["status"], r.get("failureClass")) for r in results] == [
+        ("failed", "permanent"), ("failed", "permanent"), ("captured", None)], results
+    assert all("robots.txt disallows it" in r["skipReason"] for r in results[:2])
+    assert _private_hits() == [], _Site.log
+
+
+def test_without_the_extension_the_flow_refuses_the_landing_and_says_the_request_was_made(capture_server, site):
+    """A server that does not advertise navigationRules (a real v12) follows both; the flow
+    reports neither capture as its page (no manifest: nothing admitted), and says so."""
+    _Site.log.clear()
+    results = _crawl_host(capture_server, site, drop=frozenset({"navigationRules"}))
+    assert [(r["status"], r.get("failureClass")) for r in results] == [
+        ("failed", "permanent"), ("failed", "permanent"), ("captured", None)], results
+    for r in results[:2]:
+        assert r["skipReason"].startswith("redirected to a URL robots.txt disallows (")
+        assert "the request was already made" in r["skipReason"] and "manifestLocation" not in r
+    assert sorted(_private_hits()) == ["/private/js.html", "/private/r.html"], _Site.log
