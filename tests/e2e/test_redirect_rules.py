@@ -92,5 +92,5 @@ def test_redirects_to_a_path_robots_disallows_are_never_requested(local_stack):
 
 
 def test_redirects_to_an_excluded_url_are_never_requested(local_stack):
-    base, pages = _crawl(local_stack, b"User-agent: *\nDisallow:\n", exclude=[r"r\.html$", r"js\.html$"])
+    base, pages = _crawl(local_stack, b"User-agent: *\nDisallow:\n", exclude=[r"private/r\.html", r"private/js\.html"])
     _check(base, pages, "the crawl excludes it")
