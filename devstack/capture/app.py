@@ -37,7 +37,8 @@ log = logging.getLogger("devstack.capture")
 # Extensions of the v12 contract this server implements (docs/capture-server.md), listed in
 # GET /status so that a client uses one only where it is advertised.
 EXTENSIONS = ("sinceLastRequestMs", "sealWait", "startAfterMs", "sealBeforeFormats", "scrollHooks",
-              "holdAfter", "captureAtDeadline", "screenshotsInWacz", "retryAfterMs", "robotsMeta", "revisit")
+              "holdAfter", "captureAtDeadline", "screenshotsInWacz", "retryAfterMs", "robotsMeta", "revisit",
+              "navigationRules")
 MAX_ACTIVE = 2  # one capture loading, one finishing (CaptureGate)
 
 

@@ -46,7 +46,8 @@ from devstack.capture.browser import BrowserUnavailable
 from devstack.capture.domquiet import MAX_MS as DOM_QUIET_MAX_MS, wait_dom_quiet
 from devstack.capture.formats import write_formats
 from devstack.capture.holds import Hold, HeldDuplicate, track_landing, wait_turn
-from devstack.capture.load import load_pages
+from devstack.capture.load import load_pages, refused_navigation
+from devstack.capture.navrules import NavigationRules
 from devstack.capture.package import write_file_capture, write_wacz
 from devstack.capture.policies import Policies
 from devstack.capture.proxy import checked_addresses
@@ -151,10 +152,12 @@ def _new_run(ctx: Ctx, req: dict[str, Any], accepted: float) -> Run:
     budget_ms = s.faults.task_total_ms or s.task_total_ms
     url_policies = req["urlPolicies"] if "urlPolicies" in req else s.default_url_policies
     ct_policies = req["contentTypePolicies"] if "contentTypePolicies" in req else s.default_content_type_policies
-    return Run(req=req, task_id=task_id, url=req["url"].strip(), labels=labels,
+    run = Run(req=req, task_id=task_id, url=req["url"].strip(), labels=labels,
                stem=names.stem(task_id, req.get("correlationId"), labels), sink=sink,
                policies=Policies(url_policies, ct_policies), started=datetime.now(timezone.utc),
                t0=accepted, deadline=accepted + budget_ms / 1000, formats=req["captureFormats"], signer=s.signer)
+    run.nav_rules = NavigationRules.of(req)  # extension navigationRules (validated: patterns compile)
+    return run
 
 
 def _failure(s: ServerSettings, run: Run, e: Exception) -> tuple[dict[str, Any], int | None]:
@@ -293,6 +296,7 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         except CaptureFailure as e:  # a held capture's back-off reads it before the seal below
             run.doc_status = e.details.get("httpStatusCode")
             raise
+        refused_navigation(run)  # a script's navigation the rules refused (extension navigationRules)
         if loaded.file is not None:
             run.robots = header_wishes(loaded.file.exchange.resp_headers)  # extension robotsMeta
             if run.robots is not None and run.robots["noarchive"] and req.get("honourNoarchive"):
@@ -308,6 +312,7 @@ async def _record(ctx: Ctx, run: Run, browser: Browser, checked: dict[tuple[str,
         if run.robots is not None and run.robots["noarchive"] and req.get("honourNoarchive"):
             # nothing was written yet (no format, no WACZ): the failure leaves no archive bytes
             raise CaptureFailure("failed", "policy", NOARCHIVE_MESSAGE)
+        refused_navigation(run)  # one the settle or dom-quiet wait saw: still nothing written
         if req.get("sealBeforeFormats") or loaded.incomplete:  # ext. 10, 14: the formats from the sealed page
             run.after_seal = AfterSeal(sess.context)
             await seal_network(ctx, run, recorder, timeout_s=min(10.0, run.remaining_s()))

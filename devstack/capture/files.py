@@ -107,6 +107,7 @@ class FileTaker:
     # (url, declared bytes) of a main-frame page whose Content-Length is over ``limit``: its
     # navigation was aborted before the body came (load.py fails the capture, round 22).
     huge_document: tuple[str, int] | None = None
+    rules: Any = None  # the capture's .navrules.NavigationRules: main-frame requests paused before they leave
     taken_urls: set[str] = field(default_factory=set)
     _tasks: set[asyncio.Task] = field(default_factory=set)
     _raw: dict[tuple[str, str], dict] = field(default_factory=dict)  # (kind, requestId) → raw headers
@@ -119,6 +120,10 @@ class FileTaker:
         self.cdp.on("Network.requestWillBeSentExtraInfo", lambda ev: self._keep("req", ev))
         self.cdp.on("Network.responseReceivedExtraInfo", lambda ev: self._keep("resp", ev))
         self.main_frame = main_frame if main_frame is not None else await prepare(self.cdp)
+        if self.rules is not None:  # documents also pause before they are sent (every redirect hop too)
+            await self.cdp.send("Fetch.enable", {"patterns": [
+                {"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"},
+                {"urlPattern": "*", "requestStage": "Response"}]})
 
     async def disable(self) -> None:
         """Stop intercepting (bounded); pending reads are cancelled."""
@@ -146,6 +151,9 @@ class FileTaker:
 
     async def _handle(self, ev: dict) -> None:
         rid = ev["requestId"]
+        if "responseStatusCode" not in ev and "responseErrorReason" not in ev:  # the request stage
+            await self._gate(ev, rid)
+            return
         try:
             headers = [(h["name"], h["value"]) for h in ev.get("responseHeaders") or []]
             status = ev.get("responseStatusCode") or 0
@@ -170,6 +178,20 @@ class FileTaker:
             log.debug("file interception of %s failed: %s", ev.get("request", {}).get("url"), e)
             with contextlib.suppress(Exception):
                 await self.cdp.send("Fetch.continueResponse", {"requestId": rid})
+
+    async def _gate(self, ev: dict, rid: str) -> None:
+        """A document request before it is sent: a main-frame one the navigation rules refuse
+        is failed (``BlockedByClient``: the site never sees it); everything else continues."""
+        try:
+            main = ev.get("frameId") == self.main_frame
+            if main and self.rules is not None and self.rules.refuse(ev["request"]["url"]):
+                await self.cdp.send("Fetch.failRequest", {"requestId": rid, "errorReason": "BlockedByClient"})
+                return
+            await self.cdp.send("Fetch.continueRequest", {"requestId": rid})
+        except Exception as e:  # noqa: BLE001 — the page must never hang on a paused request
+            log.debug("navigation gate of %s failed: %s", ev.get("request", {}).get("url"), e)
+            with contextlib.suppress(Exception):
+                await self.cdp.send("Fetch.continueRequest", {"requestId": rid})
 
     async def _keep_raw(self, ev: dict, rid: str, status: int, mime: str, first: dict[str, str]) -> None:
         """Keep the body of a response that has one, as the network delivered it (.rawbodies),

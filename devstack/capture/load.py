@@ -184,6 +184,7 @@ async def _navigate(ctx: Ctx, run: Run, page: Page, recorder: Recorder) -> tuple
         raise CaptureFailure("timeout", "timeout", f"page load exceeded {s.page_load_ms} ms",
                              timeoutMs=s.page_load_ms) from e
     except PlaywrightError as e:
+        refused_navigation(run)  # a hop the navigation rules refused: that, not ERR_BLOCKED_BY_CLIENT
         if run.files is not None and run.files.main is not None:
             return None, None  # aborted on purpose: .files read the main document as a file
         if run.files is not None and run.files.huge_document is not None:  # aborted on purpose: too large
@@ -246,6 +247,14 @@ async def stop_at_deadline(ctx: Ctx, run: Run, cdp, pending: list[str]) -> dict[
         await asyncio.wait_for(cdp.send("Page.stopLoading"), run.op_timeout(2000))
     return {"reason": "page-load-deadline", "deadlineMs": ctx.settings.page_load_ms,
             "pendingUrls": pending[:PENDING_CAP], "pendingCount": len(pending)}
+
+
+def refused_navigation(run: Run) -> None:
+    """Raise the capture's ``permanent`` failure when a main-frame navigation (redirect hop,
+    script or meta refresh) was refused by the request's navigation rules (.navrules); it
+    was never requested, and nothing is written after this (callers run it before any format)."""
+    if run.nav_rules is not None and run.nav_rules.refused is not None:
+        raise CaptureFailure("failed", "internal", run.nav_rules.message())
 
 
 def navigation_failure(run: Run, e: PlaywrightError) -> CaptureFailure:

@@ -70,7 +70,8 @@ async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder,
         recorder.attach(context)
         max_resp = recorder.max_response_bytes
         recorder.raw_bodies = RawBodies(s.max_task_bytes)
-        run.files = FileTaker(sess.cdp, max_resp, run.deadline, on_take=recorder.expect_file, raw=recorder.raw_bodies)
+        run.files = FileTaker(sess.cdp, max_resp, run.deadline, on_take=recorder.expect_file, raw=recorder.raw_bodies,
+                              rules=run.nav_rules)
         await asyncio.wait_for(run.files.enable(sess.main_frame), run.op_timeout(s.operation_ms))
     except (PlaywrightError, asyncio.TimeoutError) as e:
         raise CaptureFailure("failed", "connection", f"browser is not usable: {e}"[:500]) from e

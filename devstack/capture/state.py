@@ -114,6 +114,7 @@ class Run:
     links: list[dict] | None = None  # the .links.json items, answered inline (waggle extension)
     network_sealed: bool = False
     last_request_end: float | None = None  # monotonic seconds; set when the network is sealed
+    nav_rules: Any = None  # the request's .navrules.NavigationRules (extension navigationRules), or None
     files: Any = None  # the .files.FileTaker reading a main document that is a file
     final_url: str | None = None  # where the main document ended, when the capture stopped early
     seal_signal: asyncio.Event | None = None  # set once the network is sealed or the capture ended (sealWait)

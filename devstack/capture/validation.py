@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from devstack.capture.navrules import validate_patterns
+
 FORMATS = ("png", "webp", "html", "links", "mhtml", "wacz")
 URL_ACTIONS = ("deny", "no-archive", "no-body")
 CT_ACTIONS = ("no-body",)
@@ -222,6 +224,8 @@ REQUEST = Obj(fields={
     "revisit": Obj(fields={  # waggle extension (docs/capture-server.md extension "revisit")
         "url": Str(required=True, min_len=1, max_len=2000, pattern=re.compile(r"^https?://")),
         "token": Str(required=True, min_len=1, max_len=8000)}),
+    "navigationRules": Obj(fields={  # waggle extension navigationRules (docs/capture-server.md "redirects")
+        "robotsTxt": Str(max_len=4_000_000), "exclude": List(max_items=100, item=Str(min_len=1, max_len=1000))}),
     "loadWait": Obj(fields={
         "minMs": Num(lo=0, hi=60000), "maxMs": Num(lo=0, hi=60000), "quietMs": Num(lo=0, hi=60000),
         "networkConcurrency": Num(lo=0, hi=100)}),
@@ -255,6 +259,9 @@ def validate_request(body: Any) -> dict[str, Any]:
     if body.get("holdAfter") is not None and body.get("session") == "shared":
         raise ValidationError("holdAfter: a held capture runs beside the previous one, so it cannot use session: shared",
                               [{"path": "/holdAfter", "message": "not allowed with session: shared"}])
+    bad = validate_patterns((body.get("navigationRules") or {}).get("exclude") or [])
+    if bad:
+        raise ValidationError(bad, [{"path": "/navigationRules/exclude", "message": bad}])
     if not body["url"].strip():
         raise ValidationError("url must not be blank", [{"path": "/url", "message": "Member must not be blank"}])
     return body

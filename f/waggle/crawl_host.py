@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["httpx==0.28.1", "wmill==1.850.0"]
+# dependencies = ["httpx==0.28.1", "wmill==1.850.0", "protego==0.7.0", "google-re2==1.1.20251105"]
 # ///
 """crawl_host: capture one host's URLs one after the other, the host's gap running from the page's last request.
 
@@ -69,7 +69,8 @@ import httpx
 from f.waggle import pipeline
 from f.waggle.progress import poster as progress_poster
 from f.waggle.common import VAR_API_URL, VAR_ENDPOINTS, VAR_TLS_CA, VAR_TOKEN, iso_now, one_line, read_variable
-from f.waggle.failures import POLICY, TRANSIENT, classify_report, refusal_class
+from f.waggle.failures import PERMANENT, POLICY, TRANSIENT, classify_report, refusal_class
+from f.waggle.landing import landing_refusal
 
 CAPTURE_DEADLINE_S = 145.0  # 130 s task budget + 10 s manifest write + 5 s slack
 MAX_ATTEMPTS = 2
@@ -201,7 +202,8 @@ EXT_SHOTS = "screenshotsInWacz"  # docs/capture-server.md extension 15
 EXT_REVISIT = "revisit"  # docs/capture-server.md extension "revisit" (decision 181)
 EXT_ROBOTS = "robotsMeta"  # docs/capture-server.md section "wishes"
 # Request members of an extension: sent only to an endpoint that lists it (a real v12 answers 400).
-EXTENSION_MEMBERS = {"honourNoarchive": EXT_ROBOTS}
+EXT_NAVIGATION = "navigationRules"  # docs/capture-server.md section "redirects" (decision 105)
+EXTENSION_MEMBERS = {"honourNoarchive": EXT_ROBOTS, "navigationRules": EXT_NAVIGATION}
 # The skipReason of a page whose site asked not to archive it (the capture server's policy failure).
 NOARCHIVE_REASON = "the site asked not to archive it (noarchive)"
 
@@ -303,11 +305,13 @@ def capture_request(
     artifact_sink: dict | None,
     load_wait: dict | None = None,
     honour_robots: bool = False,
+    navigation_rules: dict | None = None,
 ) -> dict:
     """The ``POST /captures`` body (reference/scheduler.md §4.3): six formats as given, scripts
     split by phase; ``load_wait`` (v12 ``loadWait``, :func:`f.waggle.pipeline.settle_for_gap`) when given;
     ``honourNoarchive: true`` with ``honour_robots`` (extension robotsMeta; dropped by
-    :func:`extension_members` where the endpoint does not list it)."""
+    :func:`extension_members` where the endpoint does not list it); ``navigationRules``
+    (:func:`navigation_rules`) when given, dropped the same way."""
     request: dict = {
         "url": url,
         "labels": [],
@@ -327,7 +331,23 @@ def capture_request(
         request["loadWait"] = dict(load_wait)
     if honour_robots:
         request["honourNoarchive"] = True
+    if navigation_rules:
+        request["navigationRules"] = navigation_rules
     return request
+
+
+def navigation_rules(robots_txt: str | None, exclude: Sequence[str] | None) -> dict | None:
+    """The ``navigationRules`` member (extension navigationRules, decision 105): the host's
+    robots.txt in :class:`f.waggle.robots.RobotsRules`' normal form (plan_level's group
+    ``robotsTxt``) and the crawl's exclude patterns; None when there is neither. The capture
+    server refuses a main-frame redirect hop or script navigation they forbid, unrequested."""
+    rules: dict = {}
+    if isinstance(robots_txt, str) and robots_txt.strip():
+        rules["robotsTxt"] = robots_txt
+    patterns = [p for p in exclude or [] if isinstance(p, str) and p]
+    if patterns:
+        rules["exclude"] = patterns
+    return rules or None
 
 
 def describe_refusal(answer: Answer) -> str:
@@ -559,16 +579,23 @@ def nofollow_links(result: dict) -> int:
 
 def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, float],
                  log: Callable[[str], None], links_per_page: int = LINKS_PER_PAGE,
-                 honour_robots: bool = False) -> Outcome:
+                 honour_robots: bool = False, rules: dict | None = None) -> Outcome:
     """The PageResult of a 200 answer; ``times`` = (submitted, received, gapFrom) in epoch s.
     Level report v2: inline ``links`` (≤ ``links_per_page``) and a ``manifestSummary``.
     ``honour_robots`` (the crawl does not ignore robots meta): a page whose robots meta or
     ``X-Robots-Tag`` says ``nofollow`` has its links marked nofollow (:func:`nofollow_links`); one the
-    server refused for ``noarchive`` is ``policy`` with :data:`NOARCHIVE_REASON`."""
+    server refused for ``noarchive`` is ``policy`` with :data:`NOARCHIVE_REASON`. A success that
+    landed where ``rules`` (the request's ``navigationRules``) forbid — a server without that
+    extension followed the redirect — is ``failed``/``permanent``, its archive not reported
+    (:func:`f.waggle.landing.landing_refusal`, decision 105)."""
     submitted, received, gap_from = times
     body = body if isinstance(body, dict) else {}
     report = body.get("report") if isinstance(body.get("report"), dict) else {}
     ok = report.get("status") == "success"
+    refused = landing_refusal(url, usable_final_url(report.get("finalUrl")), rules) if ok else None
+    if refused is not None:
+        log(f"{url}: {refused}")
+        return Outcome(_failed(url, submitted, received, refused, PERMANENT, gap_from), None, gap_from)
     task_id = body.get("taskId") if isinstance(body.get("taskId"), str) and body.get("taskId") else None
     result: dict = {"url": url, "status": "captured" if ok else "failed"}
     if task_id:
@@ -652,7 +679,7 @@ def submit_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, sle
 
 
 def outcome_of(raw: Raw, crawl_id: str, log: Callable[[str], None], links_per_page: int = LINKS_PER_PAGE,
-               gap_from: float | None = None, honour_robots: bool = False) -> Outcome:
+               gap_from: float | None = None, honour_robots: bool = False, rules: dict | None = None) -> Outcome:
     """The :class:`Outcome` of one submission. ``gap_from``: where the seal put the gap (epoch s,
     clamped to [sent, received]); None → from the answer (:func:`gap_start`), or its arrival."""
     if gap_from is not None:
@@ -673,7 +700,7 @@ def outcome_of(raw: Raw, crawl_id: str, log: Callable[[str], None], links_per_pa
     if gap_from is None:
         gap_from = gap_start(answer.body, raw.sent, raw.received)
     return judge_answer(raw.url, crawl_id, answer.body, (raw.sent, raw.received, gap_from), log, links_per_page,
-                        honour_robots)
+                        honour_robots, rules)
 
 
 def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, crawl_id: str,
@@ -683,7 +710,8 @@ def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, cr
     """One submission (after any busy rounds) and its outcome; raises :class:`ServerUnavailable`."""
     raw = submit_once(endpoints, request, index, sleep=sleep, busy_jitter_ms=busy_jitter_ms, log=log, now=now,
                       down=down)
-    return outcome_of(raw, crawl_id, log, links_per_page, honour_robots=bool(request.get("honourNoarchive")))
+    return outcome_of(raw, crawl_id, log, links_per_page, honour_robots=bool(request.get("honourNoarchive")),
+                      rules=request.get("navigationRules"))
 
 
 def capture_one(
@@ -787,6 +815,7 @@ def capture_host(
     on_page: Callable[..., None] | None = None,
     links_per_page: int = LINKS_PER_PAGE,
     ignore_robots_meta: bool = False,
+    rules: dict | None = None,
 ) -> list[dict]:
     """Capture ``urls`` of ``host``, one after the other; one PageResult per URL, in order.
 
@@ -802,6 +831,7 @@ def capture_host(
     ``ignore_robots_meta`` (the crawl's ``ignoreRobotsMeta``): archive noarchive pages and follow
     nofollow pages' links; by default both are honoured where the endpoint reports them
     (extension robotsMeta; a real v12 reports nothing, and nothing changes).
+    ``rules``: the ``navigationRules`` of every capture (:func:`navigation_rules`), or None.
     """
     if not endpoints:
         raise ValueError("no BrowserHive endpoints")
@@ -811,7 +841,7 @@ def capture_host(
 
     job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink, HostGap(max(0, int(delay_ms or 0)), say),
                   busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page,
-                  honour_robots=not ignore_robots_meta)
+                  honour_robots=not ignore_robots_meta, navigation_rules=rules)
     initial_s = first_wait_s(initial_delay_ms, not_before, now())
     if initial_s > 0:
         say(f"waiting {initial_s * 1000:.0f} ms (rest of the gap since this host's last capture)")
@@ -881,11 +911,13 @@ class HostJob:
     contacted: bool = False  # a page was submitted (the site may have been reached)
     down: set[str] = field(default_factory=set)  # endpoints found unreachable: not tried again this level
     honour_robots: bool = True  # the crawl honours robots meta / X-Robots-Tag (noarchive, nofollow)
+    navigation_rules: dict | None = None  # extension navigationRules (decision 105)
 
     def request(self, index: int) -> dict:
         """The capture request of page ``index``, its settle bounded by the current gap."""
         return capture_request(self.urls[index], self.crawl_id, self.formats, self.signing, self.scripts,
-                               self.artifact_sink, pipeline.settle_for_gap(self.gap.ms), self.honour_robots)
+                               self.artifact_sink, pipeline.settle_for_gap(self.gap.ms), self.honour_robots,
+                               self.navigation_rules)
 
     def busy(self) -> tuple[float, float]:
         return busy_window(self.busy_jitter_ms, self.gap.ms, self.busy_ref_gap_ms)
@@ -1012,7 +1044,8 @@ class ChainPages:
         job = self.job
         if flight.gap_from is None and raw.answer is not None and raw.answer.status == 200:
             job.say(f"{flight.index + 1}/{len(job.urls)} answered before its seal was known: gap from the answer")
-        outcome = outcome_of(raw, job.crawl_id, job.say, job.links_per_page, flight.gap_from, job.honour_robots)
+        outcome = outcome_of(raw, job.crawl_id, job.say, job.links_per_page, flight.gap_from, job.honour_robots,
+                             job.navigation_rules)
         sealed_back_off = flight.index in self._backed_off
         self._backed_off.discard(flight.index)
         if outcome.doc_status in BACKOFF_STATUSES and not sealed_back_off:
@@ -1039,6 +1072,8 @@ def main(
     links_per_page: Optional[int] = None,
     not_before: Optional[float] = None,
     ignore_robots_meta: Optional[bool] = None,
+    robots_txt: Optional[str] = None,
+    exclude: Optional[list[str]] = None,
 ):
     missing = [n for n, v in (("crawl_id", crawl_id), ("host", host), ("urls", urls),
                               ("capture_formats", capture_formats), ("signing", signing), ("scripts", scripts)) if v is None]
@@ -1062,6 +1097,7 @@ def main(
             on_page=on_page,
             links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
             ignore_robots_meta=ignore_robots_meta is True,
+            rules=navigation_rules(robots_txt, exclude),
         )
     finally:
         on_page.close()

@@ -122,6 +122,7 @@ MESSAGES: tuple[tuple[str, str], ...] = (
     ("url is not allowed", POLICY),                       # the server's private-host refusal
     ("download", PERMANENT),                              # "Download is starting", a refused download
     ("robots", PERMANENT),                                # robots.txt disallows the URL
+    ("navigation rules", PERMANENT),                      # a redirect/script navigation the crawl excludes
     ("has been closed", TRANSIENT),                       # "Target page, context or browser has been closed"
     ("target closed", TRANSIENT),
     ("crash", TRANSIENT),                                 # "Page crashed", "Target crashed"

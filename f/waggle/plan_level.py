@@ -11,8 +11,9 @@ the level's first request (a crawl started meanwhile: ``GET /api/crawls/{id}/pol
 ``Plan``::
 
     {"groups": [{"host", "urls", "delayMs", "initialDelayMs",   # initialDelayMs also covers
-                 "notBefore"}],                                # the gap after robots.txt;
-                                                               # notBefore = plan time + it (epoch s)
+                 "notBefore", "robotsTxt"?}],                  # the gap after robots.txt;
+                                                               # notBefore = plan time + it (epoch s);
+                                                               # robotsTxt: the host's rules, normal form
      "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large",
                   "failureClass": "permanent" | "transient"}],
      "slowed": [{"host", "crawlDelayMs", "delayMs", "capped"}],
@@ -54,7 +55,7 @@ from f.waggle.common import (
     read_optional_variable,
     read_variable,
 )
-from f.waggle.robots import MAX_RULES, UNREACHABLE, RobotsOutcome, fetch_robots
+from f.waggle.robots import ALLOWED, MAX_RULES, UNREACHABLE, RobotsOutcome, fetch_robots
 from f.waggle.robots_cache import cache_entries, fetch_all, from_cache, stale_crawl_delays
 
 DEFAULT_HOST_PARALLELISM = 4
@@ -314,8 +315,11 @@ def plan(
         last = next((i.get("lastFinishedAt") for i in items if i.get("lastFinishedAt") is not None), None)
         at = now()
         initial = max(initial_delay_for(delay, last, at), robots_gap_ms(delay, robots_done, at))
-        groups.append({"host": host, "urls": allowed, "delayMs": delay, "initialDelayMs": initial,
-                       "notBefore": round(at + initial / 1000.0, 3)})
+        group = {"host": host, "urls": allowed, "delayMs": delay, "initialDelayMs": initial,
+                 "notBefore": round(at + initial / 1000.0, 3)}
+        if outcome is not None and outcome.state == ALLOWED and outcome.rules is not None and outcome.rules.text:
+            group["robotsTxt"] = outcome.rules.text  # normal form: the capture refuses what it disallows (decision 105)
+        groups.append(group)
     groups.sort(key=chain_ms, reverse=True)  # stable: equal chains keep first-seen order
 
     endpoints = endpoint_count(read_endpoints())

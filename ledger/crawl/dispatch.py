@@ -56,7 +56,8 @@ def webhook_body(
     links_per_page`` (the last beyond upstream: inline links per PageResult, issue 14), and
     ``robots`` when ``robots`` is non-empty (the crawl's cached robots.txt outcomes for hosts
     of the level, ``ledger.crawl.robots_cache.cached``; once per host, not per URL), and
-    ``ignore_robots_meta: true`` for a crawl that ignores robots meta (migration 190).
+    ``ignore_robots_meta: true`` for a crawl that ignores robots meta (migration 190), and
+    ``exclude`` (the crawl's scope exclude patterns) when it has any (decision 105).
     """
     body = {
         "crawl_id": str(crawl["id"]),
@@ -75,6 +76,8 @@ def webhook_body(
         body["robots"] = robots
     if crawl.get("ignore_robots_meta"):  # absent: the flow honours noarchive / nofollow
         body["ignore_robots_meta"] = True
+    if crawl.get("scope_exclude"):  # the capture refuses a redirect/script navigation they match (decision 105)
+        body["exclude"] = list(crawl["scope_exclude"])
     return body
 
 

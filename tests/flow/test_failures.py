@@ -91,6 +91,8 @@ PLAYWRIGHT = [
     ("page.goto: Download is starting", PERMANENT),
     ("download refused: 52428800 bytes of application/octet-stream exceed the limit", PERMANENT),
     ("robots.txt disallows this URL", PERMANENT),
+    ("the page navigated to http://h/r.html, which was not requested: the crawl excludes it (pattern 'r') "
+     "(navigation rules; nothing was archived)", PERMANENT),
     ("page.goto: Target page, context or browser has been closed", TRANSIENT),
     ("Protocol error (Page.navigate): Target closed.", TRANSIENT),
     ("Page crashed", TRANSIENT),

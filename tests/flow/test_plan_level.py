@@ -368,3 +368,16 @@ def test_the_benchmarks_patched_copy_turns_the_cross_level_rule_off_and_the_prod
     baseline = _main_of(copy, monkeypatch, now=clock)(frontier, 3000, False, 4)
     assert as_shipped["groups"][0]["initialDelayMs"] == 2500
     assert baseline["groups"][0]["initialDelayMs"] == 0
+
+
+# -- decision 105: the group carries the host's rules for the capture's navigations --------------
+
+def test_a_group_carries_its_hosts_robots_rules_in_normal_form(serving):
+    from f.waggle.robots import RobotsRules  # noqa: PLC0415
+
+    site, open_site = serving(HIDDEN), serving(None)
+    groups = {g["host"]: g for g in run([cand(site, "/a"), cand(open_site, "/b")])["groups"]}
+    rules = groups[site.fake.authority]["robotsTxt"]
+    assert rules == RobotsRules(HIDDEN).text and not RobotsRules(rules).allowed(f"{site.fake.url}/links/hidden")
+    assert "robotsTxt" not in groups[open_site.fake.authority]  # 404: no restrictions, nothing to send
+    assert "robotsTxt" not in run([cand(site, "/a")], respect=False)["groups"][0]
