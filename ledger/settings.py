@@ -98,8 +98,8 @@ class Settings(BaseSettings):
     # search (ledger.search.backend): unset/"postgres" = Postgres full-text search in this
     # database (the default); "off" = none (/index and /api/search answer 404); a URL is refused
     search_url: str | None = None
-    search_sweep_interval_s: float = Field(30.0, gt=0)  # search loop: archives left unindexed (late admissions)
-    search_sweep_grace_s: float = Field(120.0, ge=0)  # …admitted at least this long ago (younger: index_level's)
+    search_sweep_interval_s: float = Field(10.0, gt=0)  # search loop: archives left unindexed (late admissions)
+    search_sweep_grace_s: float = Field(10.0, ge=0)  # …admitted at least this long ago (younger: index_level's)
     links_max_bytes: int = Field(8 * 1024 * 1024, ge=1024)  # larger .links.json files are skipped
     # level report bodies (hostile input, issue 14): inline links per result (the flow is told
     # this cap and counts the rest in linksOverflow), links and results per report
