@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from ledger.s3 import S3Unavailable
 from ledger.search.extract import PageText
 from ledger.search.languages import config_for
-from ledger.search.wacz_text import NoText, text_from_s3
+from ledger.search.wacz_text import NoText, RevisitOnly, text_from_s3
 
 log = logging.getLogger("waggle.search")
 
@@ -40,6 +40,39 @@ FROM (SELECT COALESCE((SELECT oid FROM pg_ts_config WHERE cfgname = %(config)s L
 ON CONFLICT (archive_id) DO NOTHING
 RETURNING config
 """
+
+# A recrawl's unchanged page (its document a revisit record): the original's text, found through
+# the organization's digest index (ledger.archive.digests; never another organization's).
+COPY_ORIGINAL = """
+INSERT INTO archive_text (archive_id, crawl_id, host, url, captured_at, title, lang, config, body, problem, tsv)
+SELECT %(id)s, %(crawl)s, %(host)s, %(url)s, %(captured)s, o.title, o.lang, o.config, o.body, o.problem, o.tsv
+FROM payload_digests pd JOIN crawls c ON c.org_id = pd.org_id JOIN archive_text o ON o.archive_id = pd.archive_id
+WHERE c.id = %(crawl)s AND pd.digest = ANY(%(digests)s)
+LIMIT 1
+ON CONFLICT (archive_id) DO NOTHING
+RETURNING config
+"""
+HELD_ORIGINAL = """
+SELECT 1 FROM payload_digests pd JOIN crawls c ON c.org_id = pd.org_id
+WHERE c.id = %(crawl)s AND pd.digest = ANY(%(digests)s)
+"""
+
+
+async def copy_original_text(conn: Any, row: dict, revisit: RevisitOnly) -> str | bool:
+    """Index a revisit page by its original's text: the configuration name when copied, True
+    when it cannot be (no original held in the crawl's organization: written without text),
+    False when the original is held but not indexed yet (try again later)."""
+    base = revisit.digest.rstrip("=")  # BrowserHive drops the base32 padding, we keep it
+    args = {"id": row["id"], "crawl": crawl_uuid(row.get("correlation_id")), "host": host_of(row["source_url"]),
+            "url": row["source_url"], "captured": row["captured_at"], "digests": [base + "=" * k for k in range(8)]}
+    if args["crawl"] is not None:
+        got = await (await conn.execute(COPY_ORIGINAL, args)).fetchone()
+        if got is not None:
+            return str(got["config"])
+        if await (await conn.execute(HELD_ORIGINAL, args)).fetchone() is not None:
+            return False
+    await write_text(conn, row, None, "a revisit of an earlier capture this organization no longer holds")
+    return True
 
 
 @dataclass
@@ -147,9 +180,22 @@ async def _batch(pool: Any, s3: Any, crawl: uuid.UUID | None, out: IndexResult, 
             return False
         texts = await _texts(s3, rows)
         done, configs = [], set()
-        for row, text in zip(rows, texts):
+        # revisit pages last: their originals may be in this very batch
+        for row, text in sorted(zip(rows, texts), key=lambda rt: isinstance(rt[1], RevisitOnly)):
             if isinstance(text, S3Unavailable):
                 out.deferred += 1
+                continue
+            if isinstance(text, RevisitOnly):
+                copied = await copy_original_text(conn, row, text)
+                if copied is False:  # its original is not indexed yet: a later pass copies it
+                    out.deferred += 1
+                    continue
+                done.append(row["id"])
+                if copied is True:
+                    out.without_text += 1
+                else:
+                    configs.add(copied)
+                    out.pages += 1
                 continue
             problem = str(text)[:500] if isinstance(text, Exception) else None
             config = await write_text(conn, row, None if problem else text, problem)  # type: ignore[arg-type]

@@ -34,6 +34,15 @@ class NoText(ValueError):
     """The archive holds no page text to index (reason in the message)."""
 
 
+class RevisitOnly(NoText):
+    """The page's document is a WARC revisit record (identical payload): its text is the
+    original's, found by ``digest`` (``WARC-Payload-Digest``) in the organization's index."""
+
+    def __init__(self, url: str, digest: str):
+        super().__init__(f"the page is a revisit of an earlier capture ({digest})")
+        self.url, self.digest = url, digest
+
+
 def _media_type(value: str | None) -> tuple[str, str | None]:
     if not value:
         return "", None
@@ -82,10 +91,34 @@ def _responses(zf: zipfile.ZipFile) -> dict[str, tuple[int, str, str | None, str
     return found
 
 
+def _revisits(zf: zipfile.ZipFile) -> dict[str, str]:
+    """URL → payload digest of each 2xx HTML/PDF ``revisit`` record (a recrawl's unchanged page)."""
+    found: dict[str, str] = {}
+    for name in sorted(n for n in zf.namelist() if n.startswith("archive/") and ".warc" in n):
+        if zf.getinfo(name).file_size > WARC_MAX_BYTES:
+            continue
+        with zf.open(name) as stream:
+            for record in ArchiveIterator(stream):
+                digest = record.rec_headers.get_header("WARC-Payload-Digest")
+                if record.rec_type != "revisit" or record.http_headers is None or not digest:
+                    continue
+                status = record.http_headers.get_statuscode() or ""
+                media, _ = _media_type(record.http_headers.get_header("Content-Type"))
+                if status.startswith("2") and media in HTML_TYPES + PDF_TYPES:
+                    found.setdefault(record.rec_headers.get_header("WARC-Target-URI") or "", digest)
+    return found
+
+
 def text_of_zip(zf: zipfile.ZipFile, fallback_url: str | None) -> PageText:
-    """The page's text in an opened WACZ; raises :class:`NoText` when there is none."""
+    """The page's text in an opened WACZ; raises :class:`NoText` when there is none, and
+    :class:`RevisitOnly` when the page's document is a revisit record (its text is elsewhere)."""
     url = page_url_of(zf) or fallback_url
     responses = _responses(zf)
+    if not responses.get(url or ""):
+        revisits = _revisits(zf)
+        if url in revisits or (revisits and not any(r[3] is None for r in responses.values())):
+            at = url if url in revisits else next(iter(revisits))
+            raise RevisitOnly(at or "", revisits[at])
     if not responses:
         raise NoText("the archive holds no HTML or PDF response")
     hit = responses.get(url or "")

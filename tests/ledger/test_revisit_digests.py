@@ -188,3 +188,33 @@ def _hiding(viewable, hidden: str):
     async def wrapped(identity, ids):
         return set(await viewable(identity, ids)) - {hidden}
     return wrapped
+
+
+async def test_a_recrawls_unchanged_page_is_found_by_search_with_its_originals_text(settings, s3_server):
+    """Found by a new user: a recrawl's unchanged page (its document a revisit record) had "no
+    HTML or PDF response" and was never found. It is indexed with its original's text, through
+    the organization's own digest index; another organization's archive is never read."""
+    from ledger.search.indexer import index_archives
+
+    body = b"<html lang='en'><head><title>Tide tables</title></head><body>" + b"spring tide at the quay " * 80 \
+        + b"</body></html>"
+    digest = payload_digest(body)
+    store = S3Store(s3_server.endpoint, s3_server.bucket, s3_server.region, s3_server.access_key_id,
+                    s3_server.secret_access_key)
+    async with open_ledger(settings.model_copy(update={"s3_bucket": s3_server.bucket}), s3=store) as h:
+        first = await start(h, ["https://s.test/"], 0)
+        await admit(h, s3_server, first, "acme", wacz("https://s.test/tides", body))
+        again = await start(h, ["https://s.test/"], 0)
+        held = {digest: {"uri": "https://s.test/tides", "date": "2026-11-30T10:00:00Z"}}
+        revisit = await admit(h, s3_server, again, "acme", wacz("https://s.test/tides", body, held))
+        theirs = await start_as(h, GLOBEX)  # another organization's revisit of the same payload
+        stray = await admit(h, s3_server, theirs, "globex", wacz("https://s.test/tides", body, held))
+
+        done = await index_archives(h.services.pool, store)
+        assert done.deferred == 0 and done.indexed == 3
+        async with h.services.pool.connection() as conn:
+            rows = {str(r["archive_id"]): r for r in await (await conn.execute(
+                "SELECT archive_id, title, problem, tsv @@ websearch_to_tsquery('english', 'spring tide') AS hit"
+                " FROM archive_text")).fetchall()}
+        assert (rows[revisit]["title"], rows[revisit]["problem"], rows[revisit]["hit"]) == ("Tide tables", None, True)
+        assert rows[stray]["title"] == "" and "no longer holds" in rows[stray]["problem"]  # never acme's text
