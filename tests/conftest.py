@@ -30,10 +30,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     worker, so a module fixture (a Chromium, a capture server) starts once; every test of the
     local stack shares one group, so a run starts one stack, not one per worker. An explicit
     ``xdist_group`` mark wins. Without xdist the marks do nothing."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
+        if "local_stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.local_stack)  # scripts/test runs these in a phase of their own
+        if config.pluginmanager.hasplugin("xdist") and item.get_closest_marker("xdist_group") is None:
             group = "local_stack" if "local_stack" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
             item.add_marker(pytest.mark.xdist_group(group))
 
