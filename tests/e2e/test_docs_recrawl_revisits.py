@@ -113,10 +113,10 @@ def test_recrawl_stores_revisits_and_changed_pages_in_full(local_stack, tmp_path
     assert len(again["pages"]) == len(first["pages"]) >= min(PAGES, 5)
     # What stays per page: request records, the revisit records' headers, index, datapackage,
     # behaviors (~30 kB); the first crawl already revisits what level 0 held (decision 181).
-    # The session's stack may already hold this site's payloads from other tests of the same
-    # organization (tests/e2e/test_python_docs.py), so the "first" crawl can be mostly revisits
-    # itself: only "less than the first" holds whatever ran before (alone: 44-56 %).
-    assert again["bytes"] < first["bytes"]
+    # The module's name sorts it before tests/e2e/test_python_docs.py, the other crawl of the docs
+    # copy in the session's organization: a crawl of it before this one would make the "first"
+    # crawl mostly revisits itself (seen: 404,974 B then 298,750 B) and its originals another's.
+    assert again["bytes"] <= 0.7 * first["bytes"]
     kinds = {u: k for u, k, _ in again["pages"]}
     assert set(kinds.values()) == {"revisit"}, kinds  # every unchanged main document is a revisit
     kinds3 = {u: k for u, k, _ in third["pages"]}
