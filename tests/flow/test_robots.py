@@ -221,11 +221,14 @@ def test_thousands_of_agents_parse_cheaply():
     from protego import Protego
 
     hostile = "".join(f"User-agent: bot{i}\nDisallow: /{i}\n" for i in range(20000)) + "User-agent: *\nDisallow: /\n"
-    started = time.perf_counter()
-    rules = RobotsRules(hostile)
-    ours = time.perf_counter() - started
-    started = time.perf_counter()
-    Protego.parse(hostile)
-    plain = time.perf_counter() - started
+    # best of five, interleaved: one scheduler stall under a loaded CI worker must not decide the ratio
+    ours = plain = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        rules = RobotsRules(hostile)
+        ours = min(ours, time.perf_counter() - started)
+        started = time.perf_counter()
+        Protego.parse(hostile)
+        plain = min(plain, time.perf_counter() - started)
     assert not rules.allowed("http://h/x")
     assert ours < plain * 0.6, (ours, plain)  # only our group and * are built
