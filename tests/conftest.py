@@ -25,17 +25,21 @@ pytest_plugins = [
 ]
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups for pytest-xdist's ``--dist loadgroup`` (scripts/test): a module's tests stay on one
     worker, so a module fixture (a Chromium, a capture server) starts once; every test of the
-    local stack shares one group, so a run starts one stack, not one per worker. An explicit
-    ``xdist_group`` mark wins. Without xdist the marks do nothing."""
+    local stack shares one group, so a run starts one stack, not one per worker (its timestamp
+    authority binds :2112 machine-wide). That group is the longest, so it is queued first and the
+    other worker takes everything else meanwhile. An explicit ``xdist_group`` mark wins. Without
+    xdist the marks do nothing."""
     for item in items:
         if "local_stack" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.local_stack)  # scripts/test runs these in a phase of their own
+            item.add_marker(pytest.mark.local_stack)
         if config.pluginmanager.hasplugin("xdist") and item.get_closest_marker("xdist_group") is None:
             group = "local_stack" if "local_stack" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
             item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: item.get_closest_marker("local_stack") is None)  # stable
 
 
 @pytest.fixture(scope="session")
