@@ -61,14 +61,3 @@ def test_readme_crawl_examples_stay_on_loopback() -> None:
     outside = [u for u in urls if urlsplit(u).netloc.rsplit(":", 1)[0] not in LOOPBACK_HOSTS]
     assert outside == [], "README crawl examples that leave loopback"
 
-
-def test_readme_counts_the_requests_a_redirect_loop_sends() -> None:
-    """The README says what the site receives when a same-host redirect chain is ended: the first
-    request and every hop up to the one that ends it (devstack/capture/redirectloop.py)."""
-    from devstack.capture.redirectloop import MAX_SAME_HOST_HOPS
-
-    hops = MAX_SAME_HOST_HOPS + 1  # the hop that ends the chain was already sent
-    text = " ".join(README.split())
-    assert f"when it takes a {hops}th hop to the same host: the site receives {hops + 1} requests" in text
-    assert f"the first and {hops} redirected ones" in text
-    assert f"after {MAX_SAME_HOST_HOPS} hops" not in text
