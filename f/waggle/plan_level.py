@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["httpx==0.28.1", "protego==0.7.0", "wmill==1.850.0"]
+# dependencies = ["httpx==0.28.1", "lxml==6.1.3", "protego==0.7.0", "wmill==1.850.0"]
 # ///
 """plan_level: group one level's frontier by host, apply robots.txt, compute parallelism.
 
@@ -19,6 +19,8 @@ the level's first request (a crawl started meanwhile: ``GET /api/crawls/{id}/pol
      "slowed": [{"host", "crawlDelayMs", "delayMs", "capped"}],
      "robots": [{"host", "fetchedAt", "state", "body"}],   # fetched this level, for the ledger's
                                                           # cache (f/waggle/robots_cache.py)
+     "sitemaps": [{"host", "urls", "files", "found", "older", "notes", "lastRequestAt"}],  # only with
+                                                          # input sitemap (f/waggle/sitemaps.py)
      "parallelism": int}
 
 Groups come longest estimated chain first (:func:`chain_ms`, longest-processing-time order): the
@@ -51,12 +53,14 @@ from f.waggle.common import (
     VAR_ENDPOINTS,
     VAR_TOKEN,
     http_client,
+    iso_now,
     parse_iso,
     read_optional_variable,
     read_variable,
 )
 from f.waggle.robots import ALLOWED, MAX_RULES, UNREACHABLE, RobotsOutcome, fetch_robots
 from f.waggle.robots_cache import cache_entries, fetch_all, from_cache, stale_crawl_delays
+from f.waggle import sitemaps as sitemap_reader
 
 DEFAULT_HOST_PARALLELISM = 4
 # Hosts in flight per BrowserHive endpoint when sleeping hosts would idle browsers (see
@@ -242,6 +246,44 @@ def read_robots(
     return {**cache, **{h: o for h, (o, _done) in fetched.items()}}, fetched
 
 
+def read_sitemaps(
+    sitemap: dict,
+    by_host: dict[str, list[dict]],
+    outcomes: dict[str, RobotsOutcome],
+    fetched: dict[str, tuple[RobotsOutcome, float]],
+    delay_setting: int,
+    *,
+    fetch: Callable[[str, Callable[[str], bool]], "sitemap_reader.Fetched"],
+    now: Callable[[], float],
+    log: Callable[[str], None],
+) -> dict[str, "sitemap_reader.HostSitemaps"]:
+    """Each host's sitemaps (issue 29 item 2, :func:`f.waggle.sitemaps.read_host`), hosts at once,
+    each host's requests one after the other: the first ``delay`` after the host's last capture
+    and after this level's robots.txt fetch, the delay being the one its captures keep (setting,
+    Crawl-delay, ``hostDelayMs``); a host whose robots.txt was unreachable is not asked.
+    ``sitemap`` = the flow input ``{lastmodAfter?, maxUrls?}``; ``fetch(url, allowed)``."""
+    after = sitemap_reader.parse_w3c_datetime(sitemap.get("lastmodAfter"))
+    max_urls = int(sitemap.get("maxUrls") or sitemap_reader.MAX_URLS_PER_FILE)
+    jobs = []
+    for host, items in by_host.items():
+        outcome = outcomes.get(host)
+        if outcome is not None and outcome.state == UNREACHABLE:
+            log(f"[{host}] sitemaps not read: robots.txt unreachable")
+            continue
+        delay, _asked, _capped = delay_for(delay_setting, outcome.crawl_delay_s() if outcome else None)
+        delay = max(delay, shared_delay_ms(items))
+        last = next((parse_iso(i.get("lastFinishedAt")) for i in items if i.get("lastFinishedAt") is not None), None)
+        before = [t + delay / 1000.0 for t in (last, fetched[host][1] if host in fetched else None) if t is not None]
+        allowed = outcome.allowed if outcome is not None else (lambda _url: True)
+        rules = outcome.rules if outcome is not None and outcome.state == ALLOWED else None
+        jobs.append({"host": host, "scheme": urlsplit(str(items[0]["url"])).scheme or "http",
+                     "robots_text": rules.sitemap_lines if rules is not None else None, "allowed": allowed,
+                     "delay_ms": delay, "not_before": max(before, default=0.0),
+                     "fetch": lambda url, allowed=allowed: fetch(url, allowed), "now": now,
+                     "lastmod_after": after, "max_urls": max_urls, "log": log})
+    return {m.host: m for m in sitemap_reader.read_all(jobs, sitemap_reader.read_host)}
+
+
 def plan(
     candidates: list[dict],
     per_host_delay_ms: int | None,
@@ -254,13 +296,17 @@ def plan(
     now: Callable[[], float] = time.time,
     log: Callable[[str], None] = print,
     current: Callable[[list[str]], dict] | None = None,
+    sitemap: dict | None = None,
+    fetch_sitemap: Callable[[str, Callable[[str], bool]], "sitemap_reader.Fetched"] | None = None,
 ) -> dict:
     """Plan one level (algorithm of reference/scheduler.md §4.1; None means "not given").
 
     ``fetch(robots_url)`` fetches one robots.txt (called from several threads at once);
     ``robots`` = the crawl's cached outcomes (flow input, may be None); ``read_endpoints()``
     returns the endpoint variable's text and is called only after every host was planned;
-    ``current(hosts)`` gives the hosts' politeness now (:func:`with_current_politeness`).
+    ``current(hosts)`` gives the hosts' politeness now (:func:`with_current_politeness`);
+    ``sitemap`` (flow input, None: not asked) has each host's sitemaps read after robots.txt
+    (:func:`read_sitemaps`, ``fetch_sitemap(url, allowed)``): the first capture waits the delay after them.
     """
     respect = True if respect_robots is None else bool(respect_robots)
     delay_setting = DEFAULT_DELAY_MS if per_host_delay_ms is None else int(per_host_delay_ms)
@@ -272,6 +318,8 @@ def plan(
 
     outcomes, fetched = (read_robots(by_host, delay_setting, robots, fetch=fetch, now=now, log=log)
                          if respect else ({}, {}))
+    maps = (read_sitemaps(sitemap, by_host, outcomes, fetched, delay_setting, fetch=fetch_sitemap, now=now, log=log)
+            if sitemap and fetch_sitemap is not None else {})
     groups: list[dict] = []
     skipped: list[dict] = []
     slowed: list[dict] = []
@@ -279,6 +327,8 @@ def plan(
         urls = [str(item["url"]) for item in items]
         outcome: RobotsOutcome | None = outcomes.get(host)
         robots_done: float | None = fetched[host][1] if host in fetched else None  # a cached copy: no request
+        if host in maps and maps[host].last_request is not None:  # the sitemaps came after robots.txt
+            robots_done = max(robots_done or 0.0, maps[host].last_request)
         if outcome is not None:
             if outcome.state == UNREACHABLE:
                 log(f"[{host}] robots.txt unreachable ({outcome.detail}): all {len(urls)} URL(s) skipped this level")
@@ -331,8 +381,11 @@ def plan(
         f"plan: {len(groups)} host(s), {n_urls} URL(s), {robots_word}{skip_word},"
         f" parallelism {parallelism} ({endpoints} endpoint(s))"
     )
-    return {"groups": groups, "skipped": skipped, "slowed": slowed, "robots": cache_entries(fetched),
-            "parallelism": parallelism}
+    out = {"groups": groups, "skipped": skipped, "slowed": slowed, "robots": cache_entries(fetched),
+           "parallelism": parallelism}
+    if sitemap:
+        out["sitemaps"] = [m.entry(lambda t: iso_now(t + 0.001)) for m in maps.values()]  # ms rounded up
+    return out
 
 
 def robots_transport(allow_private: bool) -> httpx.BaseTransport:
@@ -351,6 +404,7 @@ def main(
     host_parallelism: int = 4,
     robots: Optional[list[dict]] = None,
     crawl_id: Optional[str] = None,
+    sitemap: Optional[dict] = None,
 ):
     # Literal defaults: Windmill's schema inference cannot read constants. The ledger always
     # sends an explicit delay; its default (ledger.crawl.crawls.DEFAULT_PER_HOST_DELAY_MS) is the
@@ -365,8 +419,12 @@ def main(
     def endpoints() -> str:
         return read_variable(VAR_ENDPOINTS)
 
+    def fetch_sitemap(url: str, allowed: Callable[[str], bool]) -> sitemap_reader.Fetched:
+        return sitemap_reader.fetch_sitemap(url, allowed=allowed, transport=transport, now=time.time)
+
     return plan(candidates, per_host_delay_ms, respect_robots, host_parallelism, fetch=fetch, read_endpoints=endpoints,
-                robots=robots, current=ledger_politeness(crawl_id) if crawl_id else None)
+                robots=robots, current=ledger_politeness(crawl_id) if crawl_id else None, sitemap=sitemap,
+                fetch_sitemap=fetch_sitemap)
 
 
 POLITENESS_TIMEOUT_S = 5.0

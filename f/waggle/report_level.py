@@ -6,7 +6,8 @@
 
 ``POST {waggle_api_url}/api/crawls/{crawl_id}/pages`` with ``{depth, results, compiled}``;
 ``compiled`` trimmed to ``{typescript, hostTypes, scripts: [{id, version, sha256}]}``, and
-``robots`` (plan_level's fetched robots.txt outcomes, the crawl's cache; sent only when given).
+``robots`` (plan_level's fetched robots.txt outcomes, the crawl's cache; sent only when given) and
+``sitemaps`` (plan_level's sitemap URLs per host, issue 29 item 2; sent only when given).
 Connection failures and 5xx are retried with back-off for a bounded time (the ledger's
 level report is idempotent), so a ledger restart mid-level loses nothing.
 """
@@ -57,6 +58,7 @@ def report(
     compiled: dict | None,
     *,
     robots: list[dict] | None = None,
+    sitemaps: list[dict] | None = None,
     client: httpx.Client | None = None,
     retry_budget_s: float = LEDGER_RETRY_BUDGET_S,
     log: Callable[[str], None] = print,
@@ -70,6 +72,8 @@ def report(
     doc = {"depth": depth, "results": results or [], "compiled": trim_compiled(compiled)}
     if robots:
         doc["robots"] = robots
+    if sitemaps:  # plan_level's sitemap URLs (issue 29 item 2): the ledger queues those in scope
+        doc["sitemaps"] = sitemaps
     body = json.dumps(doc).encode()
     url = f"{api_url.rstrip('/')}/api/crawls/{crawl_id}/pages"
     headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
@@ -91,7 +95,8 @@ def report(
     return answer
 
 
-def main(crawl_id: str, depth: int, results: list[dict], compiled: dict, robots: Optional[list[dict]] = None):
+def main(crawl_id: str, depth: int, results: list[dict], compiled: dict, robots: Optional[list[dict]] = None,
+         sitemaps: Optional[list[dict]] = None):
     api_url = read_variable(VAR_API_URL)
     token = read_variable(VAR_TOKEN)
-    return report(api_url, token, crawl_id, depth, results, compiled, robots=robots)
+    return report(api_url, token, crawl_id, depth, results, compiled, robots=robots, sitemaps=sitemaps)

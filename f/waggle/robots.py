@@ -228,6 +228,8 @@ class RobotsRules:
         #: crawl's robots.txt cache stores — RobotsRules(text) decides exactly as this object
         self.text: str | None = None if self.too_large else relevant
         self._parser = Protego.parse("" if self.too_large else relevant)
+        #: the file's ``Sitemap:`` lines as served (f/waggle/sitemaps.py; not in the cached normal form)
+        self.sitemap_lines = "\n".join(x for x in text.splitlines() if re.match(r"\s*sitemap\s*:", x, re.I))
         self._group = None if self.too_large else self._choose_group(token.lower())
         self._token = token.lower()
         self._exact = self._group is not None and self._group is not self._parser._user_agents.get("*")

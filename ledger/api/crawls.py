@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import date
 from typing import Annotated, Any, ClassVar, Literal
 
 import orjson
@@ -22,7 +23,7 @@ from ledger.crawl import crawls as crawl_store
 from ledger.crawl import pages as pages_store
 from ledger.crawl import progress as progress_store
 from ledger.crawl import hosts as host_politeness
-from ledger.crawl import robots_cache, salvage
+from ledger.crawl import robots_cache, salvage, sitemaps
 from ledger.crawl import scope as scope_rules
 from ledger.crawl import control
 from ledger.crawl.collection import collection_bytes
@@ -148,6 +149,9 @@ class CrawlRequest(_Strict):
     timeLimitS: int | None = _setting(None, ge=1, le=30 * 86400)  # wall-clock seconds from the start
     maxBytes: int | None = _setting(None, ge=1)  # sum of the crawl's admitted WACZ sizes
     maxPagesPerHost: int | None = _setting(None, ge=1)  # pages per host (with WAGGLE_MAX_PAGES_PER_HOST)
+    # sitemaps (ledger.crawl.sitemaps): the seed hosts' sitemap URLs in scope, queued after the seeds
+    useSitemap: StrictBool = False
+    sitemapLastmodAfter: date | AwareDatetime | None = None  # only URLs with a later lastmod (a date: 00:00 UTC)
     maxDepth: int | None = _setting(None, ge=0, le=10)
     maxPages: int | None = _setting(None, ge=1)
     perHostDelayMs: int = _setting(DEFAULT_PER_HOST_DELAY_MS, ge=0, le=600000)
@@ -164,6 +168,16 @@ class CrawlRequest(_Strict):
     def _one_source(self) -> "CrawlRequest":
         if (self.seeds is None) == (self.fromTargets is None):
             raise ValueError("provide exactly one of seeds or fromTargets")
+        return self
+
+    @model_validator(mode="after")
+    def _sitemap_options(self) -> "CrawlRequest":
+        """A lastmod date without useSitemap, or useSitemap with maxDepth 0 → 400 naming the field."""
+        try:
+            sitemaps.check_spec(self.useSitemap, sitemaps.as_moment(self.sitemapLastmodAfter),
+                                1 if self.maxDepth is None else self.maxDepth)
+        except Refused as exc:
+            raise ValueError(exc.error) from None
         return self
 
     @field_validator("scope")
@@ -295,15 +309,30 @@ class RobotsEntry(_Strict):
     body: str | None = None
 
 
+class SitemapHost(_Strict):
+    """What plan_level read from one seed host's sitemaps (issue 29 item 2, ledger.crawl.sitemaps)."""
+
+    walks_text: ClassVar[bool] = False  # LevelReport's walk covers it
+    host: Annotated[str, Field(min_length=1, max_length=300, pattern=r"^[^\s/?#@]+$")]
+    urls: list[Annotated[str, Field(min_length=1, max_length=HREF_MAX_CHARS)]] = Field(default_factory=list)
+    files: int = Field(0, ge=0, le=1_000_000)  # sitemap files fetched
+    found: int = Field(0, ge=0, le=10**12)  # <url> entries read
+    older: int = Field(0, ge=0, le=10**12)  # left out by the lastmod filter
+    notes: list[Annotated[str, Field(max_length=1000)]] = Field(default_factory=list, max_length=100)
+    lastRequestAt: AwareDatetime | None = None  # when the host's last sitemap request ended
+
+
 class LevelReport(_Strict):
     depth: int = Field(ge=0)
     results: list[PageResult]
     compiled: Compiled
     robots: list[RobotsEntry] | None = None  # optional (docs/internals.md "robots.txt cache")
+    sitemaps: list[SitemapHost] | None = Field(None, max_length=10_000)  # optional (ledger.crawl.sitemaps)
 
     @model_validator(mode="after")
     def _robots_rules(self) -> "LevelReport":
         robots_cache.check_entries([e.model_dump() for e in self.robots or []])
+        sitemaps.check_entries([e.model_dump() for e in self.sitemaps or []])
         return self
 
 
@@ -322,6 +351,8 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
         time_limit_s=body.timeLimitS,
         max_bytes=body.maxBytes,
         max_pages_per_host=body.maxPagesPerHost,
+        use_sitemap=body.useSitemap,
+        sitemap_lastmod_after=sitemaps.as_moment(body.sitemapLastmodAfter),
         max_depth=body.maxDepth,
         max_pages=body.maxPages,
         per_host_delay_ms=body.perHostDelayMs,

@@ -127,6 +127,8 @@ def build_crawl_body(
     max_pages_per_host: int | None = None,
     ignore_robots_meta: bool = False,
     sign: bool | None = None,
+    sitemap: bool = False,
+    sitemap_lastmod_after: str | None = None,
 ) -> dict:
     """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent
     (``ignoreRobotsMeta`` only when true);
@@ -145,6 +147,8 @@ def build_crawl_body(
         ("timeLimitS", time_limit),
         ("maxBytes", max_bytes),
         ("maxPagesPerHost", max_pages_per_host),
+        ("useSitemap", True if sitemap else None),
+        ("sitemapLastmodAfter", sitemap_lastmod_after),
     ):
         if value is not None:
             body[key] = value
@@ -234,6 +238,8 @@ def crawl_command(
     time_limit: Annotated[Optional[int], typer.Option("--time-limit", min=1, help="End the crawl after this many seconds (stop reason time_limit; captures in flight are kept).")] = None,
     max_bytes: Annotated[Optional[int], typer.Option("--max-bytes", min=1, help="End the crawl once its admitted archives total this many bytes (stop reason size_limit; archives are counted as they are admitted, after each level, so the last level can pass it).")] = None,
     max_pages_per_host: Annotated[Optional[int], typer.Option("--max-pages-per-host", min=1, help="Take at most this many pages of one host (its further links dropped: max_pages_per_host).")] = None,
+    sitemap: Annotated[bool, typer.Option("--sitemap", help="Also queue the URLs in scope listed by the seed hosts' sitemaps (robots.txt Sitemap: lines, else /sitemap.xml), after the seeds.")] = False,
+    sitemap_lastmod_after: Annotated[Optional[str], typer.Option("--sitemap-lastmod-after", metavar="DATE", help="With --sitemap: only URLs whose lastmod is after DATE (2024-01-31, or an ISO date-time with offset).")] = None,
     extra_hops: Annotated[Optional[int], typer.Option("--extra-hops", min=0, max=10, help="Also capture pages up to N links out of scope (their links not expanded past N).")] = None,
     script: Annotated[Optional[list[str]], typer.Option("--script", help="Page script: a catalogue id (autoscroll, autoscroll@2) or a .ts file (\\[preload:|behavior:]path.ts). Repeatable; default = the catalogue's default set.")] = None,
     no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
@@ -252,7 +258,8 @@ def crawl_command(
         raise _fail(console, "--script and --no-scripts exclude each other")
     body = build_crawl_body(urls, depth, max_pages, delay_ms, parallelism, scope.value if scope else None, script, no_scripts,
                             formats, include, exclude, extra_hops, time_limit, max_bytes, max_pages_per_host,
-                            ignore_robots_meta=ignore_robots_meta, sign=sign)
+                            ignore_robots_meta=ignore_robots_meta, sign=sign, sitemap=sitemap,
+                            sitemap_lastmod_after=sitemap_lastmod_after)
     try:
         with _client() as client:
             crawl_id = client.submit_crawl(body)

@@ -209,6 +209,20 @@ def scope_text(crawl: dict) -> str:
     return ", ".join(parts)
 
 
+def sitemap_text(crawl: dict) -> str:
+    """``lastmod after 2024-01-01T00:00:00.000Z; 3 files, 120 found, 40 older, 70 queued, 10 out of
+    scope, 0 not queued``: what the seed hosts' sitemaps gave (ledger.crawl.sitemaps)."""
+    parts = [f"lastmod after {crawl['sitemapLastmodAfter']}"] if crawl.get("sitemapLastmodAfter") else []
+    got = crawl.get("sitemap")
+    if got:
+        parts.append(f"{got.get('files', 0)} files, {got.get('found', 0)} found, {got.get('older', 0)} older,"
+                     f" {got.get('queued', 0)} queued, {got.get('outOfScope', 0)} out of scope,"
+                     f" {got.get('notQueued', 0)} not queued")
+    else:
+        parts.append("not read yet")
+    return "; ".join(parts)
+
+
 def summary_view(crawl: dict) -> Group:
     """The end-of-crawl summary: pages, stop reason, error, failures with reasons."""
     table = Table(title=f"crawl {crawl.get('crawlId', '?')}", show_header=False, title_justify="left")
@@ -227,6 +241,8 @@ def summary_view(crawl: dict) -> Group:
               ("maxPagesPerHost", "max pages per host")) if crawl.get(key)]
     if limits:
         table.add_row("limits", ", ".join(limits))
+    if crawl.get("useSitemap"):
+        table.add_row("sitemap", sitemap_text(crawl))
     table.add_row("pages captured", _n(captured_count(crawl)))
     table.add_row("pages failed", _n(failed_count(crawl)))
     table.add_row("pages skipped", _n(skipped_count(crawl)))

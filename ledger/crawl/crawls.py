@@ -10,13 +10,14 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
-from ledger.crawl import frontier, salvage, traps, waits
+from ledger.crawl import frontier, salvage, sitemaps, traps, waits
 from ledger.crawl import scope as scope_rules
 from ledger.crawl.progress import level_progress
 from ledger.crawl.times import iso_ms
@@ -57,6 +58,8 @@ class CrawlSpec:
     time_limit_s: int | None = None  # limits (ledger.crawl.limits); None: none
     max_bytes: int | None = None
     max_pages_per_host: int | None = None
+    use_sitemap: bool = False  # queue the seed hosts' sitemap URLs in scope (ledger.crawl.sitemaps)
+    sitemap_lastmod_after: datetime | None = None  # only sitemap URLs with a later lastmod (aware)
 
 
 def is_unique_violation(exc: BaseException, constraint: str) -> bool:
@@ -218,18 +221,22 @@ async def start_crawl(
                 raise Refused(400, str(exc), fields={"scope": str(exc)}) from None
             max_depth = spec.max_depth if spec.max_depth is not None else (2 if spec.seeds is not None else 0)
             max_pages = spec.max_pages if spec.max_pages is not None else min(max(30, len(seeds)), max_pages_limit)
+            sitemaps.check_spec(spec.use_sitemap, spec.sitemap_lastmod_after, max_depth)
             pinned = await _resolve_scripts(conn, spec.scripts)
             await _within_org_limit(conn, org_id, max_running)
             crawl_id = uuid.uuid4()
             cur = await conn.execute(
                 "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms,"
                 " host_parallelism, org_id, requested_by, scripts, capture_formats, scope_include, scope_exclude,"
-                " extra_hops, time_limit_s, max_bytes, max_pages_per_host, ignore_robots_meta, signing)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
+                " extra_hops, time_limit_s, max_bytes, max_pages_per_host, ignore_robots_meta, signing, use_sitemap,"
+                " sitemap_lastmod_after)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " RETURNING *",
                 (crawl_id, [s.url for s in seeds], scope_rules.canonical(spec.scope), max_depth, max_pages,
                  spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned),
                  spec.formats, list(spec.include), list(spec.exclude), spec.extra_hops, spec.time_limit_s,
-                 spec.max_bytes, spec.max_pages_per_host, spec.ignore_robots_meta, spec.signing),
+                 spec.max_bytes, spec.max_pages_per_host, spec.ignore_robots_meta, spec.signing, spec.use_sitemap,
+                 spec.sitemap_lastmod_after),
             )
             crawl = await cur.fetchone()
             landed = await frontier.insert_rows(conn, crawl_id, 0, seeds)  # exact dedup (migration 071)
@@ -255,6 +262,7 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "timeLimitS": crawl.get("time_limit_s"),
         "maxBytes": crawl.get("max_bytes"),
         "maxPagesPerHost": crawl.get("max_pages_per_host"),
+        **sitemaps.view(crawl),  # useSitemap, sitemapLastmodAfter, sitemap (what the sitemaps gave)
         "state": crawl["state"],
         "stopReason": crawl["stop_reason"],
         "pauseRequested": bool(crawl.get("pause_requested")),  # pausing: after the level in flight

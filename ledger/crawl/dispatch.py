@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from ledger.archive.verify import verify_level
-from ledger.crawl import robots_cache, salvage
+from ledger.crawl import robots_cache, salvage, sitemaps
 from ledger.crawl.leases import PLANNED_GRACE_S, claim_level, expire_leases, lease_seconds, record_job
 from ledger.crawl.scripts import webhook_item
 from ledger.crawl.times import iso_ms  # noqa: F401 - also imported from here
@@ -78,6 +78,8 @@ def webhook_body(
         body["ignore_robots_meta"] = True
     if crawl.get("scope_exclude"):  # the capture refuses a redirect/script navigation they match (decision 105)
         body["exclude"] = list(crawl["scope_exclude"])
+    if sitemaps.flow_input(crawl, depth):  # level 0 of a crawl with useSitemap (ledger.crawl.sitemaps)
+        body["sitemap"] = sitemaps.flow_input(crawl, depth)
     return body
 
 

@@ -27,7 +27,7 @@ from ledger.crawl import frontier, hosts, leases
 from ledger.crawl.attribution import attribute_tasks
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
-from ledger.crawl import outcome, redirects, report_early, robots_cache, shape_store
+from ledger.crawl import outcome, redirects, report_early, robots_cache, shape_store, sitemaps
 from ledger.crawl.guard import refusal
 from ledger.crawl.param_traps import PATH_WALK_LEVELS_DEFAULT, QUERY_VARIANTS_DEFAULT, WALK_LEVELS_DEFAULT
 from ledger.crawl.report_gc import paused_gc
@@ -575,6 +575,10 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                     await leases.lift(conn, crawl_id, [_url_hash(x["url"]) for x in landed], depth + 1)
                 plan = part if plan is None or part.stop_reason else plan
                 inserted += landed
+            if report.get("sitemaps"):  # the seed hosts' sitemap URLs in scope, after the seeds (issue 29)
+                part, landed, in_scope = await sitemaps.queue(conn, crawl, depth, seeds, crawl_scope,
+                                                              report["sitemaps"], cap, settings)
+                plan, inserted, discovered = part if part.stop_reason else plan, inserted + landed, discovered + in_scope
             # issue 12: the hosts' last captures (shared by every crawl), this level's leases end,
             # and pages carried from hosts leased elsewhere join the next level
             inserted = await _level_done(conn, crawl, depth, results, inserted, held_up_to)

@@ -22,7 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 CRAWL_KEYS = {"seeds", "fromTargets", "scope", "maxDepth", "maxPages", "perHostDelayMs", "hostParallelism", "scripts",
-              "formats", "ignoreRobotsMeta"}
+              "formats", "ignoreRobotsMeta", "useSitemap", "sitemapLastmodAfter"}
 
 
 def iso(ts: datetime) -> str:

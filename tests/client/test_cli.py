@@ -565,3 +565,21 @@ def test_a_pause_still_pending_shows_in_the_summary():
     crawl = {"crawlId": "c0ffee00", "state": "running", "pauseRequested": True}
     assert "running (pausing" in _text(render.summary_view(crawl))
     assert "pausing" not in _text(render.summary_view({**crawl, "pauseRequested": False}))
+
+
+def test_crawl_sitemap_options_reach_the_ledger(fake_ledger: FakeLedger, client_env):
+    """Issue 29 item 2: --sitemap and --sitemap-lastmod-after DATE → useSitemap, sitemapLastmodAfter."""
+    result = run("crawl", "http://a.test/", "--sitemap", "--sitemap-lastmod-after", "2024-01-31", "--detach")
+    assert result.exit_code == 0, result.output
+    assert fake_ledger.bodies[-1]["useSitemap"] is True and fake_ledger.bodies[-1]["sitemapLastmodAfter"] == "2024-01-31"
+    assert run("crawl", "http://a.test/", "--detach").exit_code == 0
+    assert "useSitemap" not in fake_ledger.bodies[-1] and "sitemapLastmodAfter" not in fake_ledger.bodies[-1]
+
+
+def test_summary_shows_what_the_sitemaps_gave():
+    crawl = {"crawlId": "c", "state": "succeeded", "useSitemap": True, "sitemapLastmodAfter": "2024-01-31T00:00:00.000Z",
+             "sitemap": {"files": 3, "found": 120, "older": 40, "queued": 70, "outOfScope": 10, "notQueued": 0}}
+    text = _text(render.summary_view(crawl))
+    assert "lastmod after 2024-01-31T00:00:00.000Z; 3 files, 120 found, 40 older, 70 queued, 10 out of scope" in text
+    assert "not read yet" in _text(render.summary_view({**crawl, "sitemap": None}))
+    assert "sitemap" not in _text(render.summary_view({"crawlId": "c", "state": "succeeded"}))

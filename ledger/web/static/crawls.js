@@ -82,6 +82,16 @@ function scopeText(c) {
   return parts.join(", ");
 }
 
+function sitemapText(c) {
+  // what the seed hosts' sitemaps gave (ledger.crawl.sitemaps); "—" when not asked for
+  if (!c.useSitemap) return "—";
+  const after = c.sitemapLastmodAfter ? "lastmod after " + c.sitemapLastmodAfter + "; " : "";
+  const s = c.sitemap;
+  if (!s) return after + "not read yet";
+  return after + `${s.files} files, ${s.found} URLs found, ${s.older} older, ${s.queued} queued, ` +
+    `${s.outOfScope} out of scope, ${s.notQueued} not queued` + (s.notes && s.notes.length ? "; " + s.notes.join("; ") : "");
+}
+
 function facts(c) {
   const pairs = [
     ["State", stateBadge(c.state)], ["Stop reason", stopText(c, "—")], ["Level", level(c)],
@@ -94,6 +104,7 @@ function facts(c) {
     ["Signing", c.signing === true ? "signed WACZ" : c.signing === false ? "unsigned WACZ" : "the deployment's default"],
     ["Limits", [c.timeLimitS ? c.timeLimitS + " s" : null, c.maxBytes ? c.maxBytes + " bytes" : null,
       c.maxPagesPerHost ? c.maxPagesPerHost + " pages per host" : null].filter(Boolean).join(", ") || "—"],
+    ["Sitemaps", sitemapText(c)],
     ["Started", when(c.startedAt)], ["Elapsed", elapsed(c.startedAt, c.finishedAt)],
     ["Archive bytes", c.totalBytes === undefined ? "—"
       : size(c.totalBytes) + (c.bytesUnknown ? " (+ " + c.bytesUnknown + " not measured yet)" : "")],

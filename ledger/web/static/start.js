@@ -47,6 +47,9 @@ export function startForm(view, ctx) {
   const ignoreRobotsMeta = el("input", { id: "ignoreRobotsMeta", name: "ignoreRobotsMeta", type: "checkbox" });
   // Signed WACZ (wacz-auth); unticked: the deployment's default.
   const signing = el("input", { id: "signing", name: "signing", type: "checkbox" });
+  // Sitemaps of the seed hosts (issue 29 item 2): their URLs in scope, after the seeds.
+  const useSitemap = el("input", { id: "useSitemap", name: "useSitemap", type: "checkbox" });
+  const sitemapLastmodAfter = el("input", { id: "sitemapLastmodAfter", name: "sitemapLastmodAfter", type: "date" });
   const formError = el("p", { className: "error", id: "form-error", role: "alert" });
   const submit = el("button", { className: "primary", type: "submit", id: "start" }, "Start crawl");
   const form = el("form", { className: "grid", id: "start-form", novalidate: true },
@@ -78,7 +81,11 @@ export function startForm(view, ctx) {
         field("maxBytes", "Size limit", number("maxBytes", "none", ""),
           "Bytes of archives; the crawl then ends (stop reason size_limit)."),
         field("maxPagesPerHost", "Pages per host", number("maxPagesPerHost", "none", ""),
-          "At most this many pages of one host."))),
+          "At most this many pages of one host."),
+        field("useSitemap", "Sitemaps",
+          el("span", {}, useSitemap, " also queue the URLs in scope that the seed hosts' sitemaps list (robots.txt Sitemap: lines, else /sitemap.xml)")),
+        field("sitemapLastmodAfter", "Sitemap lastmod after", sitemapLastmodAfter,
+          "Only sitemap URLs changed after this date (URLs without a lastmod are kept)."))),
     el("span"), el("div", {}, submit, formError));
   view.replaceChildren(el("h1", {}, "Start a crawl"), form);
 
@@ -102,6 +109,8 @@ export function startForm(view, ctx) {
     if (ticked.length) body.formats = ["wacz", ...ticked];
     if (ignoreRobotsMeta.checked) body.ignoreRobotsMeta = true;
     if (signing.checked) body.signing = true;
+    if (useSitemap.checked) body.useSitemap = true;
+    if (sitemapLastmodAfter.value) body.sitemapLastmodAfter = sitemapLastmodAfter.value;
     submit.disabled = true;
     try {
       const started = await api("POST", "/api/crawls", body);
