@@ -34,7 +34,7 @@ SITE = "https://s.test/"
 
 
 def body(text: str) -> bytes:
-    return f"<html><body>{text * 200}</body></html>".encode()  # ≥ 1,024 bytes: a revisit may be written
+    return f"<html><body>{(text + ': a paragraph of words. ') * 100}</body></html>".encode()  # ≥ 1,024 B: revisit-able
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ def finish(db, crawl_id):
 
 def capture(db, s3_server, fga, crawl_id, url, payload, *, held=None, org="acme", viewable=True) -> str:
     """Page ``url`` of the crawl captured with ``payload``: WACZ in S3, archive row, the page's
-    digest in the organization's index (a response only), and (``viewable``) the tuple sharing
+    digest in the organization's index (a response) or its revisit row (``held``), and (``viewable``) the tuple sharing
     the archive with the organization's members. → archive id."""
     task = str(uuid.uuid4())
     key = f"{task}_{crawl_id}.wacz"
@@ -89,7 +89,10 @@ def capture(db, s3_server, fga, crawl_id, url, payload, *, held=None, org="acme"
             "INSERT INTO archives (task_id, correlation_id, bucket, object_key, source_url, captured_at, wacz_complete)"
             " VALUES (%s, %s, %s, %s, %s, now(), true) RETURNING id",
             (task, crawl_id, s3_server.bucket, key, url)).fetchone()[0])
-        if held is None:
+        if held is not None:  # what admission records of a revisit (ledger.archive.digests.record_digests)
+            conn.execute("INSERT INTO archive_revisits (archive_id, digest) VALUES (%s, %s)",
+                         (aid, normal(payload_digest(payload))))
+        else:
             conn.execute("INSERT INTO payload_digests (org_id, digest, uri, captured_at, archive_id)"
                          " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                          (org, normal(payload_digest(payload)), url, WHEN, aid))
