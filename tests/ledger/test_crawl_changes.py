@@ -256,3 +256,33 @@ def test_the_main_document_is_the_final_urls_record_and_a_revisit_carries_its_di
     only_redirect = main_document_of_cdxj(cdxj, ["https://s.test/"])
     assert (only_redirect.digest, only_redirect.http_status) == ("sha256:AAA", 301)
     assert main_document_of_cdxj(cdxj, ["https://s.test/none"]).digest is None
+
+
+async def test_with_workflows_the_default_is_the_previous_crawl_of_the_same_workflow(settings, s3_server, ledger_fga):
+    """Once ``crawls.workflow_id`` exists (issue 27 item 2 adds it; added here as that migration
+    would), a crawl of a workflow is compared with the workflow's previous finished crawl, even
+    when a crawl of the same seeds outside it ran in between; a crawl without one, by seeds."""
+    db = settings.database_url
+    with psycopg.connect(db) as conn:
+        conn.execute("ALTER TABLE crawls ADD COLUMN workflow_id uuid")
+    flow = str(uuid.uuid4())
+
+    def in_workflow(crawl_id):
+        with psycopg.connect(db) as conn:
+            conn.execute("UPDATE crawls SET workflow_id = %s WHERE id = %s", (flow, crawl_id))
+
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        w1 = await start(h, [SITE])
+        in_workflow(w1)
+        finish(db, w1)
+        by_hand = await start(h, [SITE])
+        finish(db, by_hand)
+        w2 = await start(h, [SITE])
+        in_workflow(w2)
+        r = await h.client.get(f"/api/crawls/{w2}/changes", headers=WHO)
+        assert r.status_code == 200, r.text
+        assert (r.json()["since"]["crawlId"], r.json()["sinceChosen"]) == (w1, "workflow")
+        finish(db, w2)
+        later = await start(h, [SITE])
+        r = await h.client.get(f"/api/crawls/{later}/changes", headers=WHO)
+        assert (r.json()["since"]["crawlId"], r.json()["sinceChosen"]) == (w2, "same-seeds")
