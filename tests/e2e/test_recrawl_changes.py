@@ -10,9 +10,11 @@ import json
 import re
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.e2e.site import Site
@@ -46,6 +48,20 @@ def crawl(stack, seed: str) -> str:
     return re.search(r"crawl ([0-9a-f-]{36}) started", out).group(1)
 
 
+def admitted(stack, crawl_id: str, timeout_s: float = 120) -> None:
+    """Wait until every captured page's archive is admitted (the level report admits after its
+    answer): the recrawl's revisits and the comparison need them."""
+    headers = {"Authorization": f"Bearer {stack.token()}"}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        body = httpx.get(f"{stack.api_url}/api/crawls/{crawl_id}/collection", headers=headers, timeout=30).json()
+        waiting = [m for m in body["missing"] if m["why"] == "not-admitted-yet"]
+        if not waiting:
+            return
+        assert time.monotonic() < deadline, waiting
+        time.sleep(1)
+
+
 def changes(stack, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / "waggle"), "changes", *args], env=stack.client_env(),
                           capture_output=True, text=True, timeout=300)
@@ -58,10 +74,12 @@ def test_a_recrawl_counts_pages_new_changed_unchanged_and_gone(local_stack, tmp_
     try:
         seed = f"{site.url}/index.html"
         first = crawl(local_stack, seed)
+        admitted(local_stack, first)
         (root / "a.html").write_text(page("a.html", mark + " changed"), encoding="utf-8")
         (root / "d.html").unlink()
         write_site(root, ["a.html", "b.html", "c.html", "e.html"], mark)  # d's link gone, e new
         second = crawl(local_stack, seed)
+        admitted(local_stack, second)
     finally:
         site.stop()
     done = changes(local_stack, second, "--json")
