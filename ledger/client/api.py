@@ -227,6 +227,11 @@ class LedgerClient:
         collection (members signed for 300 s, the missing pages with why; ledger.crawl.collection)."""
         return self._call("GET", f"/api/crawls/{crawl_id}/collection").json()
 
+    def changes(self, crawl_id: str, since: str | None = None) -> dict:
+        """``GET /api/crawls/{id}/changes[?since=]`` → pages new, changed, unchanged and gone
+        since ``since`` (default: the previous crawl of its workflow or seeds; ledger.crawl.changes)."""
+        return self._call("GET", f"/api/crawls/{crawl_id}/changes", params={"since": since} if since else {}).json()
+
     def crawl_download(self, crawl_id: str, wait_s: float = 600.0, poll_s: float = 1.0) -> dict:
         """``POST /api/crawls/{id}/download`` until the combined WACZ is built (202 → ask again)
         → ``{"url", "expiresIn", "name", "bytes", "members", "missingCount"}``. Raises ApiError

@@ -1,6 +1,7 @@
 // Crawls: the list (newest first, live while one runs) and one crawl's page (facts, hosts in
 // flight, its pages with state and reason, fail with confirmation).
 import { api, ApiError, isMissingRoute } from "./api.js";
+import { changesSection } from "./changes.js";
 import { el, elapsed, size, stateBadge, table, when } from "./dom.js";
 
 const LIST_POLL_MS = 2000;
@@ -27,10 +28,13 @@ function seedsText(seeds) {
 
 // Opens the crawl's collection in the player at ``url`` (on the replay origin, with a ticket:
 // no session is honoured there). Throws the API's error (404 for a non-member).
-export async function replayCrawl(ctx, crawlId, url, title) {
+// ``captured`` (ISO 8601, optional): open the capture of that time (a crawl's collection may
+// also hold an earlier crawl's capture of the same URL, among the originals of its revisits).
+export async function replayCrawl(ctx, crawlId, url, title, captured) {
   const t = await api("POST", "/api/crawls/" + encodeURIComponent(crawlId) + "/collection/ticket");
   const q = new URLSearchParams({ collection: t.path, url });
   if (title) q.set("title", title);
+  if (captured) q.set("captured", captured);
   window.location.assign(ctx.session.replayUrl + "?" + q);
 }
 
@@ -201,6 +205,8 @@ export async function crawlPage(view, ctx, crawlId) {
   let tick = 0;
   let took = 0;  // ms the last GET of the crawl took
   const pagesBox = el("div", { id: "pages-box" });
+  const changesBox = el("div", { id: "changes-box" });  // what changed since the crawl before (issue 27)
+  let compared = false;
   const filterSelect = el("select", { id: "page-state", onchange: () => { filter = filterSelect.value; refresh(true); } },
     ["", "captured", "failed", "skipped", "pending"].map((s) => el("option", { value: s }, s || "all states")));
   async function refresh(pagesOnly) {
@@ -250,8 +256,14 @@ export async function crawlPage(view, ctx, crawlId) {
           : null,
         crawl.state === "running" ? levelProgress(crawl.levelProgress) : null,
         crawl.state === "running" ? waitingList(crawl.waiting) : null,
+        crawl.state !== "running" ? el("h2", {}, "Changes") : null,
+        crawl.state !== "running" ? changesBox : null,
         el("h2", {}, "Pages ", filterSelect),
         pagesBox].filter(Boolean));
+    }
+    if (!compared && crawl.state !== "running" && crawl.pagesCaptured > 0) {  // once, when its pages are in
+      compared = true;
+      changesSection(crawl, changesBox);
     }
     // the facts every second; the pages table on a filter change, every PAGES_EVERY-th tick and at the end
     if (pagesOnly || tick % PAGES_EVERY === 0 || crawl.state !== "running") await pagesSection(crawl, pagesBox, filter);

@@ -46,6 +46,9 @@ async function start() {
   const player = document.createElement("replay-web-page");
   player.setAttribute("source", source);
   player.setAttribute("url", url);
+  // the capture of that time (20261130100000), not whichever capture of the URL the collection holds
+  const ts = (params.get("captured") || "").replace(/\D/g, "").slice(0, 14);
+  if (collection && ts.length === 14) player.setAttribute("ts", ts);
   player.setAttribute("replayBase", SCOPE);
   // a crawl: the player's bar with its page list; one page: the page alone
   player.setAttribute("embed", collection ? "default" : "replayonly");

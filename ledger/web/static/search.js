@@ -76,7 +76,7 @@ export async function replayArchive(view, ctx, query) {
   try {
     const crawl = query.get("crawl");
     if (crawl) {
-      try { await replayCrawl(ctx, crawl, query.get("url") || "", crawl.slice(0, 8)); return; }
+      try { await replayCrawl(ctx, crawl, query.get("url") || "", crawl.slice(0, 8), query.get("captured")); return; }
       catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
     }
     const s = await api("POST", "/api/archives/" + encodeURIComponent(id) + "/url");

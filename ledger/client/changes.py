@@ -1,0 +1,80 @@
+"""``waggle changes CRAWL [--since OTHER] [--json]``: what changed between two crawls (GET
+/api/crawls/{id}/changes, issue 27 item 3): the counts of pages new, changed, unchanged, gone
+and not compared, then the changed, new, gone and not compared pages — each changed page with
+the web page's links that replay both captures, each inside its own crawl's collection."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from ledger.client import render
+
+SHOWN = 50  # rows per list on a terminal; --json has every listed entry
+
+
+def _link(base: str, side: dict | None) -> str:
+    """The replay link of one side, or why there is none."""
+    if side is None:
+        return "–"
+    if side.get("replay"):
+        return base + side["replay"]
+    missing = side.get("missing")
+    return f"not replayable: {missing['why']} ({missing['reason']})" if missing else side.get("state", "–")
+
+
+def report_lines(body: dict, base: str) -> list[str]:
+    """The changes as plain lines (what the command prints): the counts, then each list."""
+    c = body["counts"]
+    since = body["since"]
+    lines = [f"crawl {render.short_id(body['crawl']['crawlId'])} since {render.short_id(since['crawlId'])}"
+             f" (started {render.short_time(since['startedAt'])}, {body['sinceChosen']}):",
+             f"  {c['new']} new, {c['changed']} changed, {c['unchanged']} unchanged, {c['gone']} gone"
+             + (f", {c['notCompared']} not compared" if c["notCompared"] else "")]
+    for entry in body["changed"][:SHOWN]:
+        lines += [f"changed  {entry['url']}",
+                  f"    now:    {_link(base, entry['now'])}",
+                  f"    before: {_link(base, entry['before'])}"]
+    for entry in body["new"][:SHOWN]:
+        lines.append(f"new      {entry['url']}")
+    for entry in body["gone"][:SHOWN]:
+        now = entry.get("now")
+        lines.append(f"gone     {entry['url']}" + (f"  (now {now['state']}: {now.get('reason') or ''})" if now else ""))
+    for entry in body["notCompared"][:SHOWN]:
+        lines.append(f"not compared  {entry['url']}  ({entry['why']}: {entry['reason']})")
+    more = [f"{k}: {c[k] - SHOWN} more" for k in ("changed", "new", "gone", "notCompared") if c[k] > SHOWN]
+    if more:
+        lines.append("not shown: " + ", ".join(more) + " (--json lists up to " + f"{body['listed']:,} of each)")
+    return lines
+
+
+def changes_command(
+    crawl: Annotated[str, typer.Argument(metavar="CRAWL", help="The crawl (its id or a unique prefix, as `waggle crawls` shows).")],
+    since: Annotated[Optional[str], typer.Option("--since", help="Compare with this crawl (id or prefix); default: the previous finished crawl of the same workflow, else of the same seeds.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The ledger's JSON, one document on stdout (for scripts).")] = False,
+) -> None:
+    """What changed between two crawls: pages new, changed, unchanged and gone."""
+    from ledger.client.api import ApiError
+    from ledger.client.cli import _client, _console, _fail, _print_json, resolve_crawl_id
+    from ledger.client.config import ClientConfigError
+
+    console: Console = _console()
+    try:
+        with _client() as client:
+            crawl_id = resolve_crawl_id(client, crawl)
+            since_id = resolve_crawl_id(client, since) if since else None
+            body = client.changes(crawl_id, since_id)
+            base = client.config.api_url
+    except (ApiError, ClientConfigError) as exc:
+        raise _fail(console, str(exc)) from None
+    if as_json:
+        _print_json(body)
+        return
+    for line in report_lines(body, base):
+        console.print(line, soft_wrap=True, markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("changes")(changes_command)

@@ -1,0 +1,214 @@
+"""What changed between two crawls (issue 27 item 3, docs/decisions/211-what-changed-between-two-crawls.md).
+
+Pages are matched by their URL key (``crawl_pages.url_key``: the dedup key both crawls were
+built with). A page is *captured* in a crawl when its state is ``captured``; then:
+
+* ``new`` — captured now, not captured in the earlier crawl (not reached there, or failed or
+  skipped: its ``before`` side says which);
+* ``gone`` — captured in the earlier crawl, not now (not reached, failed, skipped; ``now`` says);
+* ``changed`` / ``unchanged`` — captured in both, the main documents' payload digests
+  (``ledger.archive.main_document``) differ / are equal; a revisit record carries its
+  original's digest, so an unchanged page stored as a revisit compares equal;
+* ``notCompared`` — captured in both but a digest is unknown (archive not admitted yet, not
+  viewable by the caller, its index names no record of the page), or captured before and still
+  pending in a running crawl. ``why`` says which.
+
+Pages captured in neither crawl are in no list. Each side (``now`` / ``before``) carries a
+``replay`` link (the web page's ``#/replay`` inside that crawl's collection, as search hits
+open) or, when it cannot be replayed for this caller, ``missing: {why, reason}`` — among them
+``original-not-viewable``: the page's document is a revisit whose original is in an archive the
+caller may not view (or that is gone); it is never replayed from another organization's archive.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timezone
+from typing import Any
+
+from ledger.archive.main_document import MainDocument, main_documents
+from ledger.crawl.collection import UUID_TEXT
+from ledger.search.links import replay_link
+
+LISTED = 1000  # entries per list; the counts are always complete
+KINDS = ("new", "changed", "unchanged", "gone", "notCompared")
+
+_PAGES = """
+SELECT p.url, p.url_key, p.final_url, p.depth, p.state, p.skip_reason, p.failure_class,
+       a.id AS archive_id, a.bucket, a.object_key, a.captured_at
+FROM crawl_pages p
+LEFT JOIN LATERAL (SELECT * FROM archives a WHERE a.task_id = (CASE WHEN p.task_id ~* %s
+                   THEN p.task_id::uuid END) ORDER BY a.created_at LIMIT 1) a ON true
+WHERE p.crawl_id = %s
+ORDER BY p.depth, p.id
+"""
+
+_CRAWL = "SELECT id, org_id, seeds, state, started_at, finished_at FROM crawls WHERE id = %s"
+
+
+def _iso(value: Any) -> str | None:
+    return None if value is None else value.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+async def _has_workflows(conn: Any) -> bool:
+    """True once ``crawls.workflow_id`` exists (issue 27 item 2 adds it; until then seeds decide)."""
+    row = await (await conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+        " AND table_name = 'crawls' AND column_name = 'workflow_id') AS yes")).fetchone()
+    return bool(row["yes"])
+
+
+async def default_since(pool: Any, crawl_id: uuid.UUID) -> tuple[str, str] | None:
+    """``(crawl id, how)`` of the crawl to compare ``crawl_id`` with when none is given: the
+    latest earlier finished crawl of the same workflow (``how`` = ``"workflow"``) when the crawl
+    has one, else the latest earlier finished crawl of its organization with the same set of
+    seeds (``"same-seeds"``); None when there is none."""
+    async with pool.connection() as conn:
+        crawl = await (await conn.execute(_CRAWL, (crawl_id,))).fetchone()
+        if crawl is None:
+            return None
+        if await _has_workflows(conn):
+            row = await (await conn.execute(
+                "SELECT b.id FROM crawls c JOIN crawls b ON b.workflow_id = c.workflow_id"
+                " WHERE c.id = %s AND b.id <> c.id AND b.started_at < c.started_at AND b.finished_at IS NOT NULL"
+                " ORDER BY b.started_at DESC LIMIT 1", (crawl_id,))).fetchone()
+            if row is not None:
+                return str(row["id"]), "workflow"
+        row = await (await conn.execute(
+            "SELECT id FROM crawls WHERE org_id = %s AND id <> %s AND started_at < %s AND finished_at IS NOT NULL"
+            " AND (SELECT array_agg(DISTINCT s ORDER BY s) FROM unnest(seeds) AS s) = %s::text[]"
+            " ORDER BY started_at DESC LIMIT 1",
+            (crawl["org_id"], crawl_id, crawl["started_at"], sorted(set(crawl["seeds"]))))).fetchone()
+    return (str(row["id"]), "same-seeds") if row is not None else None
+
+
+def _summary(crawl: dict) -> dict:
+    return {"crawlId": str(crawl["id"]), "state": crawl["state"], "startedAt": _iso(crawl["started_at"]),
+            "finishedAt": _iso(crawl["finished_at"]), "seeds": list(crawl["seeds"])}
+
+
+async def _originals(pool: Any, org_by_archive: dict[str, str], mains: dict[str, MainDocument]) -> dict[str, str | None]:
+    """For each archive whose main document is a revisit: the archive holding its original in
+    that archive's organization's own digest index (None: no original is held any more)."""
+    asked = {aid: (org_by_archive[aid], m.digest) for aid, m in mains.items() if m.revisit and m.digest}
+    if not asked:
+        return {}
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT org_id, digest, archive_id FROM payload_digests"
+            " WHERE (org_id, digest) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+            ([o for o, _ in asked.values()], [d for _, d in asked.values()]))).fetchall()
+    held = {(r["org_id"], r["digest"]): str(r["archive_id"]) for r in rows}
+    return {aid: held.get(key) for aid, key in asked.items()}
+
+
+class _Sides:
+    """Builds one crawl's side of each page for one caller."""
+
+    def __init__(self, crawl: dict, viewable: set[str], mains: dict[str, MainDocument],
+                 originals: dict[str, str | None], originals_viewable: set[str]):
+        self.crawl, self.viewable, self.mains = crawl, viewable, mains
+        self.originals, self.originals_viewable = originals, originals_viewable
+
+    def side(self, row: dict | None) -> dict | None:
+        if row is None:
+            return None
+        out: dict[str, Any] = {"url": row["url"], "finalUrl": row["final_url"], "depth": row["depth"],
+                               "state": row["state"], "archiveId": None, "capturedAt": None, "httpStatus": None,
+                               "digest": None, "revisit": None, "replay": None, "missing": None}
+        if row["state"] != "captured":
+            out["reason"] = row["skip_reason"] or row["failure_class"]
+            return out
+        aid = str(row["archive_id"]) if row["archive_id"] is not None else None
+        if aid is None:
+            out["missing"] = {"why": "not-admitted-yet", "reason": "captured; its archive is not admitted yet"}
+            return out
+        out["archiveId"], out["capturedAt"] = aid, _iso(row["captured_at"])
+        if aid not in self.viewable:
+            out["missing"] = {"why": "not-viewable", "reason": "its archive is not shared with you"}
+            return out
+        main = self.mains.get(aid)
+        if main is not None:
+            out.update(digest=main.digest, httpStatus=main.http_status, revisit=main.revisit)
+        if main is not None and main.revisit:
+            original = self.originals.get(aid)
+            if original is None or original not in self.originals_viewable:
+                out["missing"] = {"why": "original-not-viewable",
+                                  "reason": "its document is a revisit record whose original is in an archive"
+                                            + (" that is no longer held" if original is None else
+                                               " not shared with you")}
+                return out
+        out["replay"] = replay_link(aid, str(self.crawl["id"]), row["url"], out["capturedAt"])
+        return out
+
+
+def _why_not_compared(now: dict, before: dict) -> dict:
+    for side, which in ((now, "this crawl"), (before, "the earlier crawl")):
+        if side["missing"] and side["missing"]["why"] in ("not-admitted-yet", "not-viewable"):
+            return {"why": side["missing"]["why"], "reason": f"in {which}: {side['missing']['reason']}"}
+        if side["digest"] is None:
+            return {"why": "digest-unknown", "reason": f"in {which}: its archive's index names no record of the page"}
+    return {"why": "digest-unknown", "reason": "unknown"}  # not reached: both digests known compare
+
+
+async def changes(services: Any, identity: Any, crawl_id: uuid.UUID, since_id: uuid.UUID, how: str) -> dict | None:
+    """The pages of crawl ``crawl_id`` compared with crawl ``since_id`` as ``identity`` may see
+    them (both crawls already checked to be the caller's organizations'), or None when either
+    crawl does not exist. Shape: ``{crawl, since, sinceChosen, counts: {new, changed, unchanged,
+    gone, notCompared}, new: [...], ..., notCompared: [...], listed}`` — each entry ``{url, now,
+    before}`` (a side: ``{url, finalUrl, depth, state, archiveId, capturedAt, httpStatus, digest,
+    revisit, replay, missing}`` or null); ``notCompared`` entries add ``why`` and ``reason``.
+    Each list holds at most :data:`LISTED` entries; ``counts`` are complete."""
+    pool = services.pool
+    async with pool.connection() as conn:
+        crawl = await (await conn.execute(_CRAWL, (crawl_id,))).fetchone()
+        since = await (await conn.execute(_CRAWL, (since_id,))).fetchone()
+        if crawl is None or since is None:
+            return None
+        now_rows = await (await conn.execute(_PAGES, (UUID_TEXT, crawl_id))).fetchall()
+        before_rows = await (await conn.execute(_PAGES, (UUID_TEXT, since_id))).fetchall()
+    org_by_archive = {str(r["archive_id"]): c["org_id"] for rows, c in ((now_rows, crawl), (before_rows, since))
+                      for r in rows if r["archive_id"] is not None and r["state"] == "captured"}
+    viewable = await services.authz.viewable(identity, list(org_by_archive)) if org_by_archive else set()
+    readable = [r for r in now_rows + before_rows if r["archive_id"] is not None and str(r["archive_id"]) in viewable]
+    mains = await main_documents(pool, services.s3, readable)
+    originals = await _originals(pool, org_by_archive, mains)
+    wanted = [a for a in set(originals.values()) if a]
+    originals_viewable = await services.authz.viewable(identity, wanted) if wanted else set()
+    now_side = _Sides(crawl, viewable, mains, originals, originals_viewable)
+    before_side = _Sides(since, viewable, mains, originals, originals_viewable)
+
+    now_by_key = {r["url_key"]: r for r in now_rows}
+    before_by_key = {r["url_key"]: r for r in before_rows}
+    lists: dict[str, list[dict]] = {k: [] for k in KINDS}
+    running = crawl["state"] in ("running", "paused")
+    for key in list(now_by_key) + [k for k in before_by_key if k not in now_by_key]:
+        n_row, b_row = now_by_key.get(key), before_by_key.get(key)
+        n_cap = n_row is not None and n_row["state"] == "captured"
+        b_cap = b_row is not None and b_row["state"] == "captured"
+        if not n_cap and not b_cap:
+            continue
+        now, before = now_side.side(n_row), before_side.side(b_row)
+        entry: dict[str, Any] = {"url": (n_row or b_row)["url"], "now": now, "before": before}
+        if n_cap and not b_cap:
+            kind = "new"
+        elif not n_cap:
+            if running and n_row is not None and n_row["state"] == "pending":
+                kind = "notCompared"
+                entry.update(why="not-captured-yet", reason="this crawl has not captured it yet")
+            else:
+                kind = "gone"
+        elif now["digest"] and before["digest"]:  # known only for archives the caller may view
+            kind = "changed" if now["digest"] != before["digest"] else "unchanged"
+        else:
+            kind = "notCompared"
+            entry.update(_why_not_compared(now, before))
+        lists[kind].append(entry)
+    return {
+        "crawl": _summary(crawl),
+        "since": _summary(since),
+        "sinceChosen": how,
+        "counts": {k: len(v) for k, v in lists.items()},
+        **{k: v[:LISTED] for k, v in lists.items()},
+        "listed": LISTED,
+    }
