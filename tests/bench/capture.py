@@ -1,7 +1,7 @@
 """Capture server (issue 8 item 5): overhead over the page's own load, and memory over 500 captures.
 
 Parts: a static loopback page (HTML + CSS + one image), the S3 stand-in, and one
-``python -m devstack.capture`` process (its own Chromium) — the same server the local stack runs.
+``python -m waggle_capture`` process (its own Chromium) — the same server the local stack runs.
 
 * **Own load**: the same Chromium (Playwright, same flags) opens a fresh context and
   ``goto(url, wait_until="load")`` — the time the page itself needs.
@@ -169,11 +169,11 @@ async def _profile_captures(url: str, s3_server, n: int) -> tuple[float, str]:
     pyinstrument; returns (median seconds per capture, profile text)."""
     from pyinstrument import Profiler
 
-    from devstack.capture.browser import BrowserHolder
-    from devstack.capture.capture import Ctx, run_capture
-    from devstack.capture.settings import ServerSettings
-    from devstack.capture.sink import S3Sink
-    from devstack.capture.validation import validate_request
+    from waggle_capture.browser import BrowserHolder
+    from waggle_capture.capture import Ctx, run_capture
+    from waggle_capture.settings import ServerSettings
+    from waggle_capture.sink import S3Sink
+    from waggle_capture.validation import validate_request
 
     settings = ServerSettings(allow_private=True, s3_endpoint=s3_server.endpoint,
                               s3_access_key=s3_server.access_key_id, s3_secret_key=s3_server.secret_access_key)

@@ -57,7 +57,7 @@ def runner(tmp_path_factory) -> Iterator[Runner]:
 
 @pytest.fixture(scope="module")
 def capture_url(s3_server, tmp_path_factory) -> Iterator[str]:
-    proc, url = start_module("devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
+    proc, url = start_module("waggle_capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
                              tmp_dir=tmp_path_factory.mktemp("capture"))
     try:
         yield url

@@ -309,7 +309,7 @@ def test_shared_session_keeps_cookies_across_captures(capture_server, test_site,
 
 
 def test_isolated_capture_on_the_prepared_context_is_fresh(capture_server, test_site, s3_server):
-    """The context prepared between captures (devstack/capture/spare.py) is a new one: the cookie
+    """The context prepared between captures (waggle_capture/spare.py) is a new one: the cookie
     an isolated capture got is not sent by the next, which started on that prepared context."""
     from tests.devstack.helpers import warc_records
 
@@ -357,7 +357,7 @@ def test_a_closing_context_cannot_reach_a_site_during_the_next_capture(capture_s
 @pytest.mark.fault
 def test_c10_crash_during_upload_leaves_no_manifest(s3_server, test_site, tmp_path):
     """Knob for case C10: the process dies after the first artifact upload, before the manifest."""
-    proc, url = start_module("devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
+    proc, url = start_module("waggle_capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
                              "--settle", FAST_SETTLE, "--fault-crash-during-upload", "--s3-key-prefix", "c10",
                              tmp_dir=tmp_path)
     try:

@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from devstack.capture.domquiet import MAX_MS, QUIET_MS
-from devstack.capture.robotsmeta import NOARCHIVE_MESSAGE, combine, directives, header_for_us, meta_for_us
+from waggle_capture.domquiet import MAX_MS, QUIET_MS
+from waggle_capture.robotsmeta import NOARCHIVE_MESSAGE, combine, directives, header_for_us, meta_for_us
 from tests.devstack.helpers import capture
 
 FORMATS = {"png": False, "webp": False, "html": False, "links": True, "mhtml": False, "wacz": True}

@@ -151,7 +151,7 @@ def run_in_chromium(js: str, budget_ms: int, options: dict | None = None, conten
     awaitPromise) on a page that grows while scrolled; returns (reports, chunks loaded)."""
     from playwright.sync_api import sync_playwright
 
-    from devstack.capture.behaviors import RUNTIME_JS
+    from waggle_capture.behaviors import RUNTIME_JS
 
     flags = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
              "--disable-sync", "--no-first-run", "--disable-quic"]

@@ -64,8 +64,8 @@ def test_readme_crawl_examples_stay_on_loopback() -> None:
 
 def test_readme_counts_the_requests_a_redirect_loop_sends() -> None:
     """The README says what the site receives when a same-host redirect chain is ended: the first
-    request and every hop up to the one that ends it (devstack/capture/redirectloop.py)."""
-    from devstack.capture.redirectloop import MAX_SAME_HOST_HOPS
+    request and every hop up to the one that ends it (waggle_capture/redirectloop.py)."""
+    from waggle_capture.redirectloop import MAX_SAME_HOST_HOPS
 
     hops = MAX_SAME_HOST_HOPS + 1  # the hop that ends the chain was already sent
     text = " ".join(README.split())
