@@ -217,7 +217,7 @@ def test_browserhive_problems_are_named_per_endpoint(healthy, runner, capture_ur
     assert f"{down}: connection refused" in outcome.detail
     assert f"{wrong_url}/status → http=415" in outcome.detail
     assert capture_url not in outcome.detail
-    assert "docker compose logs browserhive-1" in outcome.fix
+    assert "docker compose logs capture-1" in outcome.fix and "docker compose logs browserhive-1" in outcome.fix
 
 
 def test_container_only_names_are_not_checked_and_do_not_block(healthy, runner):
