@@ -246,7 +246,7 @@ def capture(ctx: Context) -> None:
                     if first or done == total or over:
                         time.sleep(0.5)  # let the just-closed context's memory settle the same way both times
                         rss[done] = _tree_rss_mb(proc.pid)
-                        status_at[done] = client.get(f"{base}/status").json().get("standin", {})
+                        status_at[done] = client.get(f"{base}/status").json().get("process", {})
                     if over:
                         break
                 mem_s = time.monotonic() - t_mem
@@ -265,7 +265,7 @@ def capture(ctx: Context) -> None:
     ctx.detail("capture_default_settle_s", summary(dflt))
     ctx.detail("default_settle_waited_s", summary(dflt_settle))
     ctx.detail("rss_mb", {str(k): {"server": round(v[0], 1), "tree": round(v[1], 1)} for k, v in rss.items()})
-    ctx.detail("standin_status", {str(k): v for k, v in status_at.items()})
+    ctx.detail("process_status", {str(k): v for k, v in status_at.items()})
     ctx.detail("memory_phase_s", round(mem_s, 1))
     ctx.metric("own page load (median)", own_med * 1000, "ms", note="same Chromium, fresh context, load event")
     ctx.metric("capture overhead, settle off", (statistics.median(fast) - own_med) * 1000, "ms", 300, "<=",

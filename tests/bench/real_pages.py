@@ -8,7 +8,7 @@ each capture (as a crawl's delay leaves the server) and the server's default set
 
 * **crawl formats** (``wacz`` + ``links``, what ``WAGGLE_CAPTURE_FORMATS`` gives a crawl) and
   **all formats** (all six, ``fullPage``): the round trip, and the server's own per-phase timers
-  (``GET /status`` → ``standin.lastPhasesMs``): head (submit → the site's first request), load,
+  (``GET /status`` → ``process.lastPhasesMs``): head (submit → the site's first request), load,
   settle, formats, seal, WACZ, uploads, manifest, tail (the site's last request → answer) and
   ``sinceLastRequestMs``;
 * the same two **with the default page scripts** (``+autoscroll``: the catalogue's
@@ -137,7 +137,7 @@ def _one(client: httpx.Client, base: str, url: str, formats: dict, arrivals: lis
     if r.status_code != 200:
         raise RuntimeError(f"capture of {url} answered {r.status_code}: {r.text[:400]}")
     mine = [a for a in list(arrivals) if t <= a <= answered]
-    phases = client.get(f"{base}/status").json()["standin"]["lastPhasesMs"]
+    phases = client.get(f"{base}/status").json()["process"]["lastPhasesMs"]
     row = {"total": (answered - t) * 1000, "since_last_request": body.get("sinceLastRequestMs"),
            "head": (min(mine) - t) * 1000 if mine else None, "tail": (answered - max(mine)) * 1000 if mine else None,
            "requests": len(mine), "status": body["report"]["status"]}

@@ -1,4 +1,4 @@
-"""Real-web cases of the capture stand-in, with real Chromium and real WACZ files (issue 13 items
+"""Real-web cases of the capture server, with real Chromium and real WACZ files (issue 13 items
 3, 4, 7; issue 17 items 2, 3): files and downloads as main documents, honest ``completeness``,
 ``finalUrl`` after HTTP and script redirects, and no WebRTC datagram past the proxy."""
 

@@ -216,7 +216,7 @@ def test_a_link_due_after_the_bound_is_not_waited_for(capture_server, site):
 
 def test_the_wait_is_a_phase_of_the_capture(capture_server, site):
     _capture(capture_server, site.url + "/late")
-    phases = httpx.get(f"{capture_server}/status").json()["standin"]["lastPhasesMs"]
+    phases = httpx.get(f"{capture_server}/status").json()["process"]["lastPhasesMs"]
     assert "dom-quiet" in phases and phases["dom-quiet"] >= 500, phases
     order = list(phases)
     assert order.index("dom-quiet") < order.index("seal")

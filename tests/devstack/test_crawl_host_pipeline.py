@@ -95,7 +95,7 @@ def test_negotiated_endpoints_pipeline_and_keep_the_delay(servers):
 
 def seal_first(server: str) -> bool:
     """Whether the server's last capture sealed its page's network before taking the formats."""
-    phases = list(httpx.get(f"{server}/status").json()["standin"]["lastPhasesMs"])
+    phases = list(httpx.get(f"{server}/status").json()["process"]["lastPhasesMs"])
     if not phases:  # no capture here yet: held captures stay on the server of the previous one
         return True
     return phases.index("seal") < phases.index("title-links")

@@ -1,6 +1,6 @@
 """Fault: BrowserHive slower than the flow's deadline (case C14's shape at the capture call).
 
-A real capture stand-in (Chromium) holds every capture ``--fault-slow-ms`` longer than the
+A real capture server (Chromium) holds every capture ``--fault-slow-ms`` longer than the
 deadline given to the flow's own ``HttpEndpoint``; ``crawl_host.capture_host`` must end each
 page as a failure naming the deadline — promptly, without hanging, without marking the
 endpoint down (no ``ServerUnavailable``), and the next page still goes to that endpoint.

@@ -1,5 +1,5 @@
 """The guard is applied where the design says: ledger seeds and links, the flow's robots.txt
-fetch, the capture stand-in's egress. Each check fails if a call site stops using the guard."""
+fetch, the capture server's egress. Each check fails if a call site stops using the guard."""
 
 from __future__ import annotations
 
