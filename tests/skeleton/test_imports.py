@@ -117,3 +117,15 @@ def test_the_checks_see_what_they_must() -> None:
     assert "f.waggle.hostguard" in graph["f.waggle.plan_level"]  # a deferred import counts
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_capture_server_lives_in_waggle_capture_only() -> None:
+    """Decision 251 moved ``devstack/capture`` to ``waggle_capture``: a file merged in at the old
+    place, or code naming the old module, would run nowhere (or run a stale copy)."""
+    old = REPO / "devstack" / "capture"
+    assert not (old.exists() and list(old.rglob("*.py"))), f"move {old}/*.py to waggle_capture/"
+    stale = sorted(f"{path.relative_to(REPO)}" for path in project_modules().values()
+                   if "devstack.capture" in path.read_text())
+    stale += sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("*.py")
+                    if p != Path(__file__) and "devstack.capture" in p.read_text())
+    assert not stale, "these name devstack.capture (now waggle_capture): " + ", ".join(stale)
