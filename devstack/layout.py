@@ -30,6 +30,7 @@ DEFAULT_PORTS = {
     "pebble-mgmt": 15000,
     "acme-http": 5002,
     "tsa": 3004,
+    "tsa-metrics": 3005,  # its Prometheus metrics, loopback (devstack/patches/tsa_prometheus.go)
     "authsign": 8099,
 }
 CAPTURE_BASE_PORT = 8201

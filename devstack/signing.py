@@ -113,33 +113,14 @@ def pebble_service(config: StackConfig) -> Service:
                    env={"PEBBLE_VA_NOSLEEP": "1", "PEBBLE_WFE_NONCEREJECT": "0"})
 
 
-#: timestamp-server v2.1.3 serves its Prometheus metrics on this port of every interface, fixed in
-#: its code (pkg/server/prometheus.go), and exits when it is taken: one tsa per machine.
-TSA_METRICS_PORT = 2112
-
-
-def check_tsa_metrics_port() -> None:
-    """Raise :class:`StackError` naming the holder when :data:`TSA_METRICS_PORT` is taken
-    (another stack's tsa, usually), before the tsa would exit with a bare "address in use"."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("", TSA_METRICS_PORT))
-        except OSError:
-            raise StackError(
-                f"port {TSA_METRICS_PORT} is taken: the sigstore timestamp authority always serves its metrics there"
-                " (fixed in timestamp-server v2.1.3), so only one can run on a machine — stop the other local"
-                " stack (`waggle dev down` in its checkout) or whatever holds the port (`ss -ltnp | grep"
-                f" :{TSA_METRICS_PORT}`)") from None
-
-
 def tsa_service(config: StackConfig) -> Service:
     return Service("tsa", [str(GO_BIN / "timestamp-server"), "serve", "--host", HOST,
                            "--port", str(port(config, "tsa")), "--timestamp-signer", "memory",
                            "--include-chain-in-response", "--disable-ntp-monitoring", "--log-type", "prod"],
-                   port(config, "tsa"), "/ping")
+                   port(config, "tsa"), "/ping",
+                   # our build's metrics address (devstack/patches/tsa_prometheus.go); upstream's is
+                   # :2112 of every interface, which allowed one stack per machine
+                   env={"TSA_METRICS_ADDR": f"{HOST}:{port(config, 'tsa-metrics')}"})
 
 
 def authsign_service(config: StackConfig) -> Service:

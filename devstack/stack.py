@@ -76,8 +76,6 @@ class Stack:
         """pebble and the timestamp authority, then the trusted roots file, then authsign (which
         takes its certificate from pebble at start): devstack/signing.py."""
         with ThreadPoolExecutor(max_workers=2) as pool:
-            if self.sup.record("tsa") is None:  # ours, when running, holds the port itself
-                signing.check_tsa_metrics_port()
             list(pool.map(self._start, [signing.pebble_service(self.config), signing.tsa_service(self.config)]))
         self._timed("signing trusted roots", lambda: signing.refresh_trusted_roots(self.config))
         self._start(signing.authsign_service(self.config))

@@ -29,9 +29,8 @@ pytest_plugins = [
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups for pytest-xdist's ``--dist loadgroup`` (scripts/test): a module's tests stay on one
     worker, so a module fixture (a Chromium, a capture server) starts once; every test of the
-    local stack shares one group, so a run starts one stack, not one per worker (its timestamp
-    authority binds :2112 machine-wide). That group is the longest, so it is queued first and the
-    other worker takes everything else meanwhile. An explicit ``xdist_group`` mark wins. Without
+    local stack shares one group, so a run starts one stack, not one per worker. That group is the
+    longest, so it is queued first and the other worker takes everything else meanwhile. An explicit ``xdist_group`` mark wins. Without
     xdist the marks do nothing."""
     for item in items:
         if "local_stack" in getattr(item, "fixturenames", ()):
