@@ -12,7 +12,7 @@ MODULES = {
     "s3": ("devstack.s3", "issue 5 (S3 stand-in)"),
     "issuer": ("devstack.issuer", "issue 2 (dev OIDC issuer)"),
     "tscompile": ("devstack.tscompile", "issue 5 (ts-compile stand-in)"),
-    "capture": ("devstack.capture", "issue 5 (BrowserHive capture stand-in)"),
+    "capture": ("waggle_capture", "issue 28 item 7 (the capture server, `waggle capture serve`)"),
     "windmill": ("devstack.windmill", "issue 4 (local Windmill runner)"),
     "ledger": ("ledger.api.app", "issue 2 (ledger API, `waggle serve`)"),
 }
@@ -29,7 +29,7 @@ REQUIRED_COMMANDS = {
 def _module_found(module: str) -> bool:
     try:
         spec = importlib.util.find_spec(module)
-        if spec is not None and spec.submodule_search_locations is not None and module.startswith("devstack."):
+        if spec is not None and spec.submodule_search_locations is not None:
             spec = importlib.util.find_spec(module + ".__main__")  # a package runs through its __main__
         return spec is not None
     except ModuleNotFoundError:

@@ -72,7 +72,8 @@ def ledger_env(config: StackConfig, database_url: str) -> dict[str, str]:
 
 
 def standins(config: StackConfig) -> list[Service]:
-    """The services that need only their port (started side by side with the database chain)."""
+    """The services that need only their port (started side by side with the database chain): the
+    S3, issuer and ts-compile stand-ins and the capture servers (``python -m waggle_capture``)."""
     d, port, url = config.data, config.port, config.url
     svcs = [
         Service("s3", _py("devstack.s3", "--host", HOST, "--port", str(port("s3")),
@@ -90,7 +91,7 @@ def standins(config: StackConfig) -> list[Service]:
     for name in config.capture_names():
         svcs.append(Service(
             name,
-            _py("devstack.capture", "--host", HOST, "--port", str(port(name)), "--allow-private",
+            _py("waggle_capture", "--host", HOST, "--port", str(port(name)), "--allow-private",
                 "--s3-endpoint", url("s3"), "--s3-bucket", config.bucket,
                 "--s3-access-key", S3_ACCESS_KEY, "--s3-secret-key", S3_SECRET_KEY,
                 # signs when a capture asks (`signing: true`); policy optional (docs/capture-server.md)

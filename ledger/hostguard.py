@@ -7,7 +7,7 @@
 One module, two byte-identical copies: ``ledger/hostguard.py`` (canonical; edit this one) and
 ``f/waggle/hostguard.py`` (Windmill scripts may import only workspace scripts; this is a
 library script without ``main``), written by ``scripts/sync-flow-copies``. Used for seeds and discovered links (ledger), robots.txt
-fetches (flow ``plan_level``) and browser traffic (capture stand-in's forward proxy).
+fetches (flow ``plan_level``) and browser traffic (capture server's forward proxy).
 
 Policy (ARCHITECTURE.md decision 6, peers.md takeaway 10):
 

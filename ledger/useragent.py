@@ -7,7 +7,7 @@
 One module, two byte-identical copies: ``ledger/useragent.py`` (canonical; edit this one) and
 ``f/waggle/useragent.py`` (Windmill scripts may import only workspace scripts), written by
 ``scripts/sync-flow-copies``. robots.txt is fetched with :data:`USER_AGENT` (f/waggle/robots.py);
-the capture server appends :func:`suffix` to Chromium's own user agent (devstack/capture), so a
+the capture server appends :func:`suffix` to Chromium's own user agent (waggle_capture), so a
 site sees the same ``waggle/<version>`` token on both.
 """
 

@@ -1,8 +1,10 @@
-"""The ``waggle`` console script: ledger's commands, plus ``waggle dev …`` and ``waggle bench``.
+"""The ``waggle`` console script: ledger's commands, plus ``waggle capture serve``, ``waggle dev …``
+and ``waggle bench``.
 
-``ledger/`` is the product and never imports ``devstack/`` (tests/skeleton/test_imports.py);
-this module is the one place that joins them. ``devstack`` ships in the same distribution but
-its commands are mounted only when the package imports (an image may leave it out).
+``ledger/`` and ``waggle_capture/`` are the product and never import ``devstack/``
+(tests/skeleton/test_imports.py); this module is the one place that joins them. ``devstack`` and
+``waggle_capture`` ship in the same distribution, but each one's commands are mounted only when
+its package imports (an image may leave it out: the ledger's has no capture server).
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ def _mount_dev(app: typer.Typer) -> None:
     except ImportError:  # devstack not installed: the product's commands only
         return
     app.add_typer(dev_app, name="dev", help="The embedded local stack (all services on loopback).")
+
+
+def _mount_capture(app: typer.Typer) -> None:
+    try:
+        from waggle_capture.cli import app as capture_app
+    except ImportError:  # an image without the capture server (the ledger's): the other commands
+        return
+    app.add_typer(capture_app, name="capture",
+                  help="The capture server: BrowserHive v12 with waggle's extensions (docs/capture-server.md).")
 
 
 def bench(ctx: typer.Context) -> None:
@@ -57,6 +68,7 @@ def _install_bench_extra() -> None:
 
 
 app = build_app()
+_mount_capture(app)
 _mount_dev(app)
 app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(bench)
 

@@ -29,8 +29,8 @@ from typing import Any
 import anyio
 from fastapi import FastAPI, Request
 
-from devstack.restjson import accepts_json as _accepts_json
-from devstack.restjson import error_response as _error
+from waggle_capture.restjson import accepts_json as _accepts_json
+from waggle_capture.restjson import error_response as _error
 from devstack.tscompile.child import CompilerError, NodeCompiler
 from devstack.tscompile.validate import SerializationError, ValidationError, parse_request
 

@@ -393,7 +393,8 @@ def probe_browserhive(ctx: Context) -> Outcome:
         if client is not None:
             client.close()
     if problems:
-        fix = ("check the BrowserHive and Chromium containers: `docker compose ps`, `docker compose logs browserhive-1 chromium-1`"
+        fix = ("check the capture containers: `docker compose ps`, `docker compose logs capture-1`"
+               " (with the browserhive profile: `docker compose logs browserhive-1 chromium-1`)"
                if ctx.target.compose else "restart the local stack: `waggle dev down && waggle dev up`")
         return Outcome(FAIL, "; ".join(problems), fix)
     if unresolved and not ok:

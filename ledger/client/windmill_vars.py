@@ -22,7 +22,7 @@ DESCRIPTION = "set by waggle scripts/windmill-variables"
 
 # Defaults for the compose.yaml stack: service names as the Windmill workers resolve them.
 DEFAULT_API_URL = "http://ledger:7070"
-DEFAULT_ENDPOINTS = ("http://browserhive-1:50051", "http://browserhive-2:50051")
+DEFAULT_ENDPOINTS = ("http://capture-1:50051", "http://capture-2:50051")  # profile browserhive: browserhive-1, -2
 DEFAULT_TS_COMPILE_URL = "http://ts-compile:8080"
 
 

@@ -49,7 +49,7 @@ def warc_gz(url: str = "https://example.org/", body: bytes = b"<html><title>x</t
 
 def wacz_bytes(url: str = "https://example.org/", *, drop: tuple[str, ...] = (),
                tamper: str | None = None, pad_bytes: int = 0) -> bytes:
-    """A WACZ as the capture stand-in packages it (``devstack.capture.wacz.build_wacz``), then
+    """A WACZ as the capture server packages it (``waggle_capture.wacz.build_wacz``), then
     broken on request: ``drop`` members, ``tamper`` one member's bytes after hashing (the
     datapackage hash no longer matches). ``pad_bytes`` adds a stored member of that size."""
     import io
@@ -57,7 +57,7 @@ def wacz_bytes(url: str = "https://example.org/", *, drop: tuple[str, ...] = (),
     import zipfile
     from pathlib import Path
 
-    from devstack.capture.wacz import Member, build_wacz, pages_jsonl
+    from waggle_capture.wacz import Member, build_wacz, pages_jsonl
 
     with tempfile.TemporaryDirectory() as tmp:
         warc = Path(tmp) / "data.warc.gz"

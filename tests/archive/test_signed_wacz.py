@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devstack.capture.signing import SigningFailed, sign_digest
-from devstack.capture.wacz import build_wacz, pages_jsonl
+from waggle_capture.signing import SigningFailed, sign_digest
+from waggle_capture.wacz import build_wacz, pages_jsonl
 from ledger.archive.admission import admit_level
 from ledger.archive.offline import EXIT_FAILED, EXIT_UNSIGNED, EXIT_VERIFIED
 from ledger.archive.reconciler import reconcile

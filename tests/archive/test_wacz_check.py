@@ -1,7 +1,7 @@
 """The ledger's WACZ check (issue 13 item 6): a WACZ without ``pages/pages.jsonl``, without its
 CDXJ index, or whose ``datapackage.json`` does not match a file is never admitted as complete —
 on the level report's fast path nor through the reconciler — and the reason reaches
-``GET /api/crawls/{id}`` and ``waggle crawls ID``. Real WACZ files (the capture stand-in's
+``GET /api/crawls/{id}`` and ``waggle crawls ID``. Real WACZ files (the capture server's
 packager, and py-wacz), the S3 stand-in with ranged reads, real Postgres."""
 
 from __future__ import annotations

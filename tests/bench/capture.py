@@ -1,7 +1,7 @@
 """Capture server (issue 8 item 5): overhead over the page's own load, and memory over 500 captures.
 
 Parts: a static loopback page (HTML + CSS + one image), the S3 stand-in, and one
-``python -m devstack.capture`` process (its own Chromium) — the same server the local stack runs.
+``python -m waggle_capture`` process (its own Chromium) — the same server the local stack runs.
 
 * **Own load**: the same Chromium (Playwright, same flags) opens a fresh context and
   ``goto(url, wait_until="load")`` — the time the page itself needs.
@@ -169,11 +169,11 @@ async def _profile_captures(url: str, s3_server, n: int) -> tuple[float, str]:
     pyinstrument; returns (median seconds per capture, profile text)."""
     from pyinstrument import Profiler
 
-    from devstack.capture.browser import BrowserHolder
-    from devstack.capture.capture import Ctx, run_capture
-    from devstack.capture.settings import ServerSettings
-    from devstack.capture.sink import S3Sink
-    from devstack.capture.validation import validate_request
+    from waggle_capture.browser import BrowserHolder
+    from waggle_capture.capture import Ctx, run_capture
+    from waggle_capture.settings import ServerSettings
+    from waggle_capture.sink import S3Sink
+    from waggle_capture.validation import validate_request
 
     settings = ServerSettings(allow_private=True, s3_endpoint=s3_server.endpoint,
                               s3_access_key=s3_server.access_key_id, s3_secret_key=s3_server.secret_access_key)
@@ -246,7 +246,7 @@ def capture(ctx: Context) -> None:
                     if first or done == total or over:
                         time.sleep(0.5)  # let the just-closed context's memory settle the same way both times
                         rss[done] = _tree_rss_mb(proc.pid)
-                        status_at[done] = client.get(f"{base}/status").json().get("standin", {})
+                        status_at[done] = client.get(f"{base}/status").json().get("process", {})
                     if over:
                         break
                 mem_s = time.monotonic() - t_mem
@@ -265,7 +265,7 @@ def capture(ctx: Context) -> None:
     ctx.detail("capture_default_settle_s", summary(dflt))
     ctx.detail("default_settle_waited_s", summary(dflt_settle))
     ctx.detail("rss_mb", {str(k): {"server": round(v[0], 1), "tree": round(v[1], 1)} for k, v in rss.items()})
-    ctx.detail("standin_status", {str(k): v for k, v in status_at.items()})
+    ctx.detail("process_status", {str(k): v for k, v in status_at.items()})
     ctx.detail("memory_phase_s", round(mem_s, 1))
     ctx.metric("own page load (median)", own_med * 1000, "ms", note="same Chromium, fresh context, load event")
     ctx.metric("capture overhead, settle off", (statistics.median(fast) - own_med) * 1000, "ms", 300, "<=",

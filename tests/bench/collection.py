@@ -32,8 +32,8 @@ REQUESTS = 20  # per caller (the full size: 10 — the OpenFGA stand-in checks 1
 
 
 def _wacz(url: str, tmp: Path) -> bytes:
-    from devstack.capture.warc import cdxj_index
-    from devstack.capture.wacz import build_wacz, pages_jsonl
+    from waggle_capture.warc import cdxj_index
+    from waggle_capture.wacz import build_wacz, pages_jsonl
     from tests.archive.helpers import warc_gz
 
     body = f"<!doctype html><title>{url}</title><h1>{url}</h1>".encode() + b"x" * 2000

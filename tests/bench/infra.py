@@ -6,7 +6,7 @@
   store holding the waggle model;
 * :func:`webhook` — a fake Windmill run endpoint that answers 201 + a job id;
 * :func:`ledger` — ``waggle serve`` in a subprocess, configured by environment;
-* :func:`capture_server` — ``python -m devstack.capture`` writing to the S3 stand-in.
+* :func:`capture_server` — ``python -m waggle_capture`` writing to the S3 stand-in.
 """
 
 from __future__ import annotations
@@ -176,13 +176,13 @@ def stop(proc: subprocess.Popen, grace_s: float = 15) -> None:
 
 @contextlib.contextmanager
 def capture_server(s3_server: object) -> Iterator[tuple[subprocess.Popen, str]]:
-    """One ``python -m devstack.capture --allow-private`` (one Chromium) writing to ``s3_server``;
+    """One ``python -m waggle_capture --allow-private`` (one Chromium) writing to ``s3_server``;
     yields ``(process, base URL)``."""
     from devstack.serving import start_module
 
     with tempfile.TemporaryDirectory() as tmp:
         proc, base = start_module(
-            "devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
+            "waggle_capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
             "--s3-access-key", s3_server.access_key_id, "--s3-secret-key", s3_server.secret_access_key,
             tmp_dir=tmp)
         try:

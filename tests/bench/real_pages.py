@@ -1,14 +1,14 @@
 """Long real pages (issue 11 item 4): where a capture's time goes on Debian's Python 3.11 docs.
 
 Parts: ``/usr/share/doc/python3.11/html`` (package ``python3.11-doc``) served on 127.0.0.1 by a
-request-logging server, the S3 stand-in, and one ``python -m devstack.capture`` process.
+request-logging server, the S3 stand-in, and one ``python -m waggle_capture`` process.
 
 For each page of :data:`PAGES` (the docs' long documents plus a short one), with 1 s idle before
 each capture (as a crawl's delay leaves the server) and the server's default settle wait:
 
 * **crawl formats** (``wacz`` + ``links``, what ``WAGGLE_CAPTURE_FORMATS`` gives a crawl) and
   **all formats** (all six, ``fullPage``): the round trip, and the server's own per-phase timers
-  (``GET /status`` → ``standin.lastPhasesMs``): head (submit → the site's first request), load,
+  (``GET /status`` → ``process.lastPhasesMs``): head (submit → the site's first request), load,
   settle, formats, seal, WACZ, uploads, manifest, tail (the site's last request → answer) and
   ``sinceLastRequestMs``;
 * the same two **with the default page scripts** (``+autoscroll``: the catalogue's
@@ -47,7 +47,7 @@ SHORT = "copyright.html"
 PAGES = [SHORT, "contents.html", "whatsnew/3.11.html", "glossary.html", "license.html", "library/os.html"]
 ALL = {"png": True, "webp": True, "html": True, "links": True, "mhtml": True, "wacz": True}
 CRAWL = {**{k: False for k in ALL}, "links": True, "wacz": True}
-# Phases in the order the server marks them (devstack/capture/*: Run.mark); grouped for the table.
+# Phases in the order the server marks them (waggle_capture/*: Run.mark); grouped for the table.
 GROUPS = {
     "head (server)": ("wait-idle", "check-address", "browser", "open-session"),
     "load": ("load",),
@@ -137,7 +137,7 @@ def _one(client: httpx.Client, base: str, url: str, formats: dict, arrivals: lis
     if r.status_code != 200:
         raise RuntimeError(f"capture of {url} answered {r.status_code}: {r.text[:400]}")
     mine = [a for a in list(arrivals) if t <= a <= answered]
-    phases = client.get(f"{base}/status").json()["standin"]["lastPhasesMs"]
+    phases = client.get(f"{base}/status").json()["process"]["lastPhasesMs"]
     row = {"total": (answered - t) * 1000, "since_last_request": body.get("sinceLastRequestMs"),
            "head": (min(mine) - t) * 1000 if mine else None, "tail": (answered - max(mine)) * 1000 if mine else None,
            "requests": len(mine), "status": body["report"]["status"]}
@@ -160,11 +160,11 @@ async def _profile(url: str, s3_server, formats: dict) -> str:
     """One in-process capture of ``url`` (after one warm-up) under pyinstrument; the profile text."""
     from pyinstrument import Profiler
 
-    from devstack.capture.browser import BrowserHolder
-    from devstack.capture.capture import Ctx, run_capture
-    from devstack.capture.settings import ServerSettings
-    from devstack.capture.sink import S3Sink
-    from devstack.capture.validation import validate_request
+    from waggle_capture.browser import BrowserHolder
+    from waggle_capture.capture import Ctx, run_capture
+    from waggle_capture.settings import ServerSettings
+    from waggle_capture.sink import S3Sink
+    from waggle_capture.validation import validate_request
 
     s = ServerSettings(allow_private=True, s3_endpoint=s3_server.endpoint,
                        s3_access_key=s3_server.access_key_id, s3_secret_key=s3_server.secret_access_key)
@@ -197,8 +197,8 @@ async def _chromium_alone(site: str, pages: list[str], reps: int) -> dict[str, l
     time during it (ms). What a capture's load phase cannot go below."""
     from playwright.async_api import async_playwright
 
-    from devstack.capture.browser import CHROMIUM, FLAGS
-    from devstack.capture.settings import ServerSettings
+    from waggle_capture.browser import CHROMIUM, FLAGS
+    from waggle_capture.settings import ServerSettings
 
     viewport = ServerSettings().viewport
     out: dict[str, list[dict]] = {p: [] for p in pages}

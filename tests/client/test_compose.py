@@ -1,8 +1,9 @@
 """compose.yaml and the Dockerfile, checked by reading them (Docker does not run here).
 
 What is asserted is what an operator relies on: nothing published beyond loopback, every
-long-running service health-checked, the Windmill deadlock avoided with two workers, two
-BrowserHive each with its own Chromium, the ledger built from this repository and configured
+long-running service health-checked, the Windmill deadlock avoided with two workers, two of our
+capture servers built from this repository (BrowserHive, each with its own Chromium, the profile
+``browserhive``), the ledger built from this repository and configured
 only with settings it actually has, and the Windmill variables' defaults naming real services.
 """
 
@@ -20,6 +21,8 @@ import yaml
 
 from ledger.client import windmill_vars as wv
 from ledger.settings import Settings
+from tests.skeleton.test_imports import import_graph
+from waggle_capture.settings import BUILD
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,7 +69,7 @@ def test_every_published_port_is_loopback_only(services):
                 assert port.get("host_ip") == "127.0.0.1", (name, port)
             else:
                 assert re.fullmatch(r"127\.0\.0\.1:\d+:\d+(/tcp)?", str(port)), (name, port)
-    assert published >= 6  # windmill, ts-compile, s3, 2× browserhive, openfga, ledger
+    assert published >= 6  # windmill, ts-compile, s3, 2× capture, openfga, ledger
     assert all("network_mode" not in s for s in services.values())  # host networking would bypass it
 
 
@@ -107,20 +110,55 @@ def test_windmill_server_and_exactly_two_workers(services):
     assert server["ports"] == ["127.0.0.1:8000:8000"]
 
 
-def test_two_browserhive_each_with_its_own_chromium(services):
+def _default(services: dict) -> dict:
+    """The services ``docker compose up`` starts: those in no profile."""
+    return {n: s for n, s in services.items() if not s.get("profiles")}
+
+
+def test_two_capture_servers_built_from_this_repository_by_default(services):
+    captures = {n: s for n, s in _default(services).items() if n.startswith("capture")}
+    assert sorted(captures) == ["capture-1", "capture-2"]
+    serves = re.search(r'^CMD \["waggle", "capture", "serve", "--host", "0\.0\.0\.0", "--port", "(\d+)"\]$',
+                       (REPO / "Dockerfile.capture").read_text(), re.M)
+    assert serves, "Dockerfile.capture must run `waggle capture serve` on all interfaces"
+    for name, svc in captures.items():
+        assert svc["build"] == {"context": ".", "dockerfile": "Dockerfile.capture"}, name
+        env = _env(svc)
+        assert urlsplit(env["BROWSERHIVE_S3_ENDPOINT"]).hostname == "seaweedfs"
+        assert env["BROWSERHIVE_S3_BUCKET"] == "browserhive"
+        assert svc["depends_on"]["seaweedfs"]["condition"] == "service_healthy"
+        assert str(svc["ports"][0]).endswith(f":{serves[1]}"), name  # published: the port it serves
+        assert f"127.0.0.1:{serves[1]}/status" in " ".join(svc["healthcheck"]["test"]), name
+        assert svc.get("shm_size") and svc.get("mem_limit"), name  # one Chromium inside each
+    # the flow's default endpoints are these two (scripts/windmill-variables)
+    assert [urlsplit(u).hostname for u in wv.DEFAULT_ENDPOINTS] == ["capture-1", "capture-2"]
+    assert not any("browserhive" in s.get("image", "") or "chromium" in n for n, s in _default(services).items())
+
+
+def test_browserhive_is_the_profile_alternative_each_with_its_own_chromium(services):
     hives = {n: s for n, s in services.items() if n.startswith("browserhive")}
     assert len(hives) == 2
     browsers = set()
     for name, svc in hives.items():
+        assert svc["profiles"] == ["browserhive"], name
         env = _env(svc)
         chromium = urlsplit(env["BROWSERHIVE_BROWSER_URL"]).hostname
         assert chromium in services and "chromium" in chromium
+        assert services[chromium]["profiles"] == ["browserhive"]
         assert svc["depends_on"][chromium]["condition"] == "service_healthy"
         browsers.add(chromium)
         s3 = urlsplit(env["BROWSERHIVE_S3_ENDPOINT"]).hostname
         assert s3 == "seaweedfs" and env["BROWSERHIVE_S3_FORCE_PATH_STYLE"] == "true"
         assert env["BROWSERHIVE_S3_BUCKET"] == "browserhive"
+        # the BrowserHive release whose contract our capture server implements
+        assert _expand(svc["image"]).endswith(f"/browserhive:{BUILD['version']}"), svc["image"]
     assert len(browsers) == 2
+
+
+def test_host_ports_are_unique_across_profiles(services):
+    """``--profile browserhive`` starts beside the default services: no published port twice."""
+    host_ports = [str(p).rsplit(":", 1)[0] for s in services.values() for p in s.get("ports", [])]
+    assert len(host_ports) == len(set(host_ports)), host_ports
 
 
 def test_the_ledger_is_built_from_this_repository(services):
@@ -215,6 +253,58 @@ def test_dockerfile_and_dockerignore():
             assert (REPO / path).exists() or path == "README.md", f"Dockerfile copies missing {path}"
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {".git", ".venv", ".env", "**/node_modules"} <= set(ignored)
+
+
+def _dockerignored(path: str) -> bool:
+    """Whether .dockerignore keeps ``path`` out of the build context (last matching line wins;
+    a line matches the path or one of its parent directories)."""
+    import fnmatch
+
+    parts = path.split("/")
+    excluded = False
+    for line in (REPO / ".dockerignore").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negate, pattern = line.startswith("!"), line.lstrip("!").removeprefix("**/")
+        if any(fnmatch.fnmatch("/".join(parts[i:j]), pattern) for j in range(1, len(parts) + 1)
+               for i in range(0, j if line.lstrip("!").startswith("**/") else 1)):
+            excluded = not negate
+    return excluded
+
+
+def test_capture_dockerfile_runs_debians_chromium_and_copies_what_it_imports():
+    text = (REPO / "Dockerfile.capture").read_text()
+    froms = re.findall(r"^FROM (\S+)", text, re.M)
+    assert froms and all(f.startswith("docker.io/library/python:3.11-slim-bookworm") for f in froms)
+    assert re.search(r"apt-get install -y --no-install-recommends chromium\b", text)  # Debian's Chromium
+    assert re.search(r"^ENV .*PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1", text, re.M | re.S)
+    assert "playwright install" not in text and "[dev" not in text
+    assert '[capture]"' in text  # the wheel with its capture extra (pyproject.toml)
+    user = re.findall(r"^USER (\S+)$", text, re.M)
+    assert user and user[-1] not in ("root", "0")
+    assert re.search(r"^EXPOSE 50051$", text, re.M)
+    copied = []
+    for src in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
+        for path in src.split():
+            assert (REPO / path).exists(), f"Dockerfile.capture copies missing {path}"
+            assert not _dockerignored(path), f".dockerignore keeps {path} out of the build context"
+            copied.append(path)
+    # the flow modules waggle_capture imports, directly or through one another, are all copied
+    graph, todo, needed = import_graph(), [m for m in import_graph() if m.startswith("waggle_capture")], set()
+    while todo:
+        for dst in graph.get(todo.pop(), ()):
+            if dst.startswith("f.") and dst not in needed:
+                needed.add(dst)
+                todo.append(dst)
+    assert needed, "waggle_capture imports no flow module any more: drop the COPY of f/ files"
+    assert sorted(m.replace(".", "/") + ".py" for m in needed) == sorted(p for p in copied if p.startswith("f/"))
+
+
+def test_dockerignore_reading_can_fail():
+    assert _dockerignored("tests/x.py") and _dockerignored("f/waggle/plan_level.py")
+    assert _dockerignored("ledger/__pycache__/x.pyc") and not _dockerignored("ledger/cli.py")
+    assert not _dockerignored("f/waggle/robots.py")
 
 
 # The image installs the project without [dev]: these modules are absent there. One process

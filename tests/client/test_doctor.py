@@ -57,7 +57,7 @@ def runner(tmp_path_factory) -> Iterator[Runner]:
 
 @pytest.fixture(scope="module")
 def capture_url(s3_server, tmp_path_factory) -> Iterator[str]:
-    proc, url = start_module("devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
+    proc, url = start_module("waggle_capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
                              tmp_dir=tmp_path_factory.mktemp("capture"))
     try:
         yield url
@@ -217,7 +217,7 @@ def test_browserhive_problems_are_named_per_endpoint(healthy, runner, capture_ur
     assert f"{down}: connection refused" in outcome.detail
     assert f"{wrong_url}/status → http=415" in outcome.detail
     assert capture_url not in outcome.detail
-    assert "docker compose logs browserhive-1" in outcome.fix
+    assert "docker compose logs capture-1" in outcome.fix and "docker compose logs browserhive-1" in outcome.fix
 
 
 def test_container_only_names_are_not_checked_and_do_not_block(healthy, runner):

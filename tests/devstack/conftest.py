@@ -38,10 +38,10 @@ FAST_SETTLE = '{"minMs": 100, "maxMs": 2000, "quietMs": 200, "networkConcurrency
 
 @pytest.fixture(scope="session")
 def capture_server(s3_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One ``python -m devstack.capture --allow-private`` (one Chromium) writing to ``s3_server``;
+    """One ``python -m waggle_capture --allow-private`` (one Chromium) writing to ``s3_server``;
     fault knobs settable through ``PUT /faults``."""
     proc, url = start_module(
-        "devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint, "--faults-endpoint",
+        "waggle_capture", "--allow-private", "--s3-endpoint", s3_server.endpoint, "--faults-endpoint",
         "--settle", FAST_SETTLE, tmp_dir=tmp_path_factory.mktemp("capture"))
     try:
         yield url

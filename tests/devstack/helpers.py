@@ -17,11 +17,11 @@ ONLY_WACZ = {"png": False, "webp": False, "html": False, "links": False, "mhtml"
 
 @contextlib.contextmanager
 def capture_server_process(s3_server, tmp_dir, *args: str) -> Iterator[str]:
-    """One ``python -m devstack.capture`` writing to ``s3_server`` with ``args``; its URL for the
+    """One ``python -m waggle_capture`` writing to ``s3_server`` with ``args``; its URL for the
     block, terminated after."""
     from devstack.serving import start_module
 
-    proc, url = start_module("devstack.capture", "--s3-endpoint", s3_server.endpoint, *args, tmp_dir=tmp_dir)
+    proc, url = start_module("waggle_capture", "--s3-endpoint", s3_server.endpoint, *args, tmp_dir=tmp_dir)
     try:
         yield url
     finally:

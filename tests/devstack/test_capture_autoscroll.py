@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from devstack.capture.scrollhooks import HOOKS_JS
+from waggle_capture.scrollhooks import HOOKS_JS
 from tests.devstack.helpers import ONLY_WACZ, capture, cdxj_lines, s3_get, script, wacz_members
 from tests.devstack.site import tiny_png
 

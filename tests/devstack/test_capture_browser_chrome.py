@@ -1,4 +1,4 @@
-"""Contexts without browser chrome (devstack/capture/browser.py ``QUIET_FEATURES``): Chromium
+"""Contexts without browser chrome (waggle_capture/browser.py ``QUIET_FEATURES``): Chromium
 builds a WebUI omnibox popup for every new context's window, in a renderer of its own, unless
 those features are disabled — and the disabling must keep Playwright's own list (Chromium reads
 only the last ``--disable-features``). Real Chromium."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from devstack.capture import browser as browser_module
-from devstack.capture.browser import (CHROMIUM, DISABLE_FEATURES, QUIET_FEATURES, BrowserHolder,
+from waggle_capture import browser as browser_module
+from waggle_capture.browser import (CHROMIUM, DISABLE_FEATURES, QUIET_FEATURES, BrowserHolder,
                                       launched_disable_features, merged_disable_features)
 
 

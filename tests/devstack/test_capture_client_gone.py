@@ -1,4 +1,4 @@
-"""A client that goes away while its capture waits for its turn (devstack/capture/abandon.py,
+"""A client that goes away while its capture waits for its turn (waggle_capture/abandon.py,
 docs/capture-server.md "When the client disconnects"), against the real server, real Chromium
 and the loopback test site: the capture ends without its page ever being requested, its seal
 answers with nothing sent, and the server takes the next capture normally."""

@@ -1,4 +1,4 @@
-"""Capture stand-in: the wire contract of BrowserHive v12 (contracts.md §A, §B.1, §D.3)."""
+"""Capture server: the wire contract of BrowserHive v12 (contracts.md §A, §B.1, §D.3)."""
 
 from __future__ import annotations
 
@@ -158,27 +158,27 @@ def test_fault_refuse_with_500(capture_server, test_site):
 
 
 def test_crashed_browser_is_relaunched(capture_server, test_site):
-    launches = httpx.get(f"{capture_server}/status").json()["standin"]["launches"]
+    launches = httpx.get(f"{capture_server}/status").json()["process"]["launches"]
     with faults(capture_server, crash_browser=True):
         rep = capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY).json()["report"]
     assert rep["status"] == "success"
     status = httpx.get(f"{capture_server}/status").json()
-    assert status["standin"]["launches"] == launches + 1
+    assert status["process"]["launches"] == launches + 1
     assert status["browser"]["connected"] is True and status["browser"]["version"].startswith("Chrome/")
 
 
-def _standin(server: str) -> dict:
-    return httpx.get(f"{server}/status").json()["standin"]
+def _process(server: str) -> dict:
+    return httpx.get(f"{server}/status").json()["process"]
 
 
 def test_browser_is_recycled_every_n_captures(capture_server, test_site):
     with faults(capture_server, recycle_every=2):
         ok = [capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY).json()["report"]["status"]]
-        st = _standin(capture_server)  # ≥ 1 capture on this browser now
+        st = _process(capture_server)  # ≥ 1 capture on this browser now
         ok.append(capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY).json()["report"]["status"])
-        mid = _standin(capture_server)
+        mid = _process(capture_server)
         ok.append(capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY).json()["report"]["status"])
-        end = _standin(capture_server)
+        end = _process(capture_server)
     assert ok == ["success"] * 3
     # Exactly one relaunch within two captures once the browser has done ≥ 1, and the
     # counter restarts with it.
@@ -187,11 +187,11 @@ def test_browser_is_recycled_every_n_captures(capture_server, test_site):
 
 
 def test_browser_is_recycled_above_the_rss_bound(capture_server, test_site):
-    st = _standin(capture_server)
+    st = _process(capture_server)
     with faults(capture_server, max_rss_mb=1.0):  # any live Chromium is above 1 MiB
         rep = capture(capture_server, url=test_site.url("/other"), captureFormats=HTML_ONLY).json()["report"]
     assert rep["status"] == "success"
-    assert _standin(capture_server)["recycles"] == st["recycles"] + 1
+    assert _process(capture_server)["recycles"] == st["recycles"] + 1
 
 
 def test_task_budget_ends_a_hanging_capture(capture_server, test_site, s3_server):
@@ -225,6 +225,9 @@ def test_status_shape(capture_server):
     st = httpx.get(f"{capture_server}/status").json()
     assert st["busy"] is False and st["browser"]["connected"] is True
     assert set(st["build"]) == {"version", "revision", "buildTime"}
+    assert st["build"]["version"] == "12.0.1" and st["build"]["revision"] == "waggle-capture"
+    # this process's counters; `standin` is their name before decision 251, kept for old readers
+    assert {"captures", "launches", "recycles", "lastPhasesMs"} <= set(st["process"]) and st["standin"] == st["process"]
     assert st["limits"] == {"maxResponseBytes": 20971520, "maxTaskBytes": 209715200, "maxPendingRequests": 5000}
     assert st["defaultUrlPolicies"] == [] and st["defaultContentTypePolicies"] == []
     r = httpx.delete(f"{capture_server}/captures")
@@ -309,16 +312,16 @@ def test_shared_session_keeps_cookies_across_captures(capture_server, test_site,
 
 
 def test_isolated_capture_on_the_prepared_context_is_fresh(capture_server, test_site, s3_server):
-    """The context prepared between captures (devstack/capture/spare.py) is a new one: the cookie
+    """The context prepared between captures (waggle_capture/spare.py) is a new one: the cookie
     an isolated capture got is not sent by the next, which started on that prepared context."""
     from tests.devstack.helpers import warc_records
 
     with faults(capture_server, recycle_every=10_000, max_rss_mb=1e9):  # no relaunch in between
         first = capture(capture_server, url=test_site.url("/page"), captureFormats=ONLY_WACZ).json()["report"]
-        taken = _standin(capture_server)["sparesTaken"]
+        taken = _process(capture_server)["sparesTaken"]
         rep = capture(capture_server, url=test_site.url("/other"), captureFormats=ONLY_WACZ).json()["report"]
     assert first["status"] == rep["status"] == "success"
-    assert _standin(capture_server)["sparesTaken"] == taken + 1
+    assert _process(capture_server)["sparesTaken"] == taken + 1
     recs = warc_records(wacz_members(s3_get(s3_server, rep["artifacts"]["wacz"]))["archive/data.warc.gz"])
     (req,) = [r for r, _ in recs if r.rec_type == "request" and r.rec_headers.get_header("WARC-Target-URI") == test_site.url("/other")]
     assert req.http_headers.get_header("Cookie") is None
@@ -357,7 +360,7 @@ def test_a_closing_context_cannot_reach_a_site_during_the_next_capture(capture_s
 @pytest.mark.fault
 def test_c10_crash_during_upload_leaves_no_manifest(s3_server, test_site, tmp_path):
     """Knob for case C10: the process dies after the first artifact upload, before the manifest."""
-    proc, url = start_module("devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
+    proc, url = start_module("waggle_capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
                              "--settle", FAST_SETTLE, "--fault-crash-during-upload", "--s3-key-prefix", "c10",
                              tmp_dir=tmp_path)
     try:

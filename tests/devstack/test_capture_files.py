@@ -1,4 +1,4 @@
-"""Real-web cases of the capture stand-in, with real Chromium and real WACZ files (issue 13 items
+"""Real-web cases of the capture server, with real Chromium and real WACZ files (issue 13 items
 3, 4, 7; issue 17 items 2, 3): files and downloads as main documents, honest ``completeness``,
 ``finalUrl`` after HTTP and script redirects, and no WebRTC datagram past the proxy."""
 
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from devstack.capture.browser import FLAGS, WEBRTC_POLICY
+from waggle_capture.browser import FLAGS, WEBRTC_POLICY
 from tests.devstack.helpers import ONLY_WACZ, capture, s3_get, wacz_members, warc_records
 from tests.devstack.hostile_site import BIG_BYTES, CSV, PDF_BYTES, HostileSite
 
@@ -169,8 +169,8 @@ def test_pending_long_poll_makes_the_archive_incomplete_and_does_not_stretch_the
 
 
 def test_many_missing_bodies_are_capped_and_counted():
-    from devstack.capture.policies import Policies
-    from devstack.capture.recorder import MISSING_CAP, Exchange, Recorder
+    from waggle_capture.policies import Policies
+    from waggle_capture.recorder import MISSING_CAP, Exchange, Recorder
     from datetime import datetime, timezone
 
     rec = Recorder(Policies([], []), 10, 10)
@@ -287,7 +287,7 @@ def test_webrtc_policy_flag_is_what_stops_the_datagrams(site):
 
 def test_a_redirect_loop_is_ended_after_a_few_same_host_hops(capture_server, site):
     """Chromium follows a loop's 20 redirects without a gap; the capture server ends the chain
-    after 5 hops to the same host (devstack.capture.redirectloop): the site gets a few requests,
+    after 5 hops to the same host (waggle_capture.redirectloop): the site gets a few requests,
     not 21, and the answer is the loop's as before (Chromium's words)."""
     before = site.hits["/loop"]
     url = site.url("/loop")

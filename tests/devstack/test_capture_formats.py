@@ -1,6 +1,6 @@
 """Page formats: ``.links.json`` bytes as ``json.dumps(indent=2)`` writes them (spliced from the
 page's own JSON text), valid UTF-8 whatever the link texts; with ``fullPage`` the shots and the
-DOM serialisations taken together still give every format, in order (devstack/capture/formats.py)."""
+DOM serialisations taken together still give every format, in order (waggle_capture/formats.py)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_full_page_all_formats_in_order(capture_server, test_site, s3_server):
 def test_together_cancels_the_rest_and_raises_the_first_failure_as_it_is():
     import asyncio
 
-    from devstack.capture.formats import together
+    from waggle_capture.formats import together
 
     cancelled = []
 

@@ -1,4 +1,4 @@
-"""The hold rule of extension ``holdAfter`` (devstack/capture/holds.py) on the event loop, with a
+"""The hold rule of extension ``holdAfter`` (waggle_capture/holds.py) on the event loop, with a
 previous capture whose proxy's last byte and seal the test moves: the held navigation starts
 before the previous seal once its estimate is due, a later byte moves it, and the proxy's release
 waits for the seal and the gap from the truly last byte. Real timers; bounds are the rule's own."""
@@ -9,8 +9,8 @@ import asyncio
 import time
 from types import SimpleNamespace
 
-from devstack.capture.holds import Hold
-from devstack.capture.seals import Seal
+from waggle_capture.holds import Hold
+from waggle_capture.seals import Seal
 
 GAP, LEAD = 0.3, 0.15
 

@@ -9,8 +9,8 @@ import gzip
 import httpx
 import pytest
 
-from devstack.capture import errorbodies, names, proxystatus
-from devstack.capture.proxy import GuardedProxy, checked_addresses
+from waggle_capture import errorbodies, names, proxystatus
+from waggle_capture.proxy import GuardedProxy, checked_addresses
 from ledger.hostguard import HostRefused
 
 

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from devstack.capture.retryafter import CAP_S, delay_s
+from waggle_capture.retryafter import CAP_S, delay_s
 from f.waggle import pipeline
 from f.waggle.crawl_host import HttpEndpoint, capture_host
 from tests.devstack.helpers import ONLY_WACZ

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from devstack.capture.revisits import payload_digest
+from waggle_capture.revisits import payload_digest
 from tests.devstack.helpers import ALL_FORMATS, capture, s3_get, wacz_members, warc_records
 
 BIG = b"<html><body>" + b"x" * 300_000 + b"</body></html>"  # the test site's /big

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import struct
 
-from devstack.capture.formats import FULL_PAGE_MAX_CSS_PX
+from waggle_capture.formats import FULL_PAGE_MAX_CSS_PX
 from tests.devstack.helpers import ALL_FORMATS, capture, s3_get, wacz_members
 
 VIEWPORT = {"width": 400, "height": 300}

@@ -55,7 +55,7 @@ def test_requests_after_the_seal_are_refused_and_listed_and_the_formats_come_out
     after = report["afterSeal"]
     assert after["refused"] >= 1 and len(after["urls"]) == min(after["refused"], 20)
     assert all("/ping?" in u for u in after["urls"])
-    phases = list(httpx.get(f"{capture_server}/status").json()["standin"]["lastPhasesMs"])
+    phases = list(httpx.get(f"{capture_server}/status").json()["process"]["lastPhasesMs"])
     assert phases.index("seal") < phases.index("page-formats") < phases.index("package-wacz")
     # no ping arrived at the site after the seal (the page kept asking while the formats were taken);
     # a ping forwarded before the seal and cut by it may be handled late under load: its connection
@@ -86,7 +86,7 @@ def test_without_the_field_the_formats_come_before_the_seal(capture_server, test
     report = r.json()["report"]
     assert report["status"] == "success", report
     assert "afterSeal" not in report
-    phases = list(httpx.get(f"{capture_server}/status").json()["standin"]["lastPhasesMs"])
+    phases = list(httpx.get(f"{capture_server}/status").json()["process"]["lastPhasesMs"])
     assert phases.index("page-formats") < phases.index("seal")
 
 

@@ -154,7 +154,7 @@ def test_start_after_delays_the_first_request_not_less(capture_server, test_site
     head = _first_arrival(test_site, "/other", sent) - sent
     assert head >= 1.5, head
     assert head - 1.5 < max(1.0, 3 * plain_head), (head, plain_head)  # prepared during the wait
-    phases = httpx.get(f"{capture_server}/status").json()["standin"]["lastPhasesMs"]
+    phases = httpx.get(f"{capture_server}/status").json()["process"]["lastPhasesMs"]
     assert phases["start-after"] >= 0.5 * 1500  # the wait is its own phase, after the session opened
 
 
@@ -164,7 +164,7 @@ def test_the_navigation_starts_early_and_the_proxy_holds_its_first_request(captu
     r, sent, _ = _post(capture_server, url=test_site.url("/other"), captureFormats=ONLY_WACZ, startAfterMs=1500)
     assert r.status_code == 200 and r.json()["report"]["status"] == "success", r.text
     assert _first_arrival(test_site, "/other", sent) - sent >= 1.5
-    phases = httpx.get(f"{capture_server}/status").json()["standin"]["lastPhasesMs"]
+    phases = httpx.get(f"{capture_server}/status").json()["process"]["lastPhasesMs"]
     released = sum(ms for name, ms in phases.items() if name in (
         "wait-idle", "check-address", "browser", "open-session", "start-after"))
     assert released < 1500, phases  # the navigation was released before the wait ended

@@ -1,4 +1,4 @@
-"""The settle wait's clocks (devstack/capture/settle.py; issue 11): ``minMs`` runs from the page's
+"""The settle wait's clocks (waggle_capture/settle.py; issue 11): ``minMs`` runs from the page's
 load event as the page dated it, and the quiet window dates a request's end by the proxy's last
 byte when the browser's event came later. Real Chromium for the load date; the quiet rule is
 pure."""
@@ -9,7 +9,7 @@ import asyncio
 import time
 from types import SimpleNamespace
 
-from devstack.capture.settle import loaded_at, quiet_since
+from waggle_capture.settle import loaded_at, quiet_since
 
 
 def test_the_load_is_dated_between_the_navigation_start_and_its_return(test_site):

@@ -27,7 +27,7 @@ def signing_server(s3_server, tmp_path, stack, policy: str, token: str):
     env = {**os.environ, "BROWSERHIVE_SIGNING_TOKEN": token}
     from devstack.serving import start_module
 
-    proc, url = start_module("devstack.capture", "--s3-endpoint", s3_server.endpoint, "--allow-private",
+    proc, url = start_module("waggle_capture", "--s3-endpoint", s3_server.endpoint, "--allow-private",
                              "--settle", FAST_SETTLE, "--signing-url", signing.sign_url(stack.config),
                              "--signing-policy", policy, "--signing-trusted-roots", str(stack.trusted_roots),
                              tmp_dir=tmp_path, env=env)
@@ -44,7 +44,7 @@ def test_without_a_signer_signing_true_is_refused_with_the_reason(capture_server
 
 
 def test_policy_required_needs_a_signing_url():
-    done = subprocess.run([sys.executable, "-m", "devstack.capture", "--port", "0", "--signing-policy", "required"],
+    done = subprocess.run([sys.executable, "-m", "waggle_capture", "--port", "0", "--signing-policy", "required"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--signing-policy required needs --signing-url" in done.stderr
 

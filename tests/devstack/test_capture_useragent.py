@@ -1,4 +1,4 @@
-"""The user agent a site sees (devstack/capture/useragent.py): Chromium's, ``HeadlessChrome``
+"""The user agent a site sees (waggle_capture/useragent.py): Chromium's, ``HeadlessChrome``
 written ``Chrome``, with waggle's product token and info URL appended, on the document, its
 subresources and a worker's requests — the same product token robots.txt is fetched with."""
 
@@ -8,8 +8,8 @@ import re
 
 import httpx
 
-from devstack.capture.__main__ import parse_args
-from devstack.capture.useragent import page_user_agent
+from waggle_capture.__main__ import parse_args
+from waggle_capture.useragent import page_user_agent
 from f.waggle.robots import fetch_robots
 from ledger.useragent import suffix
 from tests.devstack.helpers import ONLY_WACZ, capture

@@ -1,4 +1,4 @@
-"""Capture stand-in archives: a real capture of the local test site makes a valid, complete,
+"""Capture server archives: a real capture of the local test site makes a valid, complete,
 replayable WACZ (issue 5; cases C8, C9; contracts.md §B.3–§B.6)."""
 
 from __future__ import annotations

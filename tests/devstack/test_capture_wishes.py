@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from devstack.capture.domquiet import MAX_MS, QUIET_MS
-from devstack.capture.robotsmeta import NOARCHIVE_MESSAGE, combine, directives, header_for_us, meta_for_us
+from waggle_capture.domquiet import MAX_MS, QUIET_MS
+from waggle_capture.robotsmeta import NOARCHIVE_MESSAGE, combine, directives, header_for_us, meta_for_us
 from tests.devstack.helpers import capture
 
 FORMATS = {"png": False, "webp": False, "html": False, "links": True, "mhtml": False, "wacz": True}
@@ -216,7 +216,7 @@ def test_a_link_due_after_the_bound_is_not_waited_for(capture_server, site):
 
 def test_the_wait_is_a_phase_of_the_capture(capture_server, site):
     _capture(capture_server, site.url + "/late")
-    phases = httpx.get(f"{capture_server}/status").json()["standin"]["lastPhasesMs"]
+    phases = httpx.get(f"{capture_server}/status").json()["process"]["lastPhasesMs"]
     assert "dom-quiet" in phases and phases["dom-quiet"] >= 500, phases
     order = list(phases)
     assert order.index("dom-quiet") < order.index("seal")

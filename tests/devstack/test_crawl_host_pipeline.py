@@ -23,12 +23,12 @@ PAGES = ("/a", "/b", "/c")
 
 @pytest.fixture(scope="module")
 def servers(s3_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    """Two ``python -m devstack.capture`` processes with the server's default settle (started
+    """Two ``python -m waggle_capture`` processes with the server's default settle (started
     side by side: each start-up mostly waits for its Chromium)."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(i: int):
-        return start_module("devstack.capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
+        return start_module("waggle_capture", "--allow-private", "--s3-endpoint", s3_server.endpoint,
                             tmp_dir=tmp_path_factory.mktemp(f"capture-{i}"))
 
     with ThreadPoolExecutor(2) as pool:
@@ -95,7 +95,7 @@ def test_negotiated_endpoints_pipeline_and_keep_the_delay(servers):
 
 def seal_first(server: str) -> bool:
     """Whether the server's last capture sealed its page's network before taking the formats."""
-    phases = list(httpx.get(f"{server}/status").json()["standin"]["lastPhasesMs"])
+    phases = list(httpx.get(f"{server}/status").json()["process"]["lastPhasesMs"])
     if not phases:  # no capture here yet: held captures stay on the server of the previous one
         return True
     return phases.index("seal") < phases.index("title-links")

@@ -1,7 +1,7 @@
 """``waggle replay`` (issue 15): archives downloaded through signed URLs and served by pywb on
 loopback, from pywb's own environment; a captured page comes back byte-identical.
 
-The WACZ is a real capture of the local test site by the capture stand-in (Chromium). pywb's
+The WACZ is a real capture of the local test site by the capture server (Chromium). pywb's
 environment is created once per machine for the tests (``$TMPDIR/waggle-replay-venv-<pins>``,
 about a minute the first time; PyPI) — the same code path as a user's first ``waggle replay``.
 """

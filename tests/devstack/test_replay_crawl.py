@@ -3,7 +3,7 @@ so a link from one captured page to another replays; a page the crawl did not ca
 "not found" — and pywb's environment is created robustly at first use (issue 30 item 7).
 
 The crawl is a chain index → a → b (→ c, not captured), one WACZ per page as the capture
-stand-in packages them (``devstack.capture.wacz``); a fake ledger answers the crawl lookup and
+stand-in packages them (``waggle_capture.wacz``); a fake ledger answers the crawl lookup and
 its collection, whose members' signed URLs it serves itself.
 """
 
@@ -39,8 +39,8 @@ def chain_html(title: str, link: str) -> bytes:
 
 
 def page_wacz(url: str, body: bytes, tmp: Path) -> bytes:
-    from devstack.capture.warc import cdxj_index
-    from devstack.capture.wacz import build_wacz, pages_jsonl
+    from waggle_capture.warc import cdxj_index
+    from waggle_capture.wacz import build_wacz, pages_jsonl
 
     warc = tmp / "data.warc.gz"
     warc.write_bytes(warc_gz(url, body))

@@ -1,6 +1,6 @@
 """Fault: BrowserHive slower than the flow's deadline (case C14's shape at the capture call).
 
-A real capture stand-in (Chromium) holds every capture ``--fault-slow-ms`` longer than the
+A real capture server (Chromium) holds every capture ``--fault-slow-ms`` longer than the
 deadline given to the flow's own ``HttpEndpoint``; ``crawl_host.capture_host`` must end each
 page as a failure naming the deadline — promptly, without hanging, without marking the
 endpoint down (no ``ServerUnavailable``), and the next page still goes to that endpoint.
@@ -32,7 +32,7 @@ def test_captures_slower_than_the_deadline_fail_the_page_not_the_level(s3_server
     (root / "b.html").write_text("<!doctype html><title>b</title>b")
     site = Site(root, "User-agent: *\nAllow: /\n")
     proc, url = start_module(
-        "devstack.capture", "--allow-private", "--fault-slow-ms", str(SLOW_MS),
+        "waggle_capture", "--allow-private", "--fault-slow-ms", str(SLOW_MS),
         "--s3-endpoint", s3_server.endpoint, "--s3-bucket", s3_server.bucket,
         "--s3-access-key", s3_server.access_key_id, "--s3-secret-key", s3_server.secret_access_key,
         tmp_dir=tmp_path, timeout_s=120,

@@ -1,5 +1,5 @@
 """The guard is applied where the design says: ledger seeds and links, the flow's robots.txt
-fetch, the capture stand-in's egress. Each check fails if a call site stops using the guard."""
+fetch, the capture server's egress. Each check fails if a call site stops using the guard."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_flow_robots_fetch_is_guarded(local_server):
 
 
 def test_capture_egress_is_guarded():
-    from devstack.capture.proxy import checked_addresses
+    from waggle_capture.proxy import checked_addresses
 
     with pytest.raises(HostRefused):
         checked_addresses("127.0.0.1", 80, allow_private=False)

@@ -147,11 +147,11 @@ LAZY_PAGE = """<!doctype html><html><body style="margin:0">
 
 
 def run_in_chromium(js: str, budget_ms: int, options: dict | None = None, content: str = LAZY_PAGE) -> tuple[list, int]:
-    """Run a behavior the way the capture stand-in does (its __bh runtime, CDP evaluate with
+    """Run a behavior the way the capture server does (its __bh runtime, CDP evaluate with
     awaitPromise) on a page that grows while scrolled; returns (reports, chunks loaded)."""
     from playwright.sync_api import sync_playwright
 
-    from devstack.capture.behaviors import RUNTIME_JS
+    from waggle_capture.behaviors import RUNTIME_JS
 
     flags = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
              "--disable-sync", "--no-first-run", "--disable-quic"]

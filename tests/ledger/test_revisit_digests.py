@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from devstack.capture.recorder import Exchange
-from devstack.capture.revisits import Revisits, payload_digest
-from devstack.capture.wacz import build_wacz, pages_jsonl
-from devstack.capture.warc import cdxj_index, write_warc
+from waggle_capture.recorder import Exchange
+from waggle_capture.revisits import Revisits, payload_digest
+from waggle_capture.wacz import build_wacz, pages_jsonl
+from waggle_capture.warc import cdxj_index, write_warc
 from ledger.archive.admission import admit_many, check_archives
 from ledger.archive.digests import referred_archives
 from ledger.archive.manifest import read_manifest

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from devstack.capture.wacz import build_wacz, pages_jsonl
+from waggle_capture.wacz import build_wacz, pages_jsonl
 from ledger.archive.admission import admit_level
 from tests.archive.helpers import manifest, put_json
 

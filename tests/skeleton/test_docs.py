@@ -90,8 +90,8 @@ def test_every_decision_names_a_test_and_is_in_the_index() -> None:
 
 def test_politeness_counts_the_requests_a_redirect_loop_sends() -> None:
     """docs/politeness.md says what the site receives when a same-host redirect chain is ended: the
-    first request and every hop up to the one that ends it (devstack/capture/redirectloop.py)."""
-    from devstack.capture.redirectloop import MAX_SAME_HOST_HOPS
+    first request and every hop up to the one that ends it (waggle_capture/redirectloop.py)."""
+    from waggle_capture.redirectloop import MAX_SAME_HOST_HOPS
 
     hops = MAX_SAME_HOST_HOPS + 1  # the hop that ends the chain was already sent
     text = " ".join((REPO / "docs" / "politeness.md").read_text().split())

@@ -1,7 +1,8 @@
 """The import graph of the project's own modules, read statically (ast) from every file.
 
-Two rules: the product (``ledger/``) never imports the local stack (``devstack/``) — the
-``waggle`` entry module (``waggle/cli.py``) is where they meet — and no module imports itself
+Two rules: the product (``ledger/`` and the capture server ``waggle_capture/``) never imports the
+local stack (``devstack/``) — the ``waggle`` entry module (``waggle/cli.py``) is where they meet —
+and no module imports itself
 back through others (a cycle), counting imports inside functions too: a deferred import only
 hides a cycle until the day someone moves it to the top.
 """
@@ -12,7 +13,8 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("ledger", "devstack", "waggle", "f")
+PACKAGES = ("ledger", "devstack", "waggle", "waggle_capture", "f")
+PRODUCT = ("ledger", "waggle_capture")  # each installs and runs without devstack/ (its own image)
 
 
 def _module_name(path: Path) -> str:
@@ -93,9 +95,10 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_product_never_imports_the_local_stack() -> None:
     graph = import_graph()
-    offending = sorted(f"{src} imports {dst}" for src, dsts in graph.items() if src.split(".")[0] == "ledger"
+    offending = sorted(f"{src} imports {dst}" for src, dsts in graph.items() if src.split(".")[0] in PRODUCT
                        for dst in dsts if dst.split(".")[0] == "devstack")
-    assert not offending, "ledger/ must not import devstack/ (mount dev commands in waggle/cli.py):\n" + "\n".join(offending)
+    assert not offending, ("ledger/ and waggle_capture/ must not import devstack/ (mount dev commands in "
+                           "waggle/cli.py):\n" + "\n".join(offending))
 
 
 def test_no_import_cycles_among_the_projects_modules() -> None:
@@ -107,7 +110,22 @@ def test_the_checks_see_what_they_must() -> None:
     """The graph is read right: the known edges exist, and a planted cycle is found."""
     graph = import_graph()
     assert "ledger.cli" in graph["waggle.cli"] and "devstack.cli" in graph["waggle.cli"]
+    assert "waggle_capture.cli" in graph["waggle.cli"]
+    assert "ledger.hostguard" in graph["waggle_capture.proxy"]  # the capture server's modules are read
+    assert "waggle_capture.serving" in graph["devstack.serving"]
     assert "f.waggle.common" in graph["f.waggle.plan_level"]
     assert "f.waggle.hostguard" in graph["f.waggle.plan_level"]  # a deferred import counts
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_capture_server_lives_in_waggle_capture_only() -> None:
+    """Decision 251 moved ``devstack/capture`` to ``waggle_capture``: a file merged in at the old
+    place, or code naming the old module, would run nowhere (or run a stale copy)."""
+    old = REPO / "devstack" / "capture"
+    assert not (old.exists() and list(old.rglob("*.py"))), f"move {old}/*.py to waggle_capture/"
+    stale = sorted(f"{path.relative_to(REPO)}" for path in project_modules().values()
+                   if "devstack.capture" in path.read_text())
+    stale += sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("*.py")
+                    if p != Path(__file__) and "devstack.capture" in p.read_text())
+    assert not stale, "these name devstack.capture (now waggle_capture): " + ", ".join(stale)

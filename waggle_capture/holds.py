@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from devstack.capture.seals import Seal
-from devstack.capture.state import BudgetExhausted, Run
+from waggle_capture.seals import Seal
+from waggle_capture.state import BudgetExhausted, Run
 
 class HeldDuplicate(Exception):
     """The previous capture's page landed at this held capture's URL (a redirect target listed

@@ -8,7 +8,7 @@ import time
 
 from playwright.async_api import Page
 
-from devstack.capture.state import Run
+from waggle_capture.state import Run
 
 # The behavior host object, evaluated before behaviors and archived byte-for-byte as
 # behaviors/runtime.js. Called with [opts, budgetMs].

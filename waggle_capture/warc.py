@@ -36,8 +36,8 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import GzippingWrapper, WARCWriter
 
-from devstack.capture.recorder import Exchange
-from devstack.capture.revisits import Revisits, eligible, payload_digest
+from waggle_capture.recorder import Exchange
+from waggle_capture.revisits import Revisits, eligible, payload_digest
 
 EMPTY_SHA256_B32 = "sha256:" + base64.b32encode(hashlib.sha256(b"").digest()).decode()
 HOP_BY_HOP = {"connection", "keep-alive"}

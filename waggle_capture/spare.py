@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Page
 
-from devstack.capture import files
-from devstack.capture.proxy import GuardedProxy
+from waggle_capture import files
+from waggle_capture.proxy import GuardedProxy
 
-log = logging.getLogger("devstack.capture")
+log = logging.getLogger("waggle_capture")
 
 
 @dataclass

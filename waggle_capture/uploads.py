@@ -13,11 +13,11 @@ import logging
 import os
 from typing import Any
 
-from devstack.capture import names
-from devstack.capture.sink import SinkError
-from devstack.capture.state import CaptureFailure, Ctx, Run
+from waggle_capture import names
+from waggle_capture.sink import SinkError
+from waggle_capture.state import CaptureFailure, Ctx, Run
 
-log = logging.getLogger("devstack.capture")
+log = logging.getLogger("waggle_capture")
 
 
 async def upload(ctx: Ctx, run: Run, fmt: str, data: bytes) -> None:

@@ -1,4 +1,4 @@
-"""Smithy restJson1 conventions shared by the BrowserHive and ts-compile stand-ins.
+"""Smithy restJson1 conventions of the capture server (and the local stack's ts-compile stand-in).
 
 Errors carry their type in ``x-amzn-errortype`` (reference/contracts.md §A.2, §C.4), and a
 request whose ``Accept`` excludes JSON is answered 406 by the generated servers.

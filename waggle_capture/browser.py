@@ -24,7 +24,7 @@ import os
 
 from playwright.async_api import Browser, Playwright, async_playwright
 
-log = logging.getLogger("devstack.capture.browser")
+log = logging.getLogger("waggle_capture.browser")
 
 CHROMIUM = "/usr/bin/chromium"
 # WebRTC would reach any address over UDP (STUN/ICE), past the guarded proxy and its private-host

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from devstack.capture.navrules import validate_patterns
+from waggle_capture.navrules import validate_patterns
 
 FORMATS = ("png", "webp", "html", "links", "mhtml", "wacz")
 URL_ACTIONS = ("deny", "no-archive", "no-body")

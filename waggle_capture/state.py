@@ -13,13 +13,13 @@ from typing import Any
 
 from playwright.async_api import BrowserContext
 
-from devstack.capture.browser import BrowserHolder
-from devstack.capture.policies import Policies
-from devstack.capture.proxy import GuardedProxy
-from devstack.capture.seals import SealBoard
-from devstack.capture.settings import ServerSettings
-from devstack.capture.sink import HttpSink, S3Sink
-from devstack.capture.spare import Spare
+from waggle_capture.browser import BrowserHolder
+from waggle_capture.policies import Policies
+from waggle_capture.proxy import GuardedProxy
+from waggle_capture.seals import SealBoard
+from waggle_capture.settings import ServerSettings
+from waggle_capture.sink import HttpSink, S3Sink
+from waggle_capture.spare import Spare
 
 
 class BudgetExhausted(Exception):

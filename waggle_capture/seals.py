@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from devstack.capture import names, retryafter
+from waggle_capture import names, retryafter
 
 
 class Measured(Protocol):

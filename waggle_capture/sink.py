@@ -14,7 +14,7 @@ from urllib.parse import quote
 import anyio.to_thread
 import httpx
 
-from devstack.s3 import make_client
+from ledger.s3 import S3Store
 
 
 class SinkError(RuntimeError):
@@ -22,13 +22,15 @@ class SinkError(RuntimeError):
 
 
 class S3Sink:
-    """Own bucket of the server (path-style S3, e.g. the ``devstack.s3`` stand-in)."""
+    """Own bucket of the server (any path-style S3: SeaweedFS in compose, s3rver in the local stack)."""
 
     def __init__(self, endpoint: str, bucket: str, access_key_id: str, secret_access_key: str,
                  region: str = "us-east-1", key_prefix: str = "", timeout_s: float = 15.0):
         self.bucket = bucket
         self.key_prefix = key_prefix.strip("/")
-        self.client = make_client(endpoint, access_key_id, secret_access_key, region, timeout_s=timeout_s)
+        # the ledger's client settings: path-style, SigV4, checksums only when required, 2 attempts
+        self.client = S3Store(endpoint, bucket, region, access_key_id, secret_access_key,
+                              connect_timeout_s=timeout_s, read_timeout_s=timeout_s).client
 
     def key(self, name: str) -> str:
         return f"{self.key_prefix}/{name}" if self.key_prefix else name

@@ -8,8 +8,8 @@ from typing import Any
 
 from playwright.async_api import Page
 
-from devstack.capture.recorder import Recorder
-from devstack.capture.state import Run
+from waggle_capture.recorder import Recorder
+from waggle_capture.state import Run
 
 
 # Milliseconds since the page's load event ended, on the page's own clock (null: not loaded).

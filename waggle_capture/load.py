@@ -13,14 +13,14 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, Response
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from devstack.capture import proxystatus, retryafter
-from devstack.capture.behaviors import run_behaviors
-from devstack.capture.dismiss import DismissFailed, dismiss
-from devstack.capture.recorder import Recorder
-from devstack.capture.redirectloop import RedirectLoopGuard, credentials_refused, has_userinfo, without_userinfo
-from devstack.capture.settle import settle
-from devstack.capture.state import BudgetExhausted, CaptureFailure, Ctx, Run
-from devstack.capture.warc import reason_phrase
+from waggle_capture import proxystatus, retryafter
+from waggle_capture.behaviors import run_behaviors
+from waggle_capture.dismiss import DismissFailed, dismiss
+from waggle_capture.recorder import Recorder
+from waggle_capture.redirectloop import RedirectLoopGuard, credentials_refused, has_userinfo, without_userinfo
+from waggle_capture.settle import settle
+from waggle_capture.state import BudgetExhausted, CaptureFailure, Ctx, Run
+from waggle_capture.warc import reason_phrase
 
 
 @dataclass

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from starlette.requests import Request
 
-log = logging.getLogger("devstack.capture")
+log = logging.getLogger("waggle_capture")
 
 T = TypeVar("T")
 POLL_S = 0.1  # how often the client's connection is looked at while its capture runs

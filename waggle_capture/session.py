@@ -20,16 +20,16 @@ import anyio.to_thread
 from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
-from devstack.capture import domquiet, scrollhooks
-from devstack.capture.files import FileTaker
-from devstack.capture.rawbodies import RawBodies
-from devstack.capture.proxy import GuardedProxy
-from devstack.capture.recorder import Recorder
-from devstack.capture.spare import Opened, open_context
-from devstack.capture.state import CaptureFailure, Ctx, Run
-from devstack.capture.useragent import page_user_agent
+from waggle_capture import domquiet, scrollhooks
+from waggle_capture.files import FileTaker
+from waggle_capture.rawbodies import RawBodies
+from waggle_capture.proxy import GuardedProxy
+from waggle_capture.recorder import Recorder
+from waggle_capture.spare import Opened, open_context
+from waggle_capture.state import CaptureFailure, Ctx, Run
+from waggle_capture.useragent import page_user_agent
 
-log = logging.getLogger("devstack.capture")
+log = logging.getLogger("waggle_capture")
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""HTTP routes of the capture stand-in (contracts.md §A.1, §A.2, §A.7, §A.10).
+"""HTTP routes of the capture server (contracts.md §A.1, §A.2, §A.7, §A.10).
 
 ``POST /captures``: 415/406 for a ``content-type`` other than exactly ``application/json`` or an
 ``Accept`` without JSON → 400 ``ValidationException`` (nothing started) → 429 ``Busy`` at once when a
@@ -23,16 +23,16 @@ from typing import Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from devstack.restjson import accepts_json as _accepts_json
-from devstack.restjson import error_response as _error
-from devstack.capture import abandon, holds, names, seals
-from devstack.capture.browser import BrowserHolder, BrowserUnavailable
-from devstack.capture.capture import Ctx, run_capture
-from devstack.capture.settings import BUILD, ServerSettings
-from devstack.capture.sink import S3Sink
-from devstack.capture.validation import ValidationError, validate_request
+from waggle_capture.restjson import accepts_json as _accepts_json
+from waggle_capture.restjson import error_response as _error
+from waggle_capture import abandon, holds, names, seals
+from waggle_capture.browser import BrowserHolder, BrowserUnavailable
+from waggle_capture.capture import Ctx, run_capture
+from waggle_capture.settings import BUILD, ServerSettings
+from waggle_capture.sink import S3Sink
+from waggle_capture.validation import ValidationError, validate_request
 
-log = logging.getLogger("devstack.capture")
+log = logging.getLogger("waggle_capture")
 
 # Extensions of the v12 contract this server implements (docs/capture-server.md), listed in
 # GET /status so that a client uses one only where it is advertised.
@@ -97,7 +97,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
             await ctx.aclose()
             await holder.close()
 
-    app = FastAPI(title="BrowserHive v12 stand-in", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+    app = FastAPI(title="waggle capture server (BrowserHive v12)", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.ctx = ctx
 
     @app.exception_handler(Exception)
@@ -193,11 +193,13 @@ def create_app(settings: ServerSettings) -> FastAPI:
         }
         if holder.connected and holder.version:
             out["browser"]["version"] = holder.version
-        # Not part of the v12 contract: observability of the stand-in (recycling, C13).
-        out["standin"] = {"captures": ctx.captures, "sparesTaken": ctx.spare.taken,
+        # Not part of the v12 contract: observability of this process (recycling, C13, phases).
+        out["process"] = {"captures": ctx.captures, "sparesTaken": ctx.spare.taken,
                           "launches": holder.launches, "recycles": holder.recycles,
                           "capturesSinceLaunch": holder.captures_since_launch, "allowPrivate": settings.allow_private,
                           "lastPhasesMs": ctx.last_phases_ms}
+        # The same object under its old name, for readers written before decision 251; to be removed.
+        out["standin"] = out["process"]
         return out
 
     if settings.faults_endpoint:

@@ -39,30 +39,30 @@ from playwright.async_api import Browser
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from devstack.capture import names
-from devstack.capture.afterseal import AfterSeal
-from devstack.capture.behaviors import RUNTIME_JS
-from devstack.capture.browser import BrowserUnavailable
-from devstack.capture.domquiet import MAX_MS as DOM_QUIET_MAX_MS, wait_dom_quiet
-from devstack.capture.formats import write_formats
-from devstack.capture.holds import Hold, HeldDuplicate, track_landing, wait_turn
-from devstack.capture.load import load_pages, refused_navigation
-from devstack.capture.navrules import NavigationRules
-from devstack.capture.package import write_file_capture, write_wacz
-from devstack.capture.policies import Policies
-from devstack.capture.proxy import checked_addresses
-from devstack.capture.recorder import Recorder
-from devstack.capture.robotsmeta import NOARCHIVE_MESSAGE, header_wishes, wishes
-from devstack.capture.seals import Seal
-from devstack.capture.session import (Session, open_session, prepare_soon, refuse_popups, seal, seal_network,
+from waggle_capture import names
+from waggle_capture.afterseal import AfterSeal
+from waggle_capture.behaviors import RUNTIME_JS
+from waggle_capture.browser import BrowserUnavailable
+from waggle_capture.domquiet import MAX_MS as DOM_QUIET_MAX_MS, wait_dom_quiet
+from waggle_capture.formats import write_formats
+from waggle_capture.holds import Hold, HeldDuplicate, track_landing, wait_turn
+from waggle_capture.load import load_pages, refused_navigation
+from waggle_capture.navrules import NavigationRules
+from waggle_capture.package import write_file_capture, write_wacz
+from waggle_capture.policies import Policies
+from waggle_capture.proxy import checked_addresses
+from waggle_capture.recorder import Recorder
+from waggle_capture.robotsmeta import NOARCHIVE_MESSAGE, header_wishes, wishes
+from waggle_capture.seals import Seal
+from waggle_capture.session import (Session, open_session, prepare_soon, refuse_popups, seal, seal_network,
                                       teardown_soon)
-from devstack.capture.settings import ServerSettings
-from devstack.capture.sink import HttpSink, S3Sink
-from devstack.capture.state import BudgetExhausted, CaptureFailure, Ctx, Run, iso
-from devstack.capture.uploads import uploads_done, write_manifest
+from waggle_capture.settings import ServerSettings
+from waggle_capture.sink import HttpSink, S3Sink
+from waggle_capture.state import BudgetExhausted, CaptureFailure, Ctx, Run, iso
+from waggle_capture.uploads import uploads_done, write_manifest
 from ledger.hostguard import HostRefused
 
-log = logging.getLogger("devstack.capture")
+log = logging.getLogger("waggle_capture")
 
 __all__ = ["Ctx", "Run", "run_capture", "CaptureFailure", "BudgetExhausted", "RUNTIME_JS"]
 

@@ -8,7 +8,7 @@ optional ``behaviors/runtime.js``, ``behaviors/custom.jsonl``, ``behaviors/repor
 ``preload/scripts.jsonl``, then ``datapackage.json`` (profile ``data-package``,
 ``wacz_version`` 1.1.1, ``resources`` with ``sha256:<hex>`` and ``bytes`` for every other file,
 2-space indent + newline) and ``datapackage-digest.json`` (hash of the datapackage bytes; with
-``signedData`` when signed, wacz-auth 0.1.0: :mod:`devstack.capture.signing`).
+``signedData`` when signed, wacz-auth 0.1.0: :mod:`waggle_capture.signing`).
 Text members are deflated; the WARC is stored.
 """
 

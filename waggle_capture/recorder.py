@@ -29,10 +29,10 @@ from datetime import datetime, timezone
 
 from playwright.async_api import BrowserContext, Request
 
-from devstack.capture import proxystatus, rawbodies
-from devstack.capture.errorbodies import ErrorBodies
-from devstack.capture.policies import Policies
-from devstack.capture.rawbodies import RawBodies
+from waggle_capture import proxystatus, rawbodies
+from waggle_capture.errorbodies import ErrorBodies
+from waggle_capture.policies import Policies
+from waggle_capture.rawbodies import RawBodies
 
 
 @dataclass

@@ -18,9 +18,9 @@ from typing import Any
 
 from playwright.async_api import JSHandle, Page
 
-from devstack.capture.recorder import Recorder
-from devstack.capture.state import Ctx, Run, iso
-from devstack.capture.uploads import upload_soon
+from waggle_capture.recorder import Recorder
+from waggle_capture.state import Ctx, Run, iso
+from waggle_capture.uploads import upload_soon
 
 # The title, (when asked) the links and the document's height in one round trip:
 # [document.title, the links as pretty-printed JSON text | null, height in CSS px]. The links

@@ -1,17 +1,18 @@
-"""Settings of one capture server process (CLI flags of ``python -m devstack.capture``)."""
+"""Settings of one capture server process (flags of ``waggle capture serve`` / ``python -m waggle_capture``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from devstack.capture.browser import CHROMIUM
-from devstack.capture.signing import SignerSettings
+from waggle_capture.browser import CHROMIUM
+from waggle_capture.signing import SignerSettings
 from ledger.useragent import suffix as waggle_suffix
 
-BUILD = {"version": "12.0.1", "revision": "standin",
+# version: the BrowserHive contract implemented (clients compare it); revision: which implementation
+BUILD = {"version": "12.0.1", "revision": "waggle-capture",
          "buildTime": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")}
-SOFTWARE = f"browserhive/{BUILD['version']} (waggle devstack stand-in)"
+SOFTWARE = f"browserhive/{BUILD['version']} (waggle capture server)"  # WARC warcinfo, WACZ datapackage
 ERROR_TYPES = ("http", "timeout", "connection", "internal", "artifact_sink", "policy", "signing")
 
 
@@ -83,7 +84,7 @@ class ServerSettings:
     default_content_type_policies: list[dict] = field(default_factory=list)
     faults: Faults = field(default_factory=Faults)
     faults_endpoint: bool = False
-    # Appended to Chromium's user agent on every page request (devstack/capture/useragent.py).
+    # Appended to Chromium's user agent on every page request (waggle_capture/useragent.py).
     user_agent_suffix: str = field(default_factory=waggle_suffix)
-    # wacz-auth signing (devstack/capture/signing.py): authsign URL, token, policy, trusted roots
+    # wacz-auth signing (waggle_capture/signing.py): authsign URL, token, policy, trusted roots
     signer: SignerSettings = field(default_factory=SignerSettings)

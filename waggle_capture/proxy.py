@@ -45,12 +45,12 @@ from urllib.parse import urlsplit
 
 import anyio.to_thread
 
-from devstack.capture import proxystatus
-from devstack.capture.errorbodies import CAP as ERROR_BODY_CAP
-from devstack.capture.errorbodies import ErrorBodies
+from waggle_capture import proxystatus
+from waggle_capture.errorbodies import CAP as ERROR_BODY_CAP
+from waggle_capture.errorbodies import ErrorBodies
 from ledger.hostguard import HostRefused, resolve_checked
 
-log = logging.getLogger("devstack.capture.proxy")
+log = logging.getLogger("waggle_capture.proxy")
 
 HEAD_LIMIT = 64 * 1024
 CONNECT_TIMEOUT_S = 10.0

@@ -23,9 +23,9 @@ from typing import Any
 
 import httpx
 
-from devstack.capture.recorder import Exchange
+from waggle_capture.recorder import Exchange
 
-log = logging.getLogger("devstack.capture")
+log = logging.getLogger("waggle_capture")
 
 MIN_BYTES = 1024
 LOOKUP_TIMEOUT_S = 5.0  # the capture waits at most this long; past it every body is stored

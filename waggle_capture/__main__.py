@@ -1,4 +1,4 @@
-"""``python -m devstack.capture --host 127.0.0.1 --port 8201 [--allow-private] [--s3-endpoint URL …]``.
+"""``waggle capture serve`` / ``python -m waggle_capture --host 127.0.0.1 --port 8201 [--allow-private] [--s3-endpoint URL …]``.
 
 One process = one Chromium = one capture at a time; run several on several ports for a pool.
 Fault knobs (off by default): ``--fault-slow-ms``, ``--fault-error-type``, ``--fault-manifest-fail``,
@@ -12,16 +12,20 @@ import json
 import logging
 import os
 
-from devstack.capture.app import create_app
-from devstack.capture.settings import ERROR_TYPES, Faults, ServerSettings
-from devstack.capture.signing import POLICIES, SignerSettings
-from devstack.serving import serve
+from waggle_capture.app import create_app
+from waggle_capture.settings import ERROR_TYPES, Faults, ServerSettings
+from waggle_capture.signing import POLICIES, SignerSettings
+from waggle_capture.serving import serve
 from ledger.useragent import suffix as waggle_suffix
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, ServerSettings]:
+def parse_args(argv: list[str] | None = None, prog: str = "python -m waggle_capture"
+               ) -> tuple[argparse.Namespace, ServerSettings]:
+    """The server's flags (defaults from the ``BROWSERHIVE_*`` environment, as BrowserHive's own);
+    exits 2 with argparse's message on a bad flag."""
     env = os.environ.get
-    ap = argparse.ArgumentParser(prog="python -m devstack.capture", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=prog, description="Serve the BrowserHive v12 capture API with waggle's "
+                                 "extensions (docs/capture-server.md); one Chromium, one capture at a time.")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8201)
     ap.add_argument("--ready-file", help="write {\"url\"} here once listening (for --port 0)")
@@ -88,10 +92,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Serve
     return a, s
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, prog: str = "python -m waggle_capture") -> None:
+    """Parse ``argv`` and serve until SIGTERM/SIGINT (blocking)."""
     os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    a, settings = parse_args(argv)
+    a, settings = parse_args(argv, prog)
     serve(create_app(settings), a.host, a.port, a.ready_file)
 
 

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from devstack.capture import rawbodies
-from devstack.capture.rawbodies import RawBodies
-from devstack.capture.recorder import Exchange
+from waggle_capture import rawbodies
+from waggle_capture.rawbodies import RawBodies
+from waggle_capture.recorder import Exchange
 
-log = logging.getLogger("devstack.capture.files")
+log = logging.getLogger("waggle_capture.files")
 
 # Media types Chromium renders as a page (screenshots, links and text mean something).
 PAGE_TYPES = {"", "text/html", "application/xhtml+xml", "image/svg+xml", "text/plain"}

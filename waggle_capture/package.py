@@ -12,17 +12,17 @@ from typing import Any
 
 import anyio.to_thread
 
-from devstack.capture.behaviors import RUNTIME_JS
-from devstack.capture.load import Loaded
-from devstack.capture.recorder import Recorder
-from devstack.capture.revisits import Revisits, look_up
-from devstack.capture.session import seal_network
-from devstack.capture.settings import BUILD, SOFTWARE
-from devstack.capture.signing import SigningFailed, sign_digest
-from devstack.capture.state import CaptureFailure, Ctx, Run, iso
-from devstack.capture.uploads import upload, uploads_done
-from devstack.capture.warc import Resource, cdxj_index, write_warc
-from devstack.capture.wacz import Member, build_wacz, pages_jsonl
+from waggle_capture.behaviors import RUNTIME_JS
+from waggle_capture.load import Loaded
+from waggle_capture.recorder import Recorder
+from waggle_capture.revisits import Revisits, look_up
+from waggle_capture.session import seal_network
+from waggle_capture.settings import BUILD, SOFTWARE
+from waggle_capture.signing import SigningFailed, sign_digest
+from waggle_capture.state import CaptureFailure, Ctx, Run, iso
+from waggle_capture.uploads import upload, uploads_done
+from waggle_capture.warc import Resource, cdxj_index, write_warc
+from waggle_capture.wacz import Member, build_wacz, pages_jsonl
 
 CONFORMS_TO = "https://uraitakahito.github.io/browserhive-specs/wacz-profile/1.12.0/"
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from playwright.async_api import Page
 
-from devstack.capture.recorder import Recorder
+from waggle_capture.recorder import Recorder
 from ledger.useragent import PRODUCT_TOKEN
 
 # The message of a capture that honoured noarchive (errorDetails.type "policy"; the flow shows it).
