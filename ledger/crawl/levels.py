@@ -577,7 +577,8 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                 inserted += landed
             if report.get("sitemaps"):  # the seed hosts' sitemap URLs in scope, after the seeds (issue 29)
                 part, landed, in_scope = await sitemaps.queue(conn, crawl, depth, seeds, crawl_scope,
-                                                              report["sitemaps"], cap, settings)
+                                                              report["sitemaps"], cap, settings,
+                                                              guarded=_guarded, plan_and_insert=_plan_and_insert)
                 plan, inserted, discovered = part if part.stop_reason else plan, inserted + landed, discovered + in_scope
             # issue 12: the hosts' last captures (shared by every crawl), this level's leases end,
             # and pages carried from hosts leased elsewhere join the next level

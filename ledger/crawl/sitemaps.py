@@ -98,17 +98,19 @@ def check_entries(entries: list[dict]) -> None:
 
 
 async def queue(conn: Any, crawl: dict, depth: int, seeds: list[ParsedUrl], crawl_scope: Scope,
-                entries: list[dict], cap: int | None, settings: Any) -> tuple[Any, list[dict], int]:
+                entries: list[dict], cap: int | None, settings: Any, *, guarded: Any,
+                plan_and_insert: Any) -> tuple[Any, list[dict], int]:
     """Queue the reported sitemap URLs in scope at ``depth + 1`` (module doc) in the caller's
-    transaction; returns ``(plan, inserted [{url, host}], URLs in scope)``."""
-    from ledger.crawl import levels  # the level report's own planner and guard (levels imports this module)
+    transaction; returns ``(plan, inserted [{url, host}], URLs in scope)``. ``guarded`` and
+    ``plan_and_insert`` are the level report's own link guard and planner (ledger.crawl.levels,
+    passed in: levels imports this module)."""
 
     screen = LinkFilter(seeds, dataclasses.replace(crawl_scope, extra_hops=0))  # in scope only
     links = [{"href": url} for entry in entries for url in entry.get("urls") or []]
     drops: Counter = Counter()
-    candidates = levels._guarded(screen, links, {}, drops, settings)
+    candidates = guarded(screen, links, {}, drops, settings)
     candidates = await redirects.drop_known_finals(conn, crawl["id"], candidates)
-    plan, landed = await levels._plan_and_insert(conn, crawl, depth + 1, candidates, cap, settings)
+    plan, landed = await plan_and_insert(conn, crawl, depth + 1, candidates, cap, settings)
     await hosts.record_captures(conn, crawl, [{"url": f"http://{e['host']}/", "gapFrom": e["lastRequestAt"]}
                                               for e in entries if e.get("lastRequestAt")])
     found = sum(int(e.get("found") or 0) for e in entries)

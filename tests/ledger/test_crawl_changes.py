@@ -16,10 +16,10 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg
 import pytest
 
-from devstack.capture.recorder import Exchange
-from devstack.capture.revisits import Revisits, payload_digest
-from devstack.capture.wacz import build_wacz, pages_jsonl
-from devstack.capture.warc import cdxj_index, write_warc
+from waggle_capture.recorder import Exchange
+from waggle_capture.revisits import Revisits, payload_digest
+from waggle_capture.wacz import build_wacz, pages_jsonl
+from waggle_capture.warc import cdxj_index, write_warc
 from ledger.archive.digests import normal
 from ledger.archive.main_document import main_document_of_cdxj
 from ledger.s3 import S3Store
