@@ -38,7 +38,7 @@ log = logging.getLogger("devstack.capture")
 # GET /status so that a client uses one only where it is advertised.
 EXTENSIONS = ("sinceLastRequestMs", "sealWait", "startAfterMs", "sealBeforeFormats", "scrollHooks",
               "holdAfter", "captureAtDeadline", "screenshotsInWacz", "retryAfterMs", "robotsMeta", "revisit",
-              "navigationRules")
+              "navigationRules", "challengeSignature")
 MAX_ACTIVE = 2  # one capture loading, one finishing (CaptureGate)
 
 

@@ -67,6 +67,7 @@ import ada_url
 import httpx
 
 from f.waggle import pipeline
+from f.waggle.breaker import HostBreaker, blocked_after as breaker_after, challenge_reason
 from f.waggle.progress import poster as progress_poster
 from f.waggle.common import VAR_API_URL, VAR_ENDPOINTS, VAR_TLS_CA, VAR_TOKEN, iso_now, one_line, read_variable
 from f.waggle.failures import PERMANENT, POLICY, TRANSIENT, classify_report, refusal_class
@@ -630,6 +631,9 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
     if note:
         log(f"{url}: {note}")
     reason = failure_reason(report)
+    if blocked := challenge_reason(report):  # extension challengeSignature: blocked, not retried (f.waggle.breaker)
+        result.update(status="blocked", skipReason=blocked, failureClass=POLICY)
+        return Outcome(result, status, gap_from, retry_after_ms=retry_after_ms(body))
     if failure_class == POLICY and honour_robots and robots_wishes(body)["noarchive"]:
         reason = NOARCHIVE_REASON  # nothing was archived (the server wrote no WACZ)
     result.update(skipReason=reason, failureClass=failure_class)
@@ -816,6 +820,7 @@ def capture_host(
     links_per_page: int = LINKS_PER_PAGE,
     ignore_robots_meta: bool = False,
     rules: dict | None = None,
+    blocked_after: int | None = None,
 ) -> list[dict]:
     """Capture ``urls`` of ``host``, one after the other; one PageResult per URL, in order.
 
@@ -832,6 +837,8 @@ def capture_host(
     nofollow pages' links; by default both are honoured where the endpoint reports them
     (extension robotsMeta; a real v12 reports nothing, and nothing changes).
     ``rules``: the ``navigationRules`` of every capture (:func:`navigation_rules`), or None.
+    ``blocked_after``: blocked answers (403/429/503) in a row that pause the host
+    (:mod:`f.waggle.breaker`; None → its default, 0 → only a challenge signature does).
     """
     if not endpoints:
         raise ValueError("no BrowserHive endpoints")
@@ -841,7 +848,8 @@ def capture_host(
 
     job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink, HostGap(max(0, int(delay_ms or 0)), say),
                   busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page,
-                  honour_robots=not ignore_robots_meta, navigation_rules=rules)
+                  honour_robots=not ignore_robots_meta, navigation_rules=rules,
+                  breaker=HostBreaker(breaker_after(blocked_after), say))
     initial_s = first_wait_s(initial_delay_ms, not_before, now())
     if initial_s > 0:
         say(f"waiting {initial_s * 1000:.0f} ms (rest of the gap since this host's last capture)")
@@ -912,6 +920,7 @@ class HostJob:
     down: set[str] = field(default_factory=set)  # endpoints found unreachable: not tried again this level
     honour_robots: bool = True  # the crawl honours robots meta / X-Robots-Tag (noarchive, nofollow)
     navigation_rules: dict | None = None  # extension navigationRules (decision 105)
+    breaker: HostBreaker = field(default_factory=HostBreaker)  # challenge / block pages (f.waggle.breaker)
 
     def request(self, index: int) -> dict:
         """The capture request of page ``index``, its settle bounded by the current gap."""
@@ -930,7 +939,8 @@ class HostJob:
     def __post_init__(self) -> None:
         self.results = [None] * len(self.urls)
 
-    def done(self, index: int, result: dict) -> None:
+    def done(self, index: int, result: dict, doc_status: int | None = None) -> None:
+        self.breaker.observe(result, doc_status)  # may turn it blocked (the streak's last page)
         self.results[index] = result
         final = result.get("finalUrl")
         if result.get("status") == "captured" and final and page_key(final) != page_key(self.urls[index]):
@@ -941,7 +951,12 @@ class HostJob:
         """Whether page ``index`` is the final URL of a capture this job already concluded (a
         redirect target listed in the level too): then it is recorded ``skipped`` with
         :data:`REDIRECT_DUPLICATE` and never submitted (no capture, no gap, no progress event).
-        A capture still in flight is not known yet: its duplicate is captured (both recorded)."""
+        A capture still in flight is not known yet: its duplicate is captured (both recorded).
+        Once the host's breaker tripped, every page not yet submitted is ``blocked`` the same way."""
+        if (held := self.breaker.held(self.urls[index])) is not None:
+            self.say(f"{index + 1}/{len(self.urls)} {self.urls[index]}: blocked, not captured")
+            self.results[index] = held
+            return True
         source = self.finals.get(page_key(self.urls[index]))
         if source is None:
             return False
@@ -964,7 +979,7 @@ def capture_sequentially(endpoints: Sequence[Endpoint], job: HostJob) -> list[di
         outcome = capture_one(endpoints, job.request(i), i, crawl_id=job.crawl_id, gap=job.gap, sleep=job.sleep,
                               busy_jitter_ms=job.busy(), log=job.say, now=job.now,
                               links_per_page=job.links_per_page, down=job.down)
-        job.done(i, outcome.result)
+        job.done(i, outcome.result, outcome.doc_status)
         gap_from = outcome.gap_from
     return [r for r in job.results if r is not None]
 
@@ -1055,7 +1070,7 @@ class ChainPages:
             job.say(f"retrying {raw.url} ({outcome.result.get('skipReason', '')[:120]}), "
                     f"waiting the gap ({job.gap.ms} ms) from the last capture's gapFrom")
         else:
-            job.done(flight.index, outcome.result)
+            job.done(flight.index, outcome.result, outcome.doc_status)
         return outcome.gap_from, retry
 
 
@@ -1074,6 +1089,7 @@ def main(
     ignore_robots_meta: Optional[bool] = None,
     robots_txt: Optional[str] = None,
     exclude: Optional[list[str]] = None,
+    blocked_after: Optional[int] = None,
 ):
     missing = [n for n, v in (("crawl_id", crawl_id), ("host", host), ("urls", urls),
                               ("capture_formats", capture_formats), ("signing", signing), ("scripts", scripts)) if v is None]
@@ -1098,6 +1114,7 @@ def main(
             links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
             ignore_robots_meta=ignore_robots_meta is True,
             rules=navigation_rules(robots_txt, exclude),
+            blocked_after=blocked_after,
         )
     finally:
         on_page.close()

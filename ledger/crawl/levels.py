@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from ledger.crawl import frontier, hosts, leases
+from ledger.crawl import blocked, frontier, hosts, leases
 from ledger.crawl.attribution import attribute_tasks
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
@@ -578,6 +578,9 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             # issue 12: the hosts' last captures (shared by every crawl), this level's leases end,
             # and pages carried from hosts leased elsewhere join the next level
             inserted = await _level_done(conn, crawl, depth, results, inserted, held_up_to)
+            # decision 231: hosts paused by their breaker; their next-level pages are blocked, not sent
+            if await blocked.record(conn, crawl_id, depth, results) or await blocked.any_blocked(conn, crawl_id):
+                inserted = await blocked.hold_back(conn, crawl_id, depth + 1, inserted)
             # 8. counters and closing
             done = not inserted
             reason = plan.stop_reason or ("completed" if done else None)

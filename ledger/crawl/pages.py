@@ -24,7 +24,7 @@ from typing import Any
 
 from ledger.archive.files import measure_missing
 
-STATES = ("captured", "failed", "skipped", "pending")
+STATES = ("captured", "failed", "skipped", "blocked", "pending")  # blocked: decision 231
 LIMIT_DEFAULT = 100
 LIMIT_MAX = 500
 
