@@ -2,6 +2,7 @@
 // flight, its pages with state and reason, fail with confirmation).
 import { api, ApiError, isMissingRoute } from "./api.js";
 import { el, elapsed, size, stateBadge, table, when } from "./dom.js";
+import { blockedHosts } from "./blocked.js";
 
 const LIST_POLL_MS = 2000;
 const CRAWL_POLL_MS = 1000;  // the crawl's facts (one GET /api/crawls/{id}: ~5 ms of ledger CPU, docs/internals.md)
@@ -86,7 +87,7 @@ function facts(c) {
   const pairs = [
     ["State", stateBadge(c.state)], ["Stop reason", stopText(c, "—")], ["Level", level(c)],
     ["Captured", String(c.pagesCaptured)], ["Failed", String(c.pagesFailed)], ["Skipped", String(c.pagesSkipped)],
-    ["Pending", String(c.pagesPending)], ["Discovered", String(c.pagesDiscovered)],
+    ["Pending", String(c.pagesPending)], ["Blocked", String(c.pagesBlocked ?? 0)], ["Discovered", String(c.pagesDiscovered)],
     ["Max pages", String(c.maxPages)], ["Scope", scopeText(c)], ["Delay per host", c.perHostDelayMs + " ms"],
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
     ["Robots meta", c.ignoreRobotsMeta ? "ignored (noarchive pages archived, a page's nofollow meta or header not applied; links marked rel=nofollow are still not followed)"
@@ -191,7 +192,7 @@ export async function crawlPage(view, ctx, crawlId) {
   let took = 0;  // ms the last GET of the crawl took
   const pagesBox = el("div", { id: "pages-box" });
   const filterSelect = el("select", { id: "page-state", onchange: () => { filter = filterSelect.value; refresh(true); } },
-    ["", "captured", "failed", "skipped", "pending"].map((s) => el("option", { value: s }, s || "all states")));
+    ["", "captured", "failed", "skipped", "blocked", "pending"].map((s) => el("option", { value: s }, s || "all states")));
   async function refresh(pagesOnly) {
     let crawl;
     const asked = performance.now();
@@ -233,6 +234,7 @@ export async function crawlPage(view, ctx, crawlId) {
           replay, pause, resume, stop, fail),
         crawl.pauseRequested ? el("p", { className: "muted", id: "pausing" }, "Pausing: the crawl pauses when its level in flight has reported.") : null,
         facts(crawl),
+        blockedHosts(crawl),
         crawl.state === "running"
           ? el("div", { className: "hosts", id: "hosts" }, el("strong", {}, "Hosts in flight: "),
               crawl.hostsInFlight.length ? crawl.hostsInFlight.map((h) => el("span", {}, h)) : "—")
