@@ -19,6 +19,7 @@ import contextlib
 import logging
 from typing import Any
 
+from devstack.capture.holds import HeldDuplicate
 from devstack.capture.state import CaptureFailure
 from ledger.challenge.signatures import Match, match
 
@@ -44,12 +45,40 @@ async def main_document_match(response: Any, status: int) -> Match | None:
     return found
 
 
-async def refuse_challenge(response: Any, status: int) -> None:
-    """Raise the capture's ``policy`` failure when a 2xx main document is a challenge page."""
+async def checked(run: Any, response: Any, status: int) -> Match | None:
+    """:func:`main_document_match`, kept on ``run.challenge`` for a capture held behind this one."""
     found = await main_document_match(response, status)
+    if found is not None:
+        run.challenge = found.as_json()
+    return found
+
+
+async def refuse_challenge(run: Any, response: Any, status: int) -> None:
+    """Raise the capture's ``policy`` failure when a 2xx main document is a challenge page."""
+    found = await checked(run, response, status)
     if found is not None:
         raise CaptureFailure("failed", "policy", MESSAGE.format(vendor=found.vendor, status=status),
                              challenge=found.as_json())
+
+
+class HeldBehindChallenge(HeldDuplicate):
+    """A held capture (extension ``holdAfter``) whose previous capture answered a challenge page:
+    it ends before it sends anything, answered 409 (the client's breaker pauses the host)."""
+
+    def __init__(self, found: dict) -> None:
+        super().__init__("")
+        self.message = (f"holdAfter: the previous capture answered a challenge page ({found.get('vendor')});"
+                        " nothing was sent")
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def refuse_behind_challenge(hold: Any) -> None:
+    """Raise :class:`HeldBehindChallenge` when the capture ``hold`` waits behind met a challenge."""
+    found = getattr(getattr(hold.prev, "run", None), "challenge", None)
+    if found:
+        raise HeldBehindChallenge(found)
 
 
 def with_challenge(failure: CaptureFailure, found: Match | None) -> CaptureFailure:

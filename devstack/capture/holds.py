@@ -152,4 +152,6 @@ async def wait_turn(run: Run) -> None:
         raise BudgetExhausted() from e
     if landed is not None and same_page(landed, run.url):
         raise HeldDuplicate(landed)
+    from devstack.capture.challenge import refuse_behind_challenge  # (it imports this module)
+    refuse_behind_challenge(hold)  # the previous page was a challenge: the host is paused, send nothing
     run.mark("hold-after")

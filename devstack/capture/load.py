@@ -291,11 +291,11 @@ async def _main_status(run: Run, page: Page, response: Response | None) -> int:
     if not 200 <= status < 300:
         if status in retryafter.STATUSES:  # a held capture waits for it (holdAfter); the answer says it
             run.retry_after_s = retryafter.delay_s(retryafter.header(await response.all_headers()))
-        found = await challenge.main_document_match(response, status)  # extension challengeSignature
+        found = await challenge.checked(run, response, status)  # extension challengeSignature
         await _follow_script_navigation(run, page, response.url)
         raise challenge.with_challenge(CaptureFailure("http_error", "http", f"HTTP {status}", httpStatusCode=status,
                                                       httpStatusText=reason_phrase(status, response.status_text)), found)
-    await challenge.refuse_challenge(response, status)  # a 2xx that a definitive header marks
+    await challenge.refuse_challenge(run, response, status)  # a 2xx that a definitive header marks
     return status
 
 
