@@ -19,6 +19,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 from ledger.client.blocked import blocked_hosts_table, blocked_text
+from ledger.client.links import links_text
 
 
 def parse_time(value: object) -> datetime | None:
@@ -339,6 +340,8 @@ def _page_cell(page: dict) -> Text:
         text.append(f"\n→ {final}")
     if page.get("reason"):
         text.append(f"\n{page['reason']}", style=STATE_STYLES.get(str(page.get("state")), ""))
+    if links := links_text(page):  # decision 232: how many of its links the crawl took, and why not the rest
+        text.append(f"\n{links}", style="dim")
     if page.get("archiveId"):
         what = contents_text(page)
         if what:

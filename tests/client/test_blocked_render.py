@@ -40,3 +40,14 @@ def test_the_status_line_counts_blocked_pages():
 def test_pages_can_be_listed_by_the_blocked_state():
     assert PageState("blocked").value == "blocked"
     assert render.STATE_STYLES["blocked"]
+
+
+def test_the_pages_table_says_how_many_links_could_be_taken():
+    """Decision 232: "discovered 1000" says how many were kept and why not the rest."""
+    page = {"url": "http://a.test/", "depth": 0, "state": "captured",
+            "links": {"discovered": 1000, "kept": 4, "dropped": {"links_overflow": 400, "max_pages": 593,
+                                                                 "duplicate": 1, "out_of_scope": 1, "url_too_long": 1}}}
+    text = _text(render.pages_table([page, {"url": "http://a.test/x", "depth": 1, "state": "pending", "links": None}]))
+    assert ("links 4 kept of 1,000 (not taken: max_pages 593, links_overflow 400, duplicate 1, out_of_scope 1,"
+            " url_too_long 1)") in text
+    assert text.count("kept of") == 1

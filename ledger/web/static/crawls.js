@@ -3,6 +3,7 @@
 import { api, ApiError, isMissingRoute } from "./api.js";
 import { el, elapsed, size, stateBadge, table, when } from "./dom.js";
 import { blockedHosts } from "./blocked.js";
+import { linksText } from "./links.js";
 
 const LIST_POLL_MS = 2000;
 const CRAWL_POLL_MS = 1000;  // the crawl's facts (one GET /api/crawls/{id}: ~5 ms of ledger CPU, docs/internals.md)
@@ -148,11 +149,12 @@ function pageRow(p, crawlId) {
     el("td", { className: "reason" }, [p.failureClass ? "[" + p.failureClass + "] " : "", p.reason || ""].join("")),
     el("td", { className: "num" }, p.captureMs !== null && p.captureMs !== undefined ? p.captureMs + " ms" : ""),
     el("td", { className: "num" }, p.waitMs ? p.waitMs + " ms" : ""),
+    el("td", { className: "links" }, linksText(p.links)),
     el("td", {}, p.archiveId ? el("a", { href: "#/archives?crawl=" + encodeURIComponent(crawlId) + "&url=" + encodeURIComponent(p.url) }, "archive") : ""));
 }
 
 const PAGE_HEADERS = ["URL", { label: "Depth", num: true }, "State", "Reason", { label: "Capture", num: true },
-  { label: "Waited", num: true }, ""];  // waited: behind the previous page of its host (held), not in Capture
+  { label: "Waited", num: true }, "Links", ""];  // waited: behind the previous page of its host (held), not in Capture
 
 async function pagesSection(crawl, box, filter) {
   const params = new URLSearchParams({ limit: String(PAGES_LIMIT) });
