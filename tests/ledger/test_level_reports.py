@@ -166,7 +166,9 @@ async def test_budget_truncation_keeps_first_reason(settings, s3_server):
         assert (view["state"], view["stopReason"]) == ("running", "max_pages")
         r = await post(h, crawl_id, report(1, [{"url": "https://a.test/0", "status": "captured", "linksLocation": more},
                                                {"url": "https://a.test/1", "status": "failed", "skipReason": "x"}]))
-        assert r.json() == {"next": [], "stopReason": "max_pages"}
+        assert r.json() == {"next": [], "stopReason": "max_pages",  # the budget took none of its links (decision 232)
+                            "pageLinks": [{"url": "https://a.test/0", "discovered": 1, "kept": 0,
+                                           "dropped": {"max_pages": 1}}]}
         view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
     assert (view["state"], view["stopReason"], view["pagesCaptured"]) == ("succeeded", "max_pages", 2)
 

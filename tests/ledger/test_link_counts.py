@@ -68,7 +68,7 @@ async def test_traps_and_known_pages_per_page_and_the_next_level(settings, s3_se
          "dropped": {"duplicate": 1, "max_pages_per_host": 2}},  # b.test/: a seed, known
         {"url": "https://b.test/", "discovered": 3, "kept": 1,
          "dropped": {"duplicate": 1, "nofollow": 1}}]  # a.test/p0: named by the page above first
-    assert last["stopReason"] == "completed" and last["next"] == []
+    assert last["stopReason"] == "max_depth" and last["next"] == []
     assert last["pageLinks"] == [{"url": "https://a.test/p0", "discovered": 2, "kept": 0,
                                   "dropped": {"duplicate": 1, "max_depth": 1}}]
     assert all(_consistent(i) for i in first + last["pageLinks"])
