@@ -241,6 +241,7 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
     """
     known, per_host = held or await _known(conn, crawl, max_pages_per_host)
     if next_depth > crawl["max_depth"] or not candidates:
+        link_counts.note_all(candidates, "max_depth", [])  # no level follows: known or not, not looked up
         return _planner(crawl, next_depth, known, per_host, max_pages_per_host, None)([]), []
     # the query-parameter trap rules' counts (ledger.crawl.param_traps), read before inserting
     counts = await _load_shapes(conn, crawl, [c.key for c in candidates], next_depth, settings)

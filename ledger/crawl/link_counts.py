@@ -13,7 +13,8 @@ report at once; this module gives each page its share:
   ``excluded``, ``nofollow``, ``extra_hops``, ``invalid_url``, ``userinfo``), ``private_host``,
   ``links_overflow``, ``duplicate`` (named twice on the page, by an earlier page of the report,
   or already known to the crawl), and the plan's reasons (the trap rules' ``max_pages_per_host``,
-  ``query_variants``, ``path_walk``…, the budget's ``max_pages`` and ``max_depth``).
+  ``query_variants``, ``path_walk``…, the budget's ``max_pages`` and ``max_depth`` — at the last
+  level every in-scope link, known or not: nothing is looked up when no level follows).
 
 So ``discovered = kept + Σ dropped`` for every page. The plan's per-URL verdicts are collected
 while the report runs (:func:`collecting`, fed by :func:`note` from ``ledger.crawl.traps`` and

@@ -10,6 +10,8 @@ request for another page after the challenge."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -108,6 +110,11 @@ def test_a_host_that_starts_challenging_is_paused_and_nothing_of_it_archived(loc
             time.sleep(0.5)
         time.sleep(1.0)  # anything still on its way to the site arrives meanwhile
 
+    # the CLI summary names the host and why
+    shown = subprocess.run([str(Path(sys.executable).parent / "waggle"), "crawls", crawl_id],
+                           env={**local_stack.client_env(), "COLUMNS": "220"}, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "blocked hosts (paused for the rest of the crawl)" in shown.stdout and "Cloudflare" in shown.stdout, shown.stdout
     assert view["state"] == "succeeded" and view["pagesCaptured"] == 2, view
     assert {u for u, p in pages.items() if p["state"] == "captured"} == {"/", "/p1"}
     # the challenged page: blocked, naming the vendor; nothing archived for it

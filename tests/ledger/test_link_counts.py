@@ -69,8 +69,9 @@ async def test_traps_and_known_pages_per_page_and_the_next_level(settings, s3_se
         {"url": "https://b.test/", "discovered": 3, "kept": 1,
          "dropped": {"duplicate": 1, "nofollow": 1}}]  # a.test/p0: named by the page above first
     assert last["stopReason"] == "max_depth" and last["next"] == []
+    # no level follows: every link is max_depth, a known one too (nothing is looked up then)
     assert last["pageLinks"] == [{"url": "https://a.test/p0", "discovered": 2, "kept": 0,
-                                  "dropped": {"duplicate": 1, "max_depth": 1}}]
+                                  "dropped": {"max_depth": 2}}]
     assert all(_consistent(i) for i in first + last["pageLinks"])
 
 
