@@ -1,0 +1,100 @@
+"""Challenge pages through the real capture server and real Chromium (extension
+``challengeSignature``, decision 231): a loopback site of this file answers with vendor challenge
+pages (tests/fixtures/challenge/) and with its own error page."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from devstack.capture.challenge import MESSAGE
+from tests.devstack.helpers import capture
+
+FORMATS = {"png": False, "webp": False, "html": False, "links": True, "mhtml": False, "wacz": True}
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "challenge"
+HTML = {"Content-Type": "text/html; charset=utf-8"}
+
+PAGES: dict[str, tuple[int, dict[str, str], bytes]] = {
+    "/cf-403": (403, {**HTML, "Server": "cloudflare"}, (FIXTURES / "cloudflare-managed-challenge.html").read_bytes()),
+    "/akamai-403": (403, {**HTML, "Server": "AkamaiGHost"}, (FIXTURES / "akamai-access-denied.html").read_bytes()),
+    "/dd-429": (429, HTML, (FIXTURES / "datadome-captcha.html").read_bytes()),
+    "/own-403": (403, {**HTML, "Server": "Apache"}, (FIXTURES / "own-403.html").read_bytes()),
+    "/cf-200": (200, {**HTML, "cf-mitigated": "challenge"}, b"<!doctype html><title>Just a moment...</title>"),
+    "/ok": (200, HTML, b"<!doctype html><title>fine</title><a href='/x'>x</a>"),
+}
+
+
+class ChallengeSite:
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                status, headers, body = PAGES.get(self.path, (404, HTML, b"no"))
+                self.send_response(status)
+                for k, v in {**headers, "Content-Length": str(len(body))}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture(scope="module")
+def site():
+    s = ChallengeSite()
+    yield s
+    s.stop()
+
+
+def _capture(server: str, url: str) -> dict:
+    r = capture(server, url=url, captureFormats=FORMATS)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_the_extension_is_advertised(capture_server):
+    assert "challengeSignature" in httpx.get(f"{capture_server}/status").json()["extensions"]
+
+
+@pytest.mark.parametrize("path, vendor, status", [("/cf-403", "Cloudflare", 403), ("/akamai-403", "Akamai", 403),
+                                                  ("/dd-429", "DataDome", 429)])
+def test_a_challenge_is_named_on_the_http_error(capture_server, site, path, vendor, status):
+    report = _capture(capture_server, site.url + path)["report"]
+    assert report["status"] == "http_error" and report["httpStatusCode"] == status
+    assert report["errorDetails"]["challenge"]["vendor"] == vendor
+    assert report["errorDetails"]["challenge"]["status"] == status
+    assert not report["artifacts"]  # nothing written
+
+
+def test_a_sites_own_403_is_no_challenge(capture_server, site):
+    report = _capture(capture_server, site.url + "/own-403")["report"]
+    assert report["status"] == "http_error" and "challenge" not in report["errorDetails"]
+
+
+def test_a_2xx_challenge_is_never_archived(capture_server, site):
+    report = _capture(capture_server, site.url + "/cf-200")["report"]
+    assert report["status"] == "failed" and report["errorDetails"]["type"] == "policy"
+    assert report["errorDetails"]["message"] == MESSAGE.format(vendor="Cloudflare", status=200)
+    assert report["errorDetails"]["challenge"] == {"vendor": "Cloudflare", "signature": "cloudflare-mitigated-header",
+                                                   "status": 200}
+    assert not report["artifacts"]
+
+
+def test_a_plain_page_is_captured(capture_server, site):
+    report = _capture(capture_server, site.url + "/ok")["report"]
+    assert report["status"] == "success" and "wacz" in report["artifacts"]
