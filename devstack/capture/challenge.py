@@ -50,6 +50,7 @@ async def checked(run: Any, response: Any, status: int) -> Match | None:
     found = await main_document_match(response, status)
     if found is not None:
         run.challenge = found.as_json()
+    run.main_checked.set()
     return found
 
 
@@ -74,10 +75,25 @@ class HeldBehindChallenge(HeldDuplicate):
         return self.message
 
 
-def refuse_behind_challenge(hold: Any) -> None:
-    """Raise :class:`HeldBehindChallenge` when the capture ``hold`` waits behind met a challenge."""
+async def refuse_behind_challenge(run: Any, hold: Any, timeout_s: float) -> None:
+    """Before a held capture navigates: wait until the capture it is held behind has had its main
+    document matched (or ended: sealed), at most ``timeout_s``, and raise
+    :class:`HeldBehindChallenge` when that was a challenge — or was itself refused behind one, so
+    a chain of held captures stops whole. The proxy's release comes after that seal anyway, so
+    the wait costs a held navigation at most its lead."""
+    prev = getattr(hold.prev, "run", None)
+    waits = [asyncio.ensure_future(hold.prev.event.wait())]
+    if prev is not None and hasattr(prev, "main_checked"):
+        waits.append(asyncio.ensure_future(prev.main_checked.wait()))
+    try:
+        await asyncio.wait(waits, timeout=max(0.0, timeout_s), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
     found = getattr(getattr(hold.prev, "run", None), "challenge", None)
     if found:
+        run.challenge = found  # a capture held behind this one stops too
+        run.main_checked.set()
         raise HeldBehindChallenge(found)
 
 

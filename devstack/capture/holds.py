@@ -153,5 +153,6 @@ async def wait_turn(run: Run) -> None:
     if landed is not None and same_page(landed, run.url):
         raise HeldDuplicate(landed)
     from devstack.capture.challenge import refuse_behind_challenge  # (it imports this module)
-    refuse_behind_challenge(hold)  # the previous page was a challenge: the host is paused, send nothing
+    # the previous page was a challenge: the host is paused, send nothing (extension challengeSignature)
+    await refuse_behind_challenge(run, hold, run.remaining_s() - 1.0)
     run.mark("hold-after")

@@ -126,6 +126,7 @@ class Run:
     sealed_at: float | None = None  # monotonic seconds of the first :meth:`signal_sealed`
     doc_status: int | None = None  # the main document's HTTP status when it failed the capture (holdAfter back-off)
     challenge: dict[str, Any] | None = None  # the signature its main document matched (.challenge)
+    main_checked: asyncio.Event = field(default_factory=asyncio.Event)  # its main document was matched (.challenge)
     retry_after_s: float | None = None  # the 429/503 main document's Retry-After, capped (.retryafter)
     robots: dict[str, Any] | None = None  # what the page asked of robots (.robotsmeta, extension robotsMeta)
     hold: Any = None  # a .holds.Hold: this capture waits for the previous one's seal + gap (holdAfter)
