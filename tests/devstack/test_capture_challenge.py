@@ -4,14 +4,16 @@ pages (tests/fixtures/challenge/) and with its own error page."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 
-from devstack.capture.challenge import MESSAGE
+from devstack.capture.challenge import MESSAGE, HeldBehindChallenge, refuse_behind_challenge
 from tests.devstack.helpers import capture
 
 FORMATS = {"png": False, "webp": False, "html": False, "links": True, "mhtml": False, "wacz": True}
@@ -98,3 +100,49 @@ def test_a_2xx_challenge_is_never_archived(capture_server, site):
 def test_a_plain_page_is_captured(capture_server, site):
     report = _capture(capture_server, site.url + "/ok")["report"]
     assert report["status"] == "success" and "wacz" in report["artifacts"]
+
+
+# -- a capture held behind a challenge (extension holdAfter), without a browser ------------------------
+
+class _Run:
+    def __init__(self, challenge=None, checked=False):
+        self.challenge = challenge
+        self.main_checked = asyncio.Event()
+        if checked:
+            self.main_checked.set()
+
+
+class _Seal:
+    def __init__(self, run, sealed=False):
+        self.run = run
+        self.event = asyncio.Event()
+        if sealed:
+            self.event.set()
+
+
+class _Hold:
+    def __init__(self, prev):
+        self.prev = prev
+
+
+def test_held_behind_a_challenge_ends_and_passes_it_on():
+    found = {"vendor": "Cloudflare", "signature": "cloudflare-challenge", "status": 403}
+
+    async def scenario():
+        behind = _Run()
+        with pytest.raises(HeldBehindChallenge, match="previous capture answered a challenge page \\(Cloudflare\\)"):
+            await refuse_behind_challenge(behind, _Hold(_Seal(_Run(found, checked=True))), 5.0)
+        assert behind.challenge == found and behind.main_checked.is_set()  # the next one in the chain stops too
+        third = _Run()
+        with pytest.raises(HeldBehindChallenge):
+            await refuse_behind_challenge(third, _Hold(_Seal(behind)), 5.0)
+        # the previous page was no challenge, or ended without a check (sealed), or never started
+        await refuse_behind_challenge(_Run(), _Hold(_Seal(_Run(checked=True))), 5.0)
+        await refuse_behind_challenge(_Run(), _Hold(_Seal(_Run(), sealed=True)), 5.0)
+        await refuse_behind_challenge(_Run(), _Hold(_Seal(None, sealed=True)), 5.0)
+        # the wait is bounded: a previous capture that neither checks nor seals does not hold it forever
+        t0 = time.monotonic()
+        await refuse_behind_challenge(_Run(), _Hold(_Seal(_Run())), 0.2)
+        assert 0.19 <= time.monotonic() - t0 < 2.0
+
+    asyncio.run(scenario())
