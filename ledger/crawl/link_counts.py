@@ -119,8 +119,10 @@ def answer_items(results: Sequence[dict], counts: Sequence[dict]) -> list[dict]:
 
 async def store(conn: Any, crawl_id: Any, depth: int, hashes: Sequence[bytes | None],
                 counts: Sequence[dict | None]) -> None:
-    """``crawl_pages.links`` (migration 281) of the reported pages of level ``depth`` that gave links."""
-    rows = [(h, json.dumps(c)) for h, c in zip(hashes, counts) if h is not None and c and c["discovered"]]
+    """``crawl_pages.links`` (migration 281) of the reported pages of level ``depth`` that gave links;
+    two results for one page: the later one's (as the level report applies them)."""
+    last = {h: c for h, c in zip(hashes, counts) if h is not None and c and c["discovered"]}
+    rows = [(h, json.dumps(c)) for h, c in last.items()]
     if not rows:
         return
     await conn.execute(
