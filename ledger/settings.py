@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     # level report bodies (hostile input, issue 14): inline links per result (the flow is told
     # this cap and counts the rest in linksOverflow), links and results per report
     report_links_per_page: int = Field(1000, ge=0, le=100_000)
+    # blocked answers (403/429/503) in a row that pause a host for the rest of its crawl (the flow's
+    # blocked_after; decision 231); 0 = only a challenge signature the capture server reports
+    blocked_after: int = Field(3, ge=0, le=1000)
     report_links_max: int = Field(200_000, ge=0)
     report_results_max: int = Field(20_000, ge=1)
     wacz_hash_max_bytes: int = Field(64 * 1024 * 1024, ge=0)  # WACZ check: hash listed files up to this total

@@ -38,7 +38,7 @@ log = logging.getLogger("waggle_capture")
 # GET /status so that a client uses one only where it is advertised.
 EXTENSIONS = ("sinceLastRequestMs", "sealWait", "startAfterMs", "sealBeforeFormats", "scrollHooks",
               "holdAfter", "captureAtDeadline", "screenshotsInWacz", "retryAfterMs", "robotsMeta", "revisit",
-              "navigationRules")
+              "navigationRules", "challengeSignature")
 MAX_ACTIVE = 2  # one capture loading, one finishing (CaptureGate)
 
 
@@ -151,6 +151,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
                     ctx, req, accepted=received, seal=seal, on_sealed=release, hold=hold,
                     on_run=watch.began))
             except holds.HeldDuplicate as e:
+                if not e.url:  # HeldBehindChallenge (.challenge): nothing sent, no finalUrl
+                    return _error(409, "ConflictException", {"message": str(e)})
                 return _error(409, "ConflictException", {
                     "message": f"holdAfter: the previous capture ended at this URL ({e.url}); nothing was sent",
                     "finalUrl": e.url})

@@ -24,16 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from waggle_capture.seals import Seal
-from waggle_capture.state import BudgetExhausted, Run
-
-class HeldDuplicate(Exception):
-    """The previous capture's page landed at this held capture's URL (a redirect target listed
-    next): it ends before anything is sent, answered 409 with ``finalUrl``."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.url = url
-
+from waggle_capture.challenge import refuse_behind_challenge
+from waggle_capture.state import BudgetExhausted, HeldDuplicate, Run  # noqa: F401 — HeldDuplicate: its name here too
 
 def track_landing(run: Run, page: Any) -> None:
     """Keep ``run.landed_url`` = the page's main-frame URL at each commit (HTTP redirects land
@@ -152,4 +144,6 @@ async def wait_turn(run: Run) -> None:
         raise BudgetExhausted() from e
     if landed is not None and same_page(landed, run.url):
         raise HeldDuplicate(landed)
+    # the previous page was a challenge: the host is paused, send nothing (extension challengeSignature)
+    await refuse_behind_challenge(run, hold, run.remaining_s() - 1.0)
     run.mark("hold-after")

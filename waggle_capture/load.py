@@ -13,7 +13,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, Response
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from waggle_capture import proxystatus, retryafter
+from waggle_capture import challenge, proxystatus, retryafter
 from waggle_capture.behaviors import run_behaviors
 from waggle_capture.dismiss import DismissFailed, dismiss
 from waggle_capture.recorder import Recorder
@@ -291,9 +291,11 @@ async def _main_status(run: Run, page: Page, response: Response | None) -> int:
     if not 200 <= status < 300:
         if status in retryafter.STATUSES:  # a held capture waits for it (holdAfter); the answer says it
             run.retry_after_s = retryafter.delay_s(retryafter.header(await response.all_headers()))
+        found = await challenge.checked(run, response, status)  # extension challengeSignature
         await _follow_script_navigation(run, page, response.url)
-        raise CaptureFailure("http_error", "http", f"HTTP {status}", httpStatusCode=status,
-                             httpStatusText=reason_phrase(status, response.status_text))
+        raise challenge.with_challenge(CaptureFailure("http_error", "http", f"HTTP {status}", httpStatusCode=status,
+                                                      httpStatusText=reason_phrase(status, response.status_text)), found)
+    await challenge.refuse_challenge(run, response, status)  # a 2xx that a definitive header marks
     return status
 
 

@@ -125,6 +125,8 @@ class Run:
     after_seal: Any = None  # an .afterseal.AfterSeal when the formats follow the seal (sealBeforeFormats)
     sealed_at: float | None = None  # monotonic seconds of the first :meth:`signal_sealed`
     doc_status: int | None = None  # the main document's HTTP status when it failed the capture (holdAfter back-off)
+    challenge: dict[str, Any] | None = None  # the signature its main document matched (.challenge)
+    main_checked: asyncio.Event = field(default_factory=asyncio.Event)  # its main document was matched (.challenge)
     retry_after_s: float | None = None  # the 429/503 main document's Retry-After, capped (.retryafter)
     robots: dict[str, Any] | None = None  # what the page asked of robots (.robotsmeta, extension robotsMeta)
     hold: Any = None  # a .holds.Hold: this capture waits for the previous one's seal + gap (holdAfter)
@@ -197,3 +199,12 @@ class Run:
     def op_timeout(self, ms: int) -> float:
         """Seconds one operation may take: its own limit ``ms``, cut to the budget left (≥ 0.05)."""
         return max(0.05, min(ms / 1000, self.remaining_s()))
+
+
+class HeldDuplicate(Exception):
+    """The previous capture's page landed at this held capture's URL (a redirect target listed
+    next): it ends before anything is sent, answered 409 with ``finalUrl``."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from f.waggle.breaker import challenge_reason
 from f.waggle.common import iso_now, one_line
 from f.waggle.failures import PERMANENT, POLICY, TRANSIENT, classify_report
 from f.waggle.landing import landing_refusal
@@ -231,6 +232,9 @@ def judge_answer(url: str, crawl_id: str, body: Any, times: tuple[float, float, 
     if note:
         log(f"{url}: {note}")
     reason = failure_reason(report)
+    if blocked := challenge_reason(report):  # extension challengeSignature: blocked, not retried (f.waggle.breaker)
+        result.update(status="blocked", skipReason=blocked, failureClass=POLICY)
+        return Outcome(result, status, gap_from, retry_after_ms=retry_after_ms(body))
     if failure_class == POLICY and honour_robots and robots_wishes(body)["noarchive"]:
         reason = NOARCHIVE_REASON  # nothing was archived (the server wrote no WACZ)
     result.update(skipReason=reason, failureClass=failure_class)

@@ -100,6 +100,7 @@ def main(
     ignore_robots_meta: Optional[bool] = None,
     robots_txt: Optional[str] = None,
     exclude: Optional[list[str]] = None,
+    blocked_after: Optional[int] = None,
 ):
     missing = [n for n, v in (("crawl_id", crawl_id), ("host", host), ("urls", urls),
                               ("capture_formats", capture_formats), ("signing", signing), ("scripts", scripts)) if v is None]
@@ -124,6 +125,7 @@ def main(
             links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
             ignore_robots_meta=ignore_robots_meta is True,
             rules=navigation_rules(robots_txt, exclude),
+            blocked_after=blocked_after,
         )
     finally:
         on_page.close()

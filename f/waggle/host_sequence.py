@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import ada_url
 
 from f.waggle import pipeline
+from f.waggle.breaker import HostBreaker, blocked_after as breaker_after
 from f.waggle.host_gap import BACKOFF_STATUSES, BUSY_JITTER_MS, BUSY_REF_GAP_MS, FLOW_RETRY_S, HostGap, backed_off_gap, busy_window, clock, first_wait_s, gap_start, remaining_gap_s, rest_before_retry_s
 from f.waggle.capture_request import capture_request
 from f.waggle.endpoints import Endpoint, describe_refusal
@@ -69,6 +70,7 @@ def capture_host(
     links_per_page: int = LINKS_PER_PAGE,
     ignore_robots_meta: bool = False,
     rules: dict | None = None,
+    blocked_after: int | None = None,
 ) -> list[dict]:
     """Capture ``urls`` of ``host``, one after the other; one PageResult per URL, in order.
 
@@ -85,6 +87,8 @@ def capture_host(
     nofollow pages' links; by default both are honoured where the endpoint reports them
     (extension robotsMeta; a real v12 reports nothing, and nothing changes).
     ``rules``: the ``navigationRules`` of every capture (:func:`navigation_rules`), or None.
+    ``blocked_after``: blocked answers (403/429/503) in a row that pause the host
+    (:mod:`f.waggle.breaker`; None → its default, 0 → only a challenge signature does).
     """
     if not endpoints:
         raise ValueError("no BrowserHive endpoints")
@@ -94,7 +98,8 @@ def capture_host(
 
     job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink, HostGap(max(0, int(delay_ms or 0)), say),
                   busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page,
-                  honour_robots=not ignore_robots_meta, navigation_rules=rules)
+                  honour_robots=not ignore_robots_meta, navigation_rules=rules,
+                  breaker=HostBreaker(breaker_after(blocked_after), say))
     initial_s = first_wait_s(initial_delay_ms, not_before, now())
     if initial_s > 0:
         say(f"waiting {initial_s * 1000:.0f} ms (rest of the gap since this host's last capture)")
@@ -141,6 +146,7 @@ class HostJob:
     down: set[str] = field(default_factory=set)  # endpoints found unreachable: not tried again this level
     honour_robots: bool = True  # the crawl honours robots meta / X-Robots-Tag (noarchive, nofollow)
     navigation_rules: dict | None = None  # extension navigationRules (decision 105)
+    breaker: HostBreaker = field(default_factory=HostBreaker)  # challenge / block pages (f.waggle.breaker)
 
     def request(self, index: int) -> dict:
         """The capture request of page ``index``, its settle bounded by the current gap."""
@@ -159,7 +165,8 @@ class HostJob:
     def __post_init__(self) -> None:
         self.results = [None] * len(self.urls)
 
-    def done(self, index: int, result: dict) -> None:
+    def done(self, index: int, result: dict, doc_status: int | None = None) -> None:
+        self.breaker.observe(result, doc_status)  # may turn it blocked (the streak's last page)
         self.results[index] = result
         final = result.get("finalUrl")
         if result.get("status") == "captured" and final and page_key(final) != page_key(self.urls[index]):
@@ -170,7 +177,12 @@ class HostJob:
         """Whether page ``index`` is the final URL of a capture this job already concluded (a
         redirect target listed in the level too): then it is recorded ``skipped`` with
         :data:`REDIRECT_DUPLICATE` and never submitted (no capture, no gap, no progress event).
-        A capture still in flight is not known yet: its duplicate is captured (both recorded)."""
+        A capture still in flight is not known yet: its duplicate is captured (both recorded).
+        Once the host's breaker tripped, every page not yet submitted is ``blocked`` the same way."""
+        if (held := self.breaker.held(self.urls[index])) is not None:
+            self.say(f"{index + 1}/{len(self.urls)} {self.urls[index]}: blocked, not captured")
+            self.results[index] = held
+            return True
         source = self.finals.get(page_key(self.urls[index]))
         if source is None:
             return False
@@ -193,7 +205,7 @@ def capture_sequentially(endpoints: Sequence[Endpoint], job: HostJob) -> list[di
         outcome = capture_one(endpoints, job.request(i), i, crawl_id=job.crawl_id, gap=job.gap, sleep=job.sleep,
                               busy_jitter_ms=job.busy(), log=job.say, now=job.now,
                               links_per_page=job.links_per_page, down=job.down)
-        job.done(i, outcome.result)
+        job.done(i, outcome.result, outcome.doc_status)
         gap_from = outcome.gap_from
     return [r for r in job.results if r is not None]
 
@@ -284,5 +296,5 @@ class ChainPages:
             job.say(f"retrying {raw.url} ({outcome.result.get('skipReason', '')[:120]}), "
                     f"waiting the gap ({job.gap.ms} ms) from the last capture's gapFrom")
         else:
-            job.done(flight.index, outcome.result)
+            job.done(flight.index, outcome.result, outcome.doc_status)
         return outcome.gap_from, retry

@@ -225,7 +225,7 @@ class PageResult(_Strict):
 
     walks_text: ClassVar[bool] = False  # LevelReport's walk covers it
     url: NonEmpty
-    status: Literal["captured", "failed", "skipped"]
+    status: Literal["captured", "failed", "skipped", "blocked"]  # blocked: decision 231
     skipReason: str | None = None
     taskId: Annotated[str, AfterValidator(_uuid_text)] | None = None
     correlationId: str | None = None
@@ -435,7 +435,7 @@ async def list_pages(crawl_id: uuid.UUID, request: Request, state: str | None = 
     """Every page of the crawl, oldest first → ``{pages: [{url, finalUrl, depth, state,
     failureClass, reason, captureMs, archiveId, archiveComplete, title, httpStatus, contentType,
     bytes, thumbnailUrl}], nextCursor}`` (null: unknown); ``state`` filters
-    (captured|failed|skipped|pending), ``limit`` 1–500 (default 100), ``cursor`` = the previous
+    (captured|failed|skipped|blocked|pending), ``limit`` 1–500 (default 100), ``cursor`` = the previous
     answer's ``nextCursor``. Same authorization as ``GET /api/crawls/{id}`` (404 to outsiders)."""
     if state is not None and state not in pages_store.STATES:
         raise Refused(400, f"state must be one of {', '.join(pages_store.STATES)}")

@@ -45,6 +45,7 @@ class PageState(str, Enum):
     captured = "captured"
     failed = "failed"
     skipped = "skipped"
+    blocked = "blocked"  # decision 231
     pending = "pending"
 
 

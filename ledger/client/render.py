@@ -18,6 +18,8 @@ from rich.console import Group
 from rich import box
 from rich.table import Table
 from rich.text import Text
+from ledger.client.blocked import blocked_hosts_table, blocked_text
+from ledger.client.links import links_text
 
 
 def parse_time(value: object) -> datetime | None:
@@ -158,7 +160,7 @@ def status_line(crawl: dict) -> str:
     return (
         f"crawl {crawl.get('crawlId', '?')} {crawl.get('state', '?')}: level {_n(level_of(crawl))}"
         f" · captured {_n(captured_count(crawl))} · failed {_n(failed_count(crawl))}"
-        f" · skipped {_n(skipped_count(crawl))} · discovered {_n(count(crawl, 'pagesDiscovered'))}"
+        f" · skipped {_n(skipped_count(crawl))}{blocked_text(crawl)} · discovered {_n(count(crawl, 'pagesDiscovered'))}"
         f" · hosts in flight {hosts_txt}" + (f" · waiting: {waits}" if waits else "")
         + f" · elapsed {format_duration(elapsed_s(crawl))}"
     )
@@ -246,6 +248,8 @@ def summary_view(crawl: dict) -> Group:
     table.add_row("pages captured", _n(captured_count(crawl)))
     table.add_row("pages failed", _n(failed_count(crawl)))
     table.add_row("pages skipped", _n(skipped_count(crawl)))
+    if crawl.get("pagesBlocked"):  # decision 231: their hosts answered with challenge or block pages
+        table.add_row("pages blocked", Text(_n(crawl["pagesBlocked"]), style="magenta"))
     table.add_row("pages discovered", _n(count(crawl, "pagesDiscovered")))
     if crawl.get("formats"):  # chosen for this crawl (else the deployment's default)
         table.add_row("formats", ", ".join(map(str, crawl["formats"])))
@@ -270,6 +274,8 @@ def summary_view(crawl: dict) -> Group:
     if crawl.get("error"):
         table.add_row("error", Text(str(crawl["error"]), style="red"))
     parts: list = [table]
+    if (paused := blocked_hosts_table(crawl)) is not None:
+        parts.append(paused)
     problems = crawl.get("archiveProblems") or []
     if problems:  # the ledger's WACZ check: what is missing or does not match (newest first)
         pt = Table(title="incomplete archives (newest first)", title_justify="left")
@@ -312,7 +318,7 @@ def short_time(value: object) -> str:
     return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-STATE_STYLES = {"captured": "green", "failed": "red", "skipped": "yellow", "pending": "dim"}
+STATE_STYLES = {"captured": "green", "failed": "red", "skipped": "yellow", "blocked": "magenta", "pending": "dim"}
 
 
 def size_text(n: int | None) -> str:
@@ -350,6 +356,8 @@ def _page_cell(page: dict) -> Text:
         text.append(f"\n→ {final}")
     if page.get("reason"):
         text.append(f"\n{page['reason']}", style=STATE_STYLES.get(str(page.get("state")), ""))
+    if links := links_text(page):  # decision 232: how many of its links the crawl took, and why not the rest
+        text.append(f"\n{links}", style="dim")
     if page.get("archiveId"):
         what = contents_text(page)
         if what:

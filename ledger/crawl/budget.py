@@ -91,14 +91,16 @@ def plan_next_level(
     ``shape_counts`` = ``ledger.crawl.param_traps.ShapeCounts`` for the query-parameter rules (None = off);
     ``trap_reasons`` = ``traps.trap_reason`` per key, when computed beforehand (``traps.screen``).
     """
-    if next_depth > max_depth:
-        return LevelPlan([], "max_depth", {})
-    from ledger.crawl import traps
+    from ledger.crawl import link_counts, traps
 
+    if next_depth > max_depth:
+        link_counts.note_all(candidates, "max_depth", [])
+        return LevelPlan([], "max_depth", {})
     kept, drops = traps.screen(candidates, known_per_host=known_per_host or {},
                                max_pages_per_host=max_pages_per_host, counts=shape_counts,  # type: ignore[arg-type]
                                reasons=trap_reasons)
     urls, reason = plan_budget(kept, next_depth=next_depth, max_depth=max_depth, max_pages=max_pages, known=known)
+    link_counts.note_all(kept, reason or "max_pages", urls)  # each page's link counts (decision 232)
     return LevelPlan(urls, reason, drops)
 
 

@@ -17,7 +17,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
-from ledger.crawl import frontier, salvage, sitemaps, traps, waits
+from ledger.crawl import blocked, frontier, salvage, sitemaps, traps, waits
 from ledger.crawl import scope as scope_rules
 from ledger.crawl.progress import level_progress
 from ledger.crawl.times import iso_ms
@@ -312,6 +312,7 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> dict | N
         )
         by_state = {r["state"]: r["n"] for r in await cur.fetchall()}
         problems = await archive_problems(conn, crawl_id)
+        paused_hosts = await blocked.blocked_hosts(conn, crawl_id)  # decision 231
         hosts: list[str] = []
         if crawl["state"] == "running":
             # Hosts of the level in flight that still have pages to capture.
@@ -332,6 +333,8 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> dict | N
     view["pagesFailed"] = by_state.get("failed", 0)
     view["pagesSkipped"] = by_state.get("skipped", 0)
     view["pagesPending"] = by_state.get("pending", 0)
+    view["pagesBlocked"] = by_state.get("blocked", 0)
+    view["blockedHosts"] = paused_hosts
     view["hostsInFlight"] = hosts
     view.update(problems)
     return view
@@ -396,7 +399,8 @@ async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = No
     out = []
     for r in rows:
         item = {k: v for k, v in crawl_view(r, []).items() if k in keys}
-        for state, key in (("failed", "pagesFailed"), ("skipped", "pagesSkipped"), ("pending", "pagesPending")):
+        for state, key in (("failed", "pagesFailed"), ("skipped", "pagesSkipped"), ("pending", "pagesPending"),
+                           ("blocked", "pagesBlocked")):
             item[key] = counts.get((r["id"], state), 0)
         out.append(item)
     return out

@@ -53,7 +53,8 @@ def webhook_body(
     lastFinishedAt, hostDelayMs?}`` (ISO string or None; ms,
     sent when known — docs/internals.md "Concurrent crawls and host leases"). Keys: ``crawl_id,
     depth, frontier, per_host_delay_ms, host_parallelism, capture_formats, signing, scripts,
-    links_per_page`` (the last beyond upstream: inline links per PageResult, issue 14), and
+    links_per_page`` (the last beyond upstream: inline links per PageResult, issue 14),
+    ``blocked_after`` (the hosts' circuit breaker, decision 231), and
     ``robots`` when ``robots`` is non-empty (the crawl's cached robots.txt outcomes for hosts
     of the level, ``ledger.crawl.robots_cache.cached``; once per host, not per URL), and
     ``ignore_robots_meta: true`` for a crawl that ignores robots meta (migration 190), and
@@ -71,6 +72,7 @@ def webhook_body(
         "signing": bool(settings.capture_signing if crawl.get("signing") is None else crawl["signing"]),
         "scripts": [webhook_item(s) for s in crawl["scripts"]],
         "links_per_page": settings.report_links_per_page,
+        "blocked_after": settings.blocked_after,  # the host's circuit breaker (decision 231)
     }
     if robots:
         body["robots"] = robots

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from ledger.crawl import frontier, hosts, leases
+from ledger.crawl import blocked, frontier, hosts, leases, link_counts
 from ledger.crawl.attribution import attribute_tasks
 from ledger.crawl.budget import plan_next_level
 from ledger.crawl.errors import Refused
@@ -241,6 +241,7 @@ async def _plan_and_insert(conn: Any, crawl: dict, next_depth: int, candidates: 
     """
     known, per_host = held or await _known(conn, crawl, max_pages_per_host)
     if next_depth > crawl["max_depth"] or not candidates:
+        link_counts.note_all(candidates, "max_depth", [])  # no level follows: known or not, not looked up
         return _planner(crawl, next_depth, known, per_host, max_pages_per_host, None)([]), []
     # the query-parameter trap rules' counts (ledger.crawl.param_traps), read before inserting
     counts = await _load_shapes(conn, crawl, [c.key for c in candidates], next_depth, settings)
@@ -420,6 +421,26 @@ async def _record_hops(conn: Any, crawl_id: Any, landed: list[dict], candidates:
                        (stored, [h for _, h in keys], crawl_id))
 
 
+async def _page_links(conn: Any, crawl_id: Any, depth: int, results: list[dict], hashes: list[bytes | None],
+                      per_page: list[tuple], seeds: list[ParsedUrl], crawl_scope: Scope, settings: Any) -> list[dict]:
+    """Each reporting page's links: discovered, kept, dropped by reason (:mod:`ledger.crawl.link_counts`),
+    stored on its row; returns the answer's ``pageLinks``."""
+    fates = link_counts.current()
+    pages: list[tuple[dict, list, int]] = []
+    cache: dict = {}
+    for group, links, counts, hops, screen in per_page:
+        cache.update(screen._fate)  # noqa: SLF001 - the report's href verdicts: nothing parsed twice
+        start = 0
+        for g, (r, n) in enumerate(zip(group, counts)):
+            pages.append((r, links[start:start + n], hops[g] if hops else 0))
+            start += n
+    tallied = link_counts.tally(pages, seeds, crawl_scope, fates, settings.allow_private_hosts, cache)
+    by_id = {id(r): c for (r, _, _), c in zip(pages, tallied)}
+    ordered = [by_id.get(id(r)) for r in results]
+    await link_counts.store(conn, crawl_id, depth, hashes, ordered)
+    return link_counts.answer_items(results, [c or {"discovered": 0} for c in ordered])
+
+
 async def _drop_early(conn: Any, crawl_id: Any, level: int) -> tuple[report_early.Early, set[int]]:
     await report_early.drop(conn, crawl_id, level)
     log.info("Links from progress not used: crawl %s level %d: the report inserts its links itself", crawl_id, level)
@@ -452,7 +473,7 @@ async def record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutco
     mismatch (``{"error", "scriptId"}``); 503 store unavailable; 500 unusable stored seed.
     The cyclic garbage collector is paused meanwhile (``ledger.crawl.report_gc``).
     """
-    with paused_gc():
+    with paused_gc(), link_counts.collecting():  # the plan's verdict per link, for each page's counts
         return await _record_level(services, crawl_id, report)
 
 
@@ -528,17 +549,19 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             # rows above it are this level's (early rows included)
             held_up_to = early.first_id - 1 if early.first_id is not None else await leases.max_page_id(conn)
             plan, inserted, discovered, drops = None, [], 0, Counter()
+            per_page: list[tuple] = []  # (group, links, counts, hops, screen): each page's link counts
             for src in sorted(set(sources)) or [depth]:
                 group = [r for r, s in zip(results, sources) if s == src]
+                at = [i for i, s in enumerate(sources) if s == src]  # the group's results' positions
                 # 4. discovered links: inline in the results, else read from S3 (old shape)
                 links, overflow, counts = await discovered_links(group, lambda rs: _read_all_links(services, rs))
+                screen = LinkFilter(seeds, crawl_scope)
+                per_page.append((group, links, counts, [page_hops[i] for i in at] if page_hops else None, screen))
                 # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
                 # the host name only, so it is asked once per host); chunk by chunk, so that when the
                 # budget cannot cut, chunk n + 1 is scoped while Postgres inserts chunk n
-                screen = LinkFilter(seeds, crawl_scope)
                 verdicts: dict[str, str | None] = {}
                 held = _before_level(await _known(conn, crawl, cap), early)
-                at = [i for i, s in enumerate(sources) if s == src]  # the group's results' positions
                 if (src + 1 <= crawl["max_depth"] and len(links) <= crawl["max_pages"] - held[0]
                         and page_hops is None):
                     # 6.–7. every link fits the budget: insert while scoping, plan over what landed
@@ -580,9 +603,14 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                                                               report["sitemaps"], cap, settings,
                                                               guarded=_guarded, plan_and_insert=_plan_and_insert)
                 plan, inserted, discovered = part if part.stop_reason else plan, inserted + landed, discovered + in_scope
+            page_links = await _page_links(conn, crawl_id, depth, results, hashes, per_page, seeds, crawl_scope,
+                                           settings)  # decision 232
             # issue 12: the hosts' last captures (shared by every crawl), this level's leases end,
             # and pages carried from hosts leased elsewhere join the next level
             inserted = await _level_done(conn, crawl, depth, results, inserted, held_up_to)
+            # decision 231: hosts paused by their breaker; their next-level pages are blocked, not sent
+            if await blocked.record(conn, crawl_id, depth, results) or await blocked.any_blocked(conn, crawl_id):
+                inserted = await blocked.hold_back(conn, crawl_id, depth + 1, inserted)
             # 8. counters and closing
             done = not inserted
             reason = plan.stop_reason or ("completed" if done else None)
@@ -614,6 +642,8 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                 "next": [{"url": p["url"], "host": p["host"], "depth": depth + 1} for p in inserted],
                 "stopReason": reason if done else None,
             }
+            if page_links:  # per page that gave links: discovered, kept, dropped by reason (decision 232)
+                answer["pageLinks"] = page_links
             body = orjson.dumps(answer)
             await conn.execute(
                 "INSERT INTO crawl_level_reports (crawl_id, depth, report_sha256, answer) VALUES (%s, %s, %s, %s::json)",

@@ -55,6 +55,8 @@ def what_happened(url: str, state: str, reason: str | None) -> str:
     ``{url} answered HTTP n``, ``{url}: timeout``, ``{url}: robots.txt could not be fetched``,
     else ``{url}: {state}: {reason}`` (the reason cut to :data:`REASON_CHARS`)."""
     text = reason or ""
+    if state == "blocked":  # decision 231: the reason says whose challenge page or which answers
+        return f"{url}: blocked: {text[:REASON_CHARS]}"
     if text == ROBOTS_UNREACHABLE:
         return f"{url}: robots.txt could not be fetched"
     if _REDIRECT_LOOP.search(text):  # before the status: a loop's last answer is a 3xx

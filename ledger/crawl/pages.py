@@ -3,7 +3,7 @@
 
 Row: ``url, finalUrl (where the main document ended after redirects, issue 13; None when no
 redirect was reported), depth, state, failureClass, reason, captureMs, archiveId,
-archiveComplete, waitMs``. ``captureMs`` = ``finished_at − submitted_at`` minus ``waitMs`` in whole
+archiveComplete, waitMs``, ``links`` (``{discovered, kept, dropped}``: decision 232). ``captureMs`` = ``finished_at − submitted_at`` minus ``waitMs`` in whole
 ms (None until the page was submitted); ``waitMs`` = how long the capture waited behind the previous
 page of its host (a held capture, issue 24 item 8; None when none was reported); ``archiveId`` = the archive registered for the page's BrowserHive task
 (None when there is none); ``reason`` of a captured page says why its archive is incomplete
@@ -24,12 +24,12 @@ from typing import Any
 
 from ledger.archive.files import measure_missing
 
-STATES = ("captured", "failed", "skipped", "pending")
+STATES = ("captured", "failed", "skipped", "blocked", "pending")  # blocked: decision 231
 LIMIT_DEFAULT = 100
 LIMIT_MAX = 500
 
 _PAGES = """
-SELECT p.id, p.url, p.final_url, p.depth, p.state, p.failure_class, p.skip_reason,
+SELECT p.id, p.url, p.final_url, p.depth, p.state, p.failure_class, p.skip_reason, p.links,
        CASE WHEN p.finished_at IS NOT NULL AND p.submitted_at IS NOT NULL  -- greatest() ignores NULLs
             THEN greatest(0, (extract(epoch FROM p.finished_at - p.submitted_at) * 1000)::bigint
                              - coalesce(p.wait_ms, 0)) END AS capture_ms, p.wait_ms,
@@ -92,6 +92,7 @@ def page_row(row: dict, s3: Any = None) -> dict:
         archiveComplete=row["wacz_complete"] if row["archive_id"] else None,
         title=row.get("title"), httpStatus=row.get("http_status"), contentType=row.get("content_type"),
         bytes=row.get("bytes"), thumbnailUrl=thumbnail,
+        links=row.get("links"),  # {discovered, kept, dropped: {reason: n}} or None (decision 232)
     )
 
 

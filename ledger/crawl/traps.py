@@ -30,6 +30,7 @@ from urllib.parse import unquote
 
 import ada_url
 
+from ledger.crawl.link_counts import note as note_fate
 from ledger.crawl.param_traps import REASONS as PARAM_REASONS, ShapeCounts, shapes_of
 
 T = TypeVar("T")
@@ -160,6 +161,7 @@ def screen(
                 reason = MAX_PAGES_PER_HOST
         if reason is not None:
             drops[reason] += 1
+            note_fate(key, reason)  # the page's own link counts (decision 232)
             continue
         per_host[host] += 1
         if shapes is not None:

@@ -40,7 +40,9 @@ async def test_redirected_seed_records_both_urls_and_its_target_is_not_captured_
         assert r.status_code == 200, r.text
         assert [n["url"] for n in r.json()["next"]] == ["https://a.test/other"]
         r = await post(h, crawl_id, report(1, [captured("https://a.test/other", later)]))
-        assert r.json() == {"next": [], "stopReason": "completed"}
+        assert r.json() == {"next": [], "stopReason": "completed",  # each of its links known (decision 232)
+                            "pageLinks": [{"url": "https://a.test/other", "discovered": 3, "kept": 0,
+                                           "dropped": {"duplicate": 3}}]}
     pages = rows(settings.database_url, "SELECT url, final_url, final_url_key FROM crawl_pages ORDER BY id")
     assert pages == [("https://a.test/old", "https://a.test/new", "https://a.test/new"),
                      ("https://a.test/other", None, None)]

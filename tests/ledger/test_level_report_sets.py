@@ -48,7 +48,10 @@ async def test_duplicates_across_results_and_known_links(settings, s3_server):
         assert r.status_code == 200, r.text
         assert r.json() == {"stopReason": None, "next": [
             {"url": u, "host": "a.test", "depth": 2} for u in ("https://a.test/n1", "https://a.test/n2",
-                                                               "https://a.test/n3")]}
+                                                               "https://a.test/n3")],
+            "pageLinks": [  # each result's share (decision 232): a link is kept by the first that named it
+                {"url": "https://a.test/k", "discovered": 3, "kept": 2, "dropped": {"duplicate": 1}},
+                {"url": "https://a.test/k#again", "discovered": 4, "kept": 1, "dropped": {"duplicate": 3}}]}
         view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
     assert view["pagesDiscovered"] == 1 + 5  # level 0: k; level 1: n1, seed, n2, k, n3 (unique in the call)
     assert rows(settings.database_url, "SELECT state, skip_reason FROM crawl_pages WHERE url = 'https://a.test/k'") \

@@ -137,8 +137,13 @@ async def test_links_scope_nofollow_fragments_dedup_and_bad_files(settings, s3_s
         assert r.status_code == 200, r.text
         body = r.json()
         view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
+    page_links = body.pop("pageLinks")  # decision 232: each page's share, discovered = kept + Σ dropped
     assert body == {"stopReason": None, "next": [{"url": "https://a.test/p1", "host": "a.test", "depth": 1},
                                                  {"url": "https://a.test/p4", "host": "a.test", "depth": 1}]}
+    assert page_links == [
+        {"url": "https://a.test/", "discovered": 6, "kept": 1,
+         "dropped": {"duplicate": 2, "nofollow": 1, "out_of_scope": 2}},  # #section and the seed; p2; other, http
+        {"url": "https://a.test/b", "discovered": 2, "kept": 1, "dropped": {"duplicate": 1}}]  # p1: the page above's
     assert view["drops"] == {"nofollow": 1, "out_of_scope": 2}
     assert view["pagesDiscovered"] == 3  # in-scope unique links (p1, the seed, p4)
     assert view["currentDepth"] == 1
@@ -161,7 +166,9 @@ async def test_budget_truncation_keeps_first_reason(settings, s3_server):
         assert (view["state"], view["stopReason"]) == ("running", "max_pages")
         r = await post(h, crawl_id, report(1, [{"url": "https://a.test/0", "status": "captured", "linksLocation": more},
                                                {"url": "https://a.test/1", "status": "failed", "skipReason": "x"}]))
-        assert r.json() == {"next": [], "stopReason": "max_pages"}
+        assert r.json() == {"next": [], "stopReason": "max_pages",  # the budget took none of its links (decision 232)
+                            "pageLinks": [{"url": "https://a.test/0", "discovered": 1, "kept": 0,
+                                           "dropped": {"max_pages": 1}}]}
         view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
     assert (view["state"], view["stopReason"], view["pagesCaptured"]) == ("succeeded", "max_pages", 2)
 

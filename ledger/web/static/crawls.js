@@ -3,6 +3,8 @@
 import { api, ApiError, isMissingRoute } from "./api.js";
 import { changesSection } from "./changes.js";
 import { el, elapsed, size, stateBadge, table, when } from "./dom.js";
+import { blockedHosts } from "./blocked.js";
+import { linksText } from "./links.js";
 
 const LIST_POLL_MS = 2000;
 const CRAWL_POLL_MS = 1000;  // the crawl's facts (one GET /api/crawls/{id}: ~5 ms of ledger CPU, docs/internals.md)
@@ -100,7 +102,7 @@ function facts(c) {
   const pairs = [
     ["State", stateBadge(c.state)], ["Stop reason", stopText(c, "—")], ["Level", level(c)],
     ["Captured", String(c.pagesCaptured)], ["Failed", String(c.pagesFailed)], ["Skipped", String(c.pagesSkipped)],
-    ["Pending", String(c.pagesPending)], ["Discovered", String(c.pagesDiscovered)],
+    ["Pending", String(c.pagesPending)], ["Blocked", String(c.pagesBlocked ?? 0)], ["Discovered", String(c.pagesDiscovered)],
     ["Max pages", String(c.maxPages)], ["Scope", scopeText(c)], ["Delay per host", c.perHostDelayMs + " ms"],
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
     ["Robots meta", c.ignoreRobotsMeta ? "ignored (noarchive pages archived, a page's nofollow meta or header not applied; links marked rel=nofollow are still not followed)"
@@ -162,11 +164,12 @@ function pageRow(p, crawlId) {
     el("td", { className: "reason" }, [p.failureClass ? "[" + p.failureClass + "] " : "", p.reason || ""].join("")),
     el("td", { className: "num" }, p.captureMs !== null && p.captureMs !== undefined ? p.captureMs + " ms" : ""),
     el("td", { className: "num" }, p.waitMs ? p.waitMs + " ms" : ""),
+    el("td", { className: "links" }, linksText(p.links)),
     el("td", {}, p.archiveId ? el("a", { href: "#/archives?crawl=" + encodeURIComponent(crawlId) + "&url=" + encodeURIComponent(p.url) }, "archive") : ""));
 }
 
 const PAGE_HEADERS = ["URL", { label: "Depth", num: true }, "State", "Reason", { label: "Capture", num: true },
-  { label: "Waited", num: true }, ""];  // waited: behind the previous page of its host (held), not in Capture
+  { label: "Waited", num: true }, "Links", ""];  // waited: behind the previous page of its host (held), not in Capture
 
 async function pagesSection(crawl, box, filter) {
   const params = new URLSearchParams({ limit: String(PAGES_LIMIT) });
@@ -208,7 +211,7 @@ export async function crawlPage(view, ctx, crawlId) {
   const changesBox = el("div", { id: "changes-box" });  // what changed since the crawl before (issue 27)
   let compared = false;
   const filterSelect = el("select", { id: "page-state", onchange: () => { filter = filterSelect.value; refresh(true); } },
-    ["", "captured", "failed", "skipped", "pending"].map((s) => el("option", { value: s }, s || "all states")));
+    ["", "captured", "failed", "skipped", "blocked", "pending"].map((s) => el("option", { value: s }, s || "all states")));
   async function refresh(pagesOnly) {
     let crawl;
     const asked = performance.now();
@@ -250,6 +253,7 @@ export async function crawlPage(view, ctx, crawlId) {
           replay, pause, resume, stop, fail),
         crawl.pauseRequested ? el("p", { className: "muted", id: "pausing" }, "Pausing: the crawl pauses when its level in flight has reported.") : null,
         facts(crawl),
+        blockedHosts(crawl),
         crawl.state === "running"
           ? el("div", { className: "hosts", id: "hosts" }, el("strong", {}, "Hosts in flight: "),
               crawl.hostsInFlight.length ? crawl.hostsInFlight.map((h) => el("span", {}, h)) : "—")
