@@ -3,6 +3,7 @@
 // The API validates; its 400 body's "fields" put each problem next to its field.
 import { api, ApiError } from "./api.js";
 import { el } from "./dom.js";
+import { plainField } from "./plain.js";
 
 function field(name, label, input, hint) {
   return [
@@ -103,6 +104,8 @@ export function startForm(view, ctx) {
     if (ignoreRobotsMeta.checked) body.ignoreRobotsMeta = true;
     if (signing.checked) body.signing = true;
     submit.disabled = true;
+    submit.textContent = "Starting…";  // the ledger plans the first level before it answers (0.2–2 s)
+    submit.setAttribute("aria-busy", "true");
     try {
       const started = await api("POST", "/api/crawls", body);
       location.hash = "#/crawls/" + started.crawlId;
@@ -110,6 +113,8 @@ export function startForm(view, ctx) {
       showErrors(form, formError, e);
     } finally {
       submit.disabled = false;
+      submit.textContent = "Start crawl";
+      submit.removeAttribute("aria-busy");
     }
   });
 }
@@ -122,15 +127,22 @@ function showErrors(form, formError, e) {
     return;
   }
   const fields = e.body.fields || {};
+  const labels = Object.fromEntries([...form.querySelectorAll("label[for]")].map((l) => [l.htmlFor, l.textContent]));
   let placed = false;
   for (const [name, message] of Object.entries(fields)) {
     const slot = form.querySelector("#" + CSS.escape(name) + "-error");
-    if (!slot) continue;
+    if (!slot) {
+      if (name === "body") { formError.textContent = plainField(name, message, labels); placed = true; }
+      continue;
+    }
     const fold = slot.closest("details");
     if (fold) fold.open = true;  // a problem in the advanced section is shown, not hidden
-    slot.textContent = message;
+    slot.textContent = plainField(name, message, labels);
     const input = form.elements[name];
-    if (input) input.setAttribute("aria-invalid", "true");
+    if (input && input.setAttribute) {
+      input.setAttribute("aria-invalid", "true");
+      input.setAttribute("aria-describedby", slot.id);
+    }
     placed = true;
   }
   if (!placed) formError.textContent = e.message;
