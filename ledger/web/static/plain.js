@@ -16,12 +16,14 @@ const RULES = [
   [/^Input should be a valid boolean/, (l) => `${l} must be ticked or not.`],
   [/^is required$/, (l) => `${l} is needed.`],
   [/^provide exactly one of seeds or fromTargets$/, () => "Give seed URLs, or tick Saved targets (not both)."],
+  [/^Input should be (.+?)\.?$/, (l, rest) => `${l} must be ${rest}.`],  // other pydantic rules, said of the label
+  [/^(?:Input|List|String) should (.+?)\.?$/, (l, rest) => `${l} should ${rest}.`],
 ];
 
 function sentence(text) {
   const t = text.trim();
   if (!t) return t;
-  return t[0].toUpperCase() + t.slice(1) + (/[.!?)]$/.test(t) || /…$/.test(t) ? "" : ".");
+  return t[0].toUpperCase() + t.slice(1) + (/[.!?]$/.test(t) ? "" : ".");
 }
 
 // One problem ("maxPages: Input should be …", "seeds.0: …" or a sentence of the ledger's own)
