@@ -9,7 +9,7 @@ import typer
 app = typer.Typer(no_args_is_help=True)
 
 StateDir = typer.Option(
-    None, "--state-dir", help="state directory (default: $WAGGLE_STATE_DIR or ./.waggle)",
+    None, "--state-dir", help="state directory (default: $WAGGLE_STATE_DIR, else the checkout's .waggle when run inside it, else ./.waggle)",
 )
 
 
@@ -59,8 +59,9 @@ def status_cmd(state_dir: Path = StateDir) -> None:
 
     from devstack.stack import status
 
-    rows = status(_state_dir(state_dir))
-    table = Table("service", "url", "pid", "health", "restarts")
+    sd = _state_dir(state_dir)
+    rows = status(sd)
+    table = Table("service", "url", "pid", "health", "restarts", title=f"local stack in {sd}", title_justify="left")
     for r in rows:
         health = "[green]ok[/]" if r["healthy"] else ("[yellow]not answering[/]" if r["running"] else "[red]stopped[/]")
         restarts = "" if r.get("restarts") is None else str(r["restarts"])
