@@ -67,6 +67,8 @@ def status_cmd(state_dir: Path = StateDir) -> None:
         restarts = "" if r.get("restarts") is None else str(r["restarts"])
         table.add_row(r["name"], r["url"], str(r["pid"] or ""), health, restarts)
     Console().print(table)
+    if len(rows) <= 1 and not rows[0]["running"]:
+        typer.echo(f"no local stack in {sd}: start one with `waggle dev up` (or give --state-dir / $WAGGLE_STATE_DIR)")
     _print_replicas(next((r for r in rows if r["name"] == "ledger" and r["healthy"]), None))
     if not all(r["healthy"] for r in rows) or len(rows) <= 1:
         raise typer.Exit(1)
