@@ -400,7 +400,8 @@ def _page_group(page: dict) -> Group:
     if final and final != page.get("url"):
         urls += f"\n→ {final}"
     rest = _page_cell({k: v for k, v in page.items() if k not in ("url", "finalUrl")})
-    rest.plain = rest.plain.removeprefix("\n") if rest.plain.startswith("\n") else rest.plain
+    if rest.plain.startswith("\n"):
+        rest = rest[1:]
     return Group(Cut(urls), rest) if rest.plain else Group(Cut(urls))
 
 
@@ -462,8 +463,7 @@ def crawls_table(crawls: list[dict], wide: bool = False) -> Table:
         else:
             if state == "running" and c.get("currentDepth") is not None:
                 state = f"{'waiting' if waiting_hosts else 'running'} L{c['currentDepth']}"
-            stop = ("→ " + str(c["stopReason"])) if c.get("stopReason") and c.get("state") == "running" \
-                else str(c.get("stopReason") or "–")
+            stop = stop_reason_text(c)  # cut at its end when the seeds need the room
             started = short_time(c.get("startedAt"))[5:16] if c.get("startedAt") else "–"
         table.add_row(crawl_id if wide else short_id(crawl_id), state if wide else Cut(state, minimum=9, end=True),
                       stop if wide else Cut(stop, minimum=9, end=True), url_cell(seeds_txt, wide),
