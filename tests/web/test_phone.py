@@ -96,7 +96,7 @@ def urls_read_whole(page) -> None:
 def taps_land(page) -> None:
     """The middle of every visible button in a list is that button (nothing overlaps it)."""
     missed = page.evaluate("""() => [...document.querySelectorAll('td button, td a')].filter((b) => b.offsetParent)
-        .filter((b) => { const r = b.getBoundingClientRect();
+        .filter((b) => { const r = b.getClientRects()[0];
           const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
           return r.top >= 0 && r.bottom <= window.innerHeight && !(hit && (hit === b || b.contains(hit))); })
         .map((b) => b.textContent)""")
