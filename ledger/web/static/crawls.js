@@ -204,7 +204,7 @@ export async function crawlPage(view, ctx, crawlId) {
   let tick = 0;
   let took = 0;  // ms the last GET of the crawl took
   const pagesBox = el("div", { id: "pages-box" });
-  const filterSelect = el("select", { id: "page-state", onchange: () => { filter = filterSelect.value; refresh(true); } },
+  const filterSelect = el("select", { id: "page-state", "aria-label": "Pages in state", onchange: () => { filter = filterSelect.value; refresh(true); } },
     ["", "captured", "failed", "skipped", "pending"].map((s) => el("option", { value: s }, s || "all states")));
   async function refresh(pagesOnly) {
     let crawl;

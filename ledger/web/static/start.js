@@ -44,7 +44,8 @@ export function startForm(view, ctx) {
   // Capture formats besides the WACZ (always captured); none ticked: the deployment's default.
   const extras = [["png", "PNG screenshot"], ["webp", "WebP screenshot"], ["html", "HTML"], ["mhtml", "MHTML"]]
     .map(([value, label]) => [value, el("input", { type: "checkbox", name: "formats", value, id: "format-" + value }), label]);
-  const formats = el("span", { id: "formats" }, ...extras.flatMap(([, box, label]) => [box, " " + label + " "]));
+  const formats = el("span", { id: "formats", className: "choices" },
+    ...extras.map(([, box, label]) => el("label", {}, box, " " + label)));  // each box named by its label
   const ignoreRobotsMeta = el("input", { id: "ignoreRobotsMeta", name: "ignoreRobotsMeta", type: "checkbox" });
   // Signed WACZ (wacz-auth); unticked: the deployment's default.
   const signing = el("input", { id: "signing", name: "signing", type: "checkbox" });
