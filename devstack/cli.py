@@ -9,7 +9,7 @@ import typer
 app = typer.Typer(no_args_is_help=True)
 
 StateDir = typer.Option(
-    None, "--state-dir", help="state directory (default: $WAGGLE_STATE_DIR or ./.waggle)",
+    None, "--state-dir", help="state directory (default: $WAGGLE_STATE_DIR, else the checkout's .waggle when run inside it, else ./.waggle)",
 )
 
 
@@ -59,13 +59,16 @@ def status_cmd(state_dir: Path = StateDir) -> None:
 
     from devstack.stack import status
 
-    rows = status(_state_dir(state_dir))
-    table = Table("service", "url", "pid", "health", "restarts")
+    sd = _state_dir(state_dir)
+    rows = status(sd)
+    table = Table("service", "url", "pid", "health", "restarts", title=f"local stack in {sd}", title_justify="left")
     for r in rows:
         health = "[green]ok[/]" if r["healthy"] else ("[yellow]not answering[/]" if r["running"] else "[red]stopped[/]")
         restarts = "" if r.get("restarts") is None else str(r["restarts"])
         table.add_row(r["name"], r["url"], str(r["pid"] or ""), health, restarts)
     Console().print(table)
+    if len(rows) <= 1 and not rows[0]["running"]:
+        typer.echo(f"no local stack in {sd}: start one with `waggle dev up` (or give --state-dir / $WAGGLE_STATE_DIR)")
     _print_replicas(next((r for r in rows if r["name"] == "ledger" and r["healthy"]), None))
     if not all(r["healthy"] for r in rows) or len(rows) <= 1:
         raise typer.Exit(1)

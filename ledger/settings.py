@@ -31,9 +31,19 @@ class MissingSettings(RuntimeError):
         super().__init__("\n".join(lines))
 
 
-def default_state_dir() -> Path:
-    """State directory of the embedded stack: ``$WAGGLE_STATE_DIR`` or ``./.waggle``."""
-    return Path(os.environ.get("WAGGLE_STATE_DIR") or ".waggle").resolve()
+CHECKOUT = Path(__file__).resolve().parents[1]  # the waggle checkout this module runs from
+
+
+def default_state_dir(cwd: Path | None = None) -> Path:
+    """State directory of the embedded stack: ``$WAGGLE_STATE_DIR``; else, run from anywhere
+    inside this waggle checkout, the checkout's ``.waggle`` (``waggle dev status`` from
+    ``docs/`` once said postgres was stopped: it looked in ``docs/.waggle``); else ``./.waggle``."""
+    if os.environ.get("WAGGLE_STATE_DIR"):
+        return Path(os.environ["WAGGLE_STATE_DIR"]).resolve()
+    here = (cwd or Path.cwd()).resolve()
+    if (CHECKOUT / "pyproject.toml").is_file() and (here == CHECKOUT or CHECKOUT in here.parents):
+        return CHECKOUT / ".waggle"
+    return here / ".waggle"
 
 
 class Settings(BaseSettings):

@@ -16,6 +16,10 @@
   not store again (decision 181).
   ``nextBefore``: the ``before`` of the next page (the last SQL row's ``capturedAt``) when this
   page was full before the filter, else null — no older rows: a list is done when it is null.
+* ``GET /api/archives/count[?crawl=…][&url=…]`` — ``{"count": N}``: how many archives the
+  list with the same filters holds for this caller, exactly (every matching id is checked:
+  :meth:`ledger.authz.fga.Fga.viewable`, ListObjects past one page); the web page's
+  "50 of 1,234" (issue 30 item 4, decision 263).
 * ``POST /api/archives/{id}/url`` — the only enforcement point: Check ``can_view`` with the
   caller's organizations as contextual ``member`` tuples and ``current_time``; denied or not
   in the ledger → 404 ``{"error":"not found"}``; else a presigned S3 GET valid 300 s:
@@ -156,6 +160,31 @@ async def list_archives(request: Request) -> Any:
     # the cursor comes from the unfiltered page: rows hidden from this caller still move it on
     next_before = iso_ms(rows[-1]["captured_at"]) if len(rows) == PAGE_SIZE else None
     return {"archives": [row_json(r) for r in rows if str(r["id"]) in allowed], "nextBefore": next_before}
+
+
+@router.get("/api/archives/count")
+async def count_archives(request: Request) -> Any:
+    """200 ``{"count": N}`` — the caller's viewable archives under the list's ``crawl``/``url``
+    filters; 400 for a bad filter; 401 without identity."""
+    filters = parse_filters(request.query_params)
+    if isinstance(filters, JSONResponse):
+        return filters
+    crawl, text = filters
+    identity = await authenticate(request)
+    services = request.app.state.services
+    async with services.pool.connection() as conn:
+        rows = await (await conn.execute(
+            """
+            SELECT a.id FROM archives a
+            WHERE (%(url)s::text IS NULL OR source_url ILIKE %(url)s::text)
+              AND (%(crawl)s::uuid IS NULL OR a.task_id::text IN (
+                    SELECT p.task_id FROM crawl_pages p WHERE p.crawl_id = %(crawl)s::uuid AND p.task_id IS NOT NULL))
+            """,
+            {"crawl": crawl, "url": _like(text) if text else None},
+        )).fetchall()
+    if not rows:
+        return {"count": 0}
+    return {"count": len(await services.authz.viewable(identity, [str(r["id"]) for r in rows]))}
 
 
 @router.post("/api/archives/{archive_id}/url")

@@ -33,7 +33,7 @@ from ledger.client.follow import (
 EXIT_INTERRUPTED = 130
 
 ARCHIVES_PAGE = 50  # rows per page of GET /api/archives (ledger.api.archives.PAGE_SIZE)
-Wide = Annotated[bool, typer.Option("--wide", help="Full ids and every column (the object key of archives).")]
+Wide = Annotated[bool, typer.Option("--wide", help="Full ids, whole URLs (else cut with … to fit the terminal) and every column (the object key of archives).")]
 AsJson = Annotated[bool, typer.Option("--json", help="The ledger's JSON, one document on stdout (for scripts).")]
 
 
@@ -314,7 +314,7 @@ def crawls_command(
             if crawl_id is not None:
                 crawl_id = resolve_crawl_id(client, crawl_id)
             if pages:
-                show_pages(client, crawl_id, state.value if state else None, as_json, console)
+                show_pages(client, crawl_id, state.value if state else None, as_json, console, wide)
                 return
             if crawl_id is None:
                 crawls = client.list_crawls()
@@ -367,14 +367,15 @@ def save_crawl(client: LedgerClient, crawl_id: str, dest_dir: Path, console: Con
     return True
 
 
-def show_pages(client: LedgerClient, crawl_id: str, state: str | None, as_json: bool, console: Console) -> None:
+def show_pages(client: LedgerClient, crawl_id: str, state: str | None, as_json: bool, console: Console,
+               wide: bool = False) -> None:
     """Print every page of ``crawl_id`` (optionally one state): a table, or JSON rows on stdout."""
     rows = list(client.iter_pages(crawl_id, state))
     if as_json:
         print(json.dumps(rows, indent=2))
         return
     title = f"pages of crawl {crawl_id}" + (f" ({state})" if state else "") + f": {len(rows)}"
-    console.print(render.pages_table(rows, title=title))
+    console.print(render.pages_table(rows, title=title, wide=wide))
 
 
 
@@ -455,7 +456,7 @@ def replay_command(
     given_ids: Annotated[Optional[list[str]], typer.Argument(metavar="[ARCHIVE_ID...]", help="Archive ids or unique prefixes (as `waggle archives` shows).", show_default=False)] = None,
     crawl: Annotated[Optional[str], typer.Option("--crawl", help="Replay a whole crawl (an id or a unique prefix): every archive of it you may view, in one collection.")] = None,
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: a free one).")] = 0,
-    state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="Where pywb's environment and the downloads live (default: $WAGGLE_STATE_DIR or ./.waggle).", file_okay=False)] = None,
+    state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="Where pywb's environment and the downloads live (default: $WAGGLE_STATE_DIR, else the checkout's .waggle when run inside it, else ./.waggle).", file_okay=False)] = None,
 ) -> None:
     """Download archives through signed URLs and replay them with pywb on loopback until Ctrl-C:
     the given archives, or with --crawl a whole crawl as one site (links between its pages work)."""

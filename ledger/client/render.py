@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from rich import box
 from rich.console import Group
 from rich import box
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 from ledger.client.blocked import blocked_hosts_table, blocked_text
@@ -347,6 +348,56 @@ def contents_text(item: dict) -> str | None:
     return " · ".join(parts)
 
 
+CUT_MIN = 16  # a cut URL keeps at least this many cells (its start, "…", its end)
+
+
+def cut_middle(line: Text, width: int, end: bool = False) -> Text:
+    """``line`` as it is when it fits ``width`` cells, else its start, ``…`` and its end (the
+    end one cell longer when odd: a URL's page name is there); ``end``: its start and ``…``."""
+    if line.cell_len <= width:
+        return line
+    if width <= 1:
+        return Text("…")
+    keep = width - 1
+    head, tail = (keep, 0) if end else (keep // 2, keep - keep // 2)
+    if end:
+        cut = Text.assemble(line[:head], "…")
+        while cut.cell_len > width and head > 0:
+            head -= 1
+            cut = Text.assemble(line[:head], "…")
+        return cut
+    cut = Text.assemble(line[:head], "…", line[len(line.plain) - tail:])
+    while cut.cell_len > width and tail > 1:  # wide characters: trim until it fits
+        tail -= 1
+        cut = Text.assemble(line[:head], "…", line[len(line.plain) - tail:])
+    return cut
+
+
+class Cut:
+    """A cell of one-line texts (URLs): each line wider than its column is cut in the middle
+    with ``…`` (``end``: at its end) instead of wrapping (``--wide`` prints them whole); the
+    column may shrink to ``minimum`` cells. Issue 30 item 6."""
+
+    def __init__(self, text: str | Text, style: str = "", minimum: int = CUT_MIN, end: bool = False) -> None:
+        self.lines = (Text(text, style=style) if isinstance(text, str) else text).split("\n")
+        self.minimum, self.end = minimum, end
+
+    def __rich_measure__(self, console, options) -> Measurement:
+        longest = max((line.cell_len for line in self.lines), default=0)
+        return Measurement(min(longest, self.minimum), longest)
+
+    def __rich_console__(self, console, options):
+        for line in self.lines:
+            out = cut_middle(line, options.max_width, self.end)
+            out.no_wrap, out.overflow = True, "ignore"
+            yield out
+
+
+def url_cell(text: str | Text, wide: bool) -> str | Text | Cut:
+    """Whole (folding) with ``wide``, else cut to the column (:class:`Cut`)."""
+    return text if wide else Cut(text)
+
+
 def _page_cell(page: dict) -> Text:
     """URL, then on their own lines: ``→ final URL`` when it differs, the reason, and
     ``archive <id>`` (dim)."""
@@ -366,6 +417,18 @@ def _page_cell(page: dict) -> Text:
     return text
 
 
+def _page_group(page: dict) -> Group:
+    """:func:`_page_cell` with its URL lines cut to the column (the reason folds)."""
+    urls = str(page.get("url", ""))
+    final = page.get("finalUrl")
+    if final and final != page.get("url"):
+        urls += f"\n→ {final}"
+    rest = _page_cell({k: v for k, v in page.items() if k not in ("url", "finalUrl")})
+    if rest.plain.startswith("\n"):
+        rest = rest[1:]
+    return Group(Cut(urls), rest) if rest.plain else Group(Cut(urls))
+
+
 def _outcome_cell(page: dict) -> Text:
     state = str(page.get("state") or "?")
     text = Text(state, style=STATE_STYLES.get(state, ""))
@@ -374,9 +437,10 @@ def _outcome_cell(page: dict) -> Text:
     return text
 
 
-def pages_table(pages: list[dict], title: str = "pages") -> Table:
+def pages_table(pages: list[dict], title: str = "pages", wide: bool = False) -> Table:
     """``waggle crawls ID --pages``: one row per page, readable at 80 columns (the page cell
-    holds URL, final URL, reason and archive id on their own lines and folds long ones)."""
+    holds URL, final URL, reason and archive id on their own lines; URLs cut in the middle to
+    the column unless ``wide``, the reason folds)."""
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_lines=True)
     table.add_column("page", overflow="fold")
     table.add_column("lvl", justify="right", no_wrap=True)
@@ -384,67 +448,96 @@ def pages_table(pages: list[dict], title: str = "pages") -> Table:
     table.add_column("ms", justify="right", no_wrap=True)
     table.add_column("wait", justify="right", no_wrap=True)  # behind the previous page (held), not in ms
     for p in pages:
-        table.add_row(_page_cell(p), _n(p.get("depth")), _outcome_cell(p), _n(p.get("captureMs")),
+        table.add_row(_page_cell(p) if wide else _page_group(p), _n(p.get("depth")), _outcome_cell(p), _n(p.get("captureMs")),
                       _n(p.get("waitMs")) if p.get("waitMs") else "")
     return table
 
 
 def crawls_table(crawls: list[dict], wide: bool = False) -> Table:
-    """``waggle crawls``: one row per crawl, running ones first (with their level), newest first;
-    short ids unless ``wide``."""
-    table = Table(title="crawls", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-    table.add_column("id", no_wrap=True)
-    table.add_column("state", overflow="fold")
-    table.add_column("stop reason", overflow="fold")
-    table.add_column("seeds", overflow="fold", ratio=1)
-    table.add_column("captured", no_wrap=True)
-    table.add_column("started" if wide else "started (UTC)", no_wrap=not wide, overflow="fold")
-    table.add_column("elapsed", no_wrap=True)
+    """``waggle crawls``: one row per crawl, running ones first (with their level), newest first.
+    Default: one line per crawl at 80 columns — short id, short state and stop reason, the
+    first seed cut to the column (:class:`Cut`), start to the minute; ``wide``: everything
+    whole (folding)."""
+    if wide:
+        table = Table(title="crawls", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                      collapse_padding=True)
+        for name, fold in (("id", False), ("state", True), ("stop reason", True), ("seeds", True),
+                           ("captured", False), ("started", True), ("elapsed", False)):
+            table.add_column(name, overflow="fold", no_wrap=not fold, ratio=1 if name == "seeds" else None)
+    else:
+        table = _one_line_table("crawls")
+        table.add_column("id", no_wrap=True)
+        table.add_column("state")
+        table.add_column("stop")
+        table.add_column("seeds", ratio=1)
+        table.add_column("pages", no_wrap=True, justify="right")
+        table.add_column("started UTC", no_wrap=True)
+        table.add_column("elapsed", no_wrap=True, justify="right")
     for c in crawls:
         seeds = c.get("seeds") or []
         seeds_txt = seeds[0] + (f" (+{len(seeds) - 1})" if len(seeds) > 1 else "") if seeds else "–"
         crawl_id = str(c.get("crawlId") or c.get("id"))
         state = str(c.get("state"))
-        if state == "running" and c.get("currentDepth") is not None:
-            waits = " waiting for hosts" if c.get("levelState") == "waiting" else ""
-            state = f"running (level {c['currentDepth']}{waits})"
-        table.add_row(
-            crawl_id if wide else short_id(crawl_id),
-            state,
-            stop_reason_text(c),
-            seeds_txt,
-            _n(captured_count(c)),
-            str(c.get("startedAt") or "–") if wide else short_time(c.get("startedAt")),
-            format_duration(elapsed_s(c)),
-        )
+        waiting_hosts = c.get("levelState") == "waiting"
+        if wide:
+            if state == "running" and c.get("currentDepth") is not None:
+                state = f"running (level {c['currentDepth']}{' waiting for hosts' if waiting_hosts else ''})"
+            stop = stop_reason_text(c)
+            started = str(c.get("startedAt") or "–")
+        else:
+            if state == "running" and c.get("currentDepth") is not None:
+                state = f"{'waiting' if waiting_hosts else 'running'} L{c['currentDepth']}"
+            stop = stop_reason_text(c)  # cut at its end when the seeds need the room
+            started = short_time(c.get("startedAt"))[5:16] if c.get("startedAt") else "–"
+        table.add_row(crawl_id if wide else short_id(crawl_id), state if wide else Cut(state, minimum=9, end=True),
+                      stop if wide else Cut(stop, minimum=9, end=True), url_cell(seeds_txt, wide),
+                      _n(captured_count(c)), started, format_duration(elapsed_s(c)))
     return table
+
+
+def _one_line_table(title: str) -> Table:
+    """A table whose columns are one space apart and whose rows never wrap (80 columns)."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                 padding=0, collapse_padding=True)
 
 
 def archives_table(archives: list[dict], title: str = "archives", wide: bool = False) -> Table:
     """``waggle archives`` and the end of ``waggle crawl``: one row per archive.
 
-    Default: short id, source URL, capture time (UTC, seconds), completeness — one line per
-    archive at 80 columns for usual URLs. ``wide``: the full id and the object key too.
+    Default: short id, source URL (cut in the middle to the column, :class:`Cut`), capture
+    time (UTC, seconds), completeness — one line per archive at 80 columns (plus one of what
+    is in it). ``wide``: the full id and the object key too, everything whole (folding).
     """
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-    table.add_column("id", no_wrap=True)
-    table.add_column("source url", overflow="fold", ratio=1)
-    table.add_column("captured (UTC)" if not wide else "captured", no_wrap=not wide, overflow="fold")
-    table.add_column("complete", overflow="fold")
     signed = any(a.get("signed") for a in archives)  # the column only when some archive is signed
-    if signed:
-        table.add_column("signed", overflow="fold")
     if wide:
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                      collapse_padding=True)
+        table.add_column("id", no_wrap=True)
+        table.add_column("source url", overflow="fold", ratio=1)
+        table.add_column("captured", overflow="fold")
+        table.add_column("complete", overflow="fold")
+        if signed:
+            table.add_column("signed", overflow="fold")
         table.add_column("object key", overflow="fold")
+    else:
+        table = _one_line_table(title)
+        table.add_column("id", no_wrap=True)
+        table.add_column("source url", ratio=1)
+        table.add_column("captured (UTC)", no_wrap=True)
+        table.add_column("complete")
+        if signed:
+            table.add_column("signed")
     for a in archives:
         row = [
             str(a.get("id")) if wide else short_id(a.get("id")),
-            str(a.get("sourceUrl")) + (f"\n{contents_text(a)}" if contents_text(a) else ""),
+            url_cell(str(a.get("sourceUrl")) + (f"\n{contents_text(a)}" if contents_text(a) else ""), wide),
             str(a.get("capturedAt")) if wide else short_time(a.get("capturedAt")),
             with_revisits(complete_cell(a), a),
         ]
         if signed:
             row.append(signed_cell(a))
+        if not wide:  # completeness and signer cut at their end when the URL needs the room
+            row[3:] = [Cut(cell, minimum=10, end=True) for cell in row[3:]]
         if wide:
             row.append(str(a.get("objectKey")))
         table.add_row(*row)

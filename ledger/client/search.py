@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -23,13 +23,10 @@ def hits_table(body: dict) -> Table:
     table.add_column("archive")
     first = (body.get("page", 1) - 1) * body.get("size", 10)
     for n, hit in enumerate(body.get("hits", []), first + 1):
-        cell = Text()
-        cell.append(hit.get("title") or "(no title)", style="bold")
-        cell.append("\n" + hit.get("url", ""), style="cyan")
         snippet = hit.get("snippetHtml") or ""
-        if snippet:
-            cell.append("\n")
-            cell.append_text(_marked(snippet))
+        # the URL on one line, cut in the middle to the column (render.Cut); title and snippet fold
+        cell = Group(Text(hit.get("title") or "(no title)", style="bold"), render.Cut(hit.get("url", ""), style="cyan"),
+                     *([_marked(snippet)] if snippet else []))
         table.add_row(str(n), cell, render.short_time(hit.get("capturedAt")), render.short_id(hit.get("archiveId")))
     return table
 

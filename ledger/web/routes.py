@@ -12,6 +12,8 @@
   replayUrl}`` (``replayUrl``: the replay page on the replay origin, or null when replay is off);
   401 ``{"error":"unauthenticated"}`` without a live session.
 * ``POST /auth/logout`` (``X-CSRF-Token``) — ends the session → 200 ``{"signedOut": true}``.
+* ``GET /favicon.ico`` — the page's icon (``static/favicon.svg``, ``image/svg+xml``): browsers
+  ask for it on every load whatever the page links, so it answers rather than 404.
 * ``/static/*`` — the page's ES modules and CSS; ``/replay.html?source=<signed URL>&url=<page>``
   — the replay page (outside the service worker's ``/replay/`` scope), served only on the
   **replay origin** (:func:`replay_origin`): archived pages run their own scripts, so they must
@@ -198,6 +200,12 @@ async def logout(request: Request) -> JSONResponse:
     resp = JSONResponse({"signedOut": True})
     resp.delete_cookie(sessions.SESSION_COOKIE, path="/")
     return resp
+
+
+@router.get("/favicon.ico", include_in_schema=False)
+async def favicon() -> FileResponse:
+    return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml",
+                        headers={"Cache-Control": "public, max-age=86400"})
 
 
 @router.get("/replay.html", response_model=None, response_class=HTMLResponse)

@@ -191,3 +191,41 @@ def test_allowed_but_not_in_the_ledger_is_404(archive_ledger) -> None:
 def test_upper_case_uuid_is_accepted(archive_ledger) -> None:
     a = archive_ledger.archives
     assert sign(archive_ledger, a["acme_old"]["id"].upper(), "bob", "acme").status_code == 200
+
+
+def test_count_is_exactly_what_the_list_holds_for_the_caller(archive_ledger, monkeypatch) -> None:
+    """GET /api/archives/count (issue 30 item 4, decision 263): the web page's "50 of 1,234" —
+    the number of rows the list would give this caller under the same filters, across all its
+    pages (here pages of 3: the count is not one page's), never the rows hidden from them."""
+    import ledger.api.archives as route
+    import ledger.authz.fga as fga
+
+    def count(subject: str, orgs: str, **params) -> int:
+        r = httpx.get(f"{archive_ledger.url}/api/archives/count", headers=who(subject, orgs), params=params, timeout=10)
+        assert r.status_code == 200, r.text
+        return r.json()["count"]
+
+    def every_row(subject: str, orgs: str, **params) -> list[str]:
+        seen, before = [], None
+        for _ in range(10):
+            r = httpx.get(f"{archive_ledger.url}/api/archives", headers=who(subject, orgs),
+                          params={**params, **({"before": before} if before else {})}, timeout=10)
+            seen += ids(r.json()["archives"])
+            before = r.json()["nextBefore"]
+            if before is None:
+                return seen
+        raise AssertionError("the list did not end")
+
+    monkeypatch.setattr(route, "PAGE_SIZE", 3)
+    cases = [("bob", "acme,contoso,beta", {}), ("bob", "acme", {}), ("carol", "", {}),
+             ("bob", "acme,contoso,beta", {"url": "contoso"}), ("bob", "acme", {"url": "contoso"}), ("mallory", "", {})]
+    for subject, orgs, params in cases:
+        assert count(subject, orgs, **params) == len(every_row(subject, orgs, **params)), (subject, orgs, params)
+    assert count("bob", "acme,contoso,beta") == 4 and count("mallory", "") == 0
+    # past one BatchCheck the ids are asked with ListObjects: the same answer
+    monkeypatch.setattr(fga, "BATCH_MAX", 1)
+    assert count("bob", "acme,contoso,beta") == 4 and count("bob", "acme") == len(every_row("bob", "acme"))
+    base = archive_ledger.url
+    assert httpx.get(f"{base}/api/archives/count", timeout=10).status_code == 401
+    r = httpx.get(f"{base}/api/archives/count", params={"crawl": "nope"}, timeout=10)
+    assert r.status_code == 400 and "crawl id" in r.json()["error"]  # validation before authentication

@@ -1,7 +1,7 @@
 // Archives the user may view (the API filters each page with OpenFGA): filter by crawl and URL,
 // download through the 300 s signed URL, replay a page with ReplayWeb.page (/replay.html).
 import { api, ApiError } from "./api.js";
-import { el, size, table, when } from "./dom.js";
+import { counted, el, label, size, table, when } from "./dom.js";
 import { replayCrawl } from "./crawls.js";
 
 async function signed(archive) {
@@ -27,9 +27,9 @@ export async function archiveList(view, ctx, query) {
   const filters = el("form", { className: "filters", id: "archive-filters" },
     el("label", {}, "Crawl", crawl), el("label", {}, "URL contains", url),
     el("button", { type: "submit", id: "apply" }, "Filter"));
-  view.replaceChildren(el("h1", {}, "Archives"), filters, status,
-    table(["Page", "Captured", ""], [], { id: "archives" }), more);
-  view.querySelector("#archives").replaceChild(tbody, view.querySelector("#archives tbody"));
+  const listed = table(["Page", "Captured", ""], [], { id: "archives" });
+  view.replaceChildren(el("h1", {}, "Archives"), filters, status, listed, more);
+  listed.replaceChild(tbody, listed.tBodies[0]);
 
   try {  // the crawls this user may see name the filter's choices (none for a non-submitter)
     const data = await api("GET", "/api/crawls?limit=100");
@@ -51,6 +51,22 @@ export async function archiveList(view, ctx, query) {
     location.hash = "#/archives" + (q.toString() ? "?" + q : "");
   });
 
+  // how many the same filters hold for this user (GET /api/archives/count): "50 of 1,234"
+  let total = null;
+  const filtered = new URLSearchParams();
+  if (wanted) filtered.set("crawl", wanted);
+  if (query.get("url")) filtered.set("url", query.get("url"));
+  const counting = api("GET", "/api/archives/count" + (filtered.toString() ? "?" + filtered : ""))
+    .then((c) => { total = c.count; say(); }, () => { /* an older ledger: the shown count only */ });
+  function say() {
+    const shown = tbody.children.length;
+    status.className = "muted";
+    if (!shown) status.textContent = total ? "None of " + counted(total, "archive") + " on this page: press More." : "No archives you may view.";
+    else status.textContent = total !== null && total >= shown
+      ? shown.toLocaleString("en-US") + " of " + counted(total, "archive")
+      : counted(shown, "archive") + (more.hidden ? "" : " (more below)");
+  }
+
   let before = null;
   async function load() {
     const q = new URLSearchParams();
@@ -59,14 +75,13 @@ export async function archiveList(view, ctx, query) {
     if (before) q.set("before", before);
     try {
       const page = await api("GET", "/api/archives?" + q);
-      for (const a of page.archives) tbody.append(row(a));
+      tbody.append(...label(listed, page.archives.map(row)));
       // nextBefore: null once no older rows exist (a short page after the permission filter
       // may still have more behind it; a ledger without the field: the last row's time)
       before = "nextBefore" in page ? page.nextBefore
         : (page.archives.length ? page.archives[page.archives.length - 1].capturedAt : null);
       more.hidden = !before;
-      status.className = "muted";
-      status.textContent = tbody.children.length ? tbody.children.length + " archive(s)" : "No archives you may view.";
+      say();
     } catch (e) {
       status.className = "error";
       status.textContent = e.message;
@@ -111,4 +126,5 @@ export async function archiveList(view, ctx, query) {
       el("td", { className: "buttons" }, download, " ", replay));
   }
   await load();
+  await counting;
 }

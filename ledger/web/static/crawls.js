@@ -2,11 +2,12 @@
 // flight, its pages with state and reason, fail with confirmation).
 import { api, ApiError, isMissingRoute } from "./api.js";
 import { changesSection } from "./changes.js";
-import { el, elapsed, size, stateBadge, table, when } from "./dom.js";
+import { counted, el, elapsed, label, size, stateBadge, table, when } from "./dom.js";
 import { blockedHosts } from "./blocked.js";
 import { linksText } from "./links.js";
 
-const LIST_POLL_MS = 2000;
+const LIST_POLL_MS = 2000;  // while one of the listed crawls runs
+const LIST_IDLE_POLL_MS = 10000;  // else still, modestly: a crawl started elsewhere appears
 const CRAWL_POLL_MS = 1000;  // the crawl's facts (one GET /api/crawls/{id}: ~5 ms of ledger CPU, docs/internals.md)
 const PAGES_EVERY = 5;  // the pages table every 5th refresh (it may be long)
 const PAGES_LIMIT = 50;
@@ -52,6 +53,7 @@ export async function crawlList(view, ctx) {
       // 404 = not a submitter of any organization: there is nothing this user may see.
       status.textContent = e instanceof ApiError && e.status === 404 ? "No crawls you may see." : e.message;
       status.className = e.status === 404 ? "muted" : "error";
+      if (e.status !== 401) ctx.later(refresh, LIST_IDLE_POLL_MS);
       return;
     }
     const rows = data.crawls.map((c) => el("tr", { className: "crawl", dataset: { id: c.crawlId, state: c.state } },
@@ -72,9 +74,9 @@ export async function crawlList(view, ctx) {
     const running = data.crawls.filter((c) => c.state === "running").length;
     status.className = "muted";
     status.textContent = data.crawls.length
-      ? data.crawls.length + " crawl(s)" + (running ? ", " + running + " running — updating live" : "")
+      ? counted(data.crawls.length, "crawl") + (running ? ", " + running + " running — updating live" : "")
       : "No crawls yet." + (ctx.session.canSubmit ? " Start one." : "");
-    if (running) ctx.later(refresh, LIST_POLL_MS);
+    ctx.later(refresh, running ? LIST_POLL_MS : LIST_IDLE_POLL_MS);
   }
   await refresh();
 }
@@ -98,10 +100,22 @@ function sitemapText(c) {
     `${s.outOfScope} out of scope, ${s.notQueued} not queued` + (s.notes && s.notes.length ? "; " + s.notes.join("; ") : "");
 }
 
+// pagesCaptured moves when a level reports; the level in flight's captures (its progress line)
+// are added, so Captured never says less than the line below it (issue 30 item 4).
+export function capturedCount(c) {
+  const p = c.state === "running" ? c.levelProgress : null;
+  return c.pagesCaptured + (p ? p.captured : 0);
+}
+
+function capturedText(c) {
+  const p = c.state === "running" ? c.levelProgress : null;
+  return String(capturedCount(c)) + (p && p.captured ? " (" + p.captured + " in the level in flight)" : "");
+}
+
 function facts(c) {
   const pairs = [
     ["State", stateBadge(c.state)], ["Stop reason", stopText(c, "—")], ["Level", level(c)],
-    ["Captured", String(c.pagesCaptured)], ["Failed", String(c.pagesFailed)], ["Skipped", String(c.pagesSkipped)],
+    ["Captured", capturedText(c)], ["Failed", String(c.pagesFailed)], ["Skipped", String(c.pagesSkipped)],
     ["Pending", String(c.pagesPending)], ["Blocked", String(c.pagesBlocked ?? 0)], ["Discovered", String(c.pagesDiscovered)],
     ["Max pages", String(c.maxPages)], ["Scope", scopeText(c)], ["Delay per host", c.perHostDelayMs + " ms"],
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
@@ -183,7 +197,7 @@ async function pagesSection(crawl, box, filter) {
     more.addEventListener("click", async () => {  // oldest first: the next pages by keyset cursor
       params.set("cursor", cursor);
       const next = await api("GET", path + params);
-      rows.tBodies[0].append(...next.pages.map((p) => pageRow(p, crawl.crawlId)));
+      rows.tBodies[0].append(...label(rows, next.pages.map((p) => pageRow(p, crawl.crawlId))));
       cursor = next.nextCursor;
       more.hidden = !cursor;
     });
@@ -210,7 +224,7 @@ export async function crawlPage(view, ctx, crawlId) {
   const pagesBox = el("div", { id: "pages-box" });
   const changesBox = el("div", { id: "changes-box" });  // what changed since the crawl before (issue 27)
   let compared = false;
-  const filterSelect = el("select", { id: "page-state", onchange: () => { filter = filterSelect.value; refresh(true); } },
+  const filterSelect = el("select", { id: "page-state", "aria-label": "Pages in state", onchange: () => { filter = filterSelect.value; refresh(true); } },
     ["", "captured", "failed", "skipped", "blocked", "pending"].map((s) => el("option", { value: s }, s || "all states")));
   async function refresh(pagesOnly) {
     let crawl;

@@ -34,10 +34,22 @@ export function elapsed(startedAt, finishedAt) {
   return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
 }
 
+// A table whose cells carry their column's name (data-label): on a phone each row shows as a
+// card, a cell's name before its value (style.css). Rows appended later go through label().
 export function table(headers, rows, attrs) {
-  return el("table", attrs || {},
-    el("thead", {}, el("tr", {}, headers.map((h) => el("th", { className: h.num ? "num" : "" }, h.label || h)))),
-    el("tbody", {}, rows));
+  const labels = headers.map((h) => h.label ?? h);
+  const node = el("table", attrs || {},
+    el("thead", {}, el("tr", {}, headers.map((h) => el("th", { className: h.num ? "num" : "" }, h.label ?? h)))),
+    el("tbody", {}, label(labels, rows)));
+  node.dataset.labels = JSON.stringify(labels);
+  return node;
+}
+
+// Sets each row's cells' data-label from ``labels`` (an array, or a table made by table()).
+export function label(labels, rows) {
+  const names = Array.isArray(labels) ? labels : JSON.parse(labels.dataset.labels || "[]");
+  for (const row of rows) [...row.children].forEach((cell, i) => { cell.dataset.label = names[i] || ""; });
+  return rows;
 }
 
 // A size in SI units ("12.3 kB"), or "unknown" when the ledger does not know it.
@@ -47,4 +59,9 @@ export function size(bytes) {
     if (bytes >= scale) return (bytes / scale).toFixed(1) + " " + unit;
   }
   return bytes + " B";
+}
+
+// "1 crawl", "1,234 archives": a count with its noun (English plural by -s).
+export function counted(n, noun) {
+  return n.toLocaleString("en-US") + " " + noun + (n === 1 ? "" : "s");
 }

@@ -60,7 +60,7 @@ export async function searchPage(view, ctx, query) {
 function hitItem(hit) {
   return el("li", { className: "hit", dataset: { id: hit.archiveId } },
     el("a", { className: "hit-title", href: hit.replay }, hit.title || hit.url),
-    el("div", { className: "hit-url muted" }, hit.url, " · captured ", when(hit.capturedAt),
+    el("div", { className: "hit-url muted" }, hit.url, " · ", el("span", { className: "nowrap" }, "captured " + when(hit.capturedAt)),
       hit.crawlId ? el("span", {}, " · crawl ", el("a", { href: "#/crawls/" + hit.crawlId }, hit.crawlId.slice(0, 8))) : null),
     el("p", { className: "snippet" }, snippetNodes(hit.snippetHtml)));
 }

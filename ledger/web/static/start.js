@@ -3,6 +3,7 @@
 // The API validates; its 400 body's "fields" put each problem next to its field.
 import { api, ApiError } from "./api.js";
 import { el } from "./dom.js";
+import { plainField } from "./plain.js";
 
 function field(name, label, input, hint) {
   return [
@@ -43,7 +44,8 @@ export function startForm(view, ctx) {
   // Capture formats besides the WACZ (always captured); none ticked: the deployment's default.
   const extras = [["png", "PNG screenshot"], ["webp", "WebP screenshot"], ["html", "HTML"], ["mhtml", "MHTML"]]
     .map(([value, label]) => [value, el("input", { type: "checkbox", name: "formats", value, id: "format-" + value }), label]);
-  const formats = el("span", { id: "formats" }, ...extras.flatMap(([, box, label]) => [box, " " + label + " "]));
+  const formats = el("span", { id: "formats", className: "choices" },
+    ...extras.map(([, box, label]) => el("label", {}, box, " " + label)));  // each box named by its label
   const ignoreRobotsMeta = el("input", { id: "ignoreRobotsMeta", name: "ignoreRobotsMeta", type: "checkbox" });
   // Signed WACZ (wacz-auth); unticked: the deployment's default.
   const signing = el("input", { id: "signing", name: "signing", type: "checkbox" });
@@ -112,6 +114,8 @@ export function startForm(view, ctx) {
     if (useSitemap.checked) body.useSitemap = true;
     if (sitemapLastmodAfter.value) body.sitemapLastmodAfter = sitemapLastmodAfter.value;
     submit.disabled = true;
+    submit.textContent = "Starting…";  // the ledger plans the first level before it answers (0.2–2 s)
+    submit.setAttribute("aria-busy", "true");
     try {
       const started = await api("POST", "/api/crawls", body);
       location.hash = "#/crawls/" + started.crawlId;
@@ -119,6 +123,8 @@ export function startForm(view, ctx) {
       showErrors(form, formError, e);
     } finally {
       submit.disabled = false;
+      submit.textContent = "Start crawl";
+      submit.removeAttribute("aria-busy");
     }
   });
 }
@@ -131,15 +137,22 @@ function showErrors(form, formError, e) {
     return;
   }
   const fields = e.body.fields || {};
+  const labels = Object.fromEntries([...form.querySelectorAll("label[for]")].map((l) => [l.htmlFor, l.textContent]));
   let placed = false;
   for (const [name, message] of Object.entries(fields)) {
     const slot = form.querySelector("#" + CSS.escape(name) + "-error");
-    if (!slot) continue;
+    if (!slot) {
+      if (name === "body") { formError.textContent = plainField(name, message, labels); placed = true; }
+      continue;
+    }
     const fold = slot.closest("details");
     if (fold) fold.open = true;  // a problem in the advanced section is shown, not hidden
-    slot.textContent = message;
+    slot.textContent = plainField(name, message, labels);
     const input = form.elements[name];
-    if (input) input.setAttribute("aria-invalid", "true");
+    if (input && input.setAttribute) {
+      input.setAttribute("aria-invalid", "true");
+      input.setAttribute("aria-describedby", slot.id);
+    }
     placed = true;
   }
   if (!placed) formError.textContent = e.message;
