@@ -66,7 +66,7 @@ from typing import Any, Optional, Protocol
 import ada_url
 import httpx
 
-from f.waggle import pipeline
+from f.waggle import pipeline, servers, slowhost
 from f.waggle.progress import poster as progress_poster
 from f.waggle.common import VAR_API_URL, VAR_ENDPOINTS, VAR_TLS_CA, VAR_TOKEN, iso_now, one_line, read_variable
 from f.waggle.failures import PERMANENT, POLICY, TRANSIENT, classify_report, refusal_class
@@ -456,6 +456,7 @@ class Outcome:
     gap_from: float
     retryable: bool = False
     retry_after_ms: int | None = None  # the 429/503 document's Retry-After (answer retryAfterMs)
+    document_ms: int | None = None  # how long the main document took (answer documentMs; slowhost)
 
 
 def _failed(url: str, submitted: float, finished: float, reason: str, failure_class: str,
@@ -699,8 +700,10 @@ def outcome_of(raw: Raw, crawl_id: str, log: Callable[[str], None], links_per_pa
         return Outcome(result, None, raw.received if gap_from is None else gap_from)
     if gap_from is None:
         gap_from = gap_start(answer.body, raw.sent, raw.received)
-    return judge_answer(raw.url, crawl_id, answer.body, (raw.sent, raw.received, gap_from), log, links_per_page,
-                        honour_robots, rules)
+    outcome = judge_answer(raw.url, crawl_id, answer.body, (raw.sent, raw.received, gap_from), log, links_per_page,
+                           honour_robots, rules)
+    outcome.document_ms = slowhost.document_ms(answer.body)
+    return outcome
 
 
 def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, crawl_id: str,
@@ -761,21 +764,39 @@ def busy_window(busy_jitter_ms: tuple[float, float], gap_ms: int,
 
 @dataclass
 class HostGap:
-    """The host's current gap (ms) for this level; :meth:`back_off` after a 429/503 document."""
+    """The host's current gap (ms) for this level; :meth:`back_off` after a 429/503 document,
+    :meth:`adapt` after each page (a slow host's longer gap, :mod:`f.waggle.slowhost`).
+    ``floor``: the gap without that adaptation (delay, Crawl-delay, back-offs); ``ms`` ≥ it."""
 
     ms: int
     say: Callable[[str], None]
+    factor: float = 0.0  # the crawl's delayFactor (0: no adaptation)
+    floor: int = -1  # -1: ms
+
+    def __post_init__(self) -> None:
+        if self.floor < 0:
+            self.floor = self.ms
 
     def back_off(self, status: int | str, retry_after_ms: int | None = None) -> None:
         """Double the gap (:func:`backed_off_gap`), and make it ≥ the answer's ``Retry-After``
         (ms, capped at BACKOFF_CAP_MS; RFC 9110 §10.2.3): the next capture waits it from gapFrom."""
-        new = backed_off_gap(self.ms)
+        new = backed_off_gap(self.floor)
         asked = ""
         if retry_after_ms is not None:
             new = max(new, min(retry_after_ms, BACKOFF_CAP_MS))
             asked = f" (Retry-After {retry_after_ms} ms)"
-        self.say(f"main document answered {status}{asked}: gap for the rest of this level {self.ms} → {new} ms")
-        self.ms = new
+        self.say(f"main document answered {status}{asked}: gap for the rest of this level {self.ms} → {max(new, self.ms)} ms")
+        self.floor, self.ms = new, max(new, self.ms)
+
+    def adapt(self, document_ms: int | None) -> None:
+        """The gap after a page whose main document took ``document_ms`` (None: unknown, no
+        change): :func:`f.waggle.slowhost.adapted_gap_ms`, never below ``floor``."""
+        if document_ms is None:
+            return
+        new = slowhost.adapted_gap_ms(self.floor, document_ms, self.factor)
+        if new != self.ms:
+            self.say(f"main document took {document_ms} ms: gap {self.ms} → {new} ms (delay factor {self.factor:g})")
+            self.ms = new
 
 
 def backed_off_gap(gap_ms: int) -> int:
@@ -816,6 +837,8 @@ def capture_host(
     links_per_page: int = LINKS_PER_PAGE,
     ignore_robots_meta: bool = False,
     rules: dict | None = None,
+    delay_factor: float = 0.0,
+    gap_out: dict | None = None,
 ) -> list[dict]:
     """Capture ``urls`` of ``host``, one after the other; one PageResult per URL, in order.
 
@@ -832,6 +855,8 @@ def capture_host(
     nofollow pages' links; by default both are honoured where the endpoint reports them
     (extension robotsMeta; a real v12 reports nothing, and nothing changes).
     ``rules``: the ``navigationRules`` of every capture (:func:`navigation_rules`), or None.
+    ``delay_factor``: a slow host's gap (:mod:`f.waggle.slowhost`; 0 = none). ``gap_out``
+    (optional): gets ``{"ms": the gap at the end}`` — what the next host of the server keeps.
     """
     if not endpoints:
         raise ValueError("no BrowserHive endpoints")
@@ -839,7 +864,8 @@ def capture_host(
     def say(text: str) -> None:
         log(f"[{host}] {text}")
 
-    job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink, HostGap(max(0, int(delay_ms or 0)), say),
+    job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink,
+                  HostGap(max(0, int(delay_ms or 0)), say, factor=delay_factor),
                   busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page,
                   honour_robots=not ignore_robots_meta, navigation_rules=rules)
     initial_s = first_wait_s(initial_delay_ms, not_before, now())
@@ -861,6 +887,9 @@ def capture_host(
                 f" ({FLOW_RETRY_S} s later) keeps the gap ({job.gap.ms} ms)")
             sleep(rest)
         raise
+    finally:
+        if gap_out is not None:
+            gap_out["ms"] = job.gap.ms
 
 
 # The flow's retry of this step (crawl_level.flow: retry.constant.seconds; a test keeps them equal).
@@ -965,6 +994,7 @@ def capture_sequentially(endpoints: Sequence[Endpoint], job: HostJob) -> list[di
                               busy_jitter_ms=job.busy(), log=job.say, now=job.now,
                               links_per_page=job.links_per_page, down=job.down)
         job.done(i, outcome.result)
+        job.gap.adapt(outcome.document_ms)
         gap_from = outcome.gap_from
     return [r for r in job.results if r is not None]
 
@@ -1034,6 +1064,7 @@ class ChainPages:
         if (status := body.get("httpStatusCode")) in BACKOFF_STATUSES:  # the document answered 429/503
             self._backed_off.add(index)
             self.job.gap.back_off(status, retry_after_ms(body))
+        self.job.gap.adapt(slowhost.document_ms(body))  # before the next submission is made or held
         return gap_start(body, submitted, received)
 
     def conclude(self, flight: "pipeline.Flight") -> tuple[float, bool]:
@@ -1050,6 +1081,7 @@ class ChainPages:
         self._backed_off.discard(flight.index)
         if outcome.doc_status in BACKOFF_STATUSES and not sealed_back_off:
             job.gap.back_off(outcome.doc_status, outcome.retry_after_ms)
+        job.gap.adapt(outcome.document_ms)
         retry = outcome.retryable and flight.attempt < MAX_ATTEMPTS
         if retry:
             job.say(f"retrying {raw.url} ({outcome.result.get('skipReason', '')[:120]}), "
@@ -1074,6 +1106,8 @@ def main(
     ignore_robots_meta: Optional[bool] = None,
     robots_txt: Optional[str] = None,
     exclude: Optional[list[str]] = None,
+    delay_factor: Optional[float] = None,
+    members: Optional[list[dict]] = None,
 ):
     missing = [n for n, v in (("crawl_id", crawl_id), ("host", host), ("urls", urls),
                               ("capture_formats", capture_formats), ("signing", signing), ("scripts", scripts)) if v is None]
@@ -1089,16 +1123,25 @@ def main(
                      for t in targets]
         for e in endpoints:
             print(f"[{host}] {e.target}: extensions {', '.join(sorted(e.extensions)) or 'none (plain v12)'}")
-        return capture_host(
-            endpoints, host, urls, crawl_id,
-            formats=capture_formats, signing=signing, scripts=scripts,
-            artifact_sink=artifact_sink or None,
-            delay_ms=per_host_delay_ms or 0, initial_delay_ms=initial_delay_ms or 0, not_before=not_before,
-            on_page=on_page,
-            links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
-            ignore_robots_meta=ignore_robots_meta is True,
-            rules=navigation_rules(robots_txt, exclude),
-        )
+
+        def run(group: dict, wait_ms: int, at: float | None, gap_out: dict) -> list[dict]:
+            return capture_host(
+                endpoints, group["host"], group["urls"], crawl_id,
+                formats=capture_formats, signing=signing, scripts=scripts,
+                artifact_sink=artifact_sink or None,
+                delay_ms=group.get("delayMs") or 0, initial_delay_ms=wait_ms or 0, not_before=at,
+                on_page=on_page,
+                links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
+                ignore_robots_meta=ignore_robots_meta is True,
+                rules=navigation_rules(group.get("robotsTxt"), exclude),
+                delay_factor=slowhost.factor_of(delay_factor), gap_out=gap_out,
+            )
+
+        if members:  # hosts of one server (f/waggle/servers.py): one after the other, one gap
+            return servers.capture_members(members, run, delay_ms=per_host_delay_ms or 0,
+                                           initial_delay_ms=initial_delay_ms or 0, not_before=not_before, now=clock)
+        return run({"host": host, "urls": urls, "delayMs": per_host_delay_ms, "robotsTxt": robots_txt},
+                   initial_delay_ms or 0, not_before, {})
     finally:
         on_page.close()
         client.close()
