@@ -16,7 +16,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
-from ledger.crawl import frontier, salvage, traps, waits
+from ledger.crawl import frontier, salvage, servers, traps, waits
 from ledger.crawl import scope as scope_rules
 from ledger.crawl.progress import level_progress
 from ledger.crawl.times import iso_ms
@@ -57,6 +57,8 @@ class CrawlSpec:
     time_limit_s: int | None = None  # limits (ledger.crawl.limits); None: none
     max_bytes: int | None = None
     max_pages_per_host: int | None = None
+    group_hosts: str = "address"  # hosts sharing an address are one server; "domain": also a registered domain
+    delay_factor: float = 5.0  # a slow host's gap ≥ this × its page's document time (decision 242)
 
 
 def is_unique_violation(exc: BaseException, constraint: str) -> bool:
@@ -224,12 +226,15 @@ async def start_crawl(
             cur = await conn.execute(
                 "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms,"
                 " host_parallelism, org_id, requested_by, scripts, capture_formats, scope_include, scope_exclude,"
-                " extra_hops, time_limit_s, max_bytes, max_pages_per_host, ignore_robots_meta, signing)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
+                " extra_hops, time_limit_s, max_bytes, max_pages_per_host, ignore_robots_meta, signing,"
+                " group_hosts, delay_factor)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " RETURNING *",
                 (crawl_id, [s.url for s in seeds], scope_rules.canonical(spec.scope), max_depth, max_pages,
                  spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned),
                  spec.formats, list(spec.include), list(spec.exclude), spec.extra_hops, spec.time_limit_s,
-                 spec.max_bytes, spec.max_pages_per_host, spec.ignore_robots_meta, spec.signing),
+                 spec.max_bytes, spec.max_pages_per_host, spec.ignore_robots_meta, spec.signing,
+                 spec.group_hosts, spec.delay_factor),
             )
             crawl = await cur.fetchone()
             landed = await frontier.insert_rows(conn, crawl_id, 0, seeds)  # exact dedup (migration 071)
@@ -280,6 +285,8 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "formats": None if crawl.get("capture_formats") is None else list(crawl["capture_formats"]),
         "ignoreRobotsMeta": bool(crawl.get("ignore_robots_meta")),  # noarchive / nofollow honoured unless true
         "signing": crawl.get("signing"),  # None: the deployment's WAGGLE_CAPTURE_SIGNING
+        "groupHosts": crawl.get("group_hosts") or "address",  # politeness per server (decision 241)
+        "delayFactor": float(crawl["delay_factor"]) if crawl.get("delay_factor") is not None else 5.0,
     }
 
 
@@ -304,6 +311,7 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> dict | N
         )
         by_state = {r["state"]: r["n"] for r in await cur.fetchall()}
         problems = await archive_problems(conn, crawl_id)
+        shared = await servers.crawl_servers(conn, crawl)  # hosts that are one server (decision 241)
         hosts: list[str] = []
         if crawl["state"] == "running":
             # Hosts of the level in flight that still have pages to capture.
@@ -325,6 +333,7 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> dict | N
     view["pagesSkipped"] = by_state.get("skipped", 0)
     view["pagesPending"] = by_state.get("pending", 0)
     view["hostsInFlight"] = hosts
+    view["servers"] = shared
     view.update(problems)
     return view
 
