@@ -1,3 +1,7 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = []
+# ///
 """servers: hosts that are one server share one gap within a level (issue 29 item 7, decision 241).
 
 The ledger resolves the level's hosts when it leases them and gives each frontier item the

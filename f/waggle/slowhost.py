@@ -1,3 +1,7 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = []
+# ///
 """slowhost: a host whose answers take long gets a longer gap (issue 29 item 7, decision 242).
 
 Heritrix's ``delayFactor`` idea: after a page whose main document took ``documentMs`` to arrive
