@@ -44,18 +44,29 @@ RESOLVE_AT_ONCE = 16
 Resolve = Callable[[str], Awaitable[list[str]]]
 
 
+# Special-use names (RFC 6761, RFC 2606) are never sent to a resolver: ``localhost`` and
+# ``*.localhost`` are loopback, ``.test``, ``.invalid`` and ``.example`` names resolve to nothing
+# (each its own server) — so tests with such names never query a DNS server.
+LOOPBACK = ["127.0.0.1", "::1"]
+UNRESOLVED_SUFFIXES = (".test", ".invalid", ".example")
+
+
 def parse_mapping(text: str | None) -> dict[str, list[str]]:
     """``WAGGLE_RESOLVE_HOSTS`` → ``{name: [address, …]}``: entries ``name=addr[ addr…]`` split
-    by commas or newlines, names lower-cased. Raises ValueError naming an entry without ``=``
-    or with an address that is not an IP literal (a test resolver never looks anything up)."""
+    by commas or newlines, names lower-cased; the entry ``*=-`` (key ``"*"``, no addresses) means
+    that names not listed resolve to nothing — no look-up at all (the tests' setting). Raises
+    ValueError naming an entry without ``=`` or with an address that is not an IP literal."""
     out: dict[str, list[str]] = {}
     for entry in (text or "").replace("\n", ",").split(","):
         entry = entry.strip()
         if not entry:
             continue
         name, sep, addrs = entry.partition("=")
+        if entry.replace(" ", "") == "*=-":
+            out["*"] = []
+            continue
         if not sep or not name.strip() or not addrs.split():
-            raise ValueError(f"WAGGLE_RESOLVE_HOSTS: {entry!r} is not name=address")
+            raise ValueError(f"WAGGLE_RESOLVE_HOSTS: {entry!r} is not name=address (or *=-)")
         found = []
         for a in addrs.split():
             try:
@@ -74,6 +85,10 @@ def resolver(mapping_text: str | None, *, timeout_s: float = RESOLVE_TIMEOUT_S) 
     async def resolve(name: str) -> list[str]:
         if name in mapping:
             return list(mapping[name])
+        if name == "localhost" or name.endswith(".localhost"):
+            return list(LOOPBACK)
+        if "*" in mapping or name.endswith(UNRESOLVED_SUFFIXES) or "." + name in UNRESOLVED_SUFFIXES:
+            return []
         try:
             infos = await asyncio.wait_for(
                 asyncio.get_running_loop().getaddrinfo(name, None, type=socket.SOCK_STREAM), timeout_s)

@@ -148,3 +148,4 @@ def test_plan_merges_hosts_the_ledger_named_one_server_and_spaces_their_robots_f
     same = sorted((s, e) for u, s, e in fetched if "8000" in u)
     assert same[1][0] - same[0][1] >= 0.4  # the second host's robots.txt a delay after the first's
     assert group["initialDelayMs"] >= 300  # the first capture waits the delay after the last of them
+
