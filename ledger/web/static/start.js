@@ -40,6 +40,9 @@ export function startForm(view, ctx) {
     el("option", { value: "page" }, "page (the seeds only)"));
   const include = el("textarea", { id: "include", name: "include", placeholder: "^https://cdn\\.example\\.org/img/" });
   const exclude = el("textarea", { id: "exclude", name: "exclude", placeholder: "/logout\n\\?sort=" });
+  const groupHosts = el("select", { id: "groupHosts", name: "groupHosts" },
+    el("option", { value: "address" }, "hosts that resolve to one address"),
+    el("option", { value: "domain" }, "… and every host of one registered domain"));
   // Capture formats besides the WACZ (always captured); none ticked: the deployment's default.
   const extras = [["png", "PNG screenshot"], ["webp", "WebP screenshot"], ["html", "HTML"], ["mhtml", "MHTML"]]
     .map(([value, label]) => [value, el("input", { type: "checkbox", name: "formats", value, id: "format-" + value }), label]);
@@ -78,7 +81,11 @@ export function startForm(view, ctx) {
         field("maxBytes", "Size limit", number("maxBytes", "none", ""),
           "Bytes of archives; the crawl then ends (stop reason size_limit)."),
         field("maxPagesPerHost", "Pages per host", number("maxPagesPerHost", "none", ""),
-          "At most this many pages of one host."))),
+          "At most this many pages of one host."),
+        field("groupHosts", "One server", groupHosts,
+          "Hosts that are one server share one gap and one lease (the larger delay)."),
+        field("delayFactor", "Slow-host factor", number("delayFactor", "5", ""),
+          "A host's gap is at least this times its last page's document time, never below the delay (0–60; 0: off)."))),
     el("span"), el("div", {}, submit, formError));
   view.replaceChildren(el("h1", {}, "Start a crawl"), form);
 
@@ -102,6 +109,9 @@ export function startForm(view, ctx) {
     if (ticked.length) body.formats = ["wacz", ...ticked];
     if (ignoreRobotsMeta.checked) body.ignoreRobotsMeta = true;
     if (signing.checked) body.signing = true;
+    if (groupHosts.value !== "address") body.groupHosts = groupHosts.value;
+    const factor = form.elements.delayFactor.value.trim();
+    if (factor !== "") body.delayFactor = /^\d+(\.\d+)?$/.test(factor) ? Number(factor) : factor;  // else the API's 400
     submit.disabled = true;
     try {
       const started = await api("POST", "/api/crawls", body);
