@@ -14,7 +14,7 @@ from tests.fixtures.ledger import LedgerHarness, ledger_settings, open_ledger
 
 WHO = LedgerHarness.who()
 NO_SCRIPTS = {"typescript": "6.0.3", "hostTypes": "v0.2.0", "scripts": []}
-TWO_NAMES = "a.test=127.0.0.1,b.test=127.0.0.1,c.test=127.0.0.2,*=-"
+TWO_NAMES = "a.test=127.0.0.1,b.test=127.0.0.1,e.test=127.0.0.1,c.test=127.0.0.2,*=-"
 
 
 def test_keys_carry_the_address_and_the_hosts_explicit_port():
@@ -82,11 +82,14 @@ async def test_one_server_one_lease_one_gap_across_crawls(settings, fake_webhook
         assert view["servers"] == [{"server": "127.0.0.1", "hosts": ["a.test", "b.test"]}]
         assert view["groupHosts"] == "address" and view["delayFactor"] == 5.0
         # another crawl on a *different hostname* of the same server waits for it
-        b = await start(h, ["https://b.test/x", "https://d.test/"], 500, delayFactor=2)
+        b = await start(h, ["https://e.test/x", "https://d.test/"], 500, delayFactor=2)
         assert [f["host"] for f in fake_webhook.bodies(b)[-1]["frontier"]] == ["d.test"]
         assert fake_webhook.bodies(b)[-1]["delay_factor"] == 2.0
-        assert rows(settings.database_url, "SELECT level FROM crawl_pages WHERE url = 'https://b.test/x'") == [(1,)]
-        # a reports a capture on a.test only: b.test's (the server's) gap runs from it, with a's delay
+        assert rows(settings.database_url, "SELECT level FROM crawl_pages WHERE url = 'https://e.test/x'") == [(1,)]
+        waits = (await h.client.get(f"/api/crawls/{b}", headers=WHO)).json()["waiting"]
+        assert [w["reason"] for w in waits if w["host"] == "e.test"] == [
+            f"e.test: waiting for crawl {a[:8]}'s turn (its level 0 holds another name of this host's server)"]
+        # a reports a capture on a.test only: e.test's (the server's) gap runs from it, with a's delay
         r = await h.client.post(f"/api/crawls/{a}/pages", headers=WHO, json={
             "depth": 0, "compiled": NO_SCRIPTS, "results": [captured("https://a.test/", "2026-09-19T14:53:41.000Z")]})
         assert r.status_code == 200, r.text
@@ -94,7 +97,7 @@ async def test_one_server_one_lease_one_gap_across_crawls(settings, fake_webhook
             "depth": 0, "compiled": NO_SCRIPTS, "results": [captured("https://d.test/", "2026-09-19T14:53:42.000Z")]})
         assert r.status_code == 200, r.text
         item = fake_webhook.bodies(b)[-1]["frontier"]
-        assert item == [{"url": "https://b.test/x", "host": "b.test", "lastFinishedAt": "2026-09-19T14:53:41.000Z",
+        assert item == [{"url": "https://e.test/x", "host": "e.test", "lastFinishedAt": "2026-09-19T14:53:41.000Z",
                          "hostDelayMs": 3000}]
     assert rows(settings.database_url, "SELECT host FROM hosts WHERE host LIKE '@%%' ORDER BY host") == [
         ("@a:127.0.0.1",), ("@d:a.test",), ("@d:d.test",)]
