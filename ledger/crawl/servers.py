@@ -40,6 +40,11 @@ GROUPINGS = ("address", "domain")
 MAX_ADDRESSES = 8
 RESOLVE_TIMEOUT_S = 2.0
 RESOLVE_AT_ONCE = 16
+# The system resolver's answers are kept this long in the process: the lease loop retries a waiting
+# level every second, and each claim resolves the level's hosts.
+CACHE_TTL_S = 60.0
+CACHE_MAX = 10_000
+_cache: dict[str, tuple[float, list[str]]] = {}
 
 Resolve = Callable[[str], Awaitable[list[str]]]
 
@@ -89,13 +94,20 @@ def resolver(mapping_text: str | None, *, timeout_s: float = RESOLVE_TIMEOUT_S) 
             return list(LOOPBACK)
         if "*" in mapping or name.endswith(UNRESOLVED_SUFFIXES) or "." + name in UNRESOLVED_SUFFIXES:
             return []
+        loop = asyncio.get_running_loop()
+        hit = _cache.get(name)
+        if hit is not None and hit[0] > loop.time():
+            return list(hit[1])
         try:
-            infos = await asyncio.wait_for(
-                asyncio.get_running_loop().getaddrinfo(name, None, type=socket.SOCK_STREAM), timeout_s)
+            infos = await asyncio.wait_for(loop.getaddrinfo(name, None, type=socket.SOCK_STREAM), timeout_s)
+            found = [str(info[4][0]) for info in infos]
         except (OSError, asyncio.TimeoutError, UnicodeError) as exc:
             log.info("Could not resolve %s (%s): it is its own server", name, exc)
-            return []
-        return [str(info[4][0]) for info in infos]
+            found = []
+        if len(_cache) >= CACHE_MAX:
+            _cache.clear()
+        _cache[name] = (loop.time() + CACHE_TTL_S, found)
+        return list(found)
 
     return resolve
 
