@@ -103,6 +103,10 @@ class Settings(BaseSettings):
     trap_query_variants: int = Field(50, ge=0)  # query_variants: distinct queries per path (0 = off)
     trap_path_walk_levels: int = Field(5, ge=0)  # path_walk: levels a digit-masked path may span (0 = off)
     allow_private_hosts: bool = False  # WAGGLE_ALLOW_PRIVATE_HOSTS=1 opts out of the guard
+    # politeness per server (ledger.crawl.servers): a hosts-file-like test resolver,
+    # "name=address[ address…],name=…" (IP literals only), used instead of the system resolver
+    # for the names it lists; None = the system resolver for every host
+    resolve_hosts: str | None = None
     crawl_stall_s: float = 900.0  # watchdog: no progress for this long → crawl failed
     watchdog_interval_s: float = 15.0
     # search (ledger.search.backend): unset/"postgres" = Postgres full-text search in this

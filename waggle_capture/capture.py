@@ -135,6 +135,8 @@ async def _capture_and_answer(ctx: Ctx, run: Run, req: dict[str, Any]) -> dict[s
         answer["robots"] = run.robots
     if (turn_wait := run.turn_wait_ms()) is not None:  # the wait behind the previous page (extensions 9, 12)
         answer["turnWaitMs"] = turn_wait
+    if run.document_ms is not None:  # extension "serverpolite": a slow host's longer gap
+        answer["documentMs"] = run.document_ms
     log.info("timeline %s", json.dumps(run.timeline()))  # per-phase times (tests/bench/politeness.py)
     return answer
 

@@ -13,7 +13,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page, Response
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from waggle_capture import challenge, proxystatus, retryafter
+from waggle_capture import challenge, documenttime, proxystatus, retryafter
 from waggle_capture.behaviors import run_behaviors
 from waggle_capture.dismiss import DismissFailed, dismiss
 from waggle_capture.recorder import Recorder
@@ -77,6 +77,8 @@ async def load_pages(ctx: Ctx, run: Run, page: Page, cdp, recorder: Recorder, dp
             out.settle = file_settle(out.limits, dpr)
             return out
         if i == 0:
+            if response is not None:  # the site's time for the document: a slow host's gap (decision 242)
+                run.document_ms = documenttime.of(response, run)
             out.main_status = await _main_status(run, page, response)
             await refuse_huge_document(ctx, run, recorder, response)
         if late is not None:  # captureAtDeadline: stop here, take what is there (no settle, no behaviors)

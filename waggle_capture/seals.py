@@ -104,6 +104,8 @@ class SealBoard:
             stem = getattr(seal.run, "stem", None)
             if callable(location) and isinstance(stem, str):
                 answer["manifestLocation"] = location(names.file_name(stem, "manifest"))
+        if isinstance(document := getattr(seal.run, "document_ms", None), int):  # extension "serverpolite"
+            answer["documentMs"] = document
         final = getattr(seal.run, "landed_url", None)
         if isinstance(final, str) and final:  # where the page landed (redirects followed)
             answer["finalUrl"] = final

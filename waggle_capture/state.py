@@ -132,6 +132,7 @@ class Run:
     hold: Any = None  # a .holds.Hold: this capture waits for the previous one's seal + gap (holdAfter)
     landed_url: str | None = None  # the main frame's URL as last committed (seal answer finalUrl, holdAfter)
     landed: asyncio.Event = field(default_factory=asyncio.Event)  # set at its first commit
+    document_ms: int | None = None  # the site's time for the main document (answer documentMs, decision 242)
 
     def retry_after_ms(self) -> int | None:
         """The answer's ``retryAfterMs`` (extension 18): whole ms, rounded up; None without one."""

@@ -58,6 +58,7 @@ class Outcome:
     gap_from: float
     retryable: bool = False
     retry_after_ms: int | None = None  # the 429/503 document's Retry-After (answer retryAfterMs)
+    document_ms: int | None = None  # how long the main document took (answer documentMs; slowhost)
 
 
 def _failed(url: str, submitted: float, finished: float, reason: str, failure_class: str,

@@ -65,12 +65,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from f.waggle import pipeline
+from f.waggle import pipeline, servers, slowhost
 from f.waggle.progress import poster as progress_poster
 from f.waggle.common import VAR_API_URL, VAR_ENDPOINTS, VAR_TLS_CA, VAR_TOKEN, read_variable
 from f.waggle.capture_outcome import LINKS_PER_PAGE
 from f.waggle.capture_request import navigation_rules, revisit_member
 from f.waggle.endpoints import HttpEndpoint, build_client, parse_endpoints
+from f.waggle.host_gap import clock
 from f.waggle.host_sequence import capture_host
 
 # The step's names as they were before the split (issue 30 item 5), for code and tests that import
@@ -79,7 +80,7 @@ from f.waggle.capture_outcome import NOARCHIVE_REASON, judge_answer, retry_after
 from f.waggle.capture_request import capture_request, extension_members  # noqa: E402,F401
 from f.waggle.endpoints import Answer, ConnectionLost, ServerUnavailable, describe_refusal  # noqa: E402,F401
 from f.waggle.host_gap import (  # noqa: E402,F401
-    BACKOFF_CAP_MS, FLOW_RETRY_S, HostGap, backed_off_gap, busy_window, clock, first_wait_s, gap_start,
+    BACKOFF_CAP_MS, FLOW_RETRY_S, HostGap, backed_off_gap, busy_window, first_wait_s, gap_start,
     remaining_gap_s, rest_before_retry_s,
 )
 from f.waggle.host_sequence import REDIRECT_DUPLICATE  # noqa: E402,F401
@@ -101,6 +102,8 @@ def main(
     robots_txt: Optional[str] = None,
     exclude: Optional[list[str]] = None,
     blocked_after: Optional[int] = None,
+    delay_factor: Optional[float] = None,
+    members: Optional[list[dict]] = None,
 ):
     missing = [n for n, v in (("crawl_id", crawl_id), ("host", host), ("urls", urls),
                               ("capture_formats", capture_formats), ("signing", signing), ("scripts", scripts)) if v is None]
@@ -116,17 +119,26 @@ def main(
                      for t in targets]
         for e in endpoints:
             print(f"[{host}] {e.target}: extensions {', '.join(sorted(e.extensions)) or 'none (plain v12)'}")
-        return capture_host(
-            endpoints, host, urls, crawl_id,
-            formats=capture_formats, signing=signing, scripts=scripts,
-            artifact_sink=artifact_sink or None,
-            delay_ms=per_host_delay_ms or 0, initial_delay_ms=initial_delay_ms or 0, not_before=not_before,
-            on_page=on_page,
-            links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
-            ignore_robots_meta=ignore_robots_meta is True,
-            rules=navigation_rules(robots_txt, exclude),
-            blocked_after=blocked_after,
-        )
+
+        def run(group: dict, wait_ms: int, at: float | None, gap_out: dict) -> list[dict]:
+            return capture_host(
+                endpoints, group["host"], group["urls"], crawl_id,
+                formats=capture_formats, signing=signing, scripts=scripts,
+                artifact_sink=artifact_sink or None,
+                delay_ms=group.get("delayMs") or 0, initial_delay_ms=wait_ms or 0, not_before=at,
+                on_page=on_page,
+                links_per_page=links_per_page if isinstance(links_per_page, int) and links_per_page >= 0 else LINKS_PER_PAGE,
+                ignore_robots_meta=ignore_robots_meta is True,
+                rules=navigation_rules(group.get("robotsTxt"), exclude),
+                blocked_after=blocked_after,
+                delay_factor=slowhost.factor_of(delay_factor), gap_out=gap_out,
+            )
+
+        if members:  # hosts of one server (f/waggle/servers.py): one after the other, one gap
+            return servers.capture_members(members, run, delay_ms=per_host_delay_ms or 0,
+                                           initial_delay_ms=initial_delay_ms or 0, not_before=not_before, now=clock)
+        return run({"host": host, "urls": urls, "delayMs": per_host_delay_ms, "robotsTxt": robots_txt},
+                   initial_delay_ms or 0, not_before, {})
     finally:
         on_page.close()
         client.close()

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from f.waggle import slowhost
+
 
 
 BUSY_JITTER_MS = (500.0, 1500.0)
@@ -72,21 +74,39 @@ def busy_window(busy_jitter_ms: tuple[float, float], gap_ms: int,
 
 @dataclass
 class HostGap:
-    """The host's current gap (ms) for this level; :meth:`back_off` after a 429/503 document."""
+    """The host's current gap (ms) for this level; :meth:`back_off` after a 429/503 document,
+    :meth:`adapt` after each page (a slow host's longer gap, :mod:`f.waggle.slowhost`).
+    ``floor``: the gap without that adaptation (delay, Crawl-delay, back-offs); ``ms`` ≥ it."""
 
     ms: int
     say: Callable[[str], None]
+    factor: float = 0.0  # the crawl's delayFactor (0: no adaptation)
+    floor: int = -1  # -1: ms
+
+    def __post_init__(self) -> None:
+        if self.floor < 0:
+            self.floor = self.ms
 
     def back_off(self, status: int | str, retry_after_ms: int | None = None) -> None:
         """Double the gap (:func:`backed_off_gap`), and make it ≥ the answer's ``Retry-After``
         (ms, capped at BACKOFF_CAP_MS; RFC 9110 §10.2.3): the next capture waits it from gapFrom."""
-        new = backed_off_gap(self.ms)
+        new = backed_off_gap(self.floor)
         asked = ""
         if retry_after_ms is not None:
             new = max(new, min(retry_after_ms, BACKOFF_CAP_MS))
             asked = f" (Retry-After {retry_after_ms} ms)"
-        self.say(f"main document answered {status}{asked}: gap for the rest of this level {self.ms} → {new} ms")
-        self.ms = new
+        self.say(f"main document answered {status}{asked}: gap for the rest of this level {self.ms} → {max(new, self.ms)} ms")
+        self.floor, self.ms = new, max(new, self.ms)
+
+    def adapt(self, document_ms: int | None) -> None:
+        """The gap after a page whose main document took ``document_ms`` (None: unknown, no
+        change): :func:`f.waggle.slowhost.adapted_gap_ms`, never below ``floor``."""
+        if document_ms is None:
+            return
+        new = slowhost.adapted_gap_ms(self.floor, document_ms, self.factor)
+        if new != self.ms:
+            self.say(f"main document took {document_ms} ms: gap {self.ms} → {new} ms (delay factor {self.factor:g})")
+            self.ms = new
 
 
 def backed_off_gap(gap_ms: int) -> int:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import ada_url
 
-from f.waggle import pipeline
+from f.waggle import pipeline, slowhost
 from f.waggle.breaker import HostBreaker, blocked_after as breaker_after
 from f.waggle.host_gap import BACKOFF_STATUSES, BUSY_JITTER_MS, BUSY_REF_GAP_MS, FLOW_RETRY_S, HostGap, backed_off_gap, busy_window, clock, first_wait_s, gap_start, remaining_gap_s, rest_before_retry_s
 from f.waggle.capture_request import capture_request
@@ -71,6 +71,8 @@ def capture_host(
     ignore_robots_meta: bool = False,
     rules: dict | None = None,
     blocked_after: int | None = None,
+    delay_factor: float = 0.0,
+    gap_out: dict | None = None,
 ) -> list[dict]:
     """Capture ``urls`` of ``host``, one after the other; one PageResult per URL, in order.
 
@@ -89,6 +91,8 @@ def capture_host(
     ``rules``: the ``navigationRules`` of every capture (:func:`navigation_rules`), or None.
     ``blocked_after``: blocked answers (403/429/503) in a row that pause the host
     (:mod:`f.waggle.breaker`; None → its default, 0 → only a challenge signature does).
+    ``delay_factor``: a slow host's gap (:mod:`f.waggle.slowhost`; 0 = none). ``gap_out``
+    (optional): gets ``{"ms": the gap at the end}`` — what the next host of the server keeps.
     """
     if not endpoints:
         raise ValueError("no BrowserHive endpoints")
@@ -96,7 +100,8 @@ def capture_host(
     def say(text: str) -> None:
         log(f"[{host}] {text}")
 
-    job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink, HostGap(max(0, int(delay_ms or 0)), say),
+    job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink,
+                  HostGap(max(0, int(delay_ms or 0)), say, factor=delay_factor),
                   busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page,
                   honour_robots=not ignore_robots_meta, navigation_rules=rules,
                   breaker=HostBreaker(breaker_after(blocked_after), say))
@@ -119,6 +124,9 @@ def capture_host(
                 f" ({FLOW_RETRY_S} s later) keeps the gap ({job.gap.ms} ms)")
             sleep(rest)
         raise
+    finally:
+        if gap_out is not None:
+            gap_out["ms"] = job.gap.ms
 
 
 @dataclass
@@ -206,6 +214,7 @@ def capture_sequentially(endpoints: Sequence[Endpoint], job: HostJob) -> list[di
                               busy_jitter_ms=job.busy(), log=job.say, now=job.now,
                               links_per_page=job.links_per_page, down=job.down)
         job.done(i, outcome.result, outcome.doc_status)
+        job.gap.adapt(outcome.document_ms)
         gap_from = outcome.gap_from
     return [r for r in job.results if r is not None]
 
@@ -275,6 +284,7 @@ class ChainPages:
         if (status := body.get("httpStatusCode")) in BACKOFF_STATUSES:  # the document answered 429/503
             self._backed_off.add(index)
             self.job.gap.back_off(status, retry_after_ms(body))
+        self.job.gap.adapt(slowhost.document_ms(body))  # before the next submission is made or held
         return gap_start(body, submitted, received)
 
     def conclude(self, flight: "pipeline.Flight") -> tuple[float, bool]:
@@ -291,6 +301,7 @@ class ChainPages:
         self._backed_off.discard(flight.index)
         if outcome.doc_status in BACKOFF_STATUSES and not sealed_back_off:
             job.gap.back_off(outcome.doc_status, outcome.retry_after_ms)
+        job.gap.adapt(outcome.document_ms)
         retry = outcome.retryable and flight.attempt < MAX_ATTEMPTS
         if retry:
             job.say(f"retrying {raw.url} ({outcome.result.get('skipReason', '')[:120]}), "

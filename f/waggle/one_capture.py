@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from f.waggle import slowhost
 from f.waggle.failures import TRANSIENT, refusal_class
 from f.waggle.host_gap import BACKOFF_STATUSES, HostGap, clock, gap_start, remaining_gap_s
 from f.waggle.endpoints import Answer, ConnectionLost, Endpoint, ServerUnavailable, capture_on_any, describe_refusal
@@ -73,8 +74,10 @@ def outcome_of(raw: Raw, crawl_id: str, log: Callable[[str], None], links_per_pa
         return Outcome(result, None, raw.received if gap_from is None else gap_from)
     if gap_from is None:
         gap_from = gap_start(answer.body, raw.sent, raw.received)
-    return judge_answer(raw.url, crawl_id, answer.body, (raw.sent, raw.received, gap_from), log, links_per_page,
-                        honour_robots, rules)
+    outcome = judge_answer(raw.url, crawl_id, answer.body, (raw.sent, raw.received, gap_from), log, links_per_page,
+                           honour_robots, rules)
+    outcome.document_ms = slowhost.document_ms(answer.body)
+    return outcome
 
 
 def attempt_once(endpoints: Sequence[Endpoint], request: dict, index: int, *, crawl_id: str,

@@ -11,7 +11,8 @@ the level's first request (a crawl started meanwhile: ``GET /api/crawls/{id}/pol
 ``Plan``::
 
     {"groups": [{"host", "urls", "delayMs", "initialDelayMs",   # initialDelayMs also covers
-                 "notBefore", "robotsTxt"?}],                  # the gap after robots.txt;
+                 "notBefore", "robotsTxt"?,                    # the gap after robots.txt;
+                 "server"?, "members"?}],                      # hosts of one server (servers.py);
                                                                # notBefore = plan time + it (epoch s);
                                                                # robotsTxt: the host's rules, normal form
      "skipped": [{"url", "reason": "robots" | "robots-unreachable" | "robots-too-large",
@@ -58,6 +59,7 @@ from f.waggle.common import (
     read_optional_variable,
     read_variable,
 )
+from f.waggle import servers
 from f.waggle.robots import ALLOWED, MAX_RULES, UNREACHABLE, RobotsOutcome, fetch_robots
 from f.waggle.robots_cache import cache_entries, fetch_all, from_cache, stale_crawl_delays
 from f.waggle import sitemaps as sitemap_reader
@@ -315,6 +317,13 @@ def plan(
     for item in candidates or []:
         by_host.setdefault(str(item["host"]), []).append(item)
     by_host = with_current_politeness(by_host, current, log)
+    server_of_host = servers.servers_of(by_host)
+    if len(set(server_of_host.values())) < len(server_of_host):  # hosts sharing a server: one at a time
+        server_delay: dict[str, int] = {}
+        for host, items in by_host.items():
+            s_key = server_of_host[host]
+            server_delay[s_key] = max(server_delay.get(s_key, 0), delay_setting, shared_delay_ms(items))
+        fetch = servers.spaced_fetch(fetch, server_of_host, server_delay, now=now)
 
     outcomes, fetched = (read_robots(by_host, delay_setting, robots, fetch=fetch, now=now, log=log)
                          if respect else ({}, {}))
@@ -370,6 +379,7 @@ def plan(
         if outcome is not None and outcome.state == ALLOWED and outcome.rules is not None and outcome.rules.text:
             group["robotsTxt"] = outcome.rules.text  # normal form: the capture refuses what it disallows (decision 105)
         groups.append(group)
+    groups = servers.merge_groups(groups, server_of_host)  # one server's hosts: one for-each item, one gap
     groups.sort(key=chain_ms, reverse=True)  # stable: equal chains keep first-seen order
 
     endpoints = endpoint_count(read_endpoints())

@@ -163,6 +163,10 @@ class CrawlRequest(_Strict):
     ignoreRobotsMeta: StrictBool = False  # "yes" or 1 is a 400, not read as true
     # Signed WACZ (wacz-auth) for every capture of this crawl (None: WAGGLE_CAPTURE_SIGNING).
     signing: StrictBool | None = None
+    # politeness per server (decisions 241–242): hosts sharing an address are one server (one
+    # gap, one lease); "domain" groups each registered domain's hosts too
+    groupHosts: Literal["address", "domain"] = "address"
+    delayFactor: float = Field(5.0, strict=True, ge=0, le=60, allow_inf_nan=False)  # a slow host's gap ≥ this × its document time
 
     @model_validator(mode="after")
     def _one_source(self) -> "CrawlRequest":
@@ -363,6 +367,8 @@ def _spec(body: CrawlRequest) -> crawl_store.CrawlSpec:
         formats=body.formats,
         ignore_robots_meta=body.ignoreRobotsMeta,
         signing=body.signing,
+        group_hosts=body.groupHosts,
+        delay_factor=body.delayFactor,
     )
 
 

@@ -89,7 +89,7 @@ SELECT
   (SELECT extract(epoch FROM now() - min(created_at)) FROM fga_outbox WHERE processed_at IS NULL) AS oldest_s,
   (SELECT count(*) FROM crawls WHERE state = 'running') AS running,
   (SELECT count(*) FROM crawls WHERE state = 'running' AND level_state = 'waiting') AS waiting,
-  (SELECT count(*) FROM host_leases) AS leased,
+  (SELECT count(*) FROM host_leases WHERE host NOT LIKE '@%%') AS leased,  -- hosts, not server keys (decision 241)
   now() AS db_now
 """
 _RUNNING = """

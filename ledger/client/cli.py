@@ -130,6 +130,8 @@ def build_crawl_body(
     sign: bool | None = None,
     sitemap: bool = False,
     sitemap_lastmod_after: str | None = None,
+    group_hosts: str | None = None,
+    delay_factor: float | None = None,
 ) -> dict:
     """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent
     (``ignoreRobotsMeta`` only when true);
@@ -150,6 +152,8 @@ def build_crawl_body(
         ("maxPagesPerHost", max_pages_per_host),
         ("useSitemap", True if sitemap else None),
         ("sitemapLastmodAfter", sitemap_lastmod_after),
+        ("groupHosts", group_hosts),
+        ("delayFactor", delay_factor),
     ):
         if value is not None:
             body[key] = value
@@ -246,6 +250,8 @@ def crawl_command(
     no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
     formats: Annotated[Optional[str], typer.Option("--formats", help="Capture formats, comma-separated, with wacz: wacz,png,webp,html,links,mhtml (default: the deployment's WAGGLE_CAPTURE_FORMATS). Screenshots go into the WACZ where the capture server can.")] = None,
     ignore_robots_meta: Annotated[bool, typer.Option("--ignore-robots-meta", help="Archive pages whose robots meta or X-Robots-Tag says noarchive, and follow the links of pages saying nofollow (default: both honoured).")] = False,
+    group_hosts: Annotated[Optional[str], typer.Option("--group-hosts", help="Hosts that are one server share one gap and one lease: address (ledger default: hosts resolving to a shared address) or domain (also every host of a registered domain).")] = None,
+    delay_factor: Annotated[Optional[float], typer.Option("--delay-factor", min=0, max=60, help="A slow host's gap is at least this times its last page's document time, never below the delay (ledger default 5; 0 = off).")] = None,
     sign: Annotated[Optional[bool], typer.Option("--sign/--no-sign", help="Signed WACZ (wacz-auth) for every capture: the capture server's signer signs, the ledger verifies at admission (default: the deployment's WAGGLE_CAPTURE_SIGNING).")] = None,
     download: Annotated[Optional[Path], typer.Option("--download", help="Save the crawl's WACZ files into this directory.", file_okay=False, callback=download_dir)] = None,
     show_urls: Annotated[bool, typer.Option("--urls", help="Also print a signed download URL (valid 300 s) for every archive.")] = False,
@@ -260,7 +266,8 @@ def crawl_command(
     body = build_crawl_body(urls, depth, max_pages, delay_ms, parallelism, scope.value if scope else None, script, no_scripts,
                             formats, include, exclude, extra_hops, time_limit, max_bytes, max_pages_per_host,
                             ignore_robots_meta=ignore_robots_meta, sign=sign, sitemap=sitemap,
-                            sitemap_lastmod_after=sitemap_lastmod_after)
+                            sitemap_lastmod_after=sitemap_lastmod_after, group_hosts=group_hosts,
+                            delay_factor=delay_factor)
     try:
         with _client() as client:
             crawl_id = client.submit_crawl(body)

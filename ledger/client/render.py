@@ -107,6 +107,19 @@ def robots_meta_text(crawl: dict) -> str:
     return "honoured (noarchive pages not archived, nofollow pages' links not followed)"
 
 
+def servers_text(crawl: dict) -> str | None:
+    """The crawl's hosts that are one server (``servers``, decision 241), one line each
+    (``127.0.0.1:8080: 127.0.0.1:8080, localhost:8080``), with the grouping and the slow-host
+    factor (decision 242); None for an older ledger that says neither."""
+    if "servers" not in crawl and "groupHosts" not in crawl:
+        return None
+    lines = [f"{s.get('server')}: {', '.join(s.get('hosts') or [])}" for s in crawl.get("servers") or []]
+    by = "address and registered domain" if crawl.get("groupHosts") == "domain" else "address"
+    factor = crawl.get("delayFactor")
+    tail = f"(grouped by {by}" + (f"; slow-host factor {factor:g})" if isinstance(factor, (int, float)) else ")")
+    return "\n".join(lines + [tail]) if lines else "each host its own " + tail
+
+
 def stop_reason_text(crawl: dict) -> str:
     """The stop reason as shown: ``stopReason`` once the crawl has ended; while it runs the ledger
     already records the limit it reached (``max_pages``, ``max_depth``), shown as "will stop at
@@ -258,6 +271,8 @@ def summary_view(crawl: dict) -> Group:
         table.add_row("robots meta", robots_meta_text(crawl))
     if crawl.get("signing") is not None:  # chosen for this crawl (else the deployment's default)
         table.add_row("signing", "signed WACZ" if crawl["signing"] else "unsigned WACZ")
+    if (shared := servers_text(crawl)) is not None:  # hosts that are one server (decision 241)
+        table.add_row("servers", shared)
     table.add_row("elapsed", format_duration(elapsed_s(crawl)))
     if "totalBytes" in crawl:  # the archives' summed size; those not measured yet are said
         unknown = crawl.get("bytesUnknown") or 0

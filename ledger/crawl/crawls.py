@@ -17,7 +17,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from ledger.crawl import scripts as catalogue
-from ledger.crawl import blocked, frontier, salvage, sitemaps, traps, waits
+from ledger.crawl import blocked, frontier, salvage, servers, sitemaps, traps, waits
 from ledger.crawl import scope as scope_rules
 from ledger.crawl.progress import level_progress
 from ledger.crawl.times import iso_ms
@@ -60,6 +60,8 @@ class CrawlSpec:
     max_pages_per_host: int | None = None
     use_sitemap: bool = False  # queue the seed hosts' sitemap URLs in scope (ledger.crawl.sitemaps)
     sitemap_lastmod_after: datetime | None = None  # only sitemap URLs with a later lastmod (aware)
+    group_hosts: str = "address"  # hosts sharing an address are one server; "domain": also a registered domain
+    delay_factor: float = 5.0  # a slow host's gap ≥ this × its page's document time (decision 242)
 
 
 def is_unique_violation(exc: BaseException, constraint: str) -> bool:
@@ -229,14 +231,14 @@ async def start_crawl(
                 "INSERT INTO crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms,"
                 " host_parallelism, org_id, requested_by, scripts, capture_formats, scope_include, scope_exclude,"
                 " extra_hops, time_limit_s, max_bytes, max_pages_per_host, ignore_robots_meta, signing, use_sitemap,"
-                " sitemap_lastmod_after)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " sitemap_lastmod_after, group_hosts, delay_factor)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
                 " RETURNING *",
                 (crawl_id, [s.url for s in seeds], scope_rules.canonical(spec.scope), max_depth, max_pages,
                  spec.per_host_delay_ms, spec.host_parallelism, org_id, subject, json.dumps(pinned),
                  spec.formats, list(spec.include), list(spec.exclude), spec.extra_hops, spec.time_limit_s,
                  spec.max_bytes, spec.max_pages_per_host, spec.ignore_robots_meta, spec.signing, spec.use_sitemap,
-                 spec.sitemap_lastmod_after),
+                 spec.sitemap_lastmod_after, spec.group_hosts, spec.delay_factor),
             )
             crawl = await cur.fetchone()
             landed = await frontier.insert_rows(conn, crawl_id, 0, seeds)  # exact dedup (migration 071)
@@ -288,6 +290,8 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         "formats": None if crawl.get("capture_formats") is None else list(crawl["capture_formats"]),
         "ignoreRobotsMeta": bool(crawl.get("ignore_robots_meta")),  # noarchive / nofollow honoured unless true
         "signing": crawl.get("signing"),  # None: the deployment's WAGGLE_CAPTURE_SIGNING
+        "groupHosts": crawl.get("group_hosts") or "address",  # politeness per server (decision 241)
+        "delayFactor": float(crawl["delay_factor"]) if crawl.get("delay_factor") is not None else 5.0,
     }
 
 
@@ -313,6 +317,7 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> dict | N
         by_state = {r["state"]: r["n"] for r in await cur.fetchall()}
         problems = await archive_problems(conn, crawl_id)
         paused_hosts = await blocked.blocked_hosts(conn, crawl_id)  # decision 231
+        shared = await servers.crawl_servers(conn, crawl)  # hosts that are one server (decision 241)
         hosts: list[str] = []
         if crawl["state"] == "running":
             # Hosts of the level in flight that still have pages to capture.
@@ -336,6 +341,7 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> dict | N
     view["pagesBlocked"] = by_state.get("blocked", 0)
     view["blockedHosts"] = paused_hosts
     view["hostsInFlight"] = hosts
+    view["servers"] = shared
     view.update(problems)
     return view
 

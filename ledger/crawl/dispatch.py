@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from ledger.archive.verify import verify_level
-from ledger.crawl import robots_cache, salvage, sitemaps
+from ledger.crawl import robots_cache, salvage, servers, sitemaps
 from ledger.crawl.leases import PLANNED_GRACE_S, claim_level, expire_leases, lease_seconds, record_job
 from ledger.crawl.scripts import webhook_item
 from ledger.crawl.times import iso_ms  # noqa: F401 - also imported from here
@@ -82,6 +82,8 @@ def webhook_body(
         body["exclude"] = list(crawl["scope_exclude"])
     if sitemaps.flow_input(crawl, depth):  # level 0 of a crawl with useSitemap (ledger.crawl.sitemaps)
         body["sitemap"] = sitemaps.flow_input(crawl, depth)
+    if crawl.get("delay_factor") is not None:  # a slow host's longer gap (decision 242; absent: the flow's 5)
+        body["delay_factor"] = float(crawl["delay_factor"])
     return body
 
 
@@ -90,6 +92,8 @@ def frontier_item(page: dict) -> dict[str, Any]:
     item = {"url": page["url"], "host": page["host"], "lastFinishedAt": page.get("lastFinishedAt")}
     if page.get("hostDelayMs") is not None:
         item["hostDelayMs"] = int(page["hostDelayMs"])
+    if page.get("server"):  # hosts of one server share one gap in the flow (decision 241)
+        item["server"] = page["server"]
     return item
 
 
@@ -142,7 +146,8 @@ async def dispatch_level(services: Any, crawl: dict, depth: int, pages: list[dic
     pool, settings = services.pool, services.settings
     crawl_id = crawl["id"]
     try:
-        claim = await claim_level(pool, crawl_id, depth, lease_s=lease_seconds(settings))
+        claim = await claim_level(pool, crawl_id, depth, lease_s=lease_seconds(settings),
+                                  resolve=servers.resolver(settings.resolve_hosts))
         if claim is None:
             return None
         if claim.waiting:

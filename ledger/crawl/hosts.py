@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ledger.crawl import servers
 from ledger.crawl.running import require_running
 from ledger.crawl.times import iso_ms
 from ledger.crawl.urls import InvalidUrl, parse_http_url
@@ -64,9 +65,11 @@ async def record_captures(conn: Any, crawl: dict, results: list[dict]) -> int:
     latest = last_captures(results)
     if not latest:
         return 0
+    reported = len(latest)
+    latest = await servers.with_keys(conn, latest)  # the hosts' servers feel the captures too (decision 241)
     hosts = sorted(latest)
     await conn.execute(_RECORD, (crawl["per_host_delay_ms"], crawl["id"], hosts, [latest[h] for h in hosts]))
-    return len(hosts)
+    return reported
 
 
 _POLITENESS = """
@@ -102,6 +105,13 @@ async def politeness(conn: Any, crawl: dict, hosts: list[str], *, who: bool = Fa
             elif delay > own and other == delay:
                 by = {"crawlId": r["other_id"], "capturedLast": False}
             out[r["host"]]["setBy"] = by
+    for host, (at, delay) in (await servers.key_politeness(conn, crawl, list(out))).items():
+        # the host's server: its last capture of any of its hosts, with the larger delay (decision 241)
+        mine = out[host]
+        if at is not None and (mine["lastFinishedAt"] is None or iso_ms(at) > mine["lastFinishedAt"]):
+            mine["lastFinishedAt"] = iso_ms(at)
+        if delay > mine["hostDelayMs"]:
+            mine["hostDelayMs"] = delay
     return out
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.crawl import hosts as host_politeness
-from ledger.crawl import salvage
+from ledger.crawl import salvage, servers
 
 log = logging.getLogger("waggle.leases")
 
@@ -82,18 +82,30 @@ def lease_seconds(settings: Any) -> float:
     return float(settings.crawl_stall_s) + 2 * float(settings.watchdog_interval_s)
 
 
-async def claim_level(pool: Any, crawl_id: Any, depth: int, *, lease_s: float, attempts: int = 3) -> Claim | None:
+async def claim_level(pool: Any, crawl_id: Any, depth: int, *, lease_s: float, attempts: int = 3,
+                      resolve: servers.Resolve | None = None) -> Claim | None:
     """Lease the hosts of level ``depth`` of ``crawl_id`` and mark it dispatched (or waiting).
 
     Returns None when there is nothing to claim: the crawl is not running, is at another
     level, or this level was already dispatched (by this or another replica). Two claims
     racing for the same hosts that Postgres aborts as a deadlock are retried (``attempts``).
+    ``resolve`` (``ledger.crawl.servers.resolver``): the level's hosts are resolved first
+    (outside the transaction) and a host is leased only with all its server keys; None (tests
+    of the lease rules alone) leases hosts only.
     """
     import psycopg
 
+    addresses: dict[str, list[str]] | None = None
+    if resolve is not None:
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s"
+                " AND state = 'pending'", (crawl_id, depth))
+            hosts = [r["host"] for r in await cur.fetchall()]
+        addresses = await servers.resolve_hosts(hosts, resolve)
     for attempt in range(attempts):
         try:
-            return await _claim(pool, crawl_id, depth, lease_s)
+            return await _claim(pool, crawl_id, depth, lease_s, addresses)
         except psycopg.errors.DeadlockDetected:
             if attempt == attempts - 1:
                 raise
@@ -101,7 +113,8 @@ async def claim_level(pool: Any, crawl_id: Any, depth: int, *, lease_s: float, a
     return None
 
 
-async def _claim(pool: Any, crawl_id: Any, depth: int, lease_s: float) -> Claim | None:
+async def _claim(pool: Any, crawl_id: Any, depth: int, lease_s: float,
+                 addresses: dict[str, list[str]] | None = None) -> Claim | None:
     async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute("SELECT * FROM crawls WHERE id = %s FOR UPDATE", (crawl_id,))
         crawl = await cur.fetchone()
@@ -118,7 +131,14 @@ async def _claim(pool: Any, crawl_id: Any, depth: int, lease_s: float) -> Claim 
         await conn.execute(_STALE, (wanted,))
         cur = await conn.execute(_ACQUIRE, {"crawl": crawl_id, "depth": depth, "lease_s": lease_s, "hosts": wanted})
         leased = sorted(r["host"] for r in await cur.fetchall())
+        keys_of: dict[str, list[str]] = {}
+        if addresses is not None:  # a host also needs its server's keys (ledger.crawl.servers)
+            await servers.remember(conn, {h: addresses[h] for h in wanted if h in addresses})
+            grouping = crawl.get("group_hosts") or "address"
+            keys_of = {h: servers.keys_for(h, addresses.get(h, []), grouping) for h in wanted}
+            leased = await _lease_keys(conn, crawl_id, depth, lease_s, leased, keys_of)
         claim = Claim(dict(crawl), depth, leased, [h for h in wanted if h not in set(leased)])
+        labels = servers.server_labels({h: keys_of.get(h, []) for h in leased})
         if claim.waiting:
             await conn.execute(_WAIT, (crawl_id, wanted))
             await conn.execute(
@@ -131,18 +151,44 @@ async def _claim(pool: Any, crawl_id: Any, depth: int, lease_s: float) -> Claim 
                 "UPDATE crawl_pages SET level = %s WHERE crawl_id = %s AND coalesce(level, depth) = %s"
                 " AND state = 'pending' AND host = ANY(%s)", (depth + 1, crawl_id, depth, claim.carried))
             await conn.execute(_WAIT, (crawl_id, claim.carried))
-        await conn.execute("DELETE FROM host_waits WHERE crawl_id = %s AND host = ANY(%s)", (crawl_id, leased))
+        await conn.execute("DELETE FROM host_waits WHERE crawl_id = %s AND host = ANY(%s)",
+                           (crawl_id, leased + sorted({k for h in leased for k in keys_of.get(h, [])})))
         cur = await conn.execute(
             "SELECT url, host, depth FROM crawl_pages WHERE crawl_id = %s AND coalesce(level, depth) = %s"
             " AND state = 'pending' ORDER BY id", (crawl_id, depth))
         pages = await cur.fetchall()
         claim.following = any(p["depth"] < crawl["max_depth"] for p in pages)
         polite = await host_politeness.politeness(conn, crawl, leased)
-        claim.frontier = [{"url": p["url"], "host": p["host"], **polite[p["host"]]} for p in pages]
+        claim.frontier = [{"url": p["url"], "host": p["host"], **polite[p["host"]],
+                           **({"server": labels[p["host"]]} if p["host"] in labels else {})} for p in pages]
         await conn.execute(
             "UPDATE crawls SET level_state = 'dispatched', level_since = now(), last_progress_at = now()"
             " WHERE id = %s", (crawl_id,))
     return claim
+
+
+async def _lease_keys(conn: Any, crawl_id: Any, depth: int, lease_s: float, leased: list[str],
+                      keys_of: dict[str, list[str]]) -> list[str]:
+    """The hosts of ``leased`` whose server keys this level could lease too (rows of
+    ``host_leases`` under the keys, with the host rows' rules: another level's key is not taken,
+    nor one a crawl waits for). The others' host rows and the keys only they needed are given
+    back, and the crawl waits for the keys it did not get."""
+    wanted = sorted({k for h in leased for k in keys_of.get(h, [])})
+    if not wanted:
+        return leased
+    await conn.execute(_STALE, (wanted,))
+    cur = await conn.execute(_ACQUIRE, {"crawl": crawl_id, "depth": depth, "lease_s": lease_s, "hosts": wanted})
+    got = {r["host"] for r in await cur.fetchall()}
+    kept = [h for h in leased if set(keys_of.get(h, [])) <= got]
+    lost = [h for h in leased if h not in set(kept)]
+    if lost:
+        needed = {k for h in kept for k in keys_of.get(h, [])}
+        await conn.execute("DELETE FROM host_leases WHERE crawl_id = %s AND depth = %s AND host = ANY(%s)",
+                           (crawl_id, depth, sorted(lost + [k for k in got if k not in needed])))
+        await conn.execute(_WAIT, (crawl_id, sorted({k for h in lost for k in keys_of.get(h, [])} - got)))
+        log.info("Hosts whose server another level holds, carried: crawl %s depth %d: %s", crawl_id, depth,
+                 ", ".join(lost[:10]))
+    return kept
 
 
 async def record_job(pool: Any, crawl_id: Any, depth: int, job_id: str) -> None:

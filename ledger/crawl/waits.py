@@ -45,12 +45,15 @@ WITH g AS (SELECT q.host, max(g.at) FILTER (WHERE g.phase = 'done') AS last_done
                   bool_or(g.phase = 'started') AS capturing
            FROM crawl_progress g JOIN crawl_pages q ON q.id = g.page_id
            WHERE g.crawl_id = %(crawl)s AND g.depth = %(depth)s GROUP BY q.host)
-SELECT p.host, l.crawl_id AS holder, l.depth AS holder_depth, w.since AS waits_since, g.last_done,
+SELECT p.host, l.crawl_id AS holder, l.depth AS holder_depth, l.by_server, w.since AS waits_since, g.last_done,
        coalesce(g.capturing, false) AS capturing, r.body AS robots_body, r.host IS NOT NULL AS robots_cached
 FROM (SELECT DISTINCT host FROM crawl_pages WHERE crawl_id = %(crawl)s AND state = 'pending'
       AND coalesce(level, depth) IN (%(depth)s, %(depth)s + 1)) p
 LEFT JOIN g ON g.host = p.host
-LEFT JOIN host_leases l ON l.host = p.host
+LEFT JOIN host_servers s ON s.host = p.host
+LEFT JOIN LATERAL (SELECT h.crawl_id, h.depth, h.host <> p.host AS by_server FROM host_leases h
+                   WHERE h.host = p.host OR h.host = ANY(s.keys)  -- its server's keys (decision 241)
+                   ORDER BY h.host = p.host DESC, h.crawl_id = %(crawl)s DESC LIMIT 1) l ON true
 LEFT JOIN host_waits w ON w.host = p.host AND w.crawl_id = %(crawl)s
 LEFT JOIN crawl_robots r ON r.crawl_id = %(crawl)s AND r.host = p.host
 WHERE NOT coalesce(g.capturing, false)
@@ -97,13 +100,14 @@ async def waiting(conn: Any, crawl: dict, now: datetime, orgs: list[str]) -> lis
     for r in rows:
         if r["holder"] == me:
             continue
+        what = "another name of this host's server" if r["by_server"] else "the host"
         if r["holder"] in seen:
             out.append({"host": r["host"], "kind": "turn", "crawlId": str(r["holder"]),
                         "reason": f"{r['host']}: waiting for crawl {_short(r['holder'])}'s turn"
-                                  f" (its level {r['holder_depth']} holds the host)"})
+                                  f" (its level {r['holder_depth']} holds {what})"})
         elif r["holder"] is not None:
             out.append({"host": r["host"], "kind": "turn",
-                        "reason": f"{r['host']}: waiting for another crawl's turn (its level holds the host)"})
+                        "reason": f"{r['host']}: waiting for another crawl's turn (its level holds {what})"})
         elif crawl["level_state"] == "waiting":
             out.append({"host": r["host"], "kind": "turn",
                         "reason": f"{r['host']}: waiting for its turn (the host is free; the lease loop sends it next)"})

@@ -35,7 +35,9 @@ def test_bounds_the_last_request_the_site_answered(capture_server, test_site, pa
                                     loadWait=QUIET_200)
     since = body["sinceLastRequestMs"]
     assert isinstance(since, int) and since >= 0
-    assert set(body) == {"taskId", "report", "manifest", "sinceLastRequestMs"}
+    # + documentMs: the site's time for the main document, which answered (decision 242)
+    assert set(body) == {"taskId", "report", "manifest", "sinceLastRequestMs", "documentMs"}
+    assert isinstance(body["documentMs"], int) and 0 <= body["documentMs"] <= (answered - before) * 1000
     assert answered - since / 1000 >= _last_response(test_site, before)
 
 

@@ -235,7 +235,8 @@ async def test_defaults_stored_and_webhook_body(settings, fake_webhook):
     assert call["headers"]["authorization"] == "Bearer wm-token"
     body = call["body"]
     assert set(body) == {"crawl_id", "depth", "frontier", "per_host_delay_ms", "host_parallelism",
-                         "capture_formats", "signing", "scripts", "links_per_page", "blocked_after"}
+                         "capture_formats", "signing", "scripts", "links_per_page", "blocked_after", "delay_factor"}
+    assert body["delay_factor"] == 5.0  # a slow host's gap factor (decision 242)
     assert body["links_per_page"] == 1000  # WAGGLE_REPORT_LINKS_PER_PAGE (level report v2)
     assert body["capture_formats"] == {"png": False, "webp": False, "html": False, "links": True,
                                        "mhtml": False, "wacz": True}

@@ -112,12 +112,21 @@ function capturedText(c) {
   return String(capturedCount(c)) + (p && p.captured ? " (" + p.captured + " in the level in flight)" : "");
 }
 
+// Hosts that are one server share one gap and one lease (decision 241); a slow one waits longer (242).
+function serversText(c) {
+  const groups = (c.servers || []).map((s) => s.server + ": " + s.hosts.join(", "));
+  const by = c.groupHosts === "domain" ? "grouped by address and registered domain" : "grouped by address";
+  return (groups.length ? groups.join("; ") : "each host its own") + " (" + by + "; slow-host factor "
+    + (c.delayFactor === undefined ? 5 : c.delayFactor) + ")";
+}
+
 function facts(c) {
   const pairs = [
     ["State", stateBadge(c.state)], ["Stop reason", stopText(c, "—")], ["Level", level(c)],
     ["Captured", capturedText(c)], ["Failed", String(c.pagesFailed)], ["Skipped", String(c.pagesSkipped)],
     ["Pending", String(c.pagesPending)], ["Blocked", String(c.pagesBlocked ?? 0)], ["Discovered", String(c.pagesDiscovered)],
     ["Max pages", String(c.maxPages)], ["Scope", scopeText(c)], ["Delay per host", c.perHostDelayMs + " ms"],
+    ["Servers", serversText(c)],
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
     ["Robots meta", c.ignoreRobotsMeta ? "ignored (noarchive pages archived, a page's nofollow meta or header not applied; links marked rel=nofollow are still not followed)"
       : "honoured (noarchive pages not archived, nofollow links not followed)"],

@@ -41,6 +41,9 @@ export function startForm(view, ctx) {
     el("option", { value: "page" }, "page (the seeds only)"));
   const include = el("textarea", { id: "include", name: "include", placeholder: "^https://cdn\\.example\\.org/img/" });
   const exclude = el("textarea", { id: "exclude", name: "exclude", placeholder: "/logout\n\\?sort=" });
+  const groupHosts = el("select", { id: "groupHosts", name: "groupHosts" },
+    el("option", { value: "address" }, "hosts that resolve to one address"),
+    el("option", { value: "domain" }, "… and every host of one registered domain"));
   // Capture formats besides the WACZ (always captured); none ticked: the deployment's default.
   const extras = [["png", "PNG screenshot"], ["webp", "WebP screenshot"], ["html", "HTML"], ["mhtml", "MHTML"]]
     .map(([value, label]) => [value, el("input", { type: "checkbox", name: "formats", value, id: "format-" + value }), label]);
@@ -87,7 +90,11 @@ export function startForm(view, ctx) {
         field("useSitemap", "Sitemaps",
           el("span", {}, useSitemap, " also queue the URLs in scope that the seed hosts' sitemaps list (robots.txt Sitemap: lines, else /sitemap.xml)")),
         field("sitemapLastmodAfter", "Sitemap lastmod after", sitemapLastmodAfter,
-          "Only sitemap URLs changed after this date (URLs without a lastmod are kept)."))),
+          "Only sitemap URLs changed after this date (URLs without a lastmod are kept)."),
+        field("groupHosts", "One server", groupHosts,
+          "Hosts that are one server share one gap and one lease (the larger delay)."),
+        field("delayFactor", "Slow-host factor", number("delayFactor", "5", ""),
+          "A host's gap is at least this times its last page's document time, never below the delay (0–60; 0: off)."))),
     el("span"), el("div", {}, submit, formError));
   view.replaceChildren(el("h1", {}, "Start a crawl"), form);
 
@@ -113,6 +120,9 @@ export function startForm(view, ctx) {
     if (signing.checked) body.signing = true;
     if (useSitemap.checked) body.useSitemap = true;
     if (sitemapLastmodAfter.value) body.sitemapLastmodAfter = sitemapLastmodAfter.value;
+    if (groupHosts.value !== "address") body.groupHosts = groupHosts.value;
+    const factor = form.elements.delayFactor.value.trim();
+    if (factor !== "") body.delayFactor = /^\d+(\.\d+)?$/.test(factor) ? Number(factor) : factor;  // else the API's 400
     submit.disabled = true;
     submit.textContent = "Starting…";  // the ledger plans the first level before it answers (0.2–2 s)
     submit.setAttribute("aria-busy", "true");
