@@ -174,6 +174,20 @@ def stop(proc: subprocess.Popen, grace_s: float = 15) -> None:
             proc.wait(5)
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and all its descendants so far, reaped
+    children included (a closed Chromium renderer's time is in its reaper's ``children_*``)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
 @contextlib.contextmanager
 def capture_server(s3_server: object) -> Iterator[tuple[subprocess.Popen, str]]:
     """One ``python -m devstack.capture --allow-private`` (one Chromium) writing to ``s3_server``;

@@ -269,6 +269,7 @@ def level_report(ctx: Context) -> None:
     n_results, links_per = 1000, 100
     depth = 3
     ctx.detail("size", {"pages": pages, "results": n_results, "links": n_results * links_per, "hosts": HOSTS})
+    ctx.size = f"{n_results:,} results, {n_results * links_per:,} links, {pages:,} pages held"
     with infra.postgres() as pg, infra.s3() as s3_server, infra.fga(pg) as store, infra.webhook() as hook:
         store.write(writes=[f"user:{SUBJECT} submitter organization:{ORG}"])
         template = pg.new_db()
@@ -333,7 +334,7 @@ def level_report(ctx: Context) -> None:
             if label == "v2 + progress":
                 ctx.metric("level report round trip (links landed from progress)", elapsed, "s", 2.0, "<=",
                            f"{n_results} results, {n_results * links_per:,} links inline, {pages:,} pages held;"
-                           f" load {load:.2f}")
+                           f" load {load:.2f}", key="round_trip_s")
                 ctx.metric("  its CPU: ledger + Postgres", cpu[0] + cpu[1], "s",
                            note=f"ledger {cpu[0]} s, Postgres {cpu[1]} s (the answer before admission)")
                 ctx.metric("  progress events: ledger CPU", events["ledger_cpu_s"], "s",
@@ -609,10 +610,10 @@ def signing(ctx: Context) -> None:
     if ok != len(lat):
         raise RuntimeError(f"not every signing request succeeded: {out['statuses']}")
     ctx.metric("signing throughput", ok / out["wall"], "req/s", 300, ">=",
-               f"concurrency {concurrency}, {workers} ledger workers")
-    ctx.metric("signing p99 latency", percentile(lat, 99) * 1000, "ms", 50, "<=")
-    ctx.metric("signing median latency", percentile(lat, 50) * 1000, "ms")
-    ctx.metric("ledger CPU per request (all workers)", cpu_ms["ledger"], "ms")
+               f"concurrency {concurrency}, {workers} ledger workers", key="requests_per_s")
+    ctx.metric("signing p99 latency", percentile(lat, 99) * 1000, "ms", 50, "<=", key="p99_ms")
+    ctx.metric("signing median latency", percentile(lat, 50) * 1000, "ms", key="median_ms")
+    ctx.metric("ledger CPU per request (all workers)", cpu_ms["ledger"], "ms", key="ledger_cpu_ms_per_request")
     ctx.metric("OpenFGA CPU per request", cpu_ms["openfga"], "ms")
 
 
@@ -645,7 +646,7 @@ def outbox(ctx: Context) -> None:
         raise RuntimeError(f"OpenFGA holds {tuples_in_store} tuples, expected {done * 3}")
     ctx.metric("outbox delivery", stats["delivered"] * 3 / stats["seconds"], "tuples/s", 1000, ">=",
                f"{stats['delivered']:,} of {rows:,} rows × 3 tuples in {stats['seconds']:.0f} s"
-               + ("" if stats["finished"] else " (time budget)"))
+               + ("" if stats["finished"] else " (time budget)"), key="tuples_per_s")
     ctx.metric("  outbox rows/s, first 10 s", stats["rows_per_s_first_10s"], "rows/s")
     ctx.metric("  outbox rows/s, overall", stats["rows_per_s_overall"], "rows/s",
                note="falls as the store grows (see README)")
@@ -733,7 +734,7 @@ def reconciler(ctx: Context) -> None:
         raise RuntimeError(f"registered {registered}, outbox {outbox_rows}, looked at {looked}: {out}")
     rate = looked / secs
     ctx.metric("reconciler: pending query", out["pending_query_s"], "s", note=f"{n:,} pending rows")
-    ctx.metric("reconciler rate", rate, "submissions/s",
+    ctx.metric("reconciler rate", rate, "submissions/s", key="submissions_per_s",
                note=f"{looked:,} looked at in {secs:.0f} s ({registered:,} registered, rest missing in S3)")
     ctx.metric("reconciler: projected pass over all", out["pending_query_s"] + n / rate, "s",
                note=f"{n:,} pending at the measured rate")
