@@ -67,6 +67,7 @@ class Context:
     details: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     load_at_start: list[float] = field(default_factory=lambda: [round(x, 2) for x in os.getloadavg()])
+    commit: dict = field(default_factory=lambda: git_commit())  # the code measured: taken at the start
     size: str = ""  # what was run when a benchmark has sizes ("10,000 pages", "quick: no baseline crawl")
 
     def metric(self, name: str, value: float | None, unit: str, target: float | None = None,
@@ -174,7 +175,7 @@ def write(ctx: Context, error: str | None = None) -> Path:
         "loadavgAtStart": ctx.load_at_start,
         "loadavgAtEnd": [round(x, 2) for x in os.getloadavg()],
         "size": ctx.size,
-        "commit": git_commit(),
+        "commit": ctx.commit,
         "error": error,
         "metrics": [m.as_dict() for m in ctx.metrics],
         "details": ctx.details,
