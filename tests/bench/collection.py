@@ -153,7 +153,7 @@ def crawl_collection(ctx: Context) -> None:
     small = n // 10
     ctx.detail("archives", n)
     ctx.detail("machine", "shared 2-core machine: other engineers' work runs alongside (see load)")
-    with infra.postgres() as pg, infra.s3() as s3_server, infra.fga() as store, infra.webhook() as hook:
+    with infra.postgres() as pg, infra.s3() as s3_server, infra.fga(pg) as store, infra.webhook() as hook:
         db = pg.new_db()
         from ledger.db.migrate import migrate
 

@@ -352,6 +352,8 @@ def level_report(ctx: Context) -> None:
                 ctx.metric("  old shape (linksLocation only, real BrowserHive v12)", elapsed, "s",
                            note="the ledger reads 1,000 .links.json before answering")
 
+        if ctx.quick:  # the profile explains a figure; a quick run records the figures only
+            return
         # 4. where the time goes: the same report in-process under pyinstrument on a fresh copy
         #    of the same crawl, after the level's progress events (sent to `waggle serve` on
         #    that copy), with per-statement wall times

@@ -240,7 +240,7 @@ def search_bench(ctx: Context) -> None:
     ctx.detail("pages", n)
     ctx.size = f"{n:,} pages (the issue's size is 1,000,000; WAGGLE_BENCH_SEARCH_PAGES)"
     _extract_cost(ctx)
-    with postgres() as pg, fga() as store:
+    with postgres() as pg, fga(pg) as store:
         db_url = pg.new_db()
         migrate(db_url)
         loaded = _load(db_url, n, ctx, store)
