@@ -552,6 +552,7 @@ def signing(ctx: Context) -> None:
     concurrency = 8
     workers = 2  # issue 12: `waggle serve --workers 2`
     duration = 5.0 if ctx.quick else 15.0
+    ctx.size = f"{duration:g} s closed loop, {concurrency} concurrent, {workers} ledger workers"
     ctx.detail("load", {"archives": n_archives, "concurrency": concurrency, "duration_s": duration,
                         "generator": "httpx.AsyncClient, closed loop, keep-alive, same machine"})
     with infra.postgres() as pg, infra.s3() as s3_server, infra.fga(pg) as store:
@@ -625,6 +626,7 @@ def signing(ctx: Context) -> None:
 def outbox(ctx: Context) -> None:
     """Deliver queued tuples to the real OpenFGA server (datastore postgres) with ``drain_all``: ≥ 1,000 tuples/s."""
     rows = 1000 if ctx.quick else 7000  # 3 tuples per row
+    ctx.size = f"{rows:,} rows × 3 tuples"
     with infra.postgres() as pg, infra.fga(pg) as store:
         db = pg.new_db()
         _migrate(db)
