@@ -48,22 +48,72 @@ def bench(ctx: typer.Context) -> None:
     os.execv(sys.executable, [sys.executable, "-m", "tests.bench", *ctx.args])
 
 
+# What ``waggle bench`` installs: the benchmarks' imports and tools must be pinned in one of these
+# (tests/skeleton/test_bench_deps.py); "bench" holds what only the benchmarks use.
+BENCH_EXTRAS = ("dev", "test", "bench")
+
+
+def bench_pins(pyproject: Path | None = None) -> dict[str, str]:
+    """``{distribution: version}`` of every ``name==version`` pin ``waggle bench`` needs: the base
+    dependencies and the extras :data:`BENCH_EXTRAS` of ``pyproject.toml``."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((pyproject or REPO / "pyproject.toml").read_text())["project"]
+    reqs = list(project["dependencies"])
+    todo, seen = list(BENCH_EXTRAS), set()
+    while todo:  # an extra may name others of this project ("waggle[capture]" in dev)
+        extra = todo.pop()
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for req in project["optional-dependencies"][extra]:
+            own = re.match(rf"\s*{re.escape(project.get('name', 'waggle'))}\[([^]]*)\]\s*$", req)
+            if own:
+                todo += [e.strip() for e in own.group(1).split(",")]
+            else:
+                reqs.append(req)
+    pins = {}
+    for req in reqs:
+        m = re.match(r"\s*([A-Za-z0-9_.-]+)(\[[^]]*\])?\s*==\s*([^\s;,]+)", req)
+        if m:
+            pins[m.group(1)] = m.group(3)
+    return pins
+
+
+def missing_pins(pins: dict[str, str]) -> list[str]:
+    """The pins of ``pins`` not installed at their version in this interpreter's environment."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for name, want in pins.items():
+        try:
+            have = version(name)
+        except PackageNotFoundError:
+            have = None
+        if have != want:
+            out.append(f"{name}=={want}" + (f" (have {have})" if have else " (missing)"))
+    return out
+
+
 def _install_bench_extra() -> None:
-    """Install the pinned ``bench`` extra (pyinstrument, psutil, py-spy) into this interpreter's
-    environment when a piece is missing — a fresh clone's venv has only ``dev`` and ``test``."""
-    import importlib.util
+    """Install the pins of :func:`bench_pins` into this interpreter's environment when one is
+    missing or differs — a fresh clone's venv has only the base, ``dev`` and ``test``."""
     import subprocess
 
-    missing = [m for m in ("pyinstrument", "psutil") if importlib.util.find_spec(m) is None]
-    if not (Path(sys.executable).parent / "py-spy").exists():
-        missing.append("py-spy")
+    missing = missing_pins(bench_pins())
     if not missing:
         return
-    typer.echo(f"waggle bench: installing the pinned bench extra ({', '.join(missing)} missing)", err=True)
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                           "-e", f"{REPO}[dev,test,bench]"], check=False)
+    typer.echo(f"waggle bench: installing the pinned {'/'.join(BENCH_EXTRAS)} extras ({', '.join(missing)})", err=True)
+    spec = f"{REPO}[{','.join(BENCH_EXTRAS)}]"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-e", spec],
+                          check=False, env={**os.environ, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"})
     if done.returncode != 0:
-        typer.echo("waggle bench: `pip install -e '.[dev,test,bench]'` failed; see its output above", err=True)
+        typer.echo(f"waggle bench: `pip install -e '{spec}'` failed; see its output above", err=True)
+        raise typer.Exit(1)
+    still = missing_pins(bench_pins())
+    if still:
+        typer.echo(f"waggle bench: still not installed after pip: {', '.join(still)}", err=True)
         raise typer.Exit(1)
 
 

@@ -3,6 +3,7 @@
 No authentication (probes call it); it shows no seeds, URLs or subjects. Answer (camelCase)::
 
     {"status": "ok" | "degraded",
+     "degraded": ["database" | "openfga" | "s3", ...],   # the dependencies that did not answer
      "privateHostsBlocked": bool, "identity": "jwt" | "header" | "deny",
      "maxPages": int, "maxPagesPerHost": int | null, "crawlStallS": float,
      "database": {"ok": bool, "latencyMs": float, "error"?: str},
@@ -16,7 +17,9 @@ No authentication (probes call it); it shows no seeds, URLs or subjects. Answer 
 ``runningCrawl`` is the oldest running crawl; several may run at once (issue 12).
 
 200 only when the database, OpenFGA and S3 all answer within :data:`CHECK_TIMEOUT_S`; else 503
-with the same body (each failing part carries its ``error``). OpenFGA is asked for the
+with the same body: ``degraded`` names the dependencies that did not answer and each carries its
+``error`` — a degraded dependency, not a fault of the ledger (documented as the 503 answer of the
+OpenAPI schema; tests/hostile/test_openapi_fuzz.py tells it from a server error by that body). OpenFGA is asked for the
 configured authorization model (``GET /stores/{store}/authorization-models/{model}``), S3 for the
 configured bucket (``HeadBucket``).
 """
@@ -25,18 +28,49 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from ledger.crawl.times import iso_ms
 
 router = APIRouter()
 
 CHECK_TIMEOUT_S = 3.0
+DEPENDENCIES = ("database", "openfga", "s3")
+
+
+class DependencyCheck(BaseModel):
+    """One dependency's answer to the probe."""
+
+    ok: bool
+    latencyMs: float
+    error: str | None = Field(None, description="why it did not answer (absent when ok)")
+
+
+class HealthAnswer(BaseModel):
+    """The body of ``GET /api/health``, with 200 and with 503 (documentation of the answer)."""
+
+    model_config = ConfigDict(extra="allow")
+    status: Literal["ok", "degraded"]
+    degraded: list[Literal["database", "openfga", "s3"]] = Field(
+        description="the dependencies that did not answer within the probe's timeout (empty when ok)")
+    privateHostsBlocked: bool
+    identity: Literal["jwt", "header", "deny"]
+    maxPages: int
+    maxPagesPerHost: int | None
+    crawlStallS: float
+    database: DependencyCheck
+    openfga: DependencyCheck
+    s3: DependencyCheck
+    outbox: dict[str, Any] | None
+    runningCrawl: dict[str, Any] | None
+    crawls: dict[str, Any] | None
+    replicas: list[dict[str, Any]] | None
 
 
 def identity_mode(settings: Any) -> str:
@@ -165,9 +199,12 @@ async def health_report(services: Any) -> tuple[int, dict]:
         _timed(_openfga(services.http, settings)),
         _timed(_s3(services.s3)),
     )
-    healthy = db["ok"] and fga["ok"] and s3["ok"]
+    parts = {"database": db, "openfga": fga, "s3": s3}
+    degraded = [name for name in DEPENDENCIES if not parts[name]["ok"]]
+    healthy = not degraded
     body = {
         "status": "ok" if healthy else "degraded",
+        "degraded": degraded,
         "privateHostsBlocked": not settings.allow_private_hosts,
         "identity": identity_mode(settings),
         "maxPages": settings.max_pages,
@@ -184,8 +221,12 @@ async def health_report(services: Any) -> tuple[int, dict]:
     return (200 if healthy else 503), body
 
 
-@router.get("/api/health")
+@router.get("/api/health", response_model=None, responses={
+    200: {"model": HealthAnswer, "description": "every dependency answered"},
+    503: {"model": HealthAnswer, "description": 'a dependency is degraded: `status` is "degraded" and `degraded` '
+          "names the dependencies that did not answer, each with its `error` (not a fault of the ledger)"},
+})
 async def get_health(request: Request) -> JSONResponse:
-    """Health and policy of this ledger; 200 when every dependency answers, else 503."""
+    """Health and policy of this ledger; 200 when every dependency answers, else 503 naming the degraded ones."""
     status, body = await health_report(request.app.state.services)
     return JSONResponse(body, status_code=status)

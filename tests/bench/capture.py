@@ -269,9 +269,9 @@ def capture(ctx: Context) -> None:
     ctx.detail("memory_phase_s", round(mem_s, 1))
     ctx.metric("own page load (median)", own_med * 1000, "ms", note="same Chromium, fresh context, load event")
     ctx.metric("capture overhead, settle off", (statistics.median(fast) - own_med) * 1000, "ms", 300, "<=",
-               "wacz+links, median round trip − own load, back to back")
+               "wacz+links, median round trip − own load, back to back", key="overhead_back_to_back_ms")
     ctx.metric("capture overhead, settle off, 1 s idle before", (statistics.median(idle) - own_med) * 1000, "ms",
-               300, "<=", "as a crawl's per-host delay leaves the server idle")
+               300, "<=", "as a crawl's per-host delay leaves the server idle", key="overhead_idle_before_ms")
     ctx.detail("capture_settle_off_idle_s", summary(idle))
     for label, hts in (("settle off, back to back", fast_ht), ("settle off, 1 s idle", idle_ht),
                        ("default settle, 1 s idle", dflt_ht)):
@@ -285,7 +285,8 @@ def capture(ctx: Context) -> None:
     ctx.metric("capture overhead, default settle", (statistics.median(dflt) - own_med) * 1000, "ms",
                note="includes the deliberate settle wait (min 1 s, quiet 1 s)")
     net = [d - s for d, s in zip(dflt, dflt_settle)]
-    ctx.metric("  … minus settle waited", (statistics.median(net) - own_med) * 1000, "ms", 300, "<=")
+    ctx.metric("  … minus settle waited", (statistics.median(net) - own_med) * 1000, "ms", 300, "<=",
+               key="overhead_default_settle_net_ms")
     ctx.detail("captures_reached", reached)
     ctx.detail("capture_rate_per_s", round((reached - 2 - len(fast) - len(idle) - len(dflt)) / mem_s, 2)
                if mem_s else None)
@@ -297,4 +298,4 @@ def capture(ctx: Context) -> None:
                    note="" if reached == total else f"time budget {budget_s:.0f} s reached before {total}")
         ctx.metric(f"RSS ratio {reached}/{first_mark}", ratio, "×", 1.5, "<=",
                    f"server alone {rss[reached][0] / rss[first_mark][0]:.2f}×; "
-                   f"launches {status_at[reached].get('launches')}, recycles {status_at[reached].get('recycles')}")
+                   f"launches {status_at[reached].get('launches')}, recycles {status_at[reached].get('recycles')}", key="rss_ratio")

@@ -149,10 +149,11 @@ def _plain_copy(s3_server, keys: list[str]) -> tuple[float, int]:
 def crawl_collection(ctx: Context) -> None:
     """The collection answer and the combined file at 10,000 archives (1,000 with --quick)."""
     n = 1000 if ctx.quick else 10_000
+    ctx.size = f"{n:,} archives"
     small = n // 10
     ctx.detail("archives", n)
     ctx.detail("machine", "shared 2-core machine: other engineers' work runs alongside (see load)")
-    with infra.postgres() as pg, infra.s3() as s3_server, infra.fga() as store, infra.webhook() as hook:
+    with infra.postgres() as pg, infra.s3() as s3_server, infra.fga(pg) as store, infra.webhook() as hook:
         db = pg.new_db()
         from ledger.db.migrate import migrate
 
@@ -187,12 +188,16 @@ def crawl_collection(ctx: Context) -> None:
             assert len(body["resources"]) == n
             requests = REQUESTS if ctx.quick else REQUESTS // 2
             ctx.detail("requests_per_caller", requests)
+            p95s: dict[str, float] = {}
             for who, label, expect in ((ALICE, "all", n), (BOB, "half", (n + 1) // 2)):
                 times, body = _timed_gets(url, infra.who(who, ORG), requests)
                 assert len(body["resources"]) == expect, (who, len(body["resources"]))
                 ctx.metric(f"collection answer p50 ({label} of {n:,} viewable)", round(statistics.median(times), 1), "ms")
-                ctx.metric(f"collection answer p95 ({label} of {n:,} viewable)", round(percentile(times, 95), 1), "ms",
-                           300, "<=")
+                p95s[label] = round(percentile(times, 95), 1)
+                ctx.metric(f"collection answer p95 ({label} of {n:,} viewable)", p95s[label], "ms", 300, "<=")
+            worst = max(p95s, key=p95s.get)
+            ctx.metric("collection answer p95, the worse viewer", p95s[worst], "ms", 300, "<=",
+                       f"viewer of {worst} of {n:,}", key="answer_p95_ms")
             ctx.detail("answer_bytes_all", len(httpx.get(url, headers=infra.who(ALICE, ORG), timeout=120).content))
             builds = {}
             for size, cid in crawls.items():
@@ -212,4 +217,5 @@ def crawl_collection(ctx: Context) -> None:
             ctx.detail("plain_copy", {"seconds": round(copy_s, 2), "bytes": copy_bytes})
             ctx.metric("combined build throughput", round(copy_bytes / elapsed / 2**20, 2), "MiB/s")
             ctx.metric("plain copy throughput (S3 → disk → S3)", round(copy_bytes / copy_s / 2**20, 2), "MiB/s")
-            ctx.metric("build throughput / plain copy", round(copy_s / elapsed, 3), "ratio", 0.5, ">=")
+            ctx.metric("build throughput / plain copy", round(copy_s / elapsed, 3), "ratio", 0.5, ">=",
+                       key="build_throughput_ratio")

@@ -3,7 +3,9 @@
 A benchmark is a function ``run(ctx: Context) -> None`` that records :class:`Metric` rows
 with ``ctx.metric(...)`` and free-form details with ``ctx.detail(key, value)``. The runner
 (``python -m tests.bench``) prints one table per benchmark and writes
-``tests/bench/results/<name>-<UTC stamp>.json`` plus ``<name>-latest.json``.
+``tests/bench/results/<name>-<UTC stamp>.json`` plus ``<name>-latest.json`` (git-ignored, every
+row and detail); a metric given a ``key`` is a headline figure and also goes into the committed
+record ``tests/bench/results.json`` (:mod:`tests.bench.record`).
 
 Targets are stated as a bound (``"<="`` or ``">="``); the table shows the measured value, the
 target and the **ratio** measured/target (≤ 1 meets a ``<=`` target, ≥ 1 a ``>=`` target).
@@ -34,6 +36,7 @@ class Metric:
     target: float | None = None
     bound: str | None = None
     note: str = ""
+    key: str | None = None  # the stable name a program reads in results.json (snake_case); None: not recorded
 
     @property
     def ratio(self) -> float | None:
@@ -64,10 +67,12 @@ class Context:
     details: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     load_at_start: list[float] = field(default_factory=lambda: [round(x, 2) for x in os.getloadavg()])
+    commit: dict = field(default_factory=lambda: git_commit())  # the code measured: taken at the start
+    size: str = ""  # what was run when a benchmark has sizes ("10,000 pages", "quick: no baseline crawl")
 
     def metric(self, name: str, value: float | None, unit: str, target: float | None = None,
-               bound: str | None = None, note: str = "") -> Metric:
-        m = Metric(name, value, unit, target, bound, note)
+               bound: str | None = None, note: str = "", key: str | None = None) -> Metric:
+        m = Metric(name, value, unit, target, bound, note, key)
         self.metrics.append(m)
         return m
 
@@ -108,6 +113,23 @@ def machine() -> dict:
         pass
     return {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "system": platform.platform(),
             "loadavg_1_5_15": [round(x, 2) for x in os.getloadavg()]}
+
+
+def git_commit() -> dict:
+    """``{"sha", "dirty"}`` of the checkout the benchmark ran from (dirty: tracked files changed,
+    the record and its table aside); ``sha`` None outside a git checkout."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                capture_output=True, text=True, check=True).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return {"sha": None, "dirty": None}
+    ours = ("tests/bench/results.json", "tests/bench/README.md")
+    return {"sha": sha, "dirty": any(not line[3:].strip().endswith(ours) for line in status)}
 
 
 def _fmt(v: float | None) -> str:
@@ -151,6 +173,9 @@ def write(ctx: Context, error: str | None = None) -> Path:
         "quick": ctx.quick,
         "machine": machine(),
         "loadavgAtStart": ctx.load_at_start,
+        "loadavgAtEnd": [round(x, 2) for x in os.getloadavg()],
+        "size": ctx.size,
+        "commit": ctx.commit,
         "error": error,
         "metrics": [m.as_dict() for m in ctx.metrics],
         "details": ctx.details,

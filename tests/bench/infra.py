@@ -28,6 +28,9 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+# Programs the benchmarks run from the venv's bin (BIN / name) → the distribution that installs
+# each; tests/skeleton/test_bench_deps.py checks every one is pinned where `waggle bench` installs.
+TOOLS = {"py-spy": "py-spy", "waggle": "waggle"}
 
 
 def _with_database(url: str, name: str) -> str:
@@ -172,6 +175,20 @@ def stop(proc: subprocess.Popen, grace_s: float = 15) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and all its descendants so far, reaped
+    children included (a closed Chromium renderer's time is in its reaper's ``children_*``)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
 
 
 @contextlib.contextmanager

@@ -269,6 +269,7 @@ def level_report(ctx: Context) -> None:
     n_results, links_per = 1000, 100
     depth = 3
     ctx.detail("size", {"pages": pages, "results": n_results, "links": n_results * links_per, "hosts": HOSTS})
+    ctx.size = f"{n_results:,} results, {n_results * links_per:,} links, {pages:,} pages held"
     with infra.postgres() as pg, infra.s3() as s3_server, infra.fga(pg) as store, infra.webhook() as hook:
         store.write(writes=[f"user:{SUBJECT} submitter organization:{ORG}"])
         template = pg.new_db()
@@ -333,7 +334,7 @@ def level_report(ctx: Context) -> None:
             if label == "v2 + progress":
                 ctx.metric("level report round trip (links landed from progress)", elapsed, "s", 2.0, "<=",
                            f"{n_results} results, {n_results * links_per:,} links inline, {pages:,} pages held;"
-                           f" load {load:.2f}")
+                           f" load {load:.2f}", key="round_trip_s")
                 ctx.metric("  its CPU: ledger + Postgres", cpu[0] + cpu[1], "s",
                            note=f"ledger {cpu[0]} s, Postgres {cpu[1]} s (the answer before admission)")
                 ctx.metric("  progress events: ledger CPU", events["ledger_cpu_s"], "s",
@@ -351,6 +352,8 @@ def level_report(ctx: Context) -> None:
                 ctx.metric("  old shape (linksLocation only, real BrowserHive v12)", elapsed, "s",
                            note="the ledger reads 1,000 .links.json before answering")
 
+        if ctx.quick:  # the profile explains a figure; a quick run records the figures only
+            return
         # 4. where the time goes: the same report in-process under pyinstrument on a fresh copy
         #    of the same crawl, after the level's progress events (sent to `waggle serve` on
         #    that copy), with per-statement wall times
@@ -549,6 +552,7 @@ def signing(ctx: Context) -> None:
     concurrency = 8
     workers = 2  # issue 12: `waggle serve --workers 2`
     duration = 5.0 if ctx.quick else 15.0
+    ctx.size = f"{duration:g} s closed loop, {concurrency} concurrent, {workers} ledger workers"
     ctx.detail("load", {"archives": n_archives, "concurrency": concurrency, "duration_s": duration,
                         "generator": "httpx.AsyncClient, closed loop, keep-alive, same machine"})
     with infra.postgres() as pg, infra.s3() as s3_server, infra.fga(pg) as store:
@@ -609,10 +613,10 @@ def signing(ctx: Context) -> None:
     if ok != len(lat):
         raise RuntimeError(f"not every signing request succeeded: {out['statuses']}")
     ctx.metric("signing throughput", ok / out["wall"], "req/s", 300, ">=",
-               f"concurrency {concurrency}, {workers} ledger workers")
-    ctx.metric("signing p99 latency", percentile(lat, 99) * 1000, "ms", 50, "<=")
-    ctx.metric("signing median latency", percentile(lat, 50) * 1000, "ms")
-    ctx.metric("ledger CPU per request (all workers)", cpu_ms["ledger"], "ms")
+               f"concurrency {concurrency}, {workers} ledger workers", key="requests_per_s")
+    ctx.metric("signing p99 latency", percentile(lat, 99) * 1000, "ms", 50, "<=", key="p99_ms")
+    ctx.metric("signing median latency", percentile(lat, 50) * 1000, "ms", key="median_ms")
+    ctx.metric("ledger CPU per request (all workers)", cpu_ms["ledger"], "ms", key="ledger_cpu_ms_per_request")
     ctx.metric("OpenFGA CPU per request", cpu_ms["openfga"], "ms")
 
 
@@ -622,6 +626,7 @@ def signing(ctx: Context) -> None:
 def outbox(ctx: Context) -> None:
     """Deliver queued tuples to the real OpenFGA server (datastore postgres) with ``drain_all``: ≥ 1,000 tuples/s."""
     rows = 1000 if ctx.quick else 7000  # 3 tuples per row
+    ctx.size = f"{rows:,} rows × 3 tuples"
     with infra.postgres() as pg, infra.fga(pg) as store:
         db = pg.new_db()
         _migrate(db)
@@ -645,7 +650,7 @@ def outbox(ctx: Context) -> None:
         raise RuntimeError(f"OpenFGA holds {tuples_in_store} tuples, expected {done * 3}")
     ctx.metric("outbox delivery", stats["delivered"] * 3 / stats["seconds"], "tuples/s", 1000, ">=",
                f"{stats['delivered']:,} of {rows:,} rows × 3 tuples in {stats['seconds']:.0f} s"
-               + ("" if stats["finished"] else " (time budget)"))
+               + ("" if stats["finished"] else " (time budget)"), key="tuples_per_s")
     ctx.metric("  outbox rows/s, first 10 s", stats["rows_per_s_first_10s"], "rows/s")
     ctx.metric("  outbox rows/s, overall", stats["rows_per_s_overall"], "rows/s",
                note="falls as the store grows (see README)")
@@ -733,7 +738,7 @@ def reconciler(ctx: Context) -> None:
         raise RuntimeError(f"registered {registered}, outbox {outbox_rows}, looked at {looked}: {out}")
     rate = looked / secs
     ctx.metric("reconciler: pending query", out["pending_query_s"], "s", note=f"{n:,} pending rows")
-    ctx.metric("reconciler rate", rate, "submissions/s",
+    ctx.metric("reconciler rate", rate, "submissions/s", key="submissions_per_s",
                note=f"{looked:,} looked at in {secs:.0f} s ({registered:,} registered, rest missing in S3)")
     ctx.metric("reconciler: projected pass over all", out["pending_query_s"] + n / rate, "s",
                note=f"{n:,} pending at the measured rate")

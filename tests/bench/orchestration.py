@@ -180,7 +180,7 @@ def orchestration(ctx: Context) -> None:
     med = statistics.median
     per_level = [r["overhead_s"] for r in rows]
     ctx.metric("orchestration overhead per level (median)", med(per_level), "s", TARGET_S, "<=",
-               note=f"{levels} levels, 1 host × 1 URL, 0 ms capture, 0 ms delay")
+               note=f"{levels} levels, 1 host × 1 URL, 0 ms capture, 0 ms delay", key="overhead_per_level_median_s")
     ctx.metric("orchestration overhead per level (max)", max(per_level), "s", TARGET_S, "<=")
     ctx.metric("flow scheduling latency (created → started), median", med(r["scheduling_s"] for r in rows) * 1000, "ms")
     ctx.metric("flow bookkeeping per level (duration − Σ step walls), median",

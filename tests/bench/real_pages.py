@@ -233,16 +233,25 @@ def real_pages(ctx: Context) -> None:
     modes = {"crawl": (CRAWL, None), "all": (ALL, None), "crawl+autoscroll": (CRAWL, [auto]),
              "all+autoscroll": (ALL, [auto])}
     results: dict[str, dict[str, list[dict]]] = {label: {} for label in modes}
+    ctx.size = f"{reps} capture(s) of each of {len(PAGES)} pages per mode" + (" (quick)" if ctx.quick else "")
+    cpu_per_page: dict[str, float] = {}
     with docs_site() as (site, arrivals), infra.s3() as s3_server:
-        with infra.capture_server(s3_server) as (_, base):
+        with infra.capture_server(s3_server) as (proc, base):
             with httpx.Client(timeout=180) as client:
                 _one(client, base, site + SHORT, ALL, arrivals, [auto])  # warm-up
                 for label, (formats, behaviors) in modes.items():
+                    cpu0 = infra.tree_cpu_s(proc.pid)
                     for _ in range(reps):
                         for page in PAGES:
                             time.sleep(1.0)
                             results[label].setdefault(page, []).append(
                                 _one(client, base, site + page, formats, arrivals, behaviors, s3_server))
+                    cpu_per_page[label] = (infra.tree_cpu_s(proc.pid) - cpu0) / (reps * len(PAGES))
+                for label, cpu in cpu_per_page.items():
+                    # The crawl's formats with the default page scripts are what a crawl's page costs.
+                    ctx.metric(f"{label}: capture server + Chromium CPU per page", cpu, "s",
+                               note=f"mean over {reps * len(PAGES)} captures of the {len(PAGES)} pages",
+                               key="cpu_s_per_page" if label == "crawl+autoscroll" else None)
                 if not ctx.quick:
                     time.sleep(1.0)
                     before = _one(client, base, site + "contents.html", CRAWL, arrivals,

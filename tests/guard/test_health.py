@@ -55,7 +55,8 @@ def test_all_dependencies_answer(migrated_db_url, ledger_fga, s3_server):
     settings = ledger_settings(migrated_db_url, ledger_fga, None, max_pages=250, max_pages_per_host=40)
     status, body = _get_health(settings, _store(s3_server))
     assert status == 200, body
-    assert body["status"] == "ok"
+    assert body["status"] == "ok" and body["degraded"] == []
+    health.HealthAnswer.model_validate(body)  # the body the OpenAPI schema documents
     assert body["privateHostsBlocked"] is True
     assert body["identity"] == "header"
     assert body["maxPages"] == 250 and body["maxPagesPerHost"] == 40
@@ -82,7 +83,8 @@ def test_openfga_down_is_503(migrated_db_url, ledger_fga, s3_server):
     settings = ledger_settings(migrated_db_url, ledger_fga, None)
     settings.fga_api_url = _dead_url()
     status, body = _get_health(settings, _store(s3_server))
-    assert status == 503 and body["status"] == "degraded"
+    assert status == 503 and body["status"] == "degraded" and body["degraded"] == ["openfga"]
+    health.HealthAnswer.model_validate(body)
     assert body["openfga"]["ok"] is False and "Connect" in body["openfga"]["error"]
     assert body["database"]["ok"] is True and body["s3"]["ok"] is True
 
@@ -102,6 +104,7 @@ def test_s3_down_and_missing_bucket_are_503(migrated_db_url, ledger_fga, s3_serv
     settings = ledger_settings(migrated_db_url, ledger_fga, None)
     status, body = _get_health(settings, _store(s3_server, _dead_url()))
     assert status == 503 and body["s3"]["ok"] is False and body["s3"]["error"]
+    assert body["degraded"] == ["s3"]
     assert body["openfga"]["ok"] is True
     missing = S3Store(s3_server.endpoint, "no-such-bucket", s3_server.region, s3_server.access_key_id,
                       s3_server.secret_access_key)
@@ -123,7 +126,8 @@ def test_database_down_is_503_within_the_check_timeout(migrated_db_url, ledger_f
 
     settings = ledger_settings(migrated_db_url, ledger_fga, None)
     status, body = _get_health(settings, _store(s3_server), pool_swap=broken_pool)
-    assert status == 503
+    assert status == 503 and body["degraded"] == ["database"]
+    health.HealthAnswer.model_validate(body)
     assert body["database"]["ok"] is False and body["database"]["latencyMs"] < 2000
     assert body["outbox"] is None and body["runningCrawl"] is None
     assert body["openfga"]["ok"] is True and body["s3"]["ok"] is True
