@@ -244,3 +244,14 @@ async def test_from_targets_workflow_is_the_nightly_crawl(settings, s3_server, f
 
 
 _ = NO_SCRIPTS
+
+
+async def test_a_paused_crawl_is_a_run_in_progress(settings, s3_server, fake_webhook):
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        wid = (await created(h))["workflowId"]
+        crawl_id = (await run(h, wid)).json()["crawlId"]
+        async with h.services.pool.connection() as conn:  # no level in flight: the pause is at once
+            await conn.execute("UPDATE crawls SET level_state = 'waiting' WHERE id = %s", (crawl_id,))
+        assert (await h.client.post(f"/api/crawls/{crawl_id}/pause", headers=WHO)).json() == {"state": "paused"}
+        r = await run(h, wid)
+    assert r.status_code == 409 and "still paused" in r.json()["error"] and r.json()["runningCrawl"] == crawl_id
