@@ -52,17 +52,20 @@ def test_a_schedule_fires_runs_the_workflow_and_skips_while_it_runs(local_stack)
 
     try:
         r = api.post("/api/workflows", json={
-            "name": "site every 5 minutes", "notes": "local stack test",
+            # once a year: the runner's real clock never fires it during the test, only the hook does
+            "name": "site on new year's morning", "notes": "local stack test",
             # two pages of one host 6 s apart: the crawl is still running when the schedule fires again
             "options": {"seeds": [f"{site.url}/", f"{site.url}/a"], "maxDepth": 0, "scripts": [],
                         "perHostDelayMs": 6000},
-            "schedule": {"cron": "*/5 * * * *", "timeZone": "Europe/Paris"}})
+            "schedule": {"cron": "0 4 1 1 *", "timeZone": "Europe/Paris"}})
         assert r.status_code == 201, r.text
         wid, path = r.json()["workflowId"], r.json()["schedule"]["windmillSchedule"]
         kept = windmill.get(f"/schedules/get/{path}").json()
         assert (kept["schedule"], kept["timezone"], kept["script_path"]) == (
-            "0 */5 * * * *", "Europe/Paris", "f/waggle/run_workflow")
+            "0 0 4 1 1 *", "Europe/Paris", "f/waggle/run_workflow")
 
+        due = datetime.fromisoformat(kept["next_at"])
+        assert (due.month, due.day, due.hour, due.utcoffset()) == (1, 1, 4, timedelta(hours=1))
         first = job_result(fire(path))
         assert first["outcome"] == "started", first
         crawl_id = first["crawlId"]
