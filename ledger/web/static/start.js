@@ -51,7 +51,7 @@ export function startForm(view, ctx, opts = {}) {
   const signing = el("input", { id: "signing", name: "signing", type: "checkbox" });
   const formError = el("p", { className: "error", id: "form-error", role: "alert" });
   const submit = el("button", { className: "primary", type: "submit", id: "start" }, opts.submitLabel || "Start crawl");
-  const form = el("form", { className: "grid", id: "start-form", novalidate: true }, opts.head || [],
+  const form = el("form", { className: "grid", id: "start-form", novalidate: true }, ...(opts.head || []),
     field("seeds", "Seeds", seeds, "One URL a line."),
     field("fromTargets", "Saved targets",
       el("span", {}, fromTargets, " use the organization's saved capture targets instead of seeds")),
