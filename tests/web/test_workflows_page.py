@@ -44,8 +44,8 @@ def test_create_edit_run_and_delete_a_workflow_on_the_page(local_stack, browser,
         assert (page.input_value("#maxDepth"), page.input_value("#schedule")) == ("0", "0 4 * * 1")
         page.fill("#maxDepth", "1")
         page.click("#start")
-        page.wait_for_selector("#options")
-        assert '"maxDepth": 1' in page.locator("#options").inner_text()
+        page.wait_for_selector("#options", state="attached")  # inside the closed "Crawl options"
+        assert '"maxDepth": 1' in page.locator("#options").text_content()
 
         page.click("#run")
         page.wait_for_url("**/#/crawls/*")
