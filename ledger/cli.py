@@ -15,11 +15,12 @@ from ledger.authz.cli import register as register_authz
 from ledger.client.cli import register as register_client
 from ledger.client.changes import register as register_changes
 from ledger.client.search import register as register_search
+from ledger.client.workflows import register as register_workflows
 from ledger.crawl.cli import register as register_crawl
 from ledger.db.cli import register as register_db
 
 REGISTERS = (register_db, register_api, register_crawl, register_archive, register_authz, register_client,
-             register_search, register_changes)
+             register_search, register_changes, register_workflows)
 
 
 def build_app() -> typer.Typer:

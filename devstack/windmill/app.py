@@ -8,6 +8,10 @@ Variables (Windmill's own routes, so ``wmill`` and the variable tools work uncha
 ``GET variables/get_value/{path}`` (a JSON string), ``GET variables/get/{path}``,
 ``GET variables/exists/{path}``, ``GET variables/list``, ``POST variables/create``,
 ``POST variables/update/{path}``, ``DELETE variables/delete/{path}``.
+Schedules (``devstack.windmill.schedules``): ``POST schedules/create``, ``POST schedules/update/{path}``,
+``DELETE schedules/delete/{path}``, ``GET schedules/get/{path}``, ``GET schedules/exists/{path}``,
+``GET schedules/list``, ``POST schedules/setenabled/{path}``; and the local-runner test hook
+``POST schedules_local/tick`` ``{"now": ISO 8601}`` → the jobs it fired.
 Every route but ``GET /api/version`` needs ``Authorization: Bearer <token>``.
 """
 
@@ -21,6 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from devstack.windmill.engine import Engine, NotFound
+from devstack.windmill.schedules import BadSchedule, Schedules
 from devstack.windmill.store import Store
 
 VERSION = "CE v1.850.0 (waggle local runner)"
@@ -54,11 +59,22 @@ class TokenGuard:
         await (refused or self.app)(scope, receive, send)
 
 
-def create_app(engine: Engine, store: Store, *, token: str, workspace: str) -> FastAPI:
-    """The runner's FastAPI app over ``engine`` and ``store``."""
+def create_app(engine: Engine, store: Store, *, token: str, workspace: str,
+               schedules: Schedules | None = None) -> FastAPI:
+    """The runner's FastAPI app over ``engine`` and ``store``; ``schedules`` fire on the clock
+    (a thread ticking once a second) while the app runs."""
+    if schedules is None:
+        schedules = Schedules(store.dir, lambda is_flow, path, args: (
+            engine.start_flow if is_flow else engine.start_script)(path, args),
+            lambda path: (store.get_variable(path) or {}).get("value"))
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
+        import threading
+
+        threading.Thread(target=schedules.run_forever, daemon=True, name="schedules").start()
         yield
+        schedules.stop()
         engine.shutdown()  # cancel running jobs: no step process outlives the runner
 
     app = FastAPI(title="waggle local Windmill runner", docs_url=None, redoc_url=None, openapi_url=None,
@@ -212,6 +228,77 @@ def create_app(engine: Engine, store: Store, *, token: str, workspace: str) -> F
         if not store.delete_variable(path):
             return text(404, f"Not found: Variable not found at name {path}")
         return text(200, f"variable {path} deleted")
+
+    # -- schedules -------------------------------------------------------------------
+    async def read_json(request: Request) -> dict | Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return text(400, "the body must be JSON")
+        return body if isinstance(body, dict) else text(400, "the body must be a JSON object")
+
+    @app.post("/api/w/{ws}/schedules/create")
+    async def create_schedule(ws: str, request: Request) -> Response:
+        body = await read_json(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            return text(201, schedules.create(body))
+        except BadSchedule as exc:
+            return text(400, f"Bad request: {exc}")
+
+    @app.post("/api/w/{ws}/schedules/update/{path:path}")
+    async def update_schedule(ws: str, path: str, request: Request) -> Response:
+        body = await read_json(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            found = schedules.update(path, body)
+        except BadSchedule as exc:
+            return text(400, f"Bad request: {exc}")
+        return text(200, path) if found else text(404, f"Not found: schedule {path}")
+
+    @app.post("/api/w/{ws}/schedules/setenabled/{path:path}")
+    async def enable_schedule(ws: str, path: str, request: Request) -> Response:
+        body = await read_json(request)
+        if isinstance(body, Response):
+            return body
+        found = schedules.set_enabled(path, bool(body.get("enabled")))
+        return text(200, path) if found else text(404, f"Not found: schedule {path}")
+
+    @app.delete("/api/w/{ws}/schedules/delete/{path:path}")
+    async def delete_schedule(ws: str, path: str) -> Response:
+        return text(200, f"schedule {path} deleted") if schedules.delete(path) else text(
+            404, f"Not found: schedule {path}")
+
+    @app.get("/api/w/{ws}/schedules/get/{path:path}")
+    async def get_schedule(ws: str, path: str) -> Response:
+        found = schedules.get(path)
+        return JSONResponse(found) if found else text(404, f"Not found: schedule {path}")
+
+    @app.get("/api/w/{ws}/schedules/exists/{path:path}")
+    async def schedule_exists(ws: str, path: str) -> Response:
+        return JSONResponse(schedules.get(path) is not None)
+
+    @app.get("/api/w/{ws}/schedules/list")
+    async def list_schedules(ws: str) -> Response:
+        return JSONResponse(schedules.list())
+
+    @app.post("/api/w/{ws}/schedules_local/tick")
+    async def tick(ws: str, request: Request) -> Response:
+        """Test hook (not Windmill's): fire what is due at ``now`` as if the clock said so."""
+        from datetime import datetime
+
+        body = await read_json(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            now = datetime.fromisoformat(str(body.get("now")))
+            if now.tzinfo is None:
+                raise ValueError("no offset")
+        except ValueError:
+            return text(400, "now must be an ISO 8601 time with its offset, e.g. 2026-12-02T04:00:00+00:00")
+        return JSONResponse(schedules.tick(now))
 
     @app.get("/api/w/{ws}/flows/exists/{path:path}")
     async def flow_exists(ws: str, path: str) -> Response:

@@ -377,19 +377,33 @@ async def start_crawl(body: CrawlRequest, request: Request, background: Backgrou
     """Start a crawl → 202 ``{crawlId}``; 429 ``{error, running, limit}`` when the organization
     already runs ``WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG`` crawls. A seed given twice is kept once,
     in the order given (``ledger.crawl.crawls.start_crawl``)."""
-    services = request.app.state.services
-    limit = services.settings.max_pages
+    check_limits(request, body)
+    identity = await submitter(request)
+    crawl = await launch(request, body, background, subject=identity.subject, org_id=identity.organizations[0])
+    return JSONResponse({"crawlId": str(crawl["id"])}, status_code=202, background=background)
+
+
+def check_limits(request: Request, body: CrawlRequest) -> None:
+    """What the model cannot check alone (it depends on settings): 400 naming the field."""
+    limit = request.app.state.services.settings.max_pages
     if body.maxPages is not None and body.maxPages > limit:
         why = f"maxPages must be between 1 and {limit} (WAGGLE_MAX_PAGES)"
         raise Refused(400, why, fields={"maxPages": why})
-    identity = await submitter(request)
+
+
+async def launch(request: Request, body: CrawlRequest, background: BackgroundTasks, *, subject: str, org_id: str,
+                 workflow_id: uuid.UUID | None = None) -> dict:
+    """Start the crawl ``body`` describes (checked by :func:`check_limits`) for ``org_id`` and queue
+    its level-0 dispatch on ``background``; returns the crawl row. Also a workflow's run (decision
+    201). Raises :class:`Refused` like ``ledger.crawl.crawls.start_crawl``."""
+    services = request.app.state.services
     crawl, pages = await crawl_store.start_crawl(
-        services.pool, _spec(body), subject=identity.subject, org_id=identity.organizations[0],
-        max_pages_limit=limit, allow_private=services.settings.allow_private_hosts,
-        max_running=services.settings.max_running_crawls_per_org,
+        services.pool, _spec(body), subject=subject, org_id=org_id,
+        max_pages_limit=services.settings.max_pages, allow_private=services.settings.allow_private_hosts,
+        max_running=services.settings.max_running_crawls_per_org, workflow_id=workflow_id,
     )
     background.add_task(dispatch_level, services, crawl, 0, pages)
-    return JSONResponse({"crawlId": str(crawl["id"])}, status_code=202, background=background)
+    return crawl
 
 
 async def _member(request: Request, crawl_id: uuid.UUID) -> Identity:

@@ -189,17 +189,23 @@ async def _within_org_limit(conn: AsyncConnection, org_id: str, max_running: int
 
 async def start_crawl(
     pool: Any, spec: CrawlSpec, *, subject: str, org_id: str, max_pages_limit: int, allow_private: bool,
-    max_running: int = 4,
+    max_running: int = 4, workflow_id: uuid.UUID | None = None,
 ) -> tuple[dict, list[dict]]:
     """Create a running crawl and its level-0 pages; returns ``(crawl row, pages [{url, host}])``.
 
     Raises :class:`Refused`: 400 (no seeds / unusable seeds / unknown scripts / maxPages above
     ``WAGGLE_MAX_PAGES``), 429 ``{"error","running","limit"}`` when the organization already has
     ``max_running`` running crawls (``WAGGLE_MAX_RUNNING_CRAWLS_PER_ORG``). Other organizations'
-    crawls, and this one's below the limit, run at the same time (issue 12).
+    crawls, and this one's below the limit, run at the same time (issue 12). ``workflow_id``: the
+    crawl is a run of that workflow (decision 201): 409 while another of its crawls is running or
+    paused (``ledger.crawl.workflows.guard_idle``), and the crawl row names it.
     """
     async with pool.connection() as conn:
         async with conn.transaction():
+            if workflow_id is not None:
+                from ledger.crawl.workflows import guard_idle
+
+                await guard_idle(conn, workflow_id)
             if spec.seeds is not None:
                 raw = spec.seeds
                 if not raw:
@@ -241,6 +247,10 @@ async def start_crawl(
                  spec.sitemap_lastmod_after, spec.group_hosts, spec.delay_factor),
             )
             crawl = await cur.fetchone()
+            if workflow_id is not None:
+                cur = await conn.execute("UPDATE crawls SET workflow_id = %s WHERE id = %s RETURNING *",
+                                         (workflow_id, crawl_id))
+                crawl = await cur.fetchone()
             landed = await frontier.insert_rows(conn, crawl_id, 0, seeds)  # exact dedup (migration 071)
             pages, placed = [], set()
             for seed in seeds:
@@ -267,6 +277,7 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
         **sitemaps.view(crawl),  # useSitemap, sitemapLastmodAfter, sitemap (what the sitemaps gave)
         "state": crawl["state"],
         "stopReason": crawl["stop_reason"],
+        "workflowId": str(crawl["workflow_id"]) if crawl.get("workflow_id") else None,  # decision 201
         "pauseRequested": bool(crawl.get("pause_requested")),  # pausing: after the level in flight
         "pausedAt": iso_ms(crawl.get("paused_at")),
         "maxDepth": crawl["max_depth"],

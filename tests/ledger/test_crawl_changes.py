@@ -259,13 +259,14 @@ def test_the_main_document_is_the_final_urls_record_and_a_revisit_carries_its_di
 
 
 async def test_with_workflows_the_default_is_the_previous_crawl_of_the_same_workflow(settings, s3_server, ledger_fga):
-    """Once ``crawls.workflow_id`` exists (issue 27 item 2 adds it; added here as that migration
-    would), a crawl of a workflow is compared with the workflow's previous finished crawl, even
-    when a crawl of the same seeds outside it ran in between; a crawl without one, by seeds."""
+    """A crawl of a workflow (``crawls.workflow_id``, migration 260) is compared with the
+    workflow's previous finished crawl, even when a crawl of the same seeds outside it ran in
+    between; a crawl without one, by seeds."""
     db = settings.database_url
-    with psycopg.connect(db) as conn:
-        conn.execute("ALTER TABLE crawls ADD COLUMN workflow_id uuid")
     flow = str(uuid.uuid4())
+    with psycopg.connect(db) as conn:
+        conn.execute("INSERT INTO workflows (id, org_id, name, options, created_by) VALUES (%s, %s, 'w', '{}', 't')",
+                     (flow, WHO.get("X-Waggle-Organizations", "org")))
 
     def in_workflow(crawl_id):
         with psycopg.connect(db) as conn:

@@ -5,6 +5,7 @@ import { crawlList, crawlPage } from "./crawls.js";
 import { replayArchive, searchPage } from "./search.js";
 import { el } from "./dom.js";
 import { startForm } from "./start.js";
+import { workflowForm, workflowList, workflowPage } from "./workflows.js";
 
 const view = document.getElementById("view");
 let timers = [];
@@ -49,6 +50,10 @@ async function route() {
   try {
     if (parts[0] === "crawls" && parts[1]) await crawlPage(box, ctx, parts[1]);
     else if (parts[0] === "start") startForm(box, ctx);
+    else if (parts[0] === "workflows" && parts[1] === "new") await workflowForm(box, ctx);
+    else if (parts[0] === "workflows" && parts[1] && parts[2] === "edit") await workflowForm(box, ctx, parts[1]);
+    else if (parts[0] === "workflows" && parts[1]) await workflowPage(box, ctx, parts[1]);
+    else if (parts[0] === "workflows") await workflowList(box, ctx);
     else if (parts[0] === "archives") await archiveList(box, ctx, query);
     else if (parts[0] === "search") await searchPage(box, ctx, query);
     else if (parts[0] === "replay") await replayArchive(box, ctx, query);

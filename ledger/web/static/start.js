@@ -5,7 +5,7 @@ import { api, ApiError } from "./api.js";
 import { el } from "./dom.js";
 import { plainField } from "./plain.js";
 
-function field(name, label, input, hint) {
+export function field(name, label, input, hint) {
   return [
     el("label", { for: name }, label),
     el("div", { className: "field" }, input, hint ? el("span", { className: "hint" }, hint) : null,
@@ -24,8 +24,10 @@ function numeric(value) {
   return /^-?\d+$/.test(v) ? Number(v) : v;
 }
 
-export function startForm(view, ctx) {
-  if (!ctx.session.canSubmit) {
+// opts (a saved workflow's form, workflows.js): title, head (rows before the crawl's),
+// initial (options to show), submitLabel, save(body) instead of POST /api/crawls.
+export function startForm(view, ctx, opts = {}) {
+  if (!ctx.session.canSubmit && !opts.save) {
     view.replaceChildren(el("h1", {}, "Start a crawl"),
       el("p", { className: "muted", id: "start-refused" }, "You may not start crawls (you are not a submitter of any organization)."));
     return;
@@ -56,8 +58,8 @@ export function startForm(view, ctx) {
   const useSitemap = el("input", { id: "useSitemap", name: "useSitemap", type: "checkbox" });
   const sitemapLastmodAfter = el("input", { id: "sitemapLastmodAfter", name: "sitemapLastmodAfter", type: "date" });
   const formError = el("p", { className: "error", id: "form-error", role: "alert" });
-  const submit = el("button", { className: "primary", type: "submit", id: "start" }, "Start crawl");
-  const form = el("form", { className: "grid", id: "start-form", novalidate: true },
+  const submit = el("button", { className: "primary", type: "submit", id: "start" }, opts.submitLabel || "Start crawl");
+  const form = el("form", { className: "grid", id: "start-form", novalidate: true }, ...(opts.head || []),
     field("seeds", "Seeds", seeds, "One URL a line."),
     field("fromTargets", "Saved targets",
       el("span", {}, fromTargets, " use the organization's saved capture targets instead of seeds")),
@@ -96,7 +98,8 @@ export function startForm(view, ctx) {
         field("delayFactor", "Slow-host factor", number("delayFactor", "5", ""),
           "A host's gap is at least this times its last page's document time, never below the delay (0–60; 0: off)."))),
     el("span"), el("div", {}, submit, formError));
-  view.replaceChildren(el("h1", {}, "Start a crawl"), form);
+  view.replaceChildren(el("h1", {}, opts.title || "Start a crawl"), form);
+  if (opts.initial) fill(form, opts.initial, seeds, fromTargets, extras);
 
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -127,6 +130,11 @@ export function startForm(view, ctx) {
     submit.textContent = "Starting…";  // the ledger plans the first level before it answers (0.2–2 s)
     submit.setAttribute("aria-busy", "true");
     try {
+      if (opts.save) {  // options the form has no field for (e.g. scripts) stay as saved
+        const kept = Object.entries(opts.initial || {}).filter(([k]) => !form.elements[k] && !["seeds", "fromTargets", "formats"].includes(k));
+        await opts.save({ ...Object.fromEntries(kept), ...body }, form);
+        return;
+      }
       const started = await api("POST", "/api/crawls", body);
       location.hash = "#/crawls/" + started.crawlId;
     } catch (e) {
@@ -139,7 +147,22 @@ export function startForm(view, ctx) {
   });
 }
 
-function showErrors(form, formError, e) {
+// Show saved options in the form: by field name, so a field added to the form is filled too.
+function fill(form, options, seeds, fromTargets, extras) {
+  for (const [name, value] of Object.entries(options)) {
+    if (name === "seeds") seeds.value = value.join("\n");
+    else if (name === "fromTargets") { fromTargets.checked = true; seeds.disabled = true; }
+    else if (name === "formats") for (const [v, box] of extras) box.checked = value.includes(v);
+    else {
+      const input = form.elements[name];
+      if (!input || input instanceof RadioNodeList) continue;
+      if (input.type === "checkbox") input.checked = value === true;
+      else input.value = Array.isArray(value) ? value.join("\n") : String(value);
+    }
+  }
+}
+
+export function showErrors(form, formError, e) {
   if (!(e instanceof ApiError)) { formError.textContent = e.message; return; }
   if (e.status === 409 && e.body.crawlId) {
     formError.replaceChildren("A crawl is already running: ",

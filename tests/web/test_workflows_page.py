@@ -1,0 +1,65 @@
+"""The workflows page in real Chromium against the whole local stack (issue 27 item 2): create a
+workflow with the crawl form (a bad cron expression said next to its field), see its next runs,
+edit it (the form shows the saved options), run it, see the run in its history, delete it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.site import Site
+from tests.web.test_browser import new_page, page_html, sign_in, wait_final
+
+pytestmark = pytest.mark.e2e
+
+
+def test_create_edit_run_and_delete_a_workflow_on_the_page(local_stack, browser, tmp_path) -> None:
+    (tmp_path / "index.html").write_text(page_html("Hives", ["a.html"]))
+    (tmp_path / "a.html").write_text(page_html("Hive A", []))
+    site = Site(tmp_path, "User-agent: *\nAllow: /\n")
+    context, page = new_page(browser)
+    try:
+        sign_in(local_stack, page)
+        page.goto(local_stack.api_url + "/#/workflows")
+        page.click("#new-workflow")
+        page.fill("#name", "hives weekly")
+        page.fill("#notes", "the hive pages, every Monday")
+        page.fill("#seeds", f"{site.url}/index.html")
+        page.fill("#maxDepth", "0")
+        page.fill("#schedule", "0 25 * * 1")
+        page.fill("#timeZone", "Europe/Paris")
+        page.click("#start")
+        page.wait_for_selector("#schedule-error:not(:empty)")
+        assert "'0 25 * * 1' is not a valid cron expression" in page.inner_text("#schedule-error")
+        page.fill("#schedule", "0 4 * * 1")
+        page.click("#start")
+        page.wait_for_selector("#next-runs li")
+        assert page.inner_text("h1") == "hives weekly"
+        runs = page.locator("#next-runs li").all_inner_texts()
+        assert len(runs) == 3 and all("T04:00:00+0" in t for t in runs)  # Paris: +01:00 or +02:00
+        workflow_url = page.url
+
+        page.click("#edit")
+        page.wait_for_selector("#name")
+        assert page.input_value("#seeds") == f"{site.url}/index.html"
+        assert (page.input_value("#maxDepth"), page.input_value("#schedule")) == ("0", "0 4 * * 1")
+        page.fill("#maxDepth", "1")
+        page.click("#start")
+        page.wait_for_selector("#options", state="attached")  # inside the closed "Crawl options"
+        assert '"maxDepth": 1' in page.locator("#options").text_content()
+
+        page.click("#run")
+        page.wait_for_url("**/#/crawls/*")
+        assert wait_final(page) == "succeeded"
+        page.goto(workflow_url)
+        page.wait_for_selector("table#runs tbody tr")
+        row = page.locator("table#runs tbody tr").first.inner_text()
+        assert "manual" in row and "started" in row and "succeeded" in row
+
+        page.on("dialog", lambda d: d.accept())
+        page.click("#delete")
+        page.wait_for_url("**/#/workflows")
+        page.wait_for_selector("h1")
+        assert "hives weekly" not in page.inner_text("main")
+    finally:
+        context.close()
+        site.stop()
