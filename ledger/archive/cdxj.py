@@ -14,6 +14,7 @@ serves dedup only, a bad line costs a stored body later, never a wrong revisit.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -44,11 +45,9 @@ def _date(ts: str) -> datetime | None:
         return None
 
 
-def parse_cdxj(text: str) -> IndexedDigests:
-    """The responses and revisits of one CDXJ index (``text``: its lines), in index order,
-    each digest once (the first response of a digest wins, as in ``payload_digests``)."""
-    responses: dict[str, IndexedResponse] = {}
-    revisits: dict[str, None] = {}
+def cdxj_records(text: str) -> Iterator[tuple[str, dict]]:
+    """``(timestamp, JSON object)`` of each line of a CDXJ index (``<surt> <timestamp> <json>``),
+    in order; lines without three parts or whose JSON is not an object are skipped."""
     for line in text.splitlines():
         parts = line.split(" ", 2)
         if len(parts) != 3:
@@ -57,15 +56,23 @@ def parse_cdxj(text: str) -> IndexedDigests:
             fields = json.loads(parts[2])
         except ValueError:
             continue
-        if not isinstance(fields, dict):
-            continue
+        if isinstance(fields, dict):
+            yield parts[1], fields
+
+
+def parse_cdxj(text: str) -> IndexedDigests:
+    """The responses and revisits of one CDXJ index (``text``: its lines), in index order,
+    each digest once (the first response of a digest wins, as in ``payload_digests``)."""
+    responses: dict[str, IndexedResponse] = {}
+    revisits: dict[str, None] = {}
+    for timestamp, fields in cdxj_records(text):
         digest, url, mime = fields.get("digest"), fields.get("url"), fields.get("mime")
         if not isinstance(digest, str) or not digest or not isinstance(url, str):
             continue
         if mime == "warc/revisit":
             revisits.setdefault(digest, None)
             continue
-        date = _date(parts[1])
+        date = _date(timestamp)
         if fields.get("status") is None or date is None or not url.startswith(("http://", "https://")):
             continue
         responses.setdefault(digest, IndexedResponse(digest, url, date))

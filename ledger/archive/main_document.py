@@ -14,7 +14,6 @@ is unknown (a row with ``digest`` NULL), never guessed from another line.
 
 from __future__ import annotations
 
-import json
 import logging
 import zipfile
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from typing import Any
 import anyio
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ledger.archive.cdxj import INDEX_MAX_BYTES
+from ledger.archive.cdxj import INDEX_MAX_BYTES, cdxj_records
 from ledger.archive.digests import normal
 from ledger.archive.wacz_check import TAIL_BYTES, _RangeFile
 from ledger.s3 import S3Unavailable, is_missing_object
@@ -47,15 +46,8 @@ class MainDocument:
 def main_document_of_cdxj(text: str, urls: Sequence[str]) -> MainDocument:
     """The page's line in CDXJ ``text``, trying ``urls`` in order (final URL, then requested)."""
     lines: dict[str, list[dict]] = {}
-    for line in text.splitlines():
-        parts = line.split(" ", 2)
-        if len(parts) != 3:
-            continue
-        try:
-            fields = json.loads(parts[2])
-        except ValueError:
-            continue
-        if isinstance(fields, dict) and isinstance(fields.get("url"), str):
+    for _, fields in cdxj_records(text):
+        if isinstance(fields.get("url"), str):
             lines.setdefault(fields["url"], []).append(fields)
     for url in urls:
         found = lines.get(url)
