@@ -13,7 +13,10 @@ out before the *final* release: the previous capture sealed (or ended), then its
 previous page makes after the held navigation started moves the release later.
 ``backoffGapMs`` replaces ``gapMs`` when the previous page's main document answered 429 or 503
 (the client's back-off, decided before that answer reaches it), and that answer's own
-``Retry-After`` is waited for too (extension 18), whatever the client asked.
+``Retry-After`` is waited for too (extension 18), whatever the client asked. ``delayFactor``
+(extension "serverpolite", decision 242): the gap is also ≥ ``delayFactor × documentMs`` of the
+previous page (capped at :data:`ADAPT_CAP_S`) once its main document is in — the client learns that
+time only from the previous answer, after this capture was already submitted.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def same_page(a: str, b: str) -> bool:
 
 NAVIGATION_LEAD_S = 0.15  # as startAfterMs's (load.py): Chromium's navigation → first request
 BACKOFF_STATUSES = frozenset({429, 503})
+ADAPT_CAP_S = 30.0  # the flow's slowhost.ADAPT_CAP_MS: the adapted part never exceeds it
 FIND_S = 2.0  # how long a held capture waits for its previous capture to be accepted (a race of two POSTs)
 
 
@@ -54,6 +58,7 @@ class Hold:
     prev: Seal
     gap_s: float
     backoff_gap_s: float | None = None
+    delay_factor: float = 0.0  # the client's delayFactor (0: no slow-host adaptation)
     # Set when the proxy first lets a connection out: the held page's own deadlines (page load)
     # run from then, not from the request's arrival (round 22: a 28 s hold ate a 30 s page load).
     released: asyncio.Event = field(default_factory=asyncio.Event)
@@ -63,16 +68,22 @@ class Hold:
     def of(cls, prev: Seal, spec: dict[str, Any]) -> "Hold":
         """From the validated ``holdAfter`` member."""
         backoff = spec.get("backoffGapMs")
-        return cls(prev, spec["gapMs"] / 1000, None if backoff is None else backoff / 1000)
+        return cls(prev, spec["gapMs"] / 1000, None if backoff is None else backoff / 1000,
+                   float(spec.get("delayFactor") or 0.0))
 
     def gap(self) -> float:
         """Seconds from the previous page's last byte: ``gapMs``; after its main document
         answered 429/503, also ≥ ``backoffGapMs`` and ≥ that answer's ``Retry-After`` (capped,
-        :mod:`.retryafter`; the last byte comes after the answer, so the site's wait is kept)."""
+        :mod:`.retryafter`; the last byte comes after the answer, so the site's wait is kept); and
+        ≥ ``delayFactor × documentMs`` of the previous page once known (capped at ADAPT_CAP_S)."""
         run = self.prev.run
-        if getattr(run, "doc_status", None) not in BACKOFF_STATUSES:
-            return self.gap_s
-        return max(self.gap_s, self.backoff_gap_s or 0.0, getattr(run, "retry_after_s", None) or 0.0)
+        gap = self.gap_s
+        if getattr(run, "doc_status", None) in BACKOFF_STATUSES:
+            gap = max(gap, self.backoff_gap_s or 0.0, getattr(run, "retry_after_s", None) or 0.0)
+        document_ms = getattr(run, "document_ms", None)
+        if self.delay_factor > 0 and isinstance(document_ms, int):
+            gap = max(gap, min(ADAPT_CAP_S, self.delay_factor * document_ms / 1000))
+        return gap
 
     def sealed(self) -> bool:
         return self.prev.event.is_set()

@@ -217,7 +217,8 @@ REQUEST = Obj(fields={
     "sealBeforeFormats": Bool(),  # waggle extension (docs/capture-server.md extension 10)
     "holdAfter": Obj(fields={  # waggle extension (docs/capture-server.md extension 12)
         "key": Str(required=True, min_len=1, max_len=64, pattern=KEY_RE),
-        "gapMs": Num(required=True, lo=0, hi=60000), "backoffGapMs": Num(lo=0, hi=120000)}),
+        "gapMs": Num(required=True, lo=0, hi=60000), "backoffGapMs": Num(lo=0, hi=120000),
+        "delayFactor": Num(lo=0, hi=60)}),  # extension "serverpolite": a slow previous page's longer gap
     "captureAtDeadline": Bool(),  # waggle extension (docs/capture-server.md extension 14)
     "screenshotsInWacz": Bool(),  # waggle extension (docs/capture-server.md extension 15)
     "honourNoarchive": Bool(),  # waggle extension robotsMeta (docs/capture-server.md "wishes")

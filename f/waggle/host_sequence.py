@@ -245,9 +245,11 @@ class ChainPages:
         return submit_once(endpoints, self.job.request(index), index, sleep=nap, busy_jitter_ms=self.job.busy(),
                            log=self.job.say, now=self.job.now, down=self.job.down)
 
-    def hold_gaps_ms(self) -> tuple[int, int]:
-        """The host's gap now and after a 429/503 back-off (ms), for a held submission."""
-        return self.job.gap.ms, backed_off_gap(self.job.gap.ms)
+    def hold_gaps_ms(self) -> tuple[int, int, float]:
+        """The host's gap now and after a 429/503 back-off (ms), and the crawl's delayFactor (the
+        server applies it to the previous page's document time: the client learns it too late),
+        for a held submission."""
+        return self.job.gap.ms, backed_off_gap(self.job.gap.ms), self.job.gap.factor
 
     def attempt_held(self, index: int, attempt: int, endpoint: Endpoint) -> Raw | None:
         """In a worker thread: one submission of page ``index`` held behind the host's loading

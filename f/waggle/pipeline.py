@@ -177,7 +177,7 @@ class Held:
     (and the gap after a 429/503 back-off); the server holds its egress until that capture sealed
     and the gap passed since its last byte."""
 
-    def __init__(self, endpoint: Any, tracker: Tracker, prev_key: str, gaps: tuple[int, int],
+    def __init__(self, endpoint: Any, tracker: Tracker, prev_key: str, gaps: tuple[int, ...],
                  now: Callable[[], float]) -> None:
         self.endpoint, self.target = endpoint, endpoint.target
         self._tracker, self._prev_key, self._gaps, self._now = tracker, prev_key, gaps, now
@@ -188,6 +188,8 @@ class Held:
         if EXT_SEAL_FIRST in ext and "loadWait" in body:
             body[EXT_SEAL_FIRST] = True
         body[EXT_HOLD] = {"key": self._prev_key, "gapMs": self._gaps[0], "backoffGapMs": self._gaps[1]}
+        if len(self._gaps) > 2 and self._gaps[2] > 0:  # a slow previous page's longer gap (decision 242)
+            body[EXT_HOLD]["delayFactor"] = self._gaps[2]
         self._tracker.posting(self.endpoint, self._now())
         return self.endpoint.capture(body, headers={KEY_HEADER: self._tracker.key})
 
@@ -281,7 +283,7 @@ class Pages(Protocol):
 
     def attempt_held(self, index: int, attempt: int, endpoint: Held) -> Any: ...  # None: not taken
 
-    def hold_gaps_ms(self) -> tuple[int, int]: ...  # (the gap, the gap after a 429/503 back-off)
+    def hold_gaps_ms(self) -> tuple[int, ...]: ...  # (the gap, the gap after a 429/503 back-off[, delayFactor])
 
     def seal_gap_from(self, index: int, body: dict, submitted: float, received: float) -> float: ...
 

@@ -67,3 +67,28 @@ def test_no_byte_yet_and_the_back_off_gap():
         assert time.monotonic() >= run.sealed_at + 2 * GAP
 
     asyncio.run(main())
+
+
+def test_a_slow_previous_page_lengthens_the_held_gap_by_the_delay_factor():
+    """Extension "serverpolite" (decision 242): the client submits the held capture before it knows
+    how long the previous page's document took; the server keeps ``delayFactor × documentMs``
+    (capped at 30 s) from the previous page's last byte, never less than ``gapMs``."""
+    async def main():
+        seal, run = _prev(time.monotonic())
+        run.document_ms = None
+        hold = Hold.of(seal, {"gapMs": GAP * 1000, "delayFactor": 2})
+        assert hold.gap() == GAP  # the document time is not known yet
+        run.document_ms = 400  # the previous page's main document took 400 ms
+        assert hold.gap() == 0.8
+        run.document_ms = 50  # a fast page: the client's gap stays the floor
+        assert hold.gap() == GAP
+        run.document_ms = 60_000  # capped like the flow's adapted gap
+        assert hold.gap() == 30.0
+        run.document_ms = 400
+        run.proxy.last_traffic = time.monotonic()
+        _seal(seal, run)
+        await hold.until_released()
+        assert time.monotonic() >= run.last_request_end + 0.8
+        assert Hold.of(seal, {"gapMs": GAP * 1000}).gap() == GAP  # no delayFactor: no adaptation
+
+    asyncio.run(main())

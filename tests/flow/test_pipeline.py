@@ -362,6 +362,19 @@ def test_a_short_gap_host_is_submitted_held_before_the_previous_seal():
     assert sum(b["submittedAt"] < a["gapFrom"] for a, b in zip(results, results[1:])) >= 2
 
 
+def test_held_submissions_carry_the_delay_factor():
+    """The held capture is submitted before the previous page's document time is known: the crawl's
+    delayFactor goes with it, so the server keeps a slow page's longer gap (decision 242)."""
+    visits: list[Visit] = []
+    e = HoldingFake("bh-1", visits)
+    results, _ = crawl([e], ["a", "b", "c"], 400, delay_factor=3.0)
+    assert [r["status"] for r in results] == ["captured"] * 3
+    assert e.held and all(r["holdAfter"]["delayFactor"] == 3.0 for r in e.held)
+    e0 = HoldingFake("bh-1", [])
+    crawl([e0], ["a", "b", "c"], 400, delay_factor=0.0)
+    assert e0.held and all("delayFactor" not in r["holdAfter"] for r in e0.held)
+
+
 def test_held_submissions_not_taken_go_the_usual_way_in_order():
     visits: list[Visit] = []
     e = HoldingFake("bh-1", visits, refuse_holds=True)
