@@ -16,7 +16,7 @@ the form Browsertrix serves as ``replay.json``::
 Members are the archives of the crawl's pages (``crawl_pages.task_id`` → ``archives``) that the
 caller may view (one batched ``authz.viewable``); each is signed for ``expiry_s`` seconds, so a
 player whose URL expired asks again (wabac.js re-fetches the JSON on a 403) and gets fresh URLs.
-``why`` of a missing page: ``failed``, ``skipped``, ``not-captured-yet`` (a running crawl's
+``why`` of a missing page: ``failed``, ``skipped``, ``blocked``, ``not-captured-yet`` (a running crawl's
 pending page), ``not-admitted-yet`` (captured, archive not yet admitted: the reconciler will),
 ``not-viewable`` (an archive this caller may not view). A member whose archive is incomplete
 is in ``resources`` with ``complete: false`` and ``reason``.
@@ -84,6 +84,8 @@ def _missing(row: dict, running: bool) -> dict | None:
         why, reason = "failed", row["skip_reason"] or row["failure_class"]
     elif state == "skipped":
         why, reason = "skipped", row["skip_reason"]
+    elif state == "blocked":  # the host answered a challenge or block page (decision 231)
+        why, reason = "blocked", row["skip_reason"] or "the host was blocked"
     elif state == "pending":
         why = "not-captured-yet" if running else "not-captured"
         reason = "waiting for its capture" if running else "the crawl ended before its capture"
