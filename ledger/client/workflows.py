@@ -217,7 +217,8 @@ def run_command(workflow: Annotated[str, typer.Argument(help="Id, start of the i
             out = client._call("POST", f"/api/workflows/{wid}/run", json={"trigger": "manual"}).json()
     except ApiError as exc:
         if exc.status == 409 and isinstance(exc.body, dict) and exc.body.get("runningCrawl"):
-            console.print(f"[yellow]skipped:[/yellow] {exc.body['error']}", soft_wrap=True)
+            reason = str(exc.body["error"]).removeprefix("skipped: ")  # the ledger's reason may say it already
+            console.print(f"[yellow]skipped:[/yellow] {reason}", soft_wrap=True)
             raise typer.Exit(EXIT_SKIPPED) from None
         raise _fail(console, str(exc)) from None
     except ClientConfigError as exc:

@@ -30,6 +30,7 @@ def test_create_edit_run_and_delete_a_workflow_on_the_page(local_stack, browser,
         page.click("#start")
         page.wait_for_selector("#schedule-error:not(:empty)")
         assert "'0 25 * * 1' is not a valid cron expression" in page.inner_text("#schedule-error")
+        assert page.inner_text("#start") == "Save workflow"  # a refused save stays a save button (trial)
         page.fill("#schedule", "0 4 * * 1")
         page.click("#start")
         page.wait_for_selector("#next-runs li")

@@ -58,7 +58,8 @@ export function startForm(view, ctx, opts = {}) {
   const useSitemap = el("input", { id: "useSitemap", name: "useSitemap", type: "checkbox" });
   const sitemapLastmodAfter = el("input", { id: "sitemapLastmodAfter", name: "sitemapLastmodAfter", type: "date" });
   const formError = el("p", { className: "error", id: "form-error", role: "alert" });
-  const submit = el("button", { className: "primary", type: "submit", id: "start" }, opts.submitLabel || "Start crawl");
+  const submitLabel = opts.submitLabel || "Start crawl";
+  const submit = el("button", { className: "primary", type: "submit", id: "start" }, submitLabel);
   const form = el("form", { className: "grid", id: "start-form", novalidate: true }, ...(opts.head || []),
     field("seeds", "Seeds", seeds, "One URL a line."),
     field("fromTargets", "Saved targets",
@@ -127,7 +128,7 @@ export function startForm(view, ctx, opts = {}) {
     const factor = form.elements.delayFactor.value.trim();
     if (factor !== "") body.delayFactor = /^\d+(\.\d+)?$/.test(factor) ? Number(factor) : factor;  // else the API's 400
     submit.disabled = true;
-    submit.textContent = "Starting…";  // the ledger plans the first level before it answers (0.2–2 s)
+    submit.textContent = opts.save ? "Saving…" : "Starting…";  // the ledger plans the first level before it answers (0.2–2 s)
     submit.setAttribute("aria-busy", "true");
     try {
       if (opts.save) {  // options the form has no field for (e.g. scripts) stay as saved
@@ -141,7 +142,7 @@ export function startForm(view, ctx, opts = {}) {
       showErrors(form, formError, e);
     } finally {
       submit.disabled = false;
-      submit.textContent = "Start crawl";
+      submit.textContent = submitLabel;  // a refused save stays a save button
       submit.removeAttribute("aria-busy");
     }
   });

@@ -60,14 +60,14 @@ export async function workflowPage(view, ctx, id) {
     el("td", {}, r.crawl ? stateBadge(r.crawl.state) : "—"),
     el("td", { className: "num" }, r.crawl ? String(r.crawl.pagesCaptured) : "—"),
     el("td", {}, r.reason || "")));
-  view.replaceChildren(el("h1", {}, wf.name),
+  view.replaceChildren(...[el("h1", {}, wf.name),  // null parts left out: replaceChildren would write "null"
     wf.notes ? el("p", { id: "notes" }, wf.notes) : null,
     el("p", { className: "muted" }, wf.organization + " · by " + wf.createdBy + " · schedule: " + scheduleText(wf)),
     next, actions, note,
     el("details", {}, el("summary", {}, "Crawl options"), el("pre", { id: "options" }, JSON.stringify(wf.options, null, 2))),
     el("h2", {}, "Runs"),
     runs.length ? table(["At", "Trigger", "By", "Outcome", "Crawl", "State", { label: "Pages", num: true }, "Reason"],
-      history, { id: "runs" }) : el("p", { className: "muted" }, "Not run yet."));
+      history, { id: "runs" }) : el("p", { className: "muted" }, "Not run yet.")].filter((part) => part !== null));
 }
 
 export async function workflowForm(view, ctx, id) {
