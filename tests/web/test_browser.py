@@ -456,14 +456,14 @@ def test_an_outsider_sees_none_of_it(local_stack, browser, finished_crawl) -> No
         page.fill("#organizations", "elsewhere")
         page.click("#signin")
         page.wait_for_selector("#crawls-status")
-        page.wait_for_function("document.getElementById('crawls-status').textContent.includes('No crawls you may see')")
+        page.wait_for_function("(document.getElementById('crawls-status')?.textContent ?? '').includes('No crawls you may see')")
         assert page.locator("tr.crawl").count() == 0 and page.locator("#nav-start").is_hidden()
         shot(page, "outsider")
         page.goto(local_stack.api_url + f"/#/crawls/{finished_crawl}")
         page.wait_for_selector("#crawl-missing")
         assert page.locator("#crawl-facts").count() == 0
         page.goto(local_stack.api_url + f"/#/archives?crawl={finished_crawl}")
-        page.wait_for_function("document.getElementById('archives-status').textContent.includes('No archives')")
+        page.wait_for_function("(document.getElementById('archives-status')?.textContent ?? '').includes('No archives')")
         assert page.locator("tr.archive").count() == 0
         page.goto(local_stack.api_url + "/#/start")
         page.wait_for_selector("#start-refused")

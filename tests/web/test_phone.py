@@ -138,7 +138,7 @@ def watched(local_stack, browser, site) -> Iterator[dict]:
     context, page = context_at(browser, 390)
     try:
         sign_in(local_stack, page)
-        page.wait_for_function("!document.getElementById('crawls-status').textContent.startsWith('Loading')")
+        page.wait_for_function("!(document.getElementById('crawls-status')?.textContent ?? 'Loading').startsWith('Loading')")
         page.evaluate("window.__same_page = true")
         r = httpx.post(local_stack.api_url + "/api/crawls", headers=bearer(local_stack), timeout=30,
                        json={"seeds": [site.url + "/" + LONG + LONG_QUERY], "maxDepth": 1, "maxPages": 4,
@@ -214,7 +214,7 @@ def test_every_view_fits_the_screen_and_passes_axe(local_stack, browser, watched
             page.goto(local_stack.api_url + "/" + hash_)
             page.wait_for_selector(ready)
             if name == "archives":
-                page.wait_for_function("/ of /.test(document.getElementById('archives-status').textContent)")
+                page.wait_for_function("/ of /.test(document.getElementById('archives-status')?.textContent ?? '')")
             check_view(page, name, width)
     finally:
         context.close()
@@ -229,7 +229,7 @@ def test_the_archives_count_is_exact(local_stack, browser, watched) -> None:
         while True:  # archives are admitted after the level report, their tuples by the outbox
             page.goto(local_stack.api_url + f"/#/archives?crawl={crawl_id}")
             page.reload()
-            page.wait_for_function("/ of |No archives/.test(document.getElementById('archives-status').textContent)")
+            page.wait_for_function("/ of |No archives/.test(document.getElementById('archives-status')?.textContent ?? '')")
             if page.locator("tr.archive").count() == 3 or time.monotonic() > deadline:
                 break
             page.wait_for_timeout(1000)
@@ -238,7 +238,7 @@ def test_the_archives_count_is_exact(local_stack, browser, watched) -> None:
         assert listed == 3 and page.inner_text("#archives-status") == "3 of 3 archives"
         page.goto(local_stack.api_url + "/#/archives")
         page.reload()
-        page.wait_for_function("/ of /.test(document.getElementById('archives-status').textContent)")
+        page.wait_for_function("/ of /.test(document.getElementById('archives-status')?.textContent ?? '')")
         total = httpx.get(local_stack.api_url + "/api/archives/count", headers=bearer(local_stack), timeout=30).json()["count"]
         shown = page.locator("tr.archive").count()
         assert page.inner_text("#archives-status") == f"{shown:,} of {total:,} archive{'' if total == 1 else 's'}"
