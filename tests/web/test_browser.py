@@ -332,7 +332,7 @@ def test_archives_download_and_replay(local_stack, local, finished_crawl, site) 
     deadline = time.monotonic() + 90
     # archives are admitted after the level report's answer and their tuples delivered by the
     # outbox, one by one: a finished crawl may list fewer than its 3 captured pages for a moment
-    loaded = "() => !document.getElementById('archives-status')?.textContent.startsWith('Loading')"
+    loaded = "() => !(document.getElementById('archives-status')?.textContent ?? 'Loading').startsWith('Loading')"
     local.wait_for_function(loaded)
     while local.locator("tr.archive").count() < 3:
         assert time.monotonic() < deadline, local.inner_text("main")
