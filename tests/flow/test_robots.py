@@ -218,17 +218,13 @@ def test_prefilter_keeps_every_decision(text, token):
 
 
 def test_thousands_of_agents_parse_cheaply():
-    from protego import Protego
-
+    """A hostile file naming 20,000 agents: only our group and ``*`` reach the parser (what made
+    it cheap; the speed itself is a benchmark's business, not a timed unit test's)."""
     hostile = "".join(f"User-agent: bot{i}\nDisallow: /{i}\n" for i in range(20000)) + "User-agent: *\nDisallow: /\n"
-    # best of five, interleaved: one scheduler stall under a loaded CI worker must not decide the ratio
-    ours = plain = float("inf")
-    for _ in range(5):
-        started = time.perf_counter()
-        rules = RobotsRules(hostile)
-        ours = min(ours, time.perf_counter() - started)
-        started = time.perf_counter()
-        Protego.parse(hostile)
-        plain = min(plain, time.perf_counter() - started)
+    rules = RobotsRules(hostile)
     assert not rules.allowed("http://h/x")
-    assert ours < plain * 0.6, (ours, plain)  # only our group and * are built
+    assert rules.text is not None and "bot" not in rules.text and rules.rule_count == 1
+    assert list(rules._parser._user_agents) == ["*"]  # noqa: SLF001 - the groups protego built
+    ours = RobotsRules(hostile.replace("User-agent: bot7\n", "User-agent: waggle\n"))
+    assert ours.allowed("http://h/x") and not ours.allowed("http://h/7")
+    assert list(ours._parser._user_agents) == ["waggle", "*"]  # noqa: SLF001 - ours and *, no bot group
