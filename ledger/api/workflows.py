@@ -22,6 +22,7 @@ from ledger.api.errors import NotPermitted, describe_validation
 from ledger.api.identity import Identity, authenticate
 from ledger.authz.fga import now_iso
 from ledger.authz.outbox import drain_all
+from ledger.crawl import workflow_grants
 from ledger.crawl import workflow_schedule as schedules
 from ledger.crawl import workflows as store
 from ledger.crawl.errors import Refused
@@ -160,10 +161,14 @@ async def create_workflow(body: NewWorkflow, request: Request) -> JSONResponse:
 
 @router.get("/api/workflows/{workflow_id}")
 async def get_workflow(workflow_id: uuid.UUID, request: Request) -> dict:
-    """The workflow (``can_view``) with ``canRun``/``canEdit`` and its schedule's next 3 runs."""
+    """The workflow (``can_view``) with ``canRun``/``canEdit``, its schedule's next 3 runs and
+    its ``grants`` (``[{user, role, grantedBy, grantedAt}]``, decision 351)."""
     identity, row = await _allowed(request, "can_view", workflow_id)
-    return _full_view(row, can_run=await _may(request, identity, "can_run", workflow_id),
-                      can_edit=await _may(request, identity, "can_edit", workflow_id))
+    out = _full_view(row, can_run=await _may(request, identity, "can_run", workflow_id),
+                     can_edit=await _may(request, identity, "can_edit", workflow_id))
+    async with request.app.state.services.pool.connection() as conn:
+        out["grants"] = await workflow_grants.listed(conn, workflow_id)
+    return out
 
 
 @router.patch("/api/workflows/{workflow_id}")
