@@ -107,8 +107,12 @@ async def _limits(services: Any) -> None:
 
 async def _schedules(services: Any) -> None:
     from ledger.crawl.schedule_reconcile import reconcile
+    from ledger.crawl.workflow_schedule import ScheduleUnavailable
 
-    await reconcile(services.pool, services.http, services.settings)
+    try:
+        await reconcile(services.pool, services.http, services.settings)
+    except ScheduleUnavailable as exc:  # Windmill away or refusing: one line, the next round retries
+        log.warning("workflow schedules not reconciled: %s", exc.error)
 
 
 def loops(settings: Any) -> list[Loop]:
