@@ -201,17 +201,23 @@ def test_recrawl_asks_conditionally_and_replays_in_full(local_stack, tmp_path, e
         second = crawl(local_stack, seed)
         coll = collection(local_stack, second)
         hits2 = site.take()
+        third = crawl(local_stack, seed)  # nothing changed since the recrawl: every page is a 304
+        collection(local_stack, third)
+        hits3 = site.take()
     finally:
         site.stop()
-    s1, s2 = summary(hits1), summary(hits2)
-    print(f"{'etag' if etag else 'last-modified'}: first crawl {s1['requests']} requests, {s1['withBody']} with "
-          f"bodies, {s1['bytes']} body bytes; recrawl {s2['requests']} requests, {s2['withBody']} with bodies, "
-          f"{s2['bytes']} body bytes; load average {os.getloadavg()}")
+    s1, s2, s3 = summary(hits1), summary(hits2), summary(hits3)
+    for name, s in (("first crawl", s1), ("recrawl, 2 pages changed, 1 new", s2), ("unchanged recrawl", s3)):
+        print(f"{'etag' if etag else 'last-modified'}: {name}: {s['requests']} requests, {s['withBody']} with "
+              f"bodies, {s['bytes']} body bytes, 304s {s['304']}")
+    print(f"load average {os.getloadavg()}")
     # the first crawl asked nothing conditionally; the recrawl asked exactly the main documents seen before
     assert s1["conditional"] == [] and s1["304"] == []
     assert s2["conditional"] == ["/a.html", "/b.html", "/c.html", "/index.html"], s2
     assert s2["304"] == ["/a.html", "/index.html"], s2  # b and c changed (b gained a link)
-    assert s2["bytes"] < s1["bytes"]
+    assert s3["304"] == s3["conditional"] == ["/a.html", "/b.html", "/c.html", "/d.html", "/index.html"], s3
+    assert not [h for h in hits3 if h.body_bytes and h.path.endswith(".html")], hits3  # no page sent again
+    assert s3["bytes"] < s1["bytes"], (s1, s3)
 
     # the archives: server-not-modified revisits for the 304s, the changed pages in full
     kinds: dict[str, tuple[str, str | None]] = {}
