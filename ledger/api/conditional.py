@@ -39,4 +39,6 @@ async def previous_capture(crawl_id: uuid.UUID, body: PreviousQuery, request: Re
                                         (crawl_id, list(identity.organizations)))).fetchone()
     if row is None:
         raise Refused(404, "not found")
+    if services.s3 is None:  # no store to read an original from: the capture asks unconditionally
+        return {}
     return await previous(services.pool, services.s3, row["org_id"], body.url)
