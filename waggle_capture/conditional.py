@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 from warcio.archiveiterator import ArchiveIterator
 
+from waggle_capture import rawbodies
 from waggle_capture.recorder import Exchange
 from waggle_capture.revisits import payload_digest
 
@@ -118,8 +119,6 @@ class Conditional:
     async def fulfil(self, cdp: Any, ev: dict, raw: Any) -> None:
         """Answer Chromium's paused 304 with the original (freshened by the 304's headers); keep
         the body for the recorder (:mod:`.rawbodies`)."""
-        from waggle_capture import rawbodies  # the recorder's key, as .files uses it
-
         assert self.original is not None
         self.not_modified = True
         self.answer_status_text = ev.get("responseStatusText") or "Not Modified"
@@ -220,8 +219,7 @@ def read_original(record: bytes, uri: str, digest: str) -> Original:
             raise ValueError("the original's payload digest differs from the ledger's")
         if not 200 <= status < 300:
             raise ValueError(f"the original's status is {status}")
-        text = rec.http_headers.get_statuscode_text() if hasattr(rec.http_headers, "get_statuscode_text") else ""
-        text = text or rec.http_headers.statusline.partition(" ")[2]
+        text = rec.http_headers.statusline.partition(" ")[2]
         headers = [(k[len("X-Archive-Orig-"):] if k.startswith("X-Archive-Orig-") else k, v)
                    for k, v in rec.http_headers.headers]
         return Original(status, text, [(k, v) for k, v in headers if k.lower() not in TRANSFER], body)

@@ -160,12 +160,16 @@ def collection(stack, crawl_id: str, timeout_s: float = 120) -> dict:
         time.sleep(1)
 
 
-def main_records(wacz: bytes) -> dict[str, tuple[str, str | None]]:
-    """{URL: (WARC-Type, WARC-Profile)} of the response/revisit records of document URLs."""
+def main_records(wacz: bytes, titles: dict[str, str]) -> dict[str, tuple[str, str | None]]:
+    """{URL: (WARC-Type, WARC-Profile)} of the response/revisit records of document URLs; the
+    page's title as rendered (pages.jsonl) into ``titles``."""
     out: dict[str, tuple[str, str | None]] = {}
     with zipfile.ZipFile(io.BytesIO(wacz)) as z:
         warc = z.read("archive/data.warc.gz")
         print("conditional:", json.loads(z.read("datapackage.json"))["browserhive:capture"].get("conditional"))
+        for line in z.read("pages/pages.jsonl").decode().splitlines()[1:]:
+            page_line = json.loads(line)
+            titles[page_line["url"].rsplit("/", 1)[1]] = page_line.get("title")
     for rec in ArchiveIterator(io.BytesIO(warc)):
         t, uri = rec.rec_headers.get_header("WARC-Type"), rec.rec_headers.get_header("WARC-Target-URI")
         if t in ("response", "revisit") and uri.endswith(".html") and uri not in out:
@@ -221,13 +225,15 @@ def test_recrawl_asks_conditionally_and_replays_in_full(local_stack, tmp_path, e
 
     # the archives: server-not-modified revisits for the 304s, the changed pages in full
     kinds: dict[str, tuple[str, str | None]] = {}
+    titles: dict[str, str] = {}
     members = {m["archiveId"]: m for m in coll["resources"]}
     own = [m for m in coll["resources"] if m.get("role") != "original"]
     for m in own:
-        kinds.update(main_records(httpx.get(m["path"], timeout=30).content))
+        kinds.update(main_records(httpx.get(m["path"], timeout=30).content, titles))
     short = {u.rsplit("/", 1)[1]: k for u, k in kinds.items() if u.startswith(site.url)}
     assert short["index.html"] == ("revisit", PROFILE) and short["a.html"] == ("revisit", PROFILE), short
     assert short["b.html"][0] == short["c.html"][0] == short["d.html"][0] == "response", short
+    assert titles["index.html"] == "index" and titles["a.html"] == "a.html", titles  # the 304 pages rendered
     assert any(m.get("role") == "original" for m in members.values()), "the originals are members of the collection"
 
     # what changed (decision 211): the 304 pages compare unchanged, c and b changed, d new
