@@ -22,6 +22,7 @@ pytest_plugins = [
     "tests.fixtures.stack",
     "tests.fixtures.browser",
     "tests.fixtures.signing",
+    "tests.fixtures.loopback",
 ]
 
 
