@@ -51,9 +51,8 @@ class ChallengeSite(LoopbackSite):
 
 @pytest.fixture(scope="module")
 def site():
-    s = ChallengeSite()
-    yield s
-    s.stop()
+    with ChallengeSite() as s:
+        yield s
 
 
 def _capture(server: str, url: str) -> dict:

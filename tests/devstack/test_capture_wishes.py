@@ -77,9 +77,8 @@ class WishesSite(LoopbackSite):
 
 @pytest.fixture(scope="module")
 def site():
-    s = WishesSite()
-    yield s
-    s.stop()
+    with WishesSite() as s:
+        yield s
 
 
 def _capture(server: str, url: str, **extra) -> dict:

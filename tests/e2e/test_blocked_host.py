@@ -79,9 +79,8 @@ class ChallengingSite(LoopbackSite):
 
 @pytest.fixture
 def site():
-    s = ChallengingSite()
-    yield s
-    s.stop()
+    with ChallengingSite() as s:
+        yield s
 
 
 def test_a_host_that_starts_challenging_is_paused_and_nothing_of_it_archived(local_stack, site):
