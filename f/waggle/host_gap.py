@@ -94,7 +94,7 @@ class HostGap:
             self.floor = self.ms
         self.own = self.floor if self.own < 0 else min(max(0, self.own), self.floor)
         self.shared = self.floor  # the other crawls' delay as planned (≥ own)
-        self._slow = self.ms  # the slow-host gap of the last page (≤ floor: none)
+        self._slow = self.ms if self.ms > self.floor else 0  # the slow-host gap of the last page (0: none)
 
     def _settle(self) -> None:
         self.floor = max(self.own, self.shared)
