@@ -16,8 +16,9 @@ delay stops applying at the next admission.
 
 Cost: one small ledger read per capture, made :data:`ADMIT_LEAD_S` before the gap ends, so it
 overlaps the wait instead of adding to it (a read slower than the lead lengthens that gap only).
-A read that fails keeps the gap as it is (never lowered, logged once): the level's planned delay
-still holds.
+A read that fails keeps the gap as it is (logged :data:`MAX_LOGGED` times per host): the level's
+planned delay still holds. Busy rounds (every browser 429) are not admitted again: they only
+lengthen the gap.
 """
 
 from __future__ import annotations
@@ -40,10 +41,6 @@ class Admission:
     def __init__(self, host: str, read: Callable[[str], int] | None, say: Callable[[str], None]) -> None:
         self.host, self._read, self._say = host, read, say
         self.reads = self.failures = 0
-
-    @property
-    def on(self) -> bool:
-        return self._read is not None
 
     def __call__(self, gap: HostGap) -> None:
         if self._read is None:
