@@ -164,3 +164,24 @@ def test_the_reader_asks_the_politeness_route_for_the_one_host_over_one_connecti
     (first, _second) = stand_in.requests
     assert first.path == "/api/crawls/c-1/politeness?host=s.test"
     assert first.headers["authorization"] == "Bearer flow-token"
+
+
+def test_a_held_capture_is_admitted_when_submitted_and_a_longer_delay_then_ends_the_holding():
+    """holdAfter (gaps under 1.2 s): the next page is submitted held behind the loading one, its
+    admission the read just before that submission; once a crawl with a long delay registered,
+    the next read makes the gap long: no more holds, every later capture the long delay apart."""
+    from tests.flow.test_pipeline import HoldingFake
+
+    def register(n, ledger):
+        if n == 1:
+            ledger.ms = 1300
+
+    ledger = Ledger(400, register)
+    visits: list = []
+    e = HoldingFake("bh-1", visits)
+    lines: list[str] = []
+    run(e, ["a", "b", "c", "d"], 400, Admission("h", ledger, lines.append), lines)
+    gaps = felt(visits)
+    assert [r["url"] for r in e.held] == ["b"] and e.held[0]["holdAfter"]["gapMs"] == 400
+    assert gaps[0] / 0.4 >= 1.0 and gaps[0] / 1.3 < 1.0, gaps  # admitted (held) before it registered
+    assert min(gaps[1:]) / 1.3 >= 1.0, gaps
