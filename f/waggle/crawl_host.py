@@ -71,6 +71,7 @@ from f.waggle.common import VAR_API_URL, VAR_ENDPOINTS, VAR_TLS_CA, VAR_TOKEN, r
 from f.waggle.capture_outcome import LINKS_PER_PAGE
 from f.waggle.capture_request import navigation_rules, revisit_member
 from f.waggle.endpoints import HttpEndpoint, build_client, parse_endpoints
+from f.waggle.host_admission import Admission, LedgerReader
 from f.waggle.host_gap import clock
 from f.waggle.host_sequence import capture_host
 
@@ -104,6 +105,8 @@ def main(
     blocked_after: Optional[int] = None,
     delay_factor: Optional[float] = None,
     members: Optional[list[dict]] = None,
+    own_delay_ms: Optional[int] = None,
+    gap_from: Optional[float] = None,
 ):
     missing = [n for n, v in (("crawl_id", crawl_id), ("host", host), ("urls", urls),
                               ("capture_formats", capture_formats), ("signing", signing), ("scripts", scripts)) if v is None]
@@ -114,6 +117,8 @@ def main(
     client = build_client(targets, ca_pem)
     on_page = progress_poster(crawl_id, log=lambda text: print(f"[{host}] {text}"))
     revisit = revisit_member(read_variable(VAR_API_URL), read_variable(VAR_TOKEN), crawl_id)
+    # each submission reads the host's shared delay again (decision 301)
+    reader = LedgerReader(read_variable(VAR_API_URL), read_variable(VAR_TOKEN), crawl_id)
     try:
         endpoints = [HttpEndpoint(t, client, extensions=pipeline.read_extensions(client, t), revisit=revisit)
                      for t in targets]
@@ -132,13 +137,17 @@ def main(
                 rules=navigation_rules(group.get("robotsTxt"), exclude),
                 blocked_after=blocked_after,
                 delay_factor=slowhost.factor_of(delay_factor), gap_out=gap_out,
+                admission=Admission(group["host"], reader, lambda text: print(f"[{group['host']}] {text}")),
+                own_delay_ms=group.get("ownDelayMs"),
+                gap_from=group.get("gapFrom"),
             )
 
         if members:  # hosts of one server (f/waggle/servers.py): one after the other, one gap
             return servers.capture_members(members, run, delay_ms=per_host_delay_ms or 0,
                                            initial_delay_ms=initial_delay_ms or 0, not_before=not_before, now=clock)
-        return run({"host": host, "urls": urls, "delayMs": per_host_delay_ms, "robotsTxt": robots_txt},
-                   initial_delay_ms or 0, not_before, {})
+        return run({"host": host, "urls": urls, "delayMs": per_host_delay_ms, "robotsTxt": robots_txt,
+                    "ownDelayMs": own_delay_ms, "gapFrom": gap_from}, initial_delay_ms or 0, not_before, {})
     finally:
+        reader.close()
         on_page.close()
         client.close()

@@ -75,17 +75,41 @@ def busy_window(busy_jitter_ms: tuple[float, float], gap_ms: int,
 @dataclass
 class HostGap:
     """The host's current gap (ms) for this level; :meth:`back_off` after a 429/503 document,
-    :meth:`adapt` after each page (a slow host's longer gap, :mod:`f.waggle.slowhost`).
-    ``floor``: the gap without that adaptation (delay, Crawl-delay, back-offs); ``ms`` ≥ it."""
+    :meth:`adapt` after each page (a slow host's longer gap, :mod:`f.waggle.slowhost`),
+    :meth:`share` at each request's admission (the host's shared delay read again,
+    :mod:`f.waggle.host_admission`, decision 301).
+    ``floor``: the gap without that adaptation (delay, Crawl-delay, other crawls' delays,
+    back-offs); ``ms`` ≥ it. ``own`` (ms, -1: ``ms``): the crawl's own part of the planned gap
+    (its delay and the Crawl-delay, without other crawls' delays): the floor never drops below it,
+    while the shared part follows what the ledger says now (a crawl that ended stops slowing the host)."""
 
     ms: int
     say: Callable[[str], None]
     factor: float = 0.0  # the crawl's delayFactor (0: no adaptation)
     floor: int = -1  # -1: ms
+    own: int = -1  # -1: the floor (nothing of the planned gap is another crawl's)
 
     def __post_init__(self) -> None:
         if self.floor < 0:
             self.floor = self.ms
+        self.own = self.floor if self.own < 0 else min(max(0, self.own), self.floor)
+        self.shared = self.floor  # the other crawls' delay as planned (≥ own)
+        self._slow = self.ms if self.ms > self.floor else 0  # the slow-host gap of the last page (0: none)
+
+    def _settle(self) -> None:
+        self.floor = max(self.own, self.shared)
+        self.ms = max(self.floor, self._slow)
+
+    def share(self, shared_ms: int) -> None:
+        """The host's shared delay as the ledger says it now (``hostDelayMs``: the longest delay of
+        the crawls active on the host): raises the gap, or lowers it back towards ``own`` when a
+        crawl that slowed the host has ended. Logged when it changes the gap."""
+        before = self.ms
+        self.shared = max(0, int(shared_ms))
+        self._settle()
+        if self.ms != before:
+            why = "another crawl on this host uses a longer delay" if self.ms > before else "a crawl that slowed this host has ended"
+            self.say(f"{why}: gap {before} → {self.ms} ms")
 
     def back_off(self, status: int | str, retry_after_ms: int | None = None) -> None:
         """Double the gap (:func:`backed_off_gap`), and make it ≥ the answer's ``Retry-After``
@@ -96,7 +120,8 @@ class HostGap:
             new = max(new, min(retry_after_ms, BACKOFF_CAP_MS))
             asked = f" (Retry-After {retry_after_ms} ms)"
         self.say(f"main document answered {status}{asked}: gap for the rest of this level {self.ms} → {max(new, self.ms)} ms")
-        self.floor, self.ms = new, max(new, self.ms)
+        self.own = new  # a back-off is the host's own answer: it stays whatever other crawls do
+        self._settle()
 
     def adapt(self, document_ms: int | None) -> None:
         """The gap after a page whose main document took ``document_ms`` (None: unknown, no
@@ -106,7 +131,8 @@ class HostGap:
         new = slowhost.adapted_gap_ms(self.floor, document_ms, self.factor)
         if new != self.ms:
             self.say(f"main document took {document_ms} ms: gap {self.ms} → {new} ms (delay factor {self.factor:g})")
-            self.ms = new
+        self._slow = slowhost.adapted_gap_ms(0, document_ms, self.factor)
+        self._settle()
 
 
 def backed_off_gap(gap_ms: int) -> int:

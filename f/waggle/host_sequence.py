@@ -20,6 +20,7 @@ from f.waggle import pipeline, slowhost
 from f.waggle.breaker import HostBreaker, blocked_after as breaker_after
 from f.waggle.host_gap import BACKOFF_STATUSES, BUSY_JITTER_MS, BUSY_REF_GAP_MS, FLOW_RETRY_S, HostGap, backed_off_gap, busy_window, clock, first_wait_s, gap_start, remaining_gap_s, rest_before_retry_s
 from f.waggle.capture_request import capture_request
+from f.waggle.host_admission import ADMIT_LEAD_S, Admission
 from f.waggle.endpoints import Endpoint, describe_refusal
 from f.waggle.capture_outcome import LINKS_PER_PAGE, retry_after_ms
 from f.waggle.one_capture import MAX_ATTEMPTS, Raw, capture_one, outcome_of, submit_once
@@ -73,6 +74,9 @@ def capture_host(
     blocked_after: int | None = None,
     delay_factor: float = 0.0,
     gap_out: dict | None = None,
+    admission: Admission | None = None,
+    own_delay_ms: int | None = None,
+    gap_from: float | None = None,
 ) -> list[dict]:
     """Capture ``urls`` of ``host``, one after the other; one PageResult per URL, in order.
 
@@ -93,6 +97,11 @@ def capture_host(
     (:mod:`f.waggle.breaker`; None → its default, 0 → only a challenge signature does).
     ``delay_factor``: a slow host's gap (:mod:`f.waggle.slowhost`; 0 = none). ``gap_out``
     (optional): gets ``{"ms": the gap at the end}`` — what the next host of the server keeps.
+    ``admission``: reads the host's shared delay right before each submission (decision 301;
+    None: the planned delay only); ``own_delay_ms``: the crawl's own part of ``delay_ms``, the
+    floor a shared delay may fall back to (None: ``delay_ms``); ``gap_from``: epoch s of the
+    host's last request before this job (the plan's ``gapFrom``), from which an admitted longer
+    delay is measured for the first capture.
     """
     if not endpoints:
         raise ValueError("no BrowserHive endpoints")
@@ -101,22 +110,25 @@ def capture_host(
         log(f"[{host}] {text}")
 
     job = HostJob(list(urls), crawl_id, formats, signing, scripts, artifact_sink,
-                  HostGap(max(0, int(delay_ms or 0)), say, factor=delay_factor),
+                  HostGap(max(0, int(delay_ms or 0)), say, factor=delay_factor,
+                          own=-1 if own_delay_ms is None else max(0, int(own_delay_ms))),
                   busy_jitter_ms, busy_ref_gap_ms, say, now, sleep, on_page, links_per_page,
                   honour_robots=not ignore_robots_meta, navigation_rules=rules,
-                  breaker=HostBreaker(breaker_after(blocked_after), say))
+                  breaker=HostBreaker(breaker_after(blocked_after), say), admission=admission)
     initial_s = first_wait_s(initial_delay_ms, not_before, now())
     if initial_s > 0:
         say(f"waiting {initial_s * 1000:.0f} ms (rest of the gap since this host's last capture)")
+    # the cross-level rest is one more gap of the chain, from the host's last request; the plan's
+    # gapFrom where known (a longer delay admitted later is measured from it), else as planned
+    first_gap_from = now() + initial_s - job.gap.ms / 1000 if initial_s > 0 else None
+    if isinstance(gap_from, (int, float)) and not isinstance(gap_from, bool):
+        first_gap_from = max(first_gap_from or float(gap_from), float(gap_from))
     try:
         if any(pipeline.EXT_SEAL in pipeline.extensions_of(e) for e in endpoints):
-            # the cross-level rest is one more gap of the chain: its first capture may use startAfterMs too
-            first_gap_from = now() + initial_s - job.gap.ms / 1000 if initial_s > 0 else None
+            # its first capture may use startAfterMs too
             pipeline.Chain(endpoints, ChainPages(job), now=now, sleep=sleep).run(len(job.urls), first_gap_from)
             return [r for r in job.results if r is not None]
-        if initial_s > 0:
-            sleep(initial_s)
-        return capture_sequentially(endpoints, job)
+        return capture_sequentially(endpoints, job, first_gap_from)
     except Exception:
         rest = rest_before_retry_s(job.gap.ms, job.contacted)
         if rest > 0:
@@ -155,6 +167,25 @@ class HostJob:
     honour_robots: bool = True  # the crawl honours robots meta / X-Robots-Tag (noarchive, nofollow)
     navigation_rules: dict | None = None  # extension navigationRules (decision 105)
     breaker: HostBreaker = field(default_factory=HostBreaker)  # challenge / block pages (f.waggle.breaker)
+    admission: Admission | None = None  # the host's shared delay read before each submission (decision 301)
+
+    def admit(self) -> None:
+        """Read the host's shared delay now into :attr:`gap` (no-op without an admission)."""
+        if self.admission is not None:
+            self.admission(self.gap)
+
+    def await_turn(self, gap_from: float | None) -> None:
+        """Wait until the host's gap has passed since ``gap_from`` (epoch s; None: nothing to wait
+        for), admitting the submission :data:`ADMIT_LEAD_S` before the gap ends: a longer shared
+        delay read then lengthens the rest of the wait."""
+        if gap_from is None:
+            return
+        left = remaining_gap_s(self.gap.ms, gap_from, self.now())
+        if left > ADMIT_LEAD_S:
+            self.sleep(left - ADMIT_LEAD_S)
+        self.admit()
+        if (left := remaining_gap_s(self.gap.ms, gap_from, self.now())) > 0:
+            self.sleep(left)
 
     def request(self, index: int) -> dict:
         """The capture request of page ``index``, its settle bounded by the current gap."""
@@ -199,20 +230,17 @@ class HostJob:
         return True
 
 
-def capture_sequentially(endpoints: Sequence[Endpoint], job: HostJob) -> list[dict]:
-    """Each capture after the previous answer, the gap since its ``gapFrom`` (no extensions)."""
-    gap_from: float | None = None
+def capture_sequentially(endpoints: Sequence[Endpoint], job: HostJob, gap_from: float | None = None) -> list[dict]:
+    """Each capture after the previous answer, the gap since its ``gapFrom`` (no extensions);
+    ``gap_from``: the host's last request before the first capture (None: none to wait for)."""
     for i in range(len(job.urls)):
         if job.duplicate(i):
             continue
-        if gap_from is not None:
-            wait = remaining_gap_s(job.gap.ms, gap_from, job.now())
-            if wait > 0:
-                job.sleep(wait)
+        job.await_turn(gap_from)
         job.started(i)
         outcome = capture_one(endpoints, job.request(i), i, crawl_id=job.crawl_id, gap=job.gap, sleep=job.sleep,
                               busy_jitter_ms=job.busy(), log=job.say, now=job.now,
-                              links_per_page=job.links_per_page, down=job.down)
+                              links_per_page=job.links_per_page, down=job.down, await_turn=job.await_turn)
         job.done(i, outcome.result, outcome.doc_status)
         job.gap.adapt(outcome.document_ms)
         gap_from = outcome.gap_from
@@ -228,6 +256,9 @@ class ChainPages:
 
     def gap_ms(self) -> int:
         return self.job.gap.ms
+
+    def admit(self) -> None:
+        self.job.admit()
 
     def started(self, index: int) -> None:
         self.job.started(index)

@@ -104,10 +104,12 @@ def capture_one(
     now: Callable[[], float] = clock,
     links_per_page: int = LINKS_PER_PAGE,
     down: set[str] | None = None,
+    await_turn: Callable[[float], None] | None = None,
 ) -> Outcome:
     """Capture one page with at most MAX_ATTEMPTS. A 429/503 main document backs the host's
     ``gap`` off first; only a retryable ``transient`` failure is tried again, once ``gap.ms``
-    has passed since that attempt's ``gapFrom``."""
+    has passed since that attempt's ``gapFrom`` — ``await_turn(gapFrom)`` waits it where given
+    (the host job's admission, decision 301)."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
         outcome = attempt_once(endpoints, request, index, crawl_id=crawl_id, sleep=sleep,
                                busy_jitter_ms=busy_jitter_ms, log=log, now=now, links_per_page=links_per_page,
@@ -118,6 +120,8 @@ def capture_one(
             return outcome
         wait = remaining_gap_s(gap.ms, outcome.gap_from, now())
         log(f"retrying {request['url']} ({outcome.result.get('skipReason', '')[:120]}), waiting {int(wait * 1000)} ms")
-        if wait > 0:
+        if await_turn is not None:
+            await_turn(outcome.gap_from)
+        elif wait > 0:
             sleep(wait)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -65,6 +65,9 @@ MAX_START_AFTER_MS = 60_000
 # Submit this long before the gap ends: the capture server opens the context and page meanwhile
 # (startAfterMs), and a browser held waiting is lost to other hosts only this long.
 START_LEAD_MS = 300
+# Each submission is admitted (the host's shared delay read again, decision 301) this long before
+# its lead: the read overlaps the wait (f/waggle/host_admission.py ADMIT_LEAD_S).
+ADMIT_LEAD_S = 0.2
 # Settle follows the delay (BRIEF contract 4): quietMs = minMs = clamp(gap − margin, floor, 1000).
 SETTLE_MARGIN_MS = 200  # the page formats and the seal's hand-over after the quiet window
 SETTLE_FLOOR_MS = 300
@@ -291,6 +294,8 @@ class Pages(Protocol):
 
     def gap_ms(self) -> int: ...
 
+    # optional: ``admit()`` reads the host's shared delay now into the gap (decision 301)
+
 
 class Chain:
     """The schedule of one host's captures (module doc). ``now``: epoch seconds off the
@@ -356,6 +361,9 @@ class Chain:
             return None
         if not any(EXT_HOLD in extensions_of(e) for e in self.endpoints):
             return None
+        self._admit()  # its admission: a longer delay registered meanwhile may make the gap long
+        if settle_for_gap(self.pages.gap_ms()) is None:
+            return None
         while todo and todo[0][1] == 1 and self.pages.skip(todo[0][0]):
             todo.popleft()
         if not todo or (todo[0][1] == 1 and self.pages.maybe_duplicate(todo[0][0])):
@@ -384,14 +392,28 @@ class Chain:
             self._begun.add(index)
             self.pages.started(index)
 
+    def _admit(self) -> None:
+        admit = getattr(self.pages, "admit", None)
+        if admit is not None:
+            admit()
+
     def _until_lead(self, gap_from: float, finishing: Flight | None, todo: deque) -> Flight | None:
         """Wait until the lead before the gap (``gap_from`` + the host's current gap) ends,
-        concluding ``finishing`` if it answers meanwhile (a back-off then lengthens the wait)."""
+        concluding ``finishing`` if it answers meanwhile (a back-off then lengthens the wait);
+        the submission is admitted :data:`ADMIT_LEAD_S` before that (``pages.admit()``: a longer
+        shared delay read then lengthens the wait too)."""
+        admitted = False
         while True:
             if finishing is not None and finishing.future.done():
                 self._conclude(finishing, todo)
                 finishing = None
             left = gap_from + self.pages.gap_ms() / 1000 - self.lead_s - self.now()
+            if not admitted and left <= ADMIT_LEAD_S:
+                self._admit()
+                admitted = True
+                continue
+            if not admitted:
+                left -= ADMIT_LEAD_S
             if left <= 0:
                 return finishing
             if finishing is None:

@@ -12,6 +12,8 @@ the level's first request (a crawl started meanwhile: ``GET /api/crawls/{id}/pol
 
     {"groups": [{"host", "urls", "delayMs", "initialDelayMs",   # initialDelayMs also covers
                  "notBefore", "robotsTxt"?,                    # the gap after robots.txt;
+                 "ownDelayMs", "gapFrom"?,                     # own delay + Crawl-delay; the host's
+                                                               # last request (epoch s; decision 301);
                  "server"?, "members"?}],                      # hosts of one server (servers.py);
                                                                # notBefore = plan time + it (epoch s);
                                                                # robotsTxt: the host's rules, normal form
@@ -367,6 +369,7 @@ def plan(
                 log(f"[{host}] Crawl-delay {asked} ms capped at {CRAWL_DELAY_CAP_MS} ms; host slowed to {delay} ms")
             else:
                 log(f"[{host}] Crawl-delay {asked} ms is longer than the setting; host slowed to {delay} ms")
+        own = delay  # this crawl's part: the floor when another crawl's delay stops applying (decision 301)
         shared = shared_delay_ms(items)
         if shared > delay:
             log(f"[{host}] another crawl on this host uses a longer delay; host slowed to {shared} ms")
@@ -375,7 +378,10 @@ def plan(
         at = now()
         initial = max(initial_delay_for(delay, last, at), robots_gap_ms(delay, robots_done, at))
         group = {"host": host, "urls": allowed, "delayMs": delay, "initialDelayMs": initial,
-                 "notBefore": round(at + initial / 1000.0, 3)}
+                 "notBefore": round(at + initial / 1000.0, 3), "ownDelayMs": own}
+        starts = [t for t in (parse_iso(last), robots_done) if t is not None]
+        if starts:  # the host's last request: each admission measures a changed delay from it (decision 301)
+            group["gapFrom"] = round(max(starts), 3)
         if outcome is not None and outcome.state == ALLOWED and outcome.rules is not None and outcome.rules.text:
             group["robotsTxt"] = outcome.rules.text  # normal form: the capture refuses what it disallows (decision 105)
         groups.append(group)

@@ -79,6 +79,8 @@ def merge_groups(groups: list[dict], server_of_host: dict[str, str]) -> list[dic
             out.append(members[0])
             continue
         delay = max(int(m["delayMs"]) for m in members)
+        own = max(int(m.get("ownDelayMs", m["delayMs"])) for m in members)  # one server: one floor
+        starts = [float(m["gapFrom"]) for m in members if isinstance(m.get("gapFrom"), (int, float))]
         latest = max(members, key=lambda m: float(m.get("notBefore") or 0))
         out.append({
             "host": f"{server} ({', '.join(m['host'] for m in members)})",
@@ -87,7 +89,9 @@ def merge_groups(groups: list[dict], server_of_host: dict[str, str]) -> list[dic
             "delayMs": delay,
             "initialDelayMs": max(int(m.get("initialDelayMs") or 0) for m in members),
             "notBefore": latest.get("notBefore"),
-            "members": [{**m, "delayMs": delay} for m in members],
+            "members": [{**m, "delayMs": delay, "ownDelayMs": own} for m in members],
+            "ownDelayMs": own,
+            **({"gapFrom": max(starts)} if starts else {}),
         })
     return out
 
@@ -129,6 +133,9 @@ def capture_members(members: list[dict], run: Callable[[dict, int, float | None,
         else:
             wait = next_member_wait_ms(results, gap, now())
             at = now() + wait / 1000.0
+            starts = [t for t in (_gap_from(r) for r in results) if t is not None]
+            if starts:  # the server's last request: where an admitted longer delay counts from (decision 301)
+                member = {**member, "gapFrom": max(starts)}
             log(f"[{member['host']}] next host of server {member.get('server') or ''}: waiting {wait} ms"
                 f" (gap {gap} ms since the server's last capture)")
         out: dict = {}
