@@ -8,7 +8,8 @@ index sorted across members (``indexes/index.cdx``, each line's ``filename`` ren
 what the file holds and what it lacks: ``crawlId``, ``members``, ``incomplete`` (members whose
 archive is incomplete, with why) and ``missing`` (pages without a member, with why).
 
-Memory is flat in the crawl's size: members are read one at a time from S3 to a temporary file,
+Memory is flat in the crawl's size: members are read from S3 to temporary files (a window of
+:data:`FETCH_AHEAD` in flight, merged in order one at a time),
 WARC bytes stream through in 1 MiB blocks, index lines and pages go to temporary files and the
 index is sorted on disk (runs of :data:`RUN_LINES` lines, then one k-way merge).
 """
@@ -22,7 +23,9 @@ import io
 import json
 import tempfile
 import zipfile
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -31,6 +34,7 @@ from typing import IO, Any
 
 WACZ_VERSION = "1.1.1"
 BLOCK = 1024 * 1024
+FETCH_AHEAD = 8  # members fetched from S3 at once while one is merged
 RUN_LINES = 100_000  # index lines sorted in memory at once (~30 MB at most)
 
 
@@ -110,6 +114,41 @@ def _sorted(lines_file: Path, tmp: Path) -> Iterator[bytes]:
         yield from heapq.merge(*files)
 
 
+def _fetched_ahead(members: list[dict], fetch: Callable[[dict, Path], None], tmp: Path) -> Iterator[tuple[dict, Path]]:
+    """``(member, local WACZ)`` in ``members``' order, fetched by :data:`FETCH_AHEAD` threads: one
+    member's S3 round trip overlaps the others' and the zip work (each is latency-bound; a member
+    of a page is a few kB). At most FETCH_AHEAD + 1 files are on disk at once; each is deleted
+    once consumed. A fetch's exception is raised in order, as if fetched here."""
+    with ThreadPoolExecutor(FETCH_AHEAD, thread_name_prefix="waggle-combine-fetch") as pool:
+        window: deque[tuple[dict, Path, Future]] = deque()
+        todo = iter(enumerate(members))
+
+        def submit() -> None:
+            for i, m in todo:
+                path = tmp / f"member-{i}.wacz"
+                window.append((m, path, pool.submit(fetch, m, path)))
+                return
+
+        try:
+            for _ in range(FETCH_AHEAD):
+                submit()
+            while window:
+                m, path, done = window.popleft()
+                submit()
+                done.result()
+                try:
+                    yield m, path
+                finally:
+                    path.unlink(missing_ok=True)
+        finally:
+            for _, path, pending in window:  # a failed build: stop what was asked ahead
+                pending.cancel()
+            for _, path, pending in window:
+                if not pending.cancelled():
+                    pending.exception()
+                path.unlink(missing_ok=True)
+
+
 def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Path, *, title: str,
           crawl_id: str, missing: list[dict], main_url: str | None = None) -> Built:
     """Write the combined WACZ of ``members`` (``{archiveId, url, complete, reason}`` in crawl
@@ -125,9 +164,7 @@ def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Pa
         tmp = Path(tmpdir)
         index_file, pages_file = tmp / "index.unsorted", tmp / "pages"
         with index_file.open("wb") as index, pages_file.open("wb") as pages:
-            for m in members:
-                local = tmp / "member.wacz"
-                fetch(m, local)
+            for m, local in _fetched_ahead(members, fetch, tmp):
                 try:
                     zf = zipfile.ZipFile(local)
                 except zipfile.BadZipFile:
@@ -153,7 +190,6 @@ def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Pa
                 built.members += 1
                 if m.get("complete") is False:
                     incomplete.append({"archiveId": m["archiveId"], "url": m.get("url"), "reason": m.get("reason")})
-                local.unlink()
         with pages_file.open("rb") as body:
             header = json.dumps({"format": "json-pages-1.0", "id": "pages", "title": "All pages"}).encode() + b"\n"
             resources.append(_copy_member(out, "pages/pages.jsonl", _Chain(io.BytesIO(header), body), stored=False))
