@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 from ledger.archive.manifest import CaptureReport, ManifestInvalid, manifest_key, read_manifest
 from ledger.archive.digests import record_digests
 from ledger.archive.signature import UNSIGNED, SignatureCheck
+from ledger.archive.facts import record_facts
 from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT, WaczCheck, check_many
 from ledger.s3 import ObjectTooLarge, parse_location
 
@@ -228,7 +229,7 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
                 claimed.add((bucket, key))
                 out[i] = Admitted("registered", archive_id)
                 if indexed and (check := indexed.get(report.artifacts.wacz or "")) is not None:
-                    await record_digests(conn, org_id, archive_id, check.digests, check.bytes_saved)
+                    await _record_index(conn, org_id, archive_id, check)
                 payloads.append(Jsonb({"writes": archive_tuples(archive_id, report.task_id, org_id, submitted_by)}))
             if payloads:
                 await conn.execute(
@@ -243,8 +244,7 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
                                                  problem=problems[i], signature=signatures[i])
                     check = (indexed or {}).get(report.artifacts.wacz or "")
                     if check is not None and out[i].archive_id:  # type: ignore[union-attr]
-                        await record_digests(conn, org_id, out[i].archive_id, check.digests,  # type: ignore[union-attr]
-                                             check.bytes_saved)
+                        await _record_index(conn, org_id, out[i].archive_id, check)  # type: ignore[union-attr]
             except Exception as one:  # noqa: BLE001
                 out[i] = one
         return out  # type: ignore[return-value]
@@ -253,6 +253,14 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
         if isinstance(admitted, Admitted) and admitted.outcome == "registered":
             log.info("archive registered", extra={"archiveId": admitted.archive_id, "taskId": report.task_id})
     return out  # type: ignore[return-value]
+
+
+async def _record_index(conn: Any, org_id: str, archive_id: str, check: WaczCheck) -> None:
+    """What admission read of a registered archive: its payload digests (decision 181), then its
+    facts (decision 341: after the digests, so a revisit of this very org finds its original)."""
+    await record_digests(conn, org_id, archive_id, check.digests, check.bytes_saved)
+    if check.facts is not None:
+        await record_facts(conn, org_id, archive_id, check.facts)
 
 
 async def fetch_manifest(s3: Any, key: str, *, bucket: str | None = None) -> CaptureReport | None:

@@ -36,6 +36,7 @@ import anyio
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ledger.archive.cdxj import INDEX_MAX_BYTES, IndexedDigests, parse_cdxj
+from ledger.archive.facts import WaczFacts, facts_of_zip
 from ledger.archive.signature import UNSIGNED, SignatureCheck, check_signature
 from ledger.s3 import S3Unavailable, is_missing_object, parse_location
 
@@ -61,6 +62,7 @@ class WaczCheck:
     refusal: str | None = None
     digests: IndexedDigests = IndexedDigests()  # from the CDXJ index (decision 181); originals only when complete
     bytes_saved: int = 0  # datapackage ``browserhive:capture.revisits.bytesSaved`` (our capture server)
+    facts: WaczFacts | None = None  # size, title, main document's status and type (decision 341)
 
 
 class _RangeFile(io.RawIOBase):
@@ -145,10 +147,10 @@ def _resources(zf: zipfile.ZipFile) -> list[dict] | str:
     return resources
 
 
-def _index_digests(zf: zipfile.ZipFile, f: _RangeFile, names: set[str], complete: bool) -> IndexedDigests:
+def _index_digests(zf: zipfile.ZipFile, f: _RangeFile, names: set[str], complete: bool) -> tuple[IndexedDigests, str]:
     """The payload digests of the plain CDXJ indexes (decision 181): originals only from a
     complete WACZ (a broken one must not become a revisit's target), revisits always. An index
-    outside the tail already read costs one ranged GET of just its bytes."""
+    outside the tail already read costs one ranged GET of just its bytes. → (digests, index text)."""
     text = ""
     for name in sorted(n for n in names if n.startswith("indexes/") and n.endswith((".cdx", ".cdxj"))):
         info = zf.getinfo(name)
@@ -159,7 +161,7 @@ def _index_digests(zf: zipfile.ZipFile, f: _RangeFile, names: set[str], complete
             f.prefetch(info.header_offset, 30 + len(info.filename) + 1024 + info.compress_size)
         text += zf.read(name).decode("utf-8", "replace") + "\n"
     found = parse_cdxj(text)
-    return found if complete else IndexedDigests((), found.revisits)
+    return (found if complete else IndexedDigests((), found.revisits)), text
 
 
 def _bytes_saved(zf: zipfile.ZipFile) -> int:
@@ -203,7 +205,7 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
     f.prefetch(max(0, size - TAIL_BYTES), TAIL_BYTES)
     problem, hashed = None, False
     signature, refusal = UNSIGNED, None
-    digests, saved = IndexedDigests(), 0
+    digests, saved, facts = IndexedDigests(), 0, None
     try:
         with zipfile.ZipFile(f) as zf:  # type: ignore[arg-type]
             names = set(zf.namelist())
@@ -224,8 +226,9 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
                     problem, hashed = _check_resources(zf, resources, hash_max_bytes)
                     if signature.signed and problem is not None:
                         refusal = f"signed, but {problem}"
-                digests = _index_digests(zf, f, names, complete=problem is None)
+                digests, index_text = _index_digests(zf, f, names, complete=problem is None)
                 saved = _bytes_saved(zf)
+                facts = facts_of_zip(zf, size, index_text)
             if signature.signed and signature.problem is not None:
                 refusal = signature.problem
                 problem = problem or signature.problem
@@ -233,7 +236,8 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as exc:
         problem = f"the WACZ is not a readable zip: {str(exc)[:200]}"
         digests = IndexedDigests()
-    return WaczCheck(problem, hashed, f.requests, f.bytes_read, signature, refusal, digests, saved)
+    facts = facts or WaczFacts(size)  # a WACZ without its parts: only its size is known
+    return WaczCheck(problem, hashed, f.requests, f.bytes_read, signature, refusal, digests, saved, facts)
 
 
 def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int, trusted_roots: str | None = None) -> WaczCheck:
@@ -256,7 +260,7 @@ def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int, trusted_roo
 
         check = check_zip(size, fetch, hash_max_bytes=hash_max_bytes, trusted_roots=trusted_roots)
         return WaczCheck(check.problem, check.hashed, check.requests + 1, check.bytes_read,
-                         check.signature, check.refusal, check.digests, check.bytes_saved)
+                         check.signature, check.refusal, check.digests, check.bytes_saved, check.facts)
     except ClientError as exc:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if status and status >= 500:
