@@ -6,7 +6,10 @@ index sorted across members (``indexes/index.cdx``, each line's ``filename`` ren
 ``pages/pages.jsonl`` with every member's pages, and ``datapackage.json`` with each file's
 ``sha256`` and size plus ``datapackage-digest.json``. The datapackage's ``waggle`` member says
 what the file holds and what it lacks: ``crawlId``, ``members``, ``incomplete`` (members whose
-archive is incomplete, with why) and ``missing`` (pages without a member, with why).
+archive is incomplete, with why) and ``missing`` (pages without a member, with why). A signed
+member's ``datapackage.json`` and ``datapackage-digest.json`` are carried unchanged under
+``signatures/<archive id>/`` and named in ``signedMembers`` with the paths its WARCs have here
+(decision 342): the combined file is not signed as a whole, its members' signatures still verify.
 
 Memory is flat in the crawl's size: members are read from S3 to temporary files (a window of
 :data:`FETCH_AHEAD` in flight, merged in order one at a time),
@@ -72,6 +75,25 @@ def _copy_member(out: zipfile.ZipFile, name: str, src: IO[bytes], *, stored: boo
         while block := src.read(BLOCK):
             h.write(block)
     return {"name": PurePosixPath(name).name, "path": name, "hash": "sha256:" + h.sha.hexdigest(), "bytes": h.size}
+
+
+def _carry_signature(out: zipfile.ZipFile, zf: zipfile.ZipFile, archive_id: str) -> list[dict]:
+    """A signed member's ``datapackage.json`` and ``datapackage-digest.json``, copied unchanged
+    to ``signatures/<archive id>/`` → their two resources; ``[]`` for an unsigned member."""
+    names = set(zf.namelist())
+    if not {"datapackage.json", "datapackage-digest.json"} <= names:
+        return []
+    try:
+        digest = json.loads(zf.read("datapackage-digest.json"))
+    except ValueError:
+        return []
+    if not isinstance(digest, dict) or not digest.get("signedData"):
+        return []
+    carried = []
+    for name in ("datapackage.json", "datapackage-digest.json"):
+        with zf.open(name) as src:
+            carried.append(_copy_member(out, f"signatures/{archive_id}/{name}", src, stored=False))
+    return carried
 
 
 def _index_lines(zf: zipfile.ZipFile) -> Iterator[bytes]:
@@ -159,6 +181,7 @@ def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Pa
     built = Built(datapackage={})
     resources: list[dict] = []
     incomplete: list[dict] = []
+    signed: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="waggle-combine-") as tmpdir, \
             zipfile.ZipFile(out_path, "w", allowZip64=True) as out:
         tmp = Path(tmpdir)
@@ -172,14 +195,21 @@ def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Pa
                     continue
                 with zf:
                     names: dict[str, str] = {}
+                    paths: dict[str, str] = {}  # member path → path here
                     for name in zf.namelist():
                         if name.startswith("archive/") and not name.endswith("/"):
                             new = f"archive/{m['archiveId']}-{PurePosixPath(name).name}"
                             names[PurePosixPath(name).name] = PurePosixPath(new).name
+                            paths[name] = new
                             with zf.open(name) as src:
                                 res = _copy_member(out, new, src, stored=True)
                             resources.append(res)
                             built.warc_bytes += res["bytes"]
+                    carried = _carry_signature(out, zf, m["archiveId"])
+                    if carried:
+                        resources += carried
+                        signed.append({"archiveId": m["archiveId"], "datapackage": carried[0]["path"],
+                                       "digest": carried[1]["path"], "warcs": paths})
                     for line in _index_lines(zf):
                         index.write(_renamed(line, names))
                     if "pages/pages.jsonl" in zf.namelist():
@@ -203,7 +233,10 @@ def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Pa
             **({"mainPageUrl": main_url} if main_url else {}),
             "resources": resources,
             "waggle": {"crawlId": crawl_id, "members": built.members, "complete": not incomplete and not missing
-                       and not built.skipped, "incomplete": incomplete, "missing": missing, "skipped": built.skipped},
+                       and not built.skipped, "incomplete": incomplete, "missing": missing, "skipped": built.skipped,
+                       # the members' own signatures, carried as signed (decision 342): this file
+                       # as a whole is not signed; `waggle verify` checks each and its WARCs here
+                       "signedMembers": signed},
         }
         package_bytes = (json.dumps(package, indent=2, ensure_ascii=False) + "\n").encode()
         out.writestr("datapackage.json", package_bytes, compress_type=zipfile.ZIP_DEFLATED)
