@@ -66,15 +66,16 @@ class _Hashing(io.RawIOBase):
         return self.inner.write(data)
 
 
-def _copy_member(out: zipfile.ZipFile, name: str, src: IO[bytes], *, stored: bool) -> dict:
-    """Stream ``src`` into ``out`` as ``name`` → its datapackage resource."""
+def _copy_member(out: zipfile.ZipFile, name: str, src: IO[bytes], *, stored: bool, label: str | None = None) -> dict:
+    """Stream ``src`` into ``out`` as ``name`` → its datapackage resource (named ``label``, else
+    the file's name: resource names must be unique in a datapackage)."""
     info = zipfile.ZipInfo(name, date_time=datetime.now(timezone.utc).timetuple()[:6])
     info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
     with out.open(info, "w", force_zip64=True) as dst:
         h = _Hashing(dst)
         while block := src.read(BLOCK):
             h.write(block)
-    return {"name": PurePosixPath(name).name, "path": name, "hash": "sha256:" + h.sha.hexdigest(), "bytes": h.size}
+    return {"name": label or PurePosixPath(name).name, "path": name, "hash": "sha256:" + h.sha.hexdigest(), "bytes": h.size}
 
 
 def _carry_signature(out: zipfile.ZipFile, zf: zipfile.ZipFile, archive_id: str) -> list[dict]:
@@ -92,7 +93,8 @@ def _carry_signature(out: zipfile.ZipFile, zf: zipfile.ZipFile, archive_id: str)
     carried = []
     for name in ("datapackage.json", "datapackage-digest.json"):
         with zf.open(name) as src:
-            carried.append(_copy_member(out, f"signatures/{archive_id}/{name}", src, stored=False))
+            carried.append(_copy_member(out, f"signatures/{archive_id}/{name}", src, stored=False,
+                                        label=f"{archive_id}-{name}".lower()))
     return carried
 
 
