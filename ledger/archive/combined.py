@@ -7,8 +7,8 @@ index sorted across members (``indexes/index.cdx``, each line's ``filename`` ren
 ``sha256`` and size plus ``datapackage-digest.json``. The datapackage's ``waggle`` member says
 what the file holds and what it lacks: ``crawlId``, ``members``, ``incomplete`` (members whose
 archive is incomplete, with why) and ``missing`` (pages without a member, with why). A signed
-member's ``datapackage.json`` and ``datapackage-digest.json`` are carried unchanged under
-``signatures/<archive id>/`` and named in ``signedMembers`` with the paths its WARCs have here
+member's ``datapackage.json`` and ``datapackage-digest.json`` are carried unchanged as
+``signatures/<archive id>-datapackage.signed`` and ``-datapackage-digest.signed``, named in ``signedMembers`` with the paths its WARCs have here
 (decision 342): the combined file is not signed as a whole, its members' signatures still verify.
 
 Memory is flat in the crawl's size: members are read from S3 to temporary files (a window of
@@ -80,7 +80,8 @@ def _copy_member(out: zipfile.ZipFile, name: str, src: IO[bytes], *, stored: boo
 
 def _carry_signature(out: zipfile.ZipFile, zf: zipfile.ZipFile, archive_id: str) -> list[dict]:
     """A signed member's ``datapackage.json`` and ``datapackage-digest.json``, copied unchanged
-    to ``signatures/<archive id>/`` → their two resources; ``[]`` for an unsigned member."""
+    to ``signatures/<archive id>-datapackage.signed`` and ``…-datapackage-digest.signed`` → their two
+    resources; ``[]`` for an unsigned member."""
     names = set(zf.namelist())
     if not {"datapackage.json", "datapackage-digest.json"} <= names:
         return []
@@ -91,10 +92,11 @@ def _carry_signature(out: zipfile.ZipFile, zf: zipfile.ZipFile, archive_id: str)
     if not isinstance(digest, dict) or not digest.get("signedData"):
         return []
     carried = []
-    for name in ("datapackage.json", "datapackage-digest.json"):
+    # not *.json: frictionless (py-wacz validate) opens a listed JSON with resources as a package
+    for name, here in (("datapackage.json", "datapackage.signed"), ("datapackage-digest.json", "datapackage-digest.signed")):
         with zf.open(name) as src:
-            carried.append(_copy_member(out, f"signatures/{archive_id}/{name}", src, stored=False,
-                                        label=f"{archive_id}-{name}".lower()))
+            carried.append(_copy_member(out, f"signatures/{archive_id}-{here}", src, stored=False,
+                                        label=f"{archive_id}-{here}".lower()))
     return carried
 
 

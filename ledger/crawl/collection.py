@@ -178,11 +178,13 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
 
 
 async def collection_bytes(pool: Any, crawl_id: uuid.UUID) -> dict:
-    """``{"totalBytes", "bytesUnknown"}``: the summed size of the crawl's measured archives and
-    how many of its archives are not measured yet (their size unknown)."""
+    """``{"totalBytes", "bytesUnknown"}``: the summed size of the crawl's archives whose size is
+    known (from admission, decision 341, or measured) and how many have none yet."""
     async with pool.connection() as conn:
         row = await (await conn.execute(
-            "SELECT coalesce(sum(f.bytes), 0)::bigint AS total, count(*) FILTER (WHERE f.archive_id IS NULL) AS unknown"
+            "SELECT coalesce(sum(coalesce(f.bytes, x.wacz_bytes)), 0)::bigint AS total,"
+            " count(*) FILTER (WHERE f.bytes IS NULL AND x.wacz_bytes IS NULL) AS unknown"
             " FROM crawl_pages p JOIN archives a ON a.task_id = (CASE WHEN p.task_id ~* %s THEN p.task_id::uuid END)"
-            " LEFT JOIN archive_files f ON f.archive_id = a.id WHERE p.crawl_id = %s", (UUID_TEXT, crawl_id))).fetchone()
+            " LEFT JOIN archive_files f ON f.archive_id = a.id LEFT JOIN archive_facts x ON x.archive_id = a.id"
+            " WHERE p.crawl_id = %s", (UUID_TEXT, crawl_id))).fetchone()
     return {"totalBytes": int(row["total"]), "bytesUnknown": int(row["unknown"])}
