@@ -72,6 +72,7 @@ async def test_admission_keeps_size_title_status_and_type_and_a_revisit_shows_it
             assert conn.execute("SELECT count(*) FROM archive_files").fetchone()[0] == 0
         first_pages = (await h.client.get(f"/api/crawls/{first}/pages", headers=WHO)).json()["pages"]
         again_pages = (await h.client.get(f"/api/crawls/{again}/pages", headers=WHO)).json()["pages"]
+        members = (await h.client.get(f"/api/crawls/{again}/collection", headers=WHO)).json()["resources"]
     kept = facts_row(db, original)
     assert (kept["wacz_bytes"], kept["title"], kept["http_status"], kept["content_type"], kept["revisit"]) == \
         (len(first_wacz), "x", 200, "text/html", False)
@@ -84,6 +85,8 @@ async def test_admission_keeps_size_title_status_and_type_and_a_revisit_shows_it
     [p1], [p2] = first_pages, again_pages
     assert (p1["contentType"], p1["revisit"], p1["httpStatus"], p1["title"]) == ("text/html", False, 200, "x")
     assert (p2["contentType"], p2["revisit"], p2["httpStatus"]) == ("text/html", True, 200)  # the original's type
+    # the recrawl's collection: the revisit member and the original it refers to, both text/html
+    assert {m["archiveId"]: m["contentType"] for m in members} == {revisit: "text/html", original: "text/html"}
 
 
 async def test_an_archive_admitted_before_is_read_once_and_a_missing_object_stays_unknown(
