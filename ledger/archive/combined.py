@@ -8,8 +8,9 @@ index sorted across members (``indexes/index.cdx``, each line's ``filename`` ren
 what the file holds and what it lacks: ``crawlId``, ``members``, ``incomplete`` (members whose
 archive is incomplete, with why) and ``missing`` (pages without a member, with why). A signed
 member's ``datapackage.json`` and ``datapackage-digest.json`` are carried unchanged as
-``signatures/<archive id>-datapackage.signed`` and ``-datapackage-digest.signed``, named in ``signedMembers`` with the paths its WARCs have here
-(decision 342): the combined file is not signed as a whole, its members' signatures still verify.
+``signatures/<archive id>-datapackage.signed`` and ``-datapackage-digest.signed``, named in
+``signedMembers`` with the paths its WARCs have here (decision 342): the combined file is not
+signed as a whole, its members' signatures still verify.
 
 Memory is flat in the crawl's size: members are read from S3 to temporary files (a window of
 :data:`FETCH_AHEAD` in flight, merged in order one at a time),

@@ -3,7 +3,8 @@
 A combined WACZ (``ledger.archive.combined``) is not signed as a whole: its index, pages.jsonl
 and datapackage.json are assembled by waggle at download time. What came from the capture — each
 member's WARC files — is covered by that member's own wacz-auth signature, carried unchanged
-as ``signatures/<archive id>-datapackage.signed`` / ``-datapackage-digest.signed`` and named in ``datapackage.json``'s ``waggle.signedMembers``
+as ``signatures/<archive id>-datapackage.signed`` / ``-datapackage-digest.signed`` and named in
+``datapackage.json``'s ``waggle.signedMembers``
 (``{archiveId, datapackage, digest, warcs: {member path: path here}}``). :func:`verify_members`
 checks each carried signature (:func:`ledger.archive.signature.check_signed_package`) and that
 every WARC file the signed datapackage lists is here under its mapped path with the signed hash
