@@ -26,6 +26,8 @@ from typing import Any
 import anyio
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ledger.archive.main_document import main_document_of_cdxj
+from ledger.archive.range_file import TAIL_BYTES, _RangeFile
 from ledger.s3 import S3Unavailable, is_missing_object
 
 log = logging.getLogger("waggle.archive")
@@ -91,8 +93,6 @@ def facts_of_zip(zf: zipfile.ZipFile, size: int, index_text: str, urls: Sequence
     tried = [u for u in dict.fromkeys([page.get("url"), *urls]) if isinstance(u, str) and u]
     if not tried:
         return WaczFacts(size, title)
-    from ledger.archive.main_document import main_document_of_cdxj  # it imports wacz_check, which imports us
-
     main = main_document_of_cdxj(index_text, tried)
     return WaczFacts(size, title, main.url, main.http_status, None if main.revisit else main.mime, main.revisit,
                      main.digest)
@@ -115,7 +115,6 @@ async def record_facts(conn: Any, org_id: str | None, archive_id: str, facts: Wa
 def _read_sync(s3: Any, bucket: str, key: str, urls: Sequence[str]) -> WaczFacts:
     """The facts of the WACZ at ``s3://bucket/key`` by ranged GETs (missing object: bytes None)."""
     from ledger.archive.cdxj import INDEX_MAX_BYTES
-    from ledger.archive.wacz_check import TAIL_BYTES, _RangeFile
 
     client = s3.client
     try:

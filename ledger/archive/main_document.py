@@ -25,7 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ledger.archive.cdxj import INDEX_MAX_BYTES, cdxj_records
 from ledger.archive.digests import normal
-from ledger.archive.wacz_check import TAIL_BYTES, _RangeFile
+from ledger.archive.range_file import TAIL_BYTES, _RangeFile
 from ledger.s3 import S3Unavailable, is_missing_object
 
 log = logging.getLogger("waggle.archive")
