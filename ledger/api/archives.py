@@ -40,6 +40,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from ledger.api.errors import NotPermitted
+from ledger.archive import facts
 from ledger.api.identity import authenticate
 
 log = logging.getLogger("waggle.archives")
@@ -114,9 +115,10 @@ def row_json(r: dict[str, Any]) -> dict[str, Any]:
         "signatureVerified": r.get("signature_verified"),
         # the crawl that captured it (its correlation id names an existing crawl), else null
         "crawlId": str(r["crawl_id"]) if r.get("crawl_id") else None,
-        # what is in it (issue 25 item 5): null until a collection or pages list measured it
-        "bytes": r.get("bytes"),
-        "title": r.get("title"),
+        # what is in it (issue 25 item 5, decision 341): read at admission (older archives: the
+        # first time a list shows them); null only where the archive does not say
+        "bytes": r.get("facts_bytes") if r.get("facts_bytes") is not None else r.get("bytes"),
+        "title": r.get("facts_title") if r.get("facts_read") else r.get("title"),
     }
 
 
@@ -142,9 +144,9 @@ async def list_archives(request: Request) -> Any:
                    (SELECT c.id FROM crawls c WHERE c.id = CASE WHEN a.correlation_id
                       ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
                       THEN a.correlation_id::uuid END) AS crawl_id,
-                   f.bytes, f.title
+                   f.bytes, f.title, a.bucket, """ + facts.FACTS_COLUMNS + """
             FROM archives a
-            LEFT JOIN archive_files f ON f.archive_id = a.id
+            LEFT JOIN archive_files f ON f.archive_id = a.id """ + facts.FACTS_JOIN + """
             WHERE (%(before)s::timestamptz IS NULL OR captured_at < %(before)s::timestamptz)
               AND (%(url)s::text IS NULL OR source_url ILIKE %(url)s::text)
               AND (%(crawl)s::uuid IS NULL OR a.task_id::text IN (
@@ -159,7 +161,12 @@ async def list_archives(request: Request) -> Any:
     allowed = await services.authz.viewable(identity, [str(r["id"]) for r in rows])
     # the cursor comes from the unfiltered page: rows hidden from this caller still move it on
     next_before = iso_ms(rows[-1]["captured_at"]) if len(rows) == PAGE_SIZE else None
-    return {"archives": [row_json(r) for r in rows if str(r["id"]) in allowed], "nextBefore": next_before}
+    shown = [r for r in rows if str(r["id"]) in allowed]
+    unread = [r for r in shown if not r["facts_read"]]
+    if unread:  # archives admitted before their facts were kept at admission (decision 341)
+        read = await facts.backfill(services.pool, services.s3, unread)
+        shown = [{**r, **facts.facts_columns(read.get(str(r["id"])))} for r in shown]
+    return {"archives": [row_json(r) for r in shown], "nextBefore": next_before}
 
 
 @router.get("/api/archives/count")

@@ -24,6 +24,7 @@ from ledger.archive.manifest import CaptureReport, ManifestInvalid, manifest_key
 from ledger.archive.conditional import record_validators
 from ledger.archive.digests import record_digests
 from ledger.archive.signature import UNSIGNED, SignatureCheck
+from ledger.archive.facts import record_facts
 from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT, WaczCheck, check_many
 from ledger.s3 import ObjectTooLarge, parse_location
 
@@ -229,8 +230,7 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
                 claimed.add((bucket, key))
                 out[i] = Admitted("registered", archive_id)
                 if indexed and (check := indexed.get(report.artifacts.wacz or "")) is not None:
-                    await record_digests(conn, org_id, archive_id, check.digests, check.bytes_saved)
-                    await record_validators(conn, org_id, archive_id, check.validators)  # decision 331
+                    await _record_index(conn, org_id, archive_id, check)
                 payloads.append(Jsonb({"writes": archive_tuples(archive_id, report.task_id, org_id, submitted_by)}))
             if payloads:
                 await conn.execute(
@@ -245,9 +245,7 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
                                                  problem=problems[i], signature=signatures[i])
                     check = (indexed or {}).get(report.artifacts.wacz or "")
                     if check is not None and out[i].archive_id:  # type: ignore[union-attr]
-                        await record_digests(conn, org_id, out[i].archive_id, check.digests,  # type: ignore[union-attr]
-                                             check.bytes_saved)
-                        await record_validators(conn, org_id, out[i].archive_id, check.validators)  # type: ignore[union-attr]
+                        await _record_index(conn, org_id, out[i].archive_id, check)  # type: ignore[union-attr]
             except Exception as one:  # noqa: BLE001
                 out[i] = one
         return out  # type: ignore[return-value]
@@ -256,6 +254,15 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
         if isinstance(admitted, Admitted) and admitted.outcome == "registered":
             log.info("archive registered", extra={"archiveId": admitted.archive_id, "taskId": report.task_id})
     return out  # type: ignore[return-value]
+
+
+async def _record_index(conn: Any, org_id: str, archive_id: str, check: WaczCheck) -> None:
+    """What admission read of a registered archive: its payload digests (decision 181), then its
+    validators (decision 331) and facts (decision 341: after the digests, so a revisit of this very org finds its original)."""
+    await record_digests(conn, org_id, archive_id, check.digests, check.bytes_saved)
+    await record_validators(conn, org_id, archive_id, check.validators)  # decision 331
+    if check.facts is not None:
+        await record_facts(conn, org_id, archive_id, check.facts)
 
 
 async def fetch_manifest(s3: Any, key: str, *, bucket: str | None = None) -> CaptureReport | None:

@@ -37,8 +37,9 @@ def register(app: typer.Typer) -> None:
             None, "--trusted-roots", help="authsign roots YAML (SHA-256 fingerprints) the signature must chain to"
             " (default: $WAGGLE_SIGNING_TRUSTED_ROOTS, then the local stack's, then authsign's public roots)"),
     ) -> None:
-        """Check a WACZ offline: its wacz-auth signature and every file's hash. Exit 0 verified,
-        1 does not verify (says why), 2 not signed (hashes checked)."""
+        """Check a WACZ offline: its wacz-auth signature and every file's hash (a crawl's combined
+        WACZ: each member's carried signature over its WARC files). Exit 0 verified, 1 does not
+        verify (says why), 2 not signed (hashes checked; a combined file: not every member signed)."""
         from ledger.archive.offline import default_trusted_roots, verify_file
 
         verdict = verify_file(file, trusted_roots or default_trusted_roots())

@@ -6,9 +6,14 @@ index sorted across members (``indexes/index.cdx``, each line's ``filename`` ren
 ``pages/pages.jsonl`` with every member's pages, and ``datapackage.json`` with each file's
 ``sha256`` and size plus ``datapackage-digest.json``. The datapackage's ``waggle`` member says
 what the file holds and what it lacks: ``crawlId``, ``members``, ``incomplete`` (members whose
-archive is incomplete, with why) and ``missing`` (pages without a member, with why).
+archive is incomplete, with why) and ``missing`` (pages without a member, with why). A signed
+member's ``datapackage.json`` and ``datapackage-digest.json`` are carried unchanged as
+``signatures/<archive id>-datapackage.signed`` and ``-datapackage-digest.signed``, named in
+``signedMembers`` with the paths its WARCs have here (decision 342): the combined file is not
+signed as a whole, its members' signatures still verify.
 
-Memory is flat in the crawl's size: members are read one at a time from S3 to a temporary file,
+Memory is flat in the crawl's size: members are read from S3 to temporary files (a window of
+:data:`FETCH_AHEAD` in flight, merged in order one at a time),
 WARC bytes stream through in 1 MiB blocks, index lines and pages go to temporary files and the
 index is sorted on disk (runs of :data:`RUN_LINES` lines, then one k-way merge).
 """
@@ -22,7 +27,9 @@ import io
 import json
 import tempfile
 import zipfile
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -31,6 +38,7 @@ from typing import IO, Any
 
 WACZ_VERSION = "1.1.1"
 BLOCK = 1024 * 1024
+FETCH_AHEAD = 8  # members fetched from S3 at once while one is merged
 RUN_LINES = 100_000  # index lines sorted in memory at once (~30 MB at most)
 
 
@@ -59,15 +67,38 @@ class _Hashing(io.RawIOBase):
         return self.inner.write(data)
 
 
-def _copy_member(out: zipfile.ZipFile, name: str, src: IO[bytes], *, stored: bool) -> dict:
-    """Stream ``src`` into ``out`` as ``name`` → its datapackage resource."""
+def _copy_member(out: zipfile.ZipFile, name: str, src: IO[bytes], *, stored: bool, label: str | None = None) -> dict:
+    """Stream ``src`` into ``out`` as ``name`` → its datapackage resource (named ``label``, else
+    the file's name: resource names must be unique in a datapackage)."""
     info = zipfile.ZipInfo(name, date_time=datetime.now(timezone.utc).timetuple()[:6])
     info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
     with out.open(info, "w", force_zip64=True) as dst:
         h = _Hashing(dst)
         while block := src.read(BLOCK):
             h.write(block)
-    return {"name": PurePosixPath(name).name, "path": name, "hash": "sha256:" + h.sha.hexdigest(), "bytes": h.size}
+    return {"name": label or PurePosixPath(name).name, "path": name, "hash": "sha256:" + h.sha.hexdigest(), "bytes": h.size}
+
+
+def _carry_signature(out: zipfile.ZipFile, zf: zipfile.ZipFile, archive_id: str) -> list[dict]:
+    """A signed member's ``datapackage.json`` and ``datapackage-digest.json``, copied unchanged
+    to ``signatures/<archive id>-datapackage.signed`` and ``…-datapackage-digest.signed`` → their two
+    resources; ``[]`` for an unsigned member."""
+    names = set(zf.namelist())
+    if not {"datapackage.json", "datapackage-digest.json"} <= names:
+        return []
+    try:
+        digest = json.loads(zf.read("datapackage-digest.json"))
+    except ValueError:
+        return []
+    if not isinstance(digest, dict) or not digest.get("signedData"):
+        return []
+    carried = []
+    # not *.json: frictionless (py-wacz validate) opens a listed JSON with resources as a package
+    for name, here in (("datapackage.json", "datapackage.signed"), ("datapackage-digest.json", "datapackage-digest.signed")):
+        with zf.open(name) as src:
+            carried.append(_copy_member(out, f"signatures/{archive_id}-{here}", src, stored=False,
+                                        label=f"{archive_id}-{here}".lower()))
+    return carried
 
 
 def _index_lines(zf: zipfile.ZipFile) -> Iterator[bytes]:
@@ -110,6 +141,41 @@ def _sorted(lines_file: Path, tmp: Path) -> Iterator[bytes]:
         yield from heapq.merge(*files)
 
 
+def _fetched_ahead(members: list[dict], fetch: Callable[[dict, Path], None], tmp: Path) -> Iterator[tuple[dict, Path]]:
+    """``(member, local WACZ)`` in ``members``' order, fetched by :data:`FETCH_AHEAD` threads: one
+    member's S3 round trip overlaps the others' and the zip work (each is latency-bound; a member
+    of a page is a few kB). At most FETCH_AHEAD + 1 files are on disk at once; each is deleted
+    once consumed. A fetch's exception is raised in order, as if fetched here."""
+    with ThreadPoolExecutor(FETCH_AHEAD, thread_name_prefix="waggle-combine-fetch") as pool:
+        window: deque[tuple[dict, Path, Future]] = deque()
+        todo = iter(enumerate(members))
+
+        def submit() -> None:
+            for i, m in todo:
+                path = tmp / f"member-{i}.wacz"
+                window.append((m, path, pool.submit(fetch, m, path)))
+                return
+
+        try:
+            for _ in range(FETCH_AHEAD):
+                submit()
+            while window:
+                m, path, done = window.popleft()
+                submit()
+                done.result()
+                try:
+                    yield m, path
+                finally:
+                    path.unlink(missing_ok=True)
+        finally:
+            for _, path, pending in window:  # a failed build: stop what was asked ahead
+                pending.cancel()
+            for _, path, pending in window:
+                if not pending.cancelled():
+                    pending.exception()
+                path.unlink(missing_ok=True)
+
+
 def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Path, *, title: str,
           crawl_id: str, missing: list[dict], main_url: str | None = None) -> Built:
     """Write the combined WACZ of ``members`` (``{archiveId, url, complete, reason}`` in crawl
@@ -120,14 +186,13 @@ def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Pa
     built = Built(datapackage={})
     resources: list[dict] = []
     incomplete: list[dict] = []
+    signed: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="waggle-combine-") as tmpdir, \
             zipfile.ZipFile(out_path, "w", allowZip64=True) as out:
         tmp = Path(tmpdir)
         index_file, pages_file = tmp / "index.unsorted", tmp / "pages"
         with index_file.open("wb") as index, pages_file.open("wb") as pages:
-            for m in members:
-                local = tmp / "member.wacz"
-                fetch(m, local)
+            for m, local in _fetched_ahead(members, fetch, tmp):
                 try:
                     zf = zipfile.ZipFile(local)
                 except zipfile.BadZipFile:
@@ -135,14 +200,21 @@ def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Pa
                     continue
                 with zf:
                     names: dict[str, str] = {}
+                    paths: dict[str, str] = {}  # member path → path here
                     for name in zf.namelist():
                         if name.startswith("archive/") and not name.endswith("/"):
                             new = f"archive/{m['archiveId']}-{PurePosixPath(name).name}"
                             names[PurePosixPath(name).name] = PurePosixPath(new).name
+                            paths[name] = new
                             with zf.open(name) as src:
                                 res = _copy_member(out, new, src, stored=True)
                             resources.append(res)
                             built.warc_bytes += res["bytes"]
+                    carried = _carry_signature(out, zf, m["archiveId"])
+                    if carried:
+                        resources += carried
+                        signed.append({"archiveId": m["archiveId"], "datapackage": carried[0]["path"],
+                                       "digest": carried[1]["path"], "warcs": paths})
                     for line in _index_lines(zf):
                         index.write(_renamed(line, names))
                     if "pages/pages.jsonl" in zf.namelist():
@@ -153,7 +225,6 @@ def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Pa
                 built.members += 1
                 if m.get("complete") is False:
                     incomplete.append({"archiveId": m["archiveId"], "url": m.get("url"), "reason": m.get("reason")})
-                local.unlink()
         with pages_file.open("rb") as body:
             header = json.dumps({"format": "json-pages-1.0", "id": "pages", "title": "All pages"}).encode() + b"\n"
             resources.append(_copy_member(out, "pages/pages.jsonl", _Chain(io.BytesIO(header), body), stored=False))
@@ -167,7 +238,10 @@ def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Pa
             **({"mainPageUrl": main_url} if main_url else {}),
             "resources": resources,
             "waggle": {"crawlId": crawl_id, "members": built.members, "complete": not incomplete and not missing
-                       and not built.skipped, "incomplete": incomplete, "missing": missing, "skipped": built.skipped},
+                       and not built.skipped, "incomplete": incomplete, "missing": missing, "skipped": built.skipped,
+                       # the members' own signatures, carried as signed (decision 342): this file
+                       # as a whole is not signed; `waggle verify` checks each and its WARCs here
+                       "signedMembers": signed},
         }
         package_bytes = (json.dumps(package, indent=2, ensure_ascii=False) + "\n").encode()
         out.writestr("datapackage.json", package_bytes, compress_type=zipfile.ZIP_DEFLATED)

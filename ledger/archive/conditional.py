@@ -65,7 +65,7 @@ def record_range(size: int, fetch: Any, uri: str, digest: str) -> tuple[int, int
     """``(offset in the WACZ object, length)`` of the ``response`` record of ``uri`` with payload
     ``digest`` (normal form), from the WACZ's CDXJ; None when the index does not name it or the
     WARC is compressed inside the zip (no byte range of the object then holds the record)."""
-    from ledger.archive.wacz_check import TAIL_BYTES, _RangeFile  # it imports validators_of from here
+    from ledger.archive.range_file import TAIL_BYTES, _RangeFile
 
     f = _RangeFile(size, fetch)
     f.prefetch(max(0, size - TAIL_BYTES), TAIL_BYTES)

@@ -25,7 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ledger.archive.cdxj import INDEX_MAX_BYTES, cdxj_records
 from ledger.archive.digests import normal
-from ledger.archive.wacz_check import TAIL_BYTES, _RangeFile
+from ledger.archive.range_file import TAIL_BYTES, _RangeFile
 from ledger.s3 import S3Unavailable, is_missing_object
 
 log = logging.getLogger("waggle.archive")
@@ -41,6 +41,7 @@ class MainDocument:
     digest: str | None
     http_status: int | None
     revisit: bool
+    mime: str | None = None  # the line's ``mime`` (``warc/revisit`` for a revisit)
 
 
 def main_document_of_cdxj(text: str, urls: Sequence[str]) -> MainDocument:
@@ -56,8 +57,10 @@ def main_document_of_cdxj(text: str, urls: Sequence[str]) -> MainDocument:
         status = lambda f: str(f.get("status") or "")  # noqa: E731
         pick = next((f for f in found if not status(f).startswith("3")), found[0])
         digest = pick.get("digest")
+        mime = pick.get("mime")
         return MainDocument(url, normal(digest) if isinstance(digest, str) and digest else None,
-                            int(status(pick)) if status(pick).isdigit() else None, pick.get("mime") == "warc/revisit")
+                            int(status(pick)) if status(pick).isdigit() else None, mime == "warc/revisit",
+                            str(mime)[:200] if mime else None)
     return MainDocument(urls[0], None, None, False)
 
 

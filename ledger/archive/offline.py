@@ -8,15 +8,21 @@ against the trusted roots. Nothing is fetched: the certificates are in the file.
 Trusted roots, first found: ``--trusted-roots``, ``WAGGLE_SIGNING_TRUSTED_ROOTS``, the local
 stack's (``signing_trusted_roots`` in ``$WAGGLE_STATE_DIR/stack.json``), else authsign's bundled
 public roots (Let's Encrypt, public timestamp authorities).
+
+A crawl's combined WACZ (decision 342) is not signed as a whole; its members' signatures, carried
+inside, are checked instead (:mod:`ledger.archive.combined_verify`) and the verdict says how many
+members are covered.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledger.archive.combined_verify import verify_members
 from ledger.archive.wacz_check import WaczCheck, check_zip
 
 EXIT_VERIFIED, EXIT_FAILED, EXIT_UNSIGNED = 0, 1, 2
@@ -68,6 +74,9 @@ def verify_file(path: Path, trusted_roots: str | None) -> FileVerdict:
     if check.problem is not None:
         return FileVerdict(EXIT_FAILED, [f"{path}: does NOT verify: {check.problem}"], check)
     if not sig.signed:
+        combined = _combined_verdict(path, trusted_roots, check)
+        if combined is not None:
+            return combined
         return FileVerdict(EXIT_UNSIGNED, [f"{path}: not signed (no signedData in datapackage-digest.json);"
                                            " every file datapackage.json lists matches its hash"], check)
     return FileVerdict(EXIT_VERIFIED, [
@@ -77,3 +86,40 @@ def verify_file(path: Path, trusted_roots: str | None) -> FileVerdict:
         "every file datapackage.json lists matches its hash; datapackage.json matches the signed hash",
         f"trusted roots: {roots}",
     ], check)
+
+
+def _combined_verdict(path: Path, trusted_roots: str | None, check: WaczCheck) -> FileVerdict | None:
+    """The verdict on a crawl's combined WACZ (decision 342), or None when ``path`` is not one:
+    verified (0) when every member carries a signature that verifies over the WARC files here,
+    does not verify (1) when one fails, else not signed (2, saying how many members are)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            package = json.loads(zf.read("datapackage.json"))
+            if not isinstance(package, dict) or not isinstance(package.get("waggle"), dict) \
+                    or not package["waggle"].get("crawlId"):
+                return None
+            got = verify_members(zf, package, trusted_roots)
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    roots = trusted_roots or "authsign's bundled public roots"
+    crawl = package["waggle"]["crawlId"]
+    lines = [f"{path}: combined WACZ of crawl {crawl} ({got.members} members): not signed as a whole"
+             " (its index, pages.jsonl and datapackage.json were assembled by waggle for the download)",
+             "every file datapackage.json lists matches its hash"]
+    if got.verified:
+        stamps = sorted(got.timestamps)
+        lines.append(f"{got.verified} of {got.members} members carry their capture's signature, verified;"
+                     " each of their WARC files here is the one the signature covers")
+        lines.append(f"signed by: {', '.join(sorted(got.domains)) or 'unknown'}")
+        if stamps:
+            lines.append(f"timestamps: {stamps[0]} … {stamps[-1]} (RFC 3161)")
+    unsigned = got.members - got.verified - len(got.failures)
+    if unsigned > 0:
+        lines.append(f"{unsigned} of {got.members} members are not signed")
+    if got.failures:
+        return FileVerdict(EXIT_FAILED, [f"{path}: does NOT verify: {len(got.failures)} member signature(s) fail",
+                                         *got.failures, *lines[1:], f"trusted roots: {roots}"], check)
+    lines.append(f"trusted roots: {roots}")
+    if got.members and got.verified == got.members:
+        return FileVerdict(EXIT_VERIFIED, lines, check)
+    return FileVerdict(EXIT_UNSIGNED, lines, check)

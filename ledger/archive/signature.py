@@ -136,7 +136,17 @@ def check_signature(zf: zipfile.ZipFile, trusted_roots: str | None) -> Signature
     domain = signed.get("domain") if isinstance(signed.get("domain"), str) else None
     if "datapackage.json" not in names:
         return SignatureCheck(True, domain=domain, problem="the WACZ lacks datapackage.json")
-    package_bytes = zf.read("datapackage.json")
+    return check_signed_package(zf.read("datapackage.json"), digest, trusted_roots)
+
+
+def check_signed_package(package_bytes: bytes, digest: dict, trusted_roots: str | None) -> SignatureCheck:
+    """The signature ``digest`` (a parsed ``datapackage-digest.json`` with ``signedData``) over
+    ``package_bytes`` (a ``datapackage.json``): as :func:`check_signature`, for a datapackage
+    carried elsewhere (a combined WACZ's members, decision 342)."""
+    signed = digest.get("signedData") if isinstance(digest, dict) else None
+    if not isinstance(signed, dict):
+        return SignatureCheck(True, problem="datapackage-digest.json: signedData is not an object")
+    domain = signed.get("domain") if isinstance(signed.get("domain"), str) else None
     actual = "sha256:" + hashlib.sha256(package_bytes).hexdigest()
     if digest.get("hash") != actual:
         return SignatureCheck(True, domain=domain,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
 import json
 import zipfile
 from collections.abc import Callable, Sequence
@@ -37,10 +36,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ledger.archive.cdxj import INDEX_MAX_BYTES, IndexedDigests, parse_cdxj
 from ledger.archive.conditional import validators_of
+from ledger.archive.facts import WaczFacts, facts_of_zip
+from ledger.archive.range_file import TAIL_BYTES, _RangeFile  # noqa: F401 - TAIL_BYTES, _RangeFile: importers use them from here
 from ledger.archive.signature import UNSIGNED, SignatureCheck, check_signature
 from ledger.s3 import S3Unavailable, is_missing_object, parse_location
 
-TAIL_BYTES = 64 * 1024  # end of central directory + the central directory of a page's WACZ
 BLOCK_BYTES = 1024 * 1024  # one ranged GET while hashing members
 DATAPACKAGE_MAX_BYTES = 1024 * 1024
 HASH_MAX_BYTES_DEFAULT = 64 * 1024 * 1024
@@ -63,60 +63,7 @@ class WaczCheck:
     digests: IndexedDigests = IndexedDigests()  # from the CDXJ index (decision 181); originals only when complete
     bytes_saved: int = 0  # datapackage ``browserhive:capture.revisits.bytesSaved`` (our capture server)
     validators: dict | None = None  # datapackage ``browserhive:capture.conditional.validators`` (decision 331)
-
-
-class _RangeFile(io.RawIOBase):
-    """A read-only, seekable view of ``size`` bytes fetched through ``fetch(start, length)``;
-    keeps the segments it fetched, so zipfile's small reads cost no extra GET."""
-
-    def __init__(self, size: int, fetch: Callable[[int, int], bytes]):
-        self.size, self._fetch, self._pos = size, fetch, 0
-        self._segments: list[tuple[int, bytes]] = []
-        self.requests = self.bytes_read = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: self.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def prefetch(self, start: int, length: int) -> None:
-        length = min(length, self.size - start)
-        if length > 0:
-            data = self._fetch(start, length)
-            self.requests += 1
-            self.bytes_read += len(data)
-            self._segments = [s for s in self._segments if len(s[1]) <= TAIL_BYTES][-4:] + [(start, data)]
-
-    def readinto(self, buffer: Any) -> int:
-        """Fill ``buffer`` completely unless the end comes first (zipfile relies on full reads)."""
-        want = min(len(buffer), self.size - self._pos)
-        done = 0
-        while done < want:
-            chunk = self._cached(self._pos, want - done)
-            if chunk is None:
-                self.prefetch(self._pos, max(want - done, BLOCK_BYTES))
-                chunk = self._cached(self._pos, want - done)
-            if not chunk:
-                break
-            buffer[done: done + len(chunk)] = chunk
-            done += len(chunk)
-            self._pos += len(chunk)
-        return done
-
-    def _cached(self, pos: int, want: int) -> bytes | None:
-        for start, data in reversed(self._segments):
-            if start <= pos < start + len(data):
-                return data[pos - start: pos - start + want]
-        return None
+    facts: WaczFacts | None = None  # size, title, main document's status and type (decision 341)
 
 
 def _has_index(names: set[str]) -> bool:
@@ -147,10 +94,10 @@ def _resources(zf: zipfile.ZipFile) -> list[dict] | str:
     return resources
 
 
-def _index_digests(zf: zipfile.ZipFile, f: _RangeFile, names: set[str], complete: bool) -> IndexedDigests:
+def _index_digests(zf: zipfile.ZipFile, f: _RangeFile, names: set[str], complete: bool) -> tuple[IndexedDigests, str]:
     """The payload digests of the plain CDXJ indexes (decision 181): originals only from a
     complete WACZ (a broken one must not become a revisit's target), revisits always. An index
-    outside the tail already read costs one ranged GET of just its bytes."""
+    outside the tail already read costs one ranged GET of just its bytes. → (digests, index text)."""
     text = ""
     for name in sorted(n for n in names if n.startswith("indexes/") and n.endswith((".cdx", ".cdxj"))):
         info = zf.getinfo(name)
@@ -161,7 +108,7 @@ def _index_digests(zf: zipfile.ZipFile, f: _RangeFile, names: set[str], complete
             f.prefetch(info.header_offset, 30 + len(info.filename) + 1024 + info.compress_size)
         text += zf.read(name).decode("utf-8", "replace") + "\n"
     found = parse_cdxj(text)
-    return found if complete else IndexedDigests((), found.revisits)
+    return (found if complete else IndexedDigests((), found.revisits)), text
 
 
 def _bytes_saved(zf: zipfile.ZipFile) -> int:
@@ -205,7 +152,7 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
     f.prefetch(max(0, size - TAIL_BYTES), TAIL_BYTES)
     problem, hashed = None, False
     signature, refusal = UNSIGNED, None
-    digests, saved, validators = IndexedDigests(), 0, None
+    digests, saved, validators, facts = IndexedDigests(), 0, None, None
     try:
         with zipfile.ZipFile(f) as zf:  # type: ignore[arg-type]
             names = set(zf.namelist())
@@ -226,9 +173,10 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
                     problem, hashed = _check_resources(zf, resources, hash_max_bytes)
                     if signature.signed and problem is not None:
                         refusal = f"signed, but {problem}"
-                digests = _index_digests(zf, f, names, complete=problem is None)
+                digests, index_text = _index_digests(zf, f, names, complete=problem is None)
                 saved = _bytes_saved(zf)
                 validators = validators_of(zf) if problem is None else None  # a complete WACZ only
+                facts = facts_of_zip(zf, size, index_text)
             if signature.signed and signature.problem is not None:
                 refusal = signature.problem
                 problem = problem or signature.problem
@@ -236,7 +184,8 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as exc:
         problem = f"the WACZ is not a readable zip: {str(exc)[:200]}"
         digests = IndexedDigests()
-    return WaczCheck(problem, hashed, f.requests, f.bytes_read, signature, refusal, digests, saved, validators)
+    facts = facts or WaczFacts(size)  # a WACZ without its parts: only its size is known
+    return WaczCheck(problem, hashed, f.requests, f.bytes_read, signature, refusal, digests, saved, validators, facts)
 
 
 def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int, trusted_roots: str | None = None) -> WaczCheck:
@@ -259,7 +208,8 @@ def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int, trusted_roo
 
         check = check_zip(size, fetch, hash_max_bytes=hash_max_bytes, trusted_roots=trusted_roots)
         return WaczCheck(check.problem, check.hashed, check.requests + 1, check.bytes_read,
-                         check.signature, check.refusal, check.digests, check.bytes_saved, check.validators)
+                         check.signature, check.refusal, check.digests, check.bytes_saved, check.validators,
+                         check.facts)
     except ClientError as exc:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if status and status >= 500:

@@ -22,7 +22,8 @@ from rich.console import Console
 from ledger.client import ids, render
 from ledger.client.api import REASON_MAX_CHARS, ApiError, CrawlInProgress, LedgerClient
 from ledger.client.config import ClientConfigError, resolve_config
-from ledger.client.crawl_flags import CrawlFlags, Scope, crawl_flags  # noqa: F401 — Scope: its old home
+from ledger.client.crawl_flags import (  # noqa: F401 — Scope, build_crawl_body, parse_script: their old home
+    CrawlFlags, Scope, build_crawl_body, crawl_flags, parse_script)
 from ledger.client.follow import (
     POLL_INTERVAL_S,
     crawl_archives,
@@ -78,85 +79,6 @@ def download_dir(value: Path | None) -> Path | None:
     except OSError as exc:
         raise typer.BadParameter(f"cannot save archives in {value}: {exc.strerror or exc}") from None
     return value
-
-
-def parse_script(value: str) -> str | dict:
-    """``--script`` value → a crawl ``scripts`` item.
-
-    ``autoscroll`` / ``autoscroll@2`` → a registered id (string). An existing ``*.ts`` file,
-    optionally prefixed ``preload:`` or ``behavior:`` (default behavior), → an inline script
-    ``{"name": <file stem>, "phase", "source"}``. Raises typer.BadParameter for a missing file.
-    """
-    phase, _, rest = value.partition(":")
-    if phase in ("preload", "behavior") and rest:
-        path = Path(rest)
-    else:
-        phase, path = "behavior", Path(value)
-    if path.suffix == ".ts" or path.exists():
-        if not path.is_file():
-            raise typer.BadParameter(f"no such script file: {path}")
-        return {"name": path.stem, "phase": phase, "source": path.read_text(encoding="utf-8")}
-    return value
-
-
-def build_crawl_body(
-    seeds: list[str],
-    depth: int | None,
-    max_pages: int | None,
-    delay_ms: int | None,
-    parallelism: int | None,
-    scope: str | None,
-    scripts: list[str] | None,
-    no_scripts: bool,
-    formats: str | None = None,
-    include: list[str] | None = None,
-    exclude: list[str] | None = None,
-    extra_hops: int | None = None,
-    time_limit: int | None = None,
-    max_bytes: int | None = None,
-    max_pages_per_host: int | None = None,
-    ignore_robots_meta: bool = False,
-    sign: bool | None = None,
-    sitemap: bool = False,
-    sitemap_lastmod_after: str | None = None,
-    group_hosts: str | None = None,
-    delay_factor: float | None = None,
-) -> dict:
-    """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent
-    (``ignoreRobotsMeta`` only when true);
-    ``formats`` comma-separated (``wacz,png``) → ``formats`` list, empty entries kept (the ledger
-    validates it: ``wacz,,png`` is refused, not read as ``wacz,png``)."""
-    body: dict = {"seeds": list(seeds)}
-    for key, value in (
-        ("scope", scope),
-        ("maxDepth", depth),
-        ("maxPages", max_pages),
-        ("perHostDelayMs", delay_ms),
-        ("hostParallelism", parallelism),
-        ("include", list(include) if include else None),
-        ("exclude", list(exclude) if exclude else None),
-        ("extraHops", extra_hops),
-        ("timeLimitS", time_limit),
-        ("maxBytes", max_bytes),
-        ("maxPagesPerHost", max_pages_per_host),
-        ("useSitemap", True if sitemap else None),
-        ("sitemapLastmodAfter", sitemap_lastmod_after),
-        ("groupHosts", group_hosts),
-        ("delayFactor", delay_factor),
-    ):
-        if value is not None:
-            body[key] = value
-    if formats is not None:
-        body["formats"] = [f.strip() for f in formats.split(",")]  # an empty one is the ledger's 400
-    if ignore_robots_meta:
-        body["ignoreRobotsMeta"] = True
-    if sign is not None:
-        body["signing"] = sign
-    if no_scripts:
-        body["scripts"] = []
-    elif scripts:
-        body["scripts"] = [parse_script(s) for s in scripts]
-    return body
 
 
 def show_archives_with_urls(client: LedgerClient, archives: list[dict], console: Console,

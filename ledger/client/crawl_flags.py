@@ -4,7 +4,7 @@
 :func:`crawl_flags` adds the flags of :data:`FLAGS` to a Typer command's signature and hands the
 command one :class:`CrawlFlags` (argument ``crawl``) instead of twenty keyword arguments; a flag
 added here reaches every such command. :meth:`CrawlFlags.body` is the ``POST /api/crawls`` body
-of the flags given (``ledger.client.cli.build_crawl_body``), so an option not given is not sent
+of the flags given (``build_crawl_body``), so an option not given is not sent
 and the ledger's default (or a workflow's saved option) applies.
 """
 
@@ -13,6 +13,7 @@ import inspect
 import typing
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
@@ -59,6 +60,86 @@ FLAGS: dict[str, tuple[Any, Any]] = {
 }
 
 
+
+def parse_script(value: str) -> str | dict:
+    """``--script`` value → a crawl ``scripts`` item.
+
+    ``autoscroll`` / ``autoscroll@2`` → a registered id (string). An existing ``*.ts`` file,
+    optionally prefixed ``preload:`` or ``behavior:`` (default behavior), → an inline script
+    ``{"name": <file stem>, "phase", "source"}``. Raises typer.BadParameter for a missing file.
+    """
+    phase, _, rest = value.partition(":")
+    if phase in ("preload", "behavior") and rest:
+        path = Path(rest)
+    else:
+        phase, path = "behavior", Path(value)
+    if path.suffix == ".ts" or path.exists():
+        if not path.is_file():
+            raise typer.BadParameter(f"no such script file: {path}")
+        return {"name": path.stem, "phase": phase, "source": path.read_text(encoding="utf-8")}
+    return value
+
+
+def build_crawl_body(
+    seeds: list[str],
+    depth: int | None,
+    max_pages: int | None,
+    delay_ms: int | None,
+    parallelism: int | None,
+    scope: str | None,
+    scripts: list[str] | None,
+    no_scripts: bool,
+    formats: str | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    extra_hops: int | None = None,
+    time_limit: int | None = None,
+    max_bytes: int | None = None,
+    max_pages_per_host: int | None = None,
+    ignore_robots_meta: bool = False,
+    sign: bool | None = None,
+    sitemap: bool = False,
+    sitemap_lastmod_after: str | None = None,
+    group_hosts: str | None = None,
+    delay_factor: float | None = None,
+) -> dict:
+    """The ``POST /api/crawls`` body (ledger.md §6.7; issue 2): only the options given are sent
+    (``ignoreRobotsMeta`` only when true);
+    ``formats`` comma-separated (``wacz,png``) → ``formats`` list, empty entries kept (the ledger
+    validates it: ``wacz,,png`` is refused, not read as ``wacz,png``)."""
+    body: dict = {"seeds": list(seeds)}
+    for key, value in (
+        ("scope", scope),
+        ("maxDepth", depth),
+        ("maxPages", max_pages),
+        ("perHostDelayMs", delay_ms),
+        ("hostParallelism", parallelism),
+        ("include", list(include) if include else None),
+        ("exclude", list(exclude) if exclude else None),
+        ("extraHops", extra_hops),
+        ("timeLimitS", time_limit),
+        ("maxBytes", max_bytes),
+        ("maxPagesPerHost", max_pages_per_host),
+        ("useSitemap", True if sitemap else None),
+        ("sitemapLastmodAfter", sitemap_lastmod_after),
+        ("groupHosts", group_hosts),
+        ("delayFactor", delay_factor),
+    ):
+        if value is not None:
+            body[key] = value
+    if formats is not None:
+        body["formats"] = [f.strip() for f in formats.split(",")]  # an empty one is the ledger's 400
+    if ignore_robots_meta:
+        body["ignoreRobotsMeta"] = True
+    if sign is not None:
+        body["signing"] = sign
+    if no_scripts:
+        body["scripts"] = []
+    elif scripts:
+        body["scripts"] = [parse_script(s) for s in scripts]
+    return body
+
+
 @dataclass(frozen=True)
 class CrawlFlags:
     """The crawl flags as given on the command line (name → value, :data:`FLAGS`' names)."""
@@ -77,8 +158,6 @@ class CrawlFlags:
 
     def body(self, seeds: list[str]) -> dict:
         """The ``POST /api/crawls`` body: ``seeds`` and the options given."""
-        from ledger.client.cli import build_crawl_body
-
         v = self.values
         return build_crawl_body(
             seeds, v["depth"], v["max_pages"], v["delay_ms"], v["parallelism"],

@@ -349,14 +349,17 @@ def size_text(n: int | None) -> str:
 
 def contents_text(item: dict) -> str | None:
     """What is in a page or archive (issue 25 item 5): ``"title" · HTTP 200 · text/html · 12.3
-    kB · screenshot``, each part saying ``unknown`` when the ledger does not know it; None for a
-    row from a ledger that does not say (no ``title`` key)."""
+    kB · screenshot`` (``· revisit`` after the type of a page stored as a revisit, decision
+    341), each part saying ``unknown`` when the ledger does not know it; None for a row from a
+    ledger that does not say (no ``title`` key)."""
     if "title" not in item:
         return None
     parts = [f"“{item['title']}”" if item.get("title") else "title unknown"]
     if "httpStatus" in item:
         parts.append(f"HTTP {item['httpStatus']}" if item.get("httpStatus") else "status unknown")
         parts.append(item.get("contentType") or "type unknown")
+    if item.get("revisit"):  # stored as a revisit of an earlier capture; the type is the original's
+        parts.append("revisit")
     parts.append(size_text(item.get("bytes")))
     if item.get("thumbnailUrl"):
         parts.append("screenshot")

@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ledger.archive.digests import referred_archives
+from ledger.archive.facts import FACTS_COLUMNS, FACTS_JOIN, REVISIT_MIME
 from ledger.archive.files import measure_missing
 from ledger.archive.presign_many import presign_many
 from ledger.crawl.pages import incomplete_reason
@@ -45,13 +46,13 @@ _MEMBERS = """
 SELECT p.id AS page_id, p.url, p.final_url, p.depth, p.state, p.failure_class, p.skip_reason, p.task_id,
        a.id AS archive_id, a.bucket, a.object_key, a.captured_at, a.wacz_complete, a.wacz_problem,
        a.missing_body_count, a.truncated_urls, a.incomplete_reason, a.missing_body_urls,
-       f.bytes, f.sha256, f.title, f.http_status, f.content_type, s.manifest_key
+       f.bytes, f.sha256, f.title, f.http_status, f.content_type, s.manifest_key, """ + FACTS_COLUMNS + """
 FROM crawl_pages p
 -- the task id as uuid (an index lookup; a text comparison would read every archive per page)
 LEFT JOIN LATERAL (SELECT * FROM archives a WHERE a.task_id = (CASE WHEN p.task_id ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
                    THEN p.task_id::uuid END) ORDER BY a.created_at LIMIT 1) a ON true
 LEFT JOIN archive_files f ON f.archive_id = a.id
-LEFT JOIN capture_submissions s ON s.task_id = a.task_id AND f.archive_id IS NULL
+LEFT JOIN capture_submissions s ON s.task_id = a.task_id AND f.archive_id IS NULL""" + FACTS_JOIN + """
 WHERE p.crawl_id = %s
 ORDER BY p.depth, p.id
 """
@@ -61,8 +62,8 @@ ORDER BY p.depth, p.id
 _ORIGINALS = """
 SELECT a.id AS archive_id, a.bucket, a.object_key, a.captured_at, a.wacz_complete, a.wacz_problem,
        a.missing_body_count, a.truncated_urls, a.incomplete_reason, a.missing_body_urls, a.source_url AS url,
-       f.bytes, f.sha256, f.title, f.http_status, f.content_type
-FROM archives a LEFT JOIN archive_files f ON f.archive_id = a.id
+       f.bytes, f.sha256, f.title, f.http_status, f.content_type, """ + FACTS_COLUMNS + """
+FROM archives a LEFT JOIN archive_files f ON f.archive_id = a.id""" + FACTS_JOIN + """
 WHERE a.id = ANY(%s::uuid[]) ORDER BY a.captured_at
 """
 
@@ -75,6 +76,17 @@ def title_of(crawl: dict) -> str:
     """``<first seed's host> <start date>`` — how people name a crawl (e.g. ``docs.python.org 2026-12-01``)."""
     host = urlsplit(crawl["seeds"][0]).hostname or crawl["seeds"][0]
     return f"{host} {crawl['started_at'].astimezone(timezone.utc).date().isoformat()}"
+
+
+def _contents(row: dict, measured: dict) -> dict:
+    """``title``, ``httpStatus``, ``contentType`` of a member: from admission (decision 341; a
+    revisit's type is its original's), else as measured (decision 155), never ``warc/revisit``."""
+    if row.get("facts_read"):
+        return {"title": row["facts_title"], "httpStatus": row["facts_http_status"],
+                "contentType": row["facts_content_type"]}
+    ctype = measured["content_type"]
+    return {"title": measured["title"], "httpStatus": measured["http_status"],
+            "contentType": None if ctype == REVISIT_MIME else ctype}
 
 
 def _missing(row: dict, running: bool) -> dict | None:
@@ -153,9 +165,7 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
             "url": r["url"],
             "depth": r["depth"],
             "ts": _iso(r["captured_at"]),
-            "title": facts["title"],
-            "httpStatus": facts["http_status"],
-            "contentType": facts["content_type"],
+            **_contents(r, facts),
             "complete": r["wacz_complete"],
             "reason": incomplete_reason(r),
             **({"role": "original"} if original else {}),  # an earlier crawl's, for this crawl's revisits
@@ -178,11 +188,13 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
 
 
 async def collection_bytes(pool: Any, crawl_id: uuid.UUID) -> dict:
-    """``{"totalBytes", "bytesUnknown"}``: the summed size of the crawl's measured archives and
-    how many of its archives are not measured yet (their size unknown)."""
+    """``{"totalBytes", "bytesUnknown"}``: the summed size of the crawl's archives whose size is
+    known (from admission, decision 341, or measured) and how many have none yet."""
     async with pool.connection() as conn:
         row = await (await conn.execute(
-            "SELECT coalesce(sum(f.bytes), 0)::bigint AS total, count(*) FILTER (WHERE f.archive_id IS NULL) AS unknown"
+            "SELECT coalesce(sum(coalesce(f.bytes, x.wacz_bytes)), 0)::bigint AS total,"
+            " count(*) FILTER (WHERE f.bytes IS NULL AND x.wacz_bytes IS NULL) AS unknown"
             " FROM crawl_pages p JOIN archives a ON a.task_id = (CASE WHEN p.task_id ~* %s THEN p.task_id::uuid END)"
-            " LEFT JOIN archive_files f ON f.archive_id = a.id WHERE p.crawl_id = %s", (UUID_TEXT, crawl_id))).fetchone()
+            " LEFT JOIN archive_files f ON f.archive_id = a.id LEFT JOIN archive_facts x ON x.archive_id = a.id"
+            " WHERE p.crawl_id = %s", (UUID_TEXT, crawl_id))).fetchone()
     return {"totalBytes": int(row["total"]), "bytesUnknown": int(row["unknown"])}

@@ -11,7 +11,8 @@ page of its host (a held capture, issue 24 item 8; None when none was reported);
 problem), else None.
 
 What is in it (issue 25 item 5): ``title``, ``httpStatus``, ``contentType`` of the page as its
-archive recorded them, ``bytes`` (the archive's size) and ``thumbnailUrl`` (a signed 300 s URL of
+archive recorded them (a revisit: its original's type, and ``revisit`` true; decision 341),
+``bytes`` (the archive's size) and ``thumbnailUrl`` (a signed 300 s URL of
 the capture's screenshot, when one was written) — each None when unknown (no archive, or the
 archive does not say). Archives of the listed page not measured yet are measured on the way
 (``ledger.archive.files``, once per archive).
@@ -22,6 +23,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ledger.archive.facts import FACTS_COLUMNS, FACTS_JOIN, REVISIT_MIME, backfill
 from ledger.archive.files import measure_missing
 
 STATES = ("captured", "failed", "skipped", "blocked", "pending")  # blocked: decision 231
@@ -36,13 +38,13 @@ SELECT p.id, p.url, p.final_url, p.depth, p.state, p.failure_class, p.skip_reaso
        a.id AS archive_id, a.wacz_complete, a.wacz_problem, a.missing_body_count, a.truncated_urls,
        a.incomplete_reason, a.missing_body_urls, a.bucket, a.object_key,
        f.bytes, f.sha256, f.title, f.http_status, f.content_type, f.screenshot_bucket, f.screenshot_key,
-       s.manifest_key
+       s.manifest_key, a.source_url, """ + FACTS_COLUMNS + """
 FROM crawl_pages p
 -- the task id as uuid (an index lookup; a text comparison would read every archive per page)
 LEFT JOIN LATERAL (SELECT * FROM archives a WHERE a.task_id = (CASE WHEN p.task_id ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
                    THEN p.task_id::uuid END) ORDER BY a.created_at LIMIT 1) a ON true
 LEFT JOIN archive_files f ON f.archive_id = a.id
-LEFT JOIN capture_submissions s ON s.task_id = a.task_id AND f.archive_id IS NULL
+LEFT JOIN capture_submissions s ON s.task_id = a.task_id AND f.archive_id IS NULL""" + FACTS_JOIN + """
 WHERE p.crawl_id = %s AND p.id > %s AND (%s::text IS NULL OR p.state = %s::text)
 ORDER BY p.id LIMIT %s
 """
@@ -90,10 +92,24 @@ def page_row(row: dict, s3: Any = None) -> dict:
         failureClass=row["failure_class"], reason=reason, captureMs=row["capture_ms"], waitMs=row["wait_ms"],
         archiveId=str(row["archive_id"]) if row["archive_id"] else None,
         archiveComplete=row["wacz_complete"] if row["archive_id"] else None,
-        title=row.get("title"), httpStatus=row.get("http_status"), contentType=row.get("content_type"),
-        bytes=row.get("bytes"), thumbnailUrl=thumbnail,
+        **_contents(row), thumbnailUrl=thumbnail,
         links=row.get("links"),  # {discovered, kept, dropped: {reason: n}} or None (decision 232)
     )
+
+
+def _contents(row: dict) -> dict:
+    """``title, httpStatus, contentType, revisit, bytes`` of a page's archive: its facts from
+    admission (decision 341), else what the collection's measure read (decision 155). A revisit's
+    content type is its original's (None when the original is not known); ``revisit`` marks it."""
+    measured_type = row.get("content_type")
+    measured_revisit = measured_type == REVISIT_MIME
+    if row.get("facts_read"):
+        return dict(title=row["facts_title"], httpStatus=row["facts_http_status"],
+                    contentType=row["facts_content_type"], revisit=bool(row["facts_revisit"]),
+                    bytes=row["facts_bytes"] if row["facts_bytes"] is not None else row.get("bytes"))
+    return dict(title=row.get("title"), httpStatus=row.get("http_status"),
+                contentType=None if measured_revisit else measured_type,
+                revisit=measured_revisit if row.get("archive_id") and measured_type else None, bytes=row.get("bytes"))
 
 
 async def list_pages(pool: Any, crawl_id: uuid.UUID, *, state: str | None, limit: int,
@@ -107,6 +123,10 @@ async def list_pages(pool: Any, crawl_id: uuid.UUID, *, state: str | None, limit
             return None
         cur = await conn.execute(_PAGES, (crawl_id, after, state, state, limit))
         rows = await cur.fetchall()
+    unread = [r for r in rows if r["archive_id"] and not r["facts_read"]]
+    if unread and s3 is not None and await backfill(pool, s3, unread):  # archives older than decision 341
+        async with pool.connection() as conn:
+            rows = await (await conn.execute(_PAGES, (crawl_id, after, state, state, limit))).fetchall()
     unmeasured = [{**r, "url": r["final_url"] or r["url"]} for r in rows if r["archive_id"] and r["sha256"] is None]
     if unmeasured and s3 is not None:
         measured = await measure_missing(pool, s3, unmeasured)

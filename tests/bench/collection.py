@@ -6,7 +6,8 @@ WACZ objects in the local S3 stand-in) as one collection and one file.
   which is a viewer of every other archive) — target p95 ≤ 300 ms. One batched ``viewable`` per
   answer, one presign per member. Sizes and hashes are measured by the first answer (reported).
 * The combined WACZ's build (``POST /api/crawls/{id}/download`` → 202 … 200) against a plain copy
-  of the same members (S3 → one local file on the same disk → S3): throughput ratio, target ≥ 0.5.
+  of the same members (S3 → one local file on the same disk → S3, one streamed GET after another;
+  timed before and after the build, the mean used): throughput ratio, target ≥ 0.5.
 * Peak RSS of the ledger process while building, for 1/10 of the members and for all of them
   (flat in the number of pages: the two peaks should be close).
 """
@@ -173,8 +174,11 @@ def crawl_collection(ctx: Context) -> None:
         t0 = time.monotonic()
         members = {size: _load(db, s3_server, store, cid, size) for size, cid in crawls.items()}
         ctx.detail("load_s", round(time.monotonic() - t0, 1))
+        # the background loops are off: the build is measured alone (py-spy of the ledger during
+        # the build found the search sweep indexing the loaded archives — langid — in a third of it)
         env = infra.ledger_env(db, store, s3_server, hook, WAGGLE_DRAIN_INTERVAL_S="3600",
-                               WAGGLE_RECONCILE_INTERVAL_S="3600", WAGGLE_WATCHDOG_INTERVAL_S="3600")
+                               WAGGLE_RECONCILE_INTERVAL_S="3600", WAGGLE_WATCHDOG_INTERVAL_S="3600",
+                               WAGGLE_SEARCH_SWEEP_INTERVAL_S="3600")
         with infra.ledger(env) as led:
             url = f"{led.url}/api/crawls/{crawls[n]}/collection"
             first, body = _timed_gets(url, infra.who(ALICE, ORG), 1)
@@ -199,7 +203,9 @@ def crawl_collection(ctx: Context) -> None:
             ctx.metric("collection answer p95, the worse viewer", p95s[worst], "ms", 300, "<=",
                        f"viewer of {worst} of {n:,}", key="answer_p95_ms")
             ctx.detail("answer_bytes_all", len(httpx.get(url, headers=infra.who(ALICE, ORG), timeout=120).content))
-            builds = {}
+            keys = [k for _, k in members[n]]
+            copy_before, copy_bytes = _plain_copy(s3_server, keys)  # before and after the build: the
+            builds = {}                                           # shared machine's load drifts
             for size, cid in crawls.items():
                 if size != n:  # sizes of the small crawl measured before its build
                     small_url = f"{led.url}/api/crawls/{cid}/collection"
@@ -211,11 +217,14 @@ def crawl_collection(ctx: Context) -> None:
                 builds[size] = (elapsed, base, peak, got)
                 ctx.metric(f"peak RSS over baseline while building ({size:,} members)", round((peak - base) / 2**20, 1), "MiB")
             elapsed, _, _, got = builds[n]
-            copy_s, copy_bytes = _plain_copy(s3_server, [k for _, k in members[n]])
+            copy_after, _ = _plain_copy(s3_server, keys)
+            copy_s = (copy_before + copy_after) / 2
             ctx.detail("build", {"members": n, "seconds": round(elapsed, 2), "file_bytes": got["bytes"],
                                  "member_bytes": copy_bytes})
-            ctx.detail("plain_copy", {"seconds": round(copy_s, 2), "bytes": copy_bytes})
+            ctx.detail("plain_copy", {"seconds_before_build": round(copy_before, 2),
+                                      "seconds_after_build": round(copy_after, 2), "bytes": copy_bytes})
             ctx.metric("combined build throughput", round(copy_bytes / elapsed / 2**20, 2), "MiB/s")
-            ctx.metric("plain copy throughput (S3 → disk → S3)", round(copy_bytes / copy_s / 2**20, 2), "MiB/s")
+            ctx.metric("plain copy throughput (S3 → disk → S3; mean of before and after the build)",
+                       round(copy_bytes / copy_s / 2**20, 2), "MiB/s")
             ctx.metric("build throughput / plain copy", round(copy_s / elapsed, 3), "ratio", 0.5, ">=",
                        key="build_throughput_ratio")

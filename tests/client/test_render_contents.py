@@ -37,3 +37,20 @@ def test_archives_and_the_crawl_say_sizes():
     assert "unknown" not in shown(render.archives_table([old]))
     crawl = {"crawlId": "c", "state": "succeeded", "totalBytes": 1_234_567, "bytesUnknown": 2}
     assert "1.2 MB (+ 2 archive(s) not measured yet)" in shown(render.summary_view(crawl))
+
+
+def test_a_page_stored_as_a_revisit_shows_its_originals_type_and_a_revisit_marker():
+    """Decision 341: the type of a recrawled page is its original's; ``revisit`` is said apart."""
+    pages = [
+        {"url": "http://a.test/", "depth": 0, "state": "captured", "archiveId": "1" * 36, "title": "Bees",
+         "httpStatus": 200, "contentType": "text/html", "revisit": True, "bytes": 2_000, "thumbnailUrl": None},
+        {"url": "http://a.test/new", "depth": 1, "state": "captured", "archiveId": "2" * 36, "title": "New",
+         "httpStatus": 200, "contentType": "text/html", "revisit": False, "bytes": 3_000, "thumbnailUrl": None},
+        {"url": "http://a.test/lost", "depth": 1, "state": "captured", "archiveId": "3" * 36, "title": "Lost",
+         "httpStatus": 200, "contentType": None, "revisit": True, "bytes": 1_000, "thumbnailUrl": None},
+    ]
+    text = shown(render.pages_table(pages))
+    assert "“Bees” · HTTP 200 · text/html · revisit · 2.0 kB" in text
+    assert "“New” · HTTP 200 · text/html · 3.0 kB" in text
+    assert "“Lost” · HTTP 200 · type unknown · revisit · 1.0 kB" in text  # the original is not known
+    assert "warc/revisit" not in text and text.count("revisit") == 2

@@ -20,7 +20,7 @@ OUTSIDER = LedgerHarness.who("mallory", "evil")
 NO_SCRIPTS = {"typescript": "6.0.3", "hostTypes": "v0.2.0", "scripts": []}
 T0 = "2026-09-19T14:00:00.000Z"
 # what is in a page (issue 25 item 5): unknown without a measured archive (these tests have no S3)
-UNKNOWN = {"title": None, "httpStatus": None, "contentType": None, "bytes": None, "thumbnailUrl": None,
+UNKNOWN = {"title": None, "httpStatus": None, "contentType": None, "revisit": None, "bytes": None, "thumbnailUrl": None,
            "links": None}  # links: a page that gave none (decision 232)
 
 
