@@ -28,6 +28,7 @@ import glob
 import os
 import random
 import re
+import sys
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -132,6 +133,10 @@ async def _index(db_url: str, batches, copy_archives) -> tuple[int, float]:
                 await insert_texts(conn, batch)
             spans.append((started, time.perf_counter()))
             done += len(batch)
+            if done % 50_000 < len(batch):  # progress of a long run, with the machine's load
+                span = max(e for _, e in spans) - min(s for s, _ in spans)
+                print(f"search bench: {done:,} pages indexed, {done / span:,.0f} pages/s, load {os.getloadavg()}",
+                      file=sys.stderr, flush=True)
         finally:
             free.put_nowait(conn)
 
@@ -207,6 +212,7 @@ def _load(db_url: str, n: int, ctx: Context, store) -> dict:
     started = time.perf_counter()
     for k in range(0, len(tuples), 100):
         store.write(tuples[k: k + 100])
+    print(f"search bench: {len(tuples):,} tuples written, load {os.getloadavg()}", file=sys.stderr, flush=True)
     ctx.detail("tuples_written", len(tuples))
     ctx.detail("tuple_write_s", round(time.perf_counter() - started, 1))
     return {"crawls": crawls}
@@ -258,6 +264,8 @@ async def _queries(db_url: str, store, ctx: Context, crawls: list[str], rounds: 
                     empty += not got["hits"]
             if errors:
                 ctx.detail(f"errors_{label}", errors)
+            print(f"search bench: viewer {label}: p50 {percentile(times, 50):.0f} ms, p95 {percentile(times, 95):.0f} ms,"
+                  f" load {os.getloadavg()}", file=sys.stderr, flush=True)
             p50, p95 = percentile(times, 50), percentile(times, 95)
             target = None if orgs is None else 150
             ctx.metric(f"query p50, viewer of {label}", p50, "ms")
