@@ -115,10 +115,12 @@ async def _index(db_url: str, batches, copy_archives) -> tuple[int, float]:
     """Index ``batches`` (lists of staging tuples) through :func:`ledger.search.indexer.insert_texts`
     on :data:`INDEX_CONNECTIONS` connections at once; ``copy_archives(batch)`` writes their
     ``archives`` rows first (not timed). Returns (pages, wall seconds of the index statements,
-    first start to last end)."""
+    first start to last end, CPU seconds of the index backends)."""
     from ledger.search.indexer import insert_texts
 
     conns = [await psycopg.AsyncConnection.connect(db_url) for _ in range(INDEX_CONNECTIONS)]
+    pids = [(await (await c.execute("SELECT pg_backend_pid()")).fetchone())[0] for c in conns]
+    cpu_before = sum(_cpu_s(p) for p in pids)
     free: asyncio.Queue = asyncio.Queue()
     for c in conns:
         free.put_nowait(c)
@@ -152,10 +154,18 @@ async def _index(db_url: str, batches, copy_archives) -> tuple[int, float]:
             conn = await free.get()
             tasks.append(asyncio.ensure_future(one(conn, batch)))
         await asyncio.gather(*tasks)
+        cpu = sum(_cpu_s(p) for p in pids) - cpu_before
     finally:
         for c in conns:
             await c.close()
-    return done, (max(e for _, e in spans) - min(s for s, _ in spans)) if spans else 0.0
+    return done, (max(e for _, e in spans) - min(s for s, _ in spans)) if spans else 0.0, cpu
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (/proc; the bench's Postgres runs here)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _load(db_url: str, n: int, ctx: Context, store) -> dict:
@@ -198,7 +208,7 @@ def _load(db_url: str, n: int, ctx: Context, store) -> dict:
             if batch:
                 yield batch
 
-        done, index_s = asyncio.run(_index(db_url, iter(batches()), copy_archives))
+        done, index_s, index_cpu = asyncio.run(_index(db_url, iter(batches()), copy_archives))
         conn.commit()
         conn.autocommit = True
         conn.execute("VACUUM ANALYZE archive_text")
@@ -207,6 +217,10 @@ def _load(db_url: str, n: int, ctx: Context, store) -> dict:
     ctx.metric("index rate (Postgres side)", done / index_s, "pages/s", 2000, ">=", key="index_pages_per_s",
                note=f"{done} pages in {index_s:.1f} s: COPY to staging + one INSERT … SELECT (weighted to_tsvector,"
                f" heap, GIN) per {INDEX_BATCH:,}, {INDEX_CONNECTIONS} connections")
+    ctx.metric("Postgres CPU per page indexed", index_cpu / done * 1000, "ms",
+               note=f"the {INDEX_CONNECTIONS} index backends' user+system CPU (/proc), without autovacuum/WAL writer:"
+               f" {done / index_cpu if index_cpu else 0:,.0f} pages per CPU-second, so ≈ {2 * done / index_cpu if index_cpu else 0:,.0f}"
+               " pages/s on 2 idle cores")
     ctx.metric("size per page (table+TOAST+indexes)", size[0] / done, "bytes", note=f"total {size[0] / 1e6:.0f} MB")
     ctx.metric("GIN size per page", size[1] / done, "bytes")
     started = time.perf_counter()
