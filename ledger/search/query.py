@@ -243,7 +243,9 @@ async def search(pool: Any, authz: Any, identity: Any, query: Query) -> dict:
     if parsed and (orgs or shared):
         sql, params = candidate_sql(parsed, orgs, sorted(shared), query)
         async with pool.connection() as conn:
-            candidates = [r["id"] for r in await (await conn.execute(sql, params)).fetchall()]
+            # never prepared: a generic plan cannot see the words, and a common word's walk is a
+            # rare word's disaster (psycopg prepares a text after 5 runs; the plan then goes generic)
+            candidates = [r["id"] for r in await (await conn.execute(sql, params, prepare=False)).fetchall()]
     need = (query.page - 1) * query.size + query.size + 1
     viewable: list[str] = []
     checked, chunk = 0, need + max(4, need // 4)  # over-fetch a little: most candidates are allowed
