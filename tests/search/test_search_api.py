@@ -344,3 +344,45 @@ def test_a_candidate_openfga_refuses_is_dropped_and_paging_stays_exact(indexed):
         assert [p["more"] for p in pages] == [True, False, False] and pages[2]["hits"] == []
     finally:
         s.fga.write([link])
+
+
+class _Scope:
+    """acme's scope without OpenFGA: for checking what reaches Postgres."""
+
+    async def member_organizations(self, identity):
+        return ["acme"]
+
+    async def shared_with(self, identity):
+        return set()
+
+    async def checked_viewable(self, identity, ids):
+        return set(ids)
+
+
+def test_the_candidate_statement_is_planned_for_its_own_words_never_prepared(indexed):
+    """psycopg prepares a text after 5 runs and Postgres may then use a generic plan that cannot
+    see the words (a rare word walked every organization like a common one: seconds at 100,000
+    pages). Ten searches of one shape leave no prepared candidate statement on the connection."""
+    import asyncio
+
+    from ledger.api.identity import Identity
+    from ledger.db.pool import open_pool
+    from ledger.search.query import parse, search
+
+    async def go() -> tuple[list[list[str]], int]:
+        pool = await open_pool(indexed.db_url, max_size=1)
+        try:
+            seen = []
+            for word in ["lighthouse", "keeper", "tide", "museum", "lamp"] * 2:
+                got = await search(pool, _Scope(), Identity("alice", ["acme"]), parse({"q": word}))
+                seen.append([h["url"] for h in got["hits"]])
+            async with pool.connection() as conn:
+                row = await (await conn.execute(
+                    "SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE '%%ts_rank_cd%%'")).fetchone()
+            return seen, row["n"]
+        finally:
+            await pool.close()
+
+    seen, prepared = asyncio.run(go())
+    assert prepared == 0
+    assert seen[0] == seen[5] and "https://harbour.example/keeper" in seen[0] and seen[3] == ["https://coast.example/old"]
