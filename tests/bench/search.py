@@ -266,6 +266,7 @@ async def _queries(db_url: str, store, ctx: Context, crawls: list[str], rounds: 
             ident = Identity("bench-user", orgs or [])
             who = AllowAll() if orgs is None else authz
             times, checked, empty, errors = [], [], 0, []
+            cpu_before = await _query_cpu(pool, store)
             for _ in range(rounds):
                 for query in prepared:
                     started = time.perf_counter()
@@ -278,6 +279,12 @@ async def _queries(db_url: str, store, ctx: Context, crawls: list[str], rounds: 
                     if "checked" in got:  # search answers stopped saying it (it told other organizations' matches)
                         checked.append(got["checked"])
                     empty += not got["hits"]
+            cpu_after = await _query_cpu(pool, store)
+            cpu_ms = {k: sum(v - cpu_before[k].get(p, 0.0) for p, v in cpu_after[k].items()) * 1000 / max(1, len(times))
+                      for k in cpu_after}
+            ctx.metric(f"CPU per query, viewer of {label}", sum(cpu_ms.values()), "ms",
+                       note=f"Postgres backends {cpu_ms['postgres']:.0f} + OpenFGA {cpu_ms['openfga']:.0f}"
+                       f" + bench/ledger process {cpu_ms['client']:.0f} ms: what a query costs the machine whatever its load")
             if errors:
                 ctx.detail(f"errors_{label}", errors)
             print(f"search bench: viewer {label}: p50 {percentile(times, 50):.0f} ms, p95 {percentile(times, 95):.0f} ms,"
@@ -302,6 +309,23 @@ async def _queries(db_url: str, store, ctx: Context, crawls: list[str], rounds: 
     finally:
         await authz.close()
         await pool.close()
+
+
+async def _query_cpu(pool, store) -> dict[str, dict[int, float]]:
+    """CPU seconds so far of the bench database's client backends, the OpenFGA server and this
+    process, by pid (a backend opened later counts from zero)."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                                         " AND backend_type = 'client backend'")).fetchall()
+    backends = {}
+    for r in rows:
+        pid = r["pid"] if isinstance(r, dict) else r[0]
+        try:
+            backends[pid] = _cpu_s(pid)
+        except OSError:
+            pass
+    own = time.process_time()
+    return {"postgres": backends, "openfga": {store.pid: _cpu_s(store.pid)}, "client": {0: own}}
 
 
 def search_bench(ctx: Context) -> None:
