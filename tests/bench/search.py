@@ -120,6 +120,8 @@ async def _index(db_url: str, batches, copy_archives) -> tuple[int, float]:
 
     conns = [await psycopg.AsyncConnection.connect(db_url) for _ in range(INDEX_CONNECTIONS)]
     pids = [(await (await c.execute("SELECT pg_backend_pid()")).fetchone())[0] for c in conns]
+    for c in conns:  # end the implicit transaction: each batch below must commit, not be a savepoint
+        await c.commit()
     cpu_before = sum(_cpu_s(p) for p in pids)
     free: asyncio.Queue = asyncio.Queue()
     for c in conns:
