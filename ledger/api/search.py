@@ -5,8 +5,9 @@
 captured between (a date = that whole day, UTC; or a date-time with a zone); ``page`` from 1
 (≤ 100), ``size`` 1–50 (default 10).
 
-200 ``{hits, page, size, more, checked, incomplete}`` (:func:`ledger.search.query.search`):
-only archives the caller may view (OpenFGA ``can_view``, batched); 400 with what to change
+200 ``{hits, page, size, more, incomplete, rankedNewest}`` (:func:`ledger.search.query.search`):
+only archives the caller may view — candidates from the organizations OpenFGA confirms and the
+archives it lists as shared, each hit confirmed by BatchCheck ``can_view`` (decision 311); 400 with what to change
 (empty, stop words only, exclusions only, too long, a bad filter) — validation before
 authentication; 401 without identity; 404 when search is off (``WAGGLE_SEARCH_URL=off``).
 """

@@ -340,6 +340,54 @@ class Authz:
         prefix = f"{type}:"
         return {o.removeprefix(prefix) for o in res.objects or [] if o.startswith(prefix)}
 
+    # -- search's candidate set (decision 311) ----------------------------------------------
+    async def member_organizations(self, identity: IdentityLike) -> list[str]:
+        """The caller's organizations (from the token) that OpenFGA confirms ``member`` of, with
+        the same contextual tuples as every other decision: one BatchCheck; order kept. No
+        subject or organizations → [] without calling OpenFGA. Raises :class:`FgaUnavailable`."""
+        orgs = self._member_orgs(identity)
+        if not orgs or not identity.subject:
+            return []
+        members = self._members(identity)
+        checks = [ClientBatchCheckItem(user=f"user:{identity.subject}", relation="member", object=f"organization:{o}",
+                                       contextual_tuples=members) for o in orgs]
+        res = await self._call(self._sdk().batch_check, ClientBatchCheckRequest(checks=checks),
+                               {"max_parallel_requests": BATCH_IN_FLIGHT})
+        allowed = {item.request.object.removeprefix("organization:") for item in res.result
+                   if item.allowed is True and not item.error}
+        return [o for o in orgs if o in allowed]
+
+    async def shared_with(self, identity: IdentityLike) -> set[str]:
+        """Archives the caller may view *other than* as a member of their organizations: direct
+        time-boxed grants and shares to their organizations' members (ListObjects ``viewer``,
+        contextual ``member`` tuples and ``current_time``), and archives of capture jobs they own
+        (ListObjects ``can_view`` without membership tuples — membership is never stored, so
+        this lists grants and owned jobs only). Both sets are small for most callers (a
+        submitter's owned jobs grow with what they crawled: decision 311's limits)."""
+        if not identity.subject:
+            return set()
+        user, now = f"user:{identity.subject}", {"current_time": now_iso()}
+        granted = ClientListObjectsRequest(user=user, relation="viewer", type="archive",
+                                           contextual_tuples=self._members(identity) or None, context=now)
+        owned = ClientListObjectsRequest(user=user, relation="can_view", type="archive", context=now)
+        sdk = self._sdk()
+        got = await asyncio.gather(self._call(sdk.list_objects, granted, dict(HIGHER)),
+                                   self._call(sdk.list_objects, owned, dict(HIGHER)))
+        return {o.removeprefix("archive:") for res in got for o in res.objects or [] if o.startswith("archive:")}
+
+    async def checked_viewable(self, identity: IdentityLike, archive_ids: Iterable[str]) -> set[str]:
+        """Like :meth:`viewable` but always by BatchCheck (never ListObjects): for a few ids
+        taken from a candidate list, whose cost must not grow with what the caller can see."""
+        ids = list(dict.fromkeys(archive_ids))
+        if not ids or not identity.subject:
+            return set()
+        allowed: set[str] = set()
+        failed = await self._batch_check(identity, ids, allowed)
+        if failed:
+            for obj, error in (await self._batch_check(identity, list(failed), allowed)).items():
+                log.warning("BatchCheck item failed", extra={"object": obj, "error": error})
+        return allowed
+
     async def check(self, user: str, relation: str, obj: str, *, contextual: list[dict] | None = None,
                     context: dict | None = None) -> bool:
         """A plain Check (``HIGHER_CONSISTENCY``), for CLIs and tests."""

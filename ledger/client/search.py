@@ -74,10 +74,10 @@ def search_command(
     if body.get("more"):
         console.print(f"more: waggle search {_quote(query)} --page {page + 1}" + (f" --crawl {crawl_id}" if crawl_id else ""))
     if body.get("rankedNewest"):
-        console.print("[yellow]many pages match: the newest 2,000 of them were ranked; add --from/--to, --crawl or"
+        console.print("[yellow]many pages match: the newest 1,000 of those you may see were ranked; add --from/--to, --crawl or"
                       " --host to reach older ones[/yellow]")
     if body.get("incomplete"):
-        console.print(f"[yellow]only the best 2,000 matches were checked for your access; narrow the"
+        console.print(f"[yellow]only the best 1,000 matches were checked for your access; narrow the"
                       " query (--crawl, --host, --from) to see further[/yellow]")
 
 

@@ -4,13 +4,14 @@ Steps of :func:`search`:
 
 1. the text is parsed by ``websearch_to_tsquery`` once per text-search configuration in use
    (``search_configs``): a row matches only the query parsed with its own configuration;
-2. candidates: ids of matching rows, filters applied (crawl, host, captured from/to), ranked by
-   ``ts_rank_cd`` (weights title A > headings B > body C), newest first among equals, at most
-   :data:`CANDIDATES_MAX`; when more than :data:`RANK_WINDOW` rows match, only the most
-   recently captured :data:`RANK_WINDOW` are ranked (``rankedNewest`` in the answer);
-3. authorization: candidates in rank order go to ``authz.viewable`` (BatchCheck) in chunks that
-   grow ×4 from two pages' worth, until ``offset + size + 1`` are viewable or candidates run out
-   (over-fetch; docs/decisions/163-search-authorization.md) — no owner column is consulted;
+2. scope, asked of OpenFGA while Postgres parses: the caller's organizations it confirms
+   (``member``) and the archives shared with the caller (ListObjects: grants, organization
+   shares, owned capture jobs);
+3. candidates: matches inside that scope, filters applied (crawl, host, captured from/to); the
+   :data:`RANK_WINDOW` newest are ranked by ``ts_rank_cd`` (weights title A > headings B >
+   body C), newest first among equals (``rankedNewest`` when the window was full);
+   authorization: ranked candidates confirmed by one BatchCheck a little larger than the page
+   (docs/decisions/311-search-at-a-million-pages.md) — no owner column is consulted;
 4. only the returned page gets its title, URL and ``ts_headline`` snippet (the costly part).
 
 Errors are :class:`BadQuery` (a 400 with what to change).
@@ -18,6 +19,8 @@ Errors are :class:`BadQuery` (a 400 with what to change).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import html
 import re
 import uuid
@@ -31,8 +34,8 @@ QUERY_MAX_CHARS = 500
 PAGE_SIZE_DEFAULT = 10
 PAGE_SIZE_MAX = 50
 PAGE_MAX = 100
-CANDIDATES_MAX = 2000
-RANK_WINDOW = 2000  # most recent matches ranked (see _CANDIDATES)
+CANDIDATES_MAX = 1000
+RANK_WINDOW = 1000  # newest matches of the caller's scope that are ranked (decision 311)
 HEADLINE_OPTIONS = "StartSel=\x02, StopSel=\x03, MaxWords=30, MinWords=12, MaxFragments=2, FragmentDelimiter=\x04"
 _HOST = re.compile(r"^[A-Za-z0-9._-]{1,253}$")
 
@@ -113,29 +116,51 @@ SELECT c.config::text AS config, q.query::text AS query, numnode(q.query) AS nod
 FROM search_configs c, LATERAL (SELECT websearch_to_tsquery(c.config, %(q)s) AS query) q
 """
 
-# The query is parsed once (MATERIALIZED: inlined, websearch_to_tsquery ran once per row).
-# Ranking reads every ranked row's tsvector (TOAST), so only RANK_WINDOW matches are ranked:
-# a common word matching half the archive costs a sort, not half a million ts_rank_cd calls
-# (decision 162). Fewer matches: all ranked. The window takes the matches of crawls of the
-# caller's organizations (from the token) first, then the others, newest first in each: a
-# window chosen before authorization must not be filled with other organizations' pages
-# (decision 163). It only chooses what is ranked: every hit is still decided by OpenFGA.
-_CANDIDATES = """
-WITH q AS MATERIALIZED (SELECT c.config, websearch_to_tsquery(c.config, %(q)s) AS query
-           FROM search_configs c WHERE c.config::text = ANY(%(configs)s)),
-m AS (SELECT t.archive_id, t.captured_at, t.tsv, q.query
-      FROM q JOIN archive_text t ON t.config = q.config AND t.tsv @@ q.query
-      LEFT JOIN crawls c ON c.id = t.crawl_id
-      WHERE (%(crawl)s::uuid IS NULL OR t.crawl_id = %(crawl)s::uuid)
-        AND (%(host)s::text IS NULL OR t.host = %(host)s::text)
-        AND (%(from)s::timestamptz IS NULL OR t.captured_at >= %(from)s::timestamptz)
-        AND (%(to)s::timestamptz IS NULL OR t.captured_at <= %(to)s::timestamptz)
-      ORDER BY (c.org_id = ANY(%(orgs)s::text[])) IS TRUE DESC, t.captured_at DESC, t.archive_id
-      LIMIT %(window)s)
-SELECT m.archive_id::text AS id FROM m
-ORDER BY ts_rank_cd(m.tsv, m.query) DESC, m.captured_at DESC, m.archive_id
+# Candidates (decision 311). One branch per (scope, configuration): a scope is one of the
+# caller's organizations confirmed by OpenFGA (archive_text.org_id) or the archives shared with
+# the caller (ListObjects: grants, organization shares, owned capture jobs). Each branch is a
+# plain filtered SELECT, so the planner flattens the UNION ALL into a Merge Append over
+# newest-first branches and stops after RANK_WINDOW rows: for a common word it walks
+# (org_id, captured_at DESC) and tests `@@` row by row, for a rare word it takes the GIN bitmap
+# and sorts the few matches. Only that window is ranked by ts_rank_cd.
+_BRANCH = """(SELECT t.archive_id, t.captured_at, t.tsv, %({tsq})s::tsquery AS query FROM archive_text t
+WHERE {scope} AND t.config = %({cfg})s::regconfig AND t.tsv @@ %({tsq})s::tsquery{filters}
+ORDER BY t.captured_at DESC LIMIT %(window)s)"""
+_RANKED = """
+WITH w AS (SELECT u.archive_id, u.captured_at, u.tsv, u.query FROM ({branches}) u
+           ORDER BY u.captured_at DESC LIMIT %(window)s)
+SELECT w.archive_id::text AS id FROM w
+ORDER BY ts_rank_cd(w.tsv, w.query) DESC, w.captured_at DESC, w.archive_id
 LIMIT %(limit)s
 """
+
+
+def candidate_sql(parsed: list[tuple[str, str]], orgs: list[str], shared: list[str], query: "Query") -> tuple[str, dict]:
+    """The ranked-candidates statement and its parameters for ``parsed`` (configuration,
+    tsquery text) pairs over the scopes ``orgs`` (organization ids) and ``shared`` (archive
+    ids); None-free filters of ``query`` are added to every branch."""
+    params: dict[str, Any] = {"window": RANK_WINDOW, "limit": CANDIDATES_MAX}
+    filters = ""
+    for name, col, op in (("crawl", "crawl_id", "= %(crawl)s::uuid"), ("host", "host", "= %(host)s::text"),
+                          ("from", "captured_at", ">= %(from)s::timestamptz"),
+                          ("to", "captured_at", "<= %(to)s::timestamptz")):
+        value = {"crawl": query.crawl, "host": query.host, "from": query.captured_from, "to": query.captured_to}[name]
+        if value is not None:
+            params[name] = value
+            filters += f" AND t.{col} {op}"
+    scopes = []
+    for i, org in enumerate(orgs):
+        params[f"org{i}"] = org
+        scopes.append(f"t.org_id = %(org{i})s")
+    if shared:  # not those of the organizations' branches: each archive in one branch only
+        params["shared"], params["orgs"] = shared, orgs
+        scopes.append("t.archive_id = ANY(%(shared)s::uuid[]) AND (t.org_id IS NULL OR t.org_id <> ALL(%(orgs)s::text[]))")
+    branches = []
+    for k, (config, tsq) in enumerate(parsed):
+        params[f"cfg{k}"], params[f"tsq{k}"] = config, tsq
+        branches += [_BRANCH.format(scope=scope, cfg=f"cfg{k}", tsq=f"tsq{k}", filters=filters) for scope in scopes]
+    return _RANKED.format(branches="\nUNION ALL\n".join(branches)), params
+
 
 _PAGE = """
 SELECT t.archive_id::text AS id, t.url, t.title, t.captured_at, t.crawl_id::text AS crawl_id, t.lang,
@@ -145,7 +170,12 @@ FROM archive_text t WHERE t.archive_id = ANY(%(ids)s::uuid[])
 
 
 async def usable_configs(conn: Any, text: str) -> list[str]:
-    """The configurations whose parse of ``text`` can be searched; raises :class:`BadQuery` for
+    """The configurations whose parse of ``text`` can be searched (:func:`parsed_queries`)."""
+    return [config for config, _ in await parsed_queries(conn, text)]
+
+
+async def parsed_queries(conn: Any, text: str) -> list[tuple[str, str]]:
+    """(configuration, tsquery text) for each configuration whose parse of ``text`` can be searched; raises :class:`BadQuery` for
     no words at all (only punctuation or operators), only stop words, or only exclusions.
 
     Stop words: refused when the query is empty as English parses it (the default language of
@@ -165,7 +195,7 @@ async def usable_configs(conn: Any, text: str) -> list[str]:
     searched = [r for r in rows if r["nodes"] > 0 and r["tree"] != "T"]
     if not searched and any(r["nodes"] > 0 for r in rows) or not rows and checks["english"] and await _only_exclusions(conn, text):
         raise BadQuery("the query only excludes words (-word); add a word or phrase the pages must have")
-    return [r["config"] for r in searched]
+    return [(r["config"], r["query"]) for r in searched]
 
 
 async def _only_exclusions(conn: Any, text: str) -> bool:
@@ -185,35 +215,46 @@ def _snippet(raw: str | None) -> tuple[str, str]:
 async def search(pool: Any, authz: Any, identity: Any, query: Query) -> dict:
     """Run ``query`` for ``identity`` → ``{hits, page, size, more, incomplete, rankedNewest}``:
     ``hits`` the page's viewable hits in rank order (``archiveId, url, title, capturedAt,
-    crawlId, lang, snippet, snippetHtml, replay``); ``more`` whether a next page has hits;
-    ``incomplete`` true when
-    :data:`CANDIDATES_MAX` candidates were checked before the page was full (more matches may
-    be viewable further down); ``rankedNewest`` true when more than :data:`RANK_WINDOW` pages
-    matched and the ranking covered the newest of them. How many candidates OpenFGA refused is
-    never said: it would tell a caller whether other organizations' pages hold a word (the two
-    flags only say that at least :data:`CANDIDATES_MAX` / :data:`RANK_WINDOW` pages matched).
-    Raises :class:`BadQuery`."""
+    crawlId, lang, snippet, snippetHtml, replay``); ``more`` whether a next page has hits.
+
+    Candidates come only from the caller's scope as OpenFGA states it in this request
+    (``authz.member_organizations``: organizations confirmed ``member``; ``authz.shared_with``:
+    grants, shares and owned jobs); of their matches the :data:`RANK_WINDOW` newest are ranked
+    (``rankedNewest`` true when the window was full: older matches were not ranked — filters
+    reach them). Ranked candidates are then confirmed by BatchCheck (``authz.checked_viewable``)
+    in rank order, a little more than the page at a time, until ``offset + size + 1`` are
+    viewable (one more says ``more``); a candidate refused is dropped and the next one taken.
+    ``incomplete``: the candidates ran out at :data:`CANDIDATES_MAX` before the page was full.
+    How many candidates OpenFGA refused is never said. Raises :class:`BadQuery`;
+    ``FgaUnavailable`` when OpenFGA does not answer."""
     from ledger.api.archives import iso_ms
 
-    async with pool.connection() as conn:
-        configs = await usable_configs(conn, query.text)
-        candidates: list[str] = []
-        if configs:
-            rows = await (await conn.execute(_CANDIDATES, {
-                "q": query.text, "configs": configs, "crawl": query.crawl, "host": query.host,
-                "from": query.captured_from, "to": query.captured_to, "limit": CANDIDATES_MAX,
-                "window": RANK_WINDOW, "orgs": list(getattr(identity, "organizations", None) or []),
-            })).fetchall()
-            candidates = [r["id"] for r in rows]
+    scope = asyncio.ensure_future(asyncio.gather(authz.member_organizations(identity), authz.shared_with(identity)))
+    try:
+        async with pool.connection() as conn:
+            parsed = await parsed_queries(conn, query.text)
+        orgs, shared = await scope
+    finally:
+        if not scope.done():
+            scope.cancel()
+            with contextlib.suppress(BaseException):
+                await scope
+    candidates: list[str] = []
+    if parsed and (orgs or shared):
+        sql, params = candidate_sql(parsed, orgs, sorted(shared), query)
+        async with pool.connection() as conn:
+            # never prepared: a generic plan cannot see the words, and a common word's walk is a
+            # rare word's disaster (psycopg prepares a text after 5 runs; the plan then goes generic)
+            candidates = [r["id"] for r in await (await conn.execute(sql, params, prepare=False)).fetchall()]
     need = (query.page - 1) * query.size + query.size + 1
     viewable: list[str] = []
-    checked, chunk = 0, max(2 * need, 20)
+    checked, chunk = 0, need + max(4, need // 4)  # over-fetch a little: most candidates are allowed
     while len(viewable) < need and checked < len(candidates):
         part = candidates[checked: checked + chunk]
-        allowed = await authz.viewable(identity, part)
+        allowed = await authz.checked_viewable(identity, part)
         viewable.extend(i for i in part if i in allowed)
         checked += len(part)
-        chunk *= 4
+        chunk = max(chunk, 2 * (need - len(viewable)))
     start = (query.page - 1) * query.size
     page_ids = viewable[start: start + query.size]
     hits: list[dict] = []

@@ -28,6 +28,7 @@ import glob
 import os
 import random
 import re
+import sys
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -106,77 +107,146 @@ def _org_of_crawl(c: int) -> int:
     return len(ORG_SHARES) - 1
 
 
-def _load(db_url: str, n: int, ctx: Context, store) -> dict:
-    """Archives + archive_text rows (the indexer's INSERT, GIN maintained) + tuples."""
-    from ledger.search.indexer import INSERT
+INDEX_BATCH = 2000
+INDEX_CONNECTIONS = 2  # the machine's cores: tsvector building is CPU in Postgres
 
+
+async def _index(db_url: str, batches, copy_archives) -> tuple[int, float]:
+    """Index ``batches`` (lists of staging tuples) through :func:`ledger.search.indexer.insert_texts`
+    on :data:`INDEX_CONNECTIONS` connections at once; ``copy_archives(batch)`` writes their
+    ``archives`` rows first (not timed). Returns (pages, wall seconds of the index statements,
+    first start to last end, CPU seconds of the index backends)."""
+    from ledger.search.indexer import insert_texts
+
+    conns = [await psycopg.AsyncConnection.connect(db_url) for _ in range(INDEX_CONNECTIONS)]
+    pids = [(await (await c.execute("SELECT pg_backend_pid()")).fetchone())[0] for c in conns]
+    for c in conns:  # end the implicit transaction: each batch below must commit, not be a savepoint
+        await c.commit()
+    cpu_before = sum(_cpu_s(p) for p in pids)
+    free: asyncio.Queue = asyncio.Queue()
+    for c in conns:
+        free.put_nowait(c)
+    spans: list[tuple[float, float]] = []
+    done = 0
+
+    async def one(conn, batch) -> None:
+        nonlocal done
+        try:
+            started = time.perf_counter()
+            async with conn.transaction():
+                await insert_texts(conn, batch)
+            spans.append((started, time.perf_counter()))
+            done += len(batch)
+            if done % 50_000 < len(batch):  # progress of a long run, with the machine's load
+                span = max(e for _, e in spans) - min(s for s, _ in spans)
+                print(f"search bench: {done:,} pages indexed, {done / span:,.0f} pages/s, load {os.getloadavg()}",
+                      file=sys.stderr, flush=True)
+        finally:
+            free.put_nowait(conn)
+
+    def produce():
+        batch = next(batches, None)
+        if batch is not None:
+            copy_archives(batch)
+        return batch
+
+    tasks = []
+    try:
+        while (batch := await asyncio.to_thread(produce)) is not None:  # overlaps the running inserts
+            conn = await free.get()
+            tasks.append(asyncio.ensure_future(one(conn, batch)))
+        await asyncio.gather(*tasks)
+        cpu = sum(_cpu_s(p) for p in pids) - cpu_before
+    finally:
+        for c in conns:
+            await c.close()
+    return done, (max(e for _, e in spans) - min(s for s, _ in spans)) if spans else 0.0, cpu
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (/proc; the bench's Postgres runs here)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load(db_url: str, n: int, ctx: Context, store) -> dict:
+    """Archives + archive_text rows (the indexer's set-based insert, GIN maintained) + tuples."""
     crawls = [str(uuid.UUID(int=c + 1)) for c in range(CRAWLS)]
     base = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    ids = []
-    index_s, done = 0.0, 0
     tuples: list[dict] = []
     with psycopg.connect(db_url) as conn:
         conn.execute("INSERT INTO search_configs VALUES ('english')")
-        with conn.cursor() as cur, cur.copy(  # the crawls (their organization picks the rank window)
+        with conn.cursor() as cur, cur.copy(  # the crawls (their organization is each page's org_id)
                 "COPY crawls (id, seeds, scope, max_depth, max_pages, per_host_delay_ms, host_parallelism, org_id,"
                 " requested_by, state, stop_reason, finished_at) FROM STDIN") as cp:
             for c, crawl in enumerate(crawls):
                 cp.write_row((crawl, [f"https://site{c}.example/"], "same-host", 1, 1000, 0, 1, f"org{_org_of_crawl(c)}",
                               "bench", "succeeded", "completed", base))
         conn.commit()
-        batch: list[tuple] = []
 
-        def flush() -> None:
-            nonlocal index_s, done
+        def copy_archives(batch: list[tuple]) -> None:
             with conn.cursor() as cur:
                 with cur.copy("COPY archives (id, task_id, correlation_id, bucket, object_key, source_url, captured_at,"
                               " indexed_at) FROM STDIN") as cp:
-                    for r in batch:
-                        cp.write_row((r[0], r[1], r[2], "b", f"k/{r[0]}", r[3], r[4], r[4]))
+                    for r in batch:  # staging order: archive_id, crawl_id, task_id, host, url, captured_at, …
+                        cp.write_row((r[0], r[2], r[1], "b", f"k/{r[0]}", r[4], r[5], r[5]))
             conn.commit()
-            started = time.perf_counter()
-            with conn.cursor() as cur:
-                cur.executemany(INSERT.replace("RETURNING config", ""), [
-                    {"id": r[0], "crawl": r[2], "host": r[5], "url": r[3], "captured": r[4], "title": r[6],
-                     "lang": "en", "config": "english", "body": r[8], "headings": r[7], "problem": None}
-                    for r in batch])
-            conn.commit()
-            index_s += time.perf_counter() - started
-            done += len(batch)
-            batch.clear()
 
-        for i, title, heads, body in _corpus(n):
-            c = _crawl_of_page(i, n)
-            aid, task = uuid.uuid4(), uuid.uuid4()
-            host = f"site{c}.example"
-            batch.append((aid, task, crawls[c], f"https://{host}/p/{i}", base + timedelta(minutes=i * 525600 // n), host,
-                          title, heads, body))
-            ids.append(str(aid))
-            tuples.append({"user": f"capture_job:{task}", "relation": "parent", "object": f"archive:{aid}"})
-            tuples.append({"user": f"organization:org{_org_of_crawl(c)}", "relation": "parent", "object": f"capture_job:{task}"})
-            if len(batch) >= 2000:
-                flush()
-        if batch:
-            flush()
-        conn.execute("ANALYZE archive_text")
+        def batches():
+            batch: list[tuple] = []
+            for i, title, heads, body in _corpus(n):
+                c = _crawl_of_page(i, n)
+                aid, task = uuid.uuid4(), uuid.uuid4()
+                host = f"site{c}.example"
+                batch.append((aid, crawls[c], task, host, f"https://{host}/p/{i}",
+                              base + timedelta(minutes=i * 525600 // n), title, "en", "english", heads, body, None))
+                tuples.append({"user": f"capture_job:{task}", "relation": "parent", "object": f"archive:{aid}"})
+                tuples.append({"user": f"organization:org{_org_of_crawl(c)}", "relation": "parent",
+                               "object": f"capture_job:{task}"})
+                if len(batch) >= INDEX_BATCH:
+                    yield batch
+                    batch = []
+            if batch:
+                yield batch
+
+        done, index_s, index_cpu = asyncio.run(_index(db_url, iter(batches()), copy_archives))
+        conn.commit()
+        conn.autocommit = True
+        conn.execute("VACUUM ANALYZE archive_text")
         size = conn.execute("SELECT pg_total_relation_size('archive_text') AS total,"
                             " pg_relation_size('archive_text_tsv_idx') AS gin").fetchone()
     ctx.metric("index rate (Postgres side)", done / index_s, "pages/s", 2000, ">=", key="index_pages_per_s",
-               note=f"{done} pages in {index_s:.1f} s: weighted to_tsvector + heap + GIN, batches of 2,000")
+               note=f"{done} pages in {index_s:.1f} s: COPY to staging + one INSERT … SELECT (weighted to_tsvector,"
+               f" heap, GIN) per {INDEX_BATCH:,}, {INDEX_CONNECTIONS} connections")
+    ctx.metric("Postgres CPU per page indexed", index_cpu / done * 1000, "ms",
+               note=f"the {INDEX_CONNECTIONS} index backends' user+system CPU (/proc), without autovacuum/WAL writer:"
+               f" {done / index_cpu if index_cpu else 0:,.0f} pages per CPU-second, so ≈ {2 * done / index_cpu if index_cpu else 0:,.0f}"
+               " pages/s on 2 idle cores")
     ctx.metric("size per page (table+TOAST+indexes)", size[0] / done, "bytes", note=f"total {size[0] / 1e6:.0f} MB")
     ctx.metric("GIN size per page", size[1] / done, "bytes")
     started = time.perf_counter()
-    for k in range(0, len(tuples), 100):
-        store.write(tuples[k: k + 100])
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:  # 100 tuples a Write (OpenFGA's cap), 4 in flight
+        list(pool.map(store.write, (tuples[k: k + 100] for k in range(0, len(tuples), 100))))
+    print(f"search bench: {len(tuples):,} tuples written, load {os.getloadavg()}", file=sys.stderr, flush=True)
     ctx.detail("tuples_written", len(tuples))
     ctx.detail("tuple_write_s", round(time.perf_counter() - started, 1))
     return {"crawls": crawls}
 
 
 class AllowAll:
-    """The no-authorization baseline: every candidate is viewable."""
+    """The no-authorization baseline: every organization's archives are candidates and every
+    candidate is viewable (no OpenFGA call)."""
 
-    async def viewable(self, identity, ids):
+    async def member_organizations(self, identity):
+        return [f"org{i}" for i in range(len(ORG_SHARES))]
+
+    async def shared_with(self, identity):
+        return set()
+
+    async def checked_viewable(self, identity, ids):
         return set(ids)
 
 
@@ -198,6 +268,7 @@ async def _queries(db_url: str, store, ctx: Context, crawls: list[str], rounds: 
             ident = Identity("bench-user", orgs or [])
             who = AllowAll() if orgs is None else authz
             times, checked, empty, errors = [], [], 0, []
+            cpu_before = await _query_cpu(pool, store)
             for _ in range(rounds):
                 for query in prepared:
                     started = time.perf_counter()
@@ -210,8 +281,16 @@ async def _queries(db_url: str, store, ctx: Context, crawls: list[str], rounds: 
                     if "checked" in got:  # search answers stopped saying it (it told other organizations' matches)
                         checked.append(got["checked"])
                     empty += not got["hits"]
+            cpu_after = await _query_cpu(pool, store)
+            cpu_ms = {k: sum(v - cpu_before[k].get(p, 0.0) for p, v in cpu_after[k].items()) * 1000 / max(1, len(times))
+                      for k in cpu_after}
+            ctx.metric(f"CPU per query, viewer of {label}", sum(cpu_ms.values()), "ms",
+                       note=f"Postgres backends {cpu_ms['postgres']:.0f} + OpenFGA {cpu_ms['openfga']:.0f}"
+                       f" + bench/ledger process {cpu_ms['client']:.0f} ms: what a query costs the machine whatever its load")
             if errors:
                 ctx.detail(f"errors_{label}", errors)
+            print(f"search bench: viewer {label}: p50 {percentile(times, 50):.0f} ms, p95 {percentile(times, 95):.0f} ms,"
+                  f" load {os.getloadavg()}", file=sys.stderr, flush=True)
             p50, p95 = percentile(times, 50), percentile(times, 95)
             target = None if orgs is None else 150
             ctx.metric(f"query p50, viewer of {label}", p50, "ms")
@@ -232,6 +311,23 @@ async def _queries(db_url: str, store, ctx: Context, crawls: list[str], rounds: 
     finally:
         await authz.close()
         await pool.close()
+
+
+async def _query_cpu(pool, store) -> dict[str, dict[int, float]]:
+    """CPU seconds so far of the bench database's client backends, the OpenFGA server and this
+    process, by pid (a backend opened later counts from zero)."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                                         " AND backend_type = 'client backend'")).fetchall()
+    backends = {}
+    for r in rows:
+        pid = r["pid"] if isinstance(r, dict) else r[0]
+        try:
+            backends[pid] = _cpu_s(pid)
+        except OSError:
+            pass
+    own = time.process_time()
+    return {"postgres": backends, "openfga": {store.pid: _cpu_s(store.pid)}, "client": {0: own}}
 
 
 def search_bench(ctx: Context) -> None:

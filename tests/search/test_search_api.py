@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
+from datetime import datetime, timedelta, timezone
 
 import httpx
 import psycopg
@@ -265,3 +266,123 @@ def test_a_call_starts_no_batch_after_its_budget_and_leaves_the_rest(search_stac
     first, rest = asyncio.run(go())
     assert first.indexed in (0, BATCH) and first.remaining == n - first.indexed  # stopped before the second batch
     assert rest.indexed == n - first.indexed and rest.remaining == 0
+
+
+# -- the candidate scope (decision 311): organizations OpenFGA confirms, shares, then a BatchCheck --
+
+def _grant(obj: str, user: str, start: datetime, duration: str = "1h") -> dict:
+    return {"user": user, "relation": "viewer", "object": obj,
+            "condition": {"name": "non_expired_grant",
+                          "context": {"grant_time": start.strftime("%Y-%m-%dT%H:%M:%SZ"), "grant_duration": duration}}}
+
+
+def _key(t: dict) -> dict:  # a delete names the tuple without its condition
+    return {k: v for k, v in t.items() if k != "condition"}
+
+
+def test_a_member_of_another_organization_finds_nothing_of_this_one(indexed):
+    s = indexed
+    for word in ("keeper", "lighthouse", "tide", "museum"):  # acme's words; contoso holds only "lighthouse"
+        assert "harbour.example" not in " ".join(urls(find(s, headers=CONTOSO, q=word)))
+        assert "coast.example" not in " ".join(urls(find(s, headers=CONTOSO, q=word)))
+    assert urls(find(s, headers=CONTOSO, q="museum")) == []
+
+
+def test_a_direct_grant_shows_exactly_the_granted_archive(indexed):
+    s = indexed
+    grace = {"X-Waggle-Subject": "grace", "X-Waggle-Organizations": "elsewhere"}
+    assert urls(find(s, headers=grace, q="lighthouse")) == []
+    grant = _grant(f"archive:{s.archives['tides']}", "user:grace", datetime.now(timezone.utc) - timedelta(minutes=5))
+    s.fga.write([grant])
+    try:
+        assert urls(find(s, headers=grace, q="lighthouse")) == ["https://harbour.example/tides"]
+        assert urls(find(s, headers=grace, q="keeper")) == ["https://harbour.example/tides"]  # not /keeper
+        assert urls(find(s, headers=grace, q="museum")) == []
+    finally:
+        s.fga.write(deletes=[_key(grant)])
+    assert urls(find(s, headers=grace, q="lighthouse")) == []  # revoked: gone in the next request
+
+
+def test_an_expired_grant_shows_nothing(indexed):
+    s = indexed
+    heidi = {"X-Waggle-Subject": "heidi", "X-Waggle-Organizations": ""}
+    grant = _grant(f"archive:{s.archives['keeper']}", "user:heidi", datetime.now(timezone.utc) - timedelta(hours=2))
+    s.fga.write([grant])
+    try:
+        assert urls(find(s, headers=heidi, q="lighthouse")) == []
+        assert urls(find(s, headers=heidi, q="keeper")) == []
+    finally:
+        s.fga.write(deletes=[_key(grant)])
+
+
+def test_a_share_to_an_organizations_members_shows_that_archive_to_them(indexed):
+    s = indexed
+    ivan = {"X-Waggle-Subject": "ivan", "X-Waggle-Organizations": "partner"}
+    share = {"user": "organization:partner#member", "relation": "viewer", "object": f"archive:{s.archives['coast']}"}
+    s.fga.write([share])
+    try:
+        assert urls(find(s, headers=ivan, q="lighthouse")) == ["https://coast.example/old"]
+        # carol (contoso) sees her own page and not the share to partner
+        assert urls(find(s, headers=CONTOSO, q="lighthouse")) == ["https://contoso.example/lh"]
+    finally:
+        s.fga.write(deletes=[share])
+
+
+def test_a_candidate_openfga_refuses_is_dropped_and_paging_stays_exact(indexed):
+    """archive_text.org_id says acme, but OpenFGA no longer links the archive to acme: the
+    organization scope proposes it, the BatchCheck drops it, the next candidate takes its place."""
+    s = indexed
+    with psycopg.connect(s.db_url) as conn:
+        task = conn.execute("SELECT task_id::text FROM archives WHERE id = %s", (s.archives["tides"],)).fetchone()[0]
+    link = {"user": "organization:acme", "relation": "parent", "object": f"capture_job:{task}"}
+    s.fga.write(deletes=[link])
+    try:
+        whole = urls(find(s, q="lighthouse"))
+        assert set(whole) == {"https://harbour.example/keeper", "https://coast.example/old"}
+        pages = [find(s, q="lighthouse", size=1, page=n).json() for n in (1, 2, 3)]
+        assert [p["hits"][0]["url"] for p in pages[:2]] == whole
+        assert [p["more"] for p in pages] == [True, False, False] and pages[2]["hits"] == []
+    finally:
+        s.fga.write([link])
+
+
+class _Scope:
+    """acme's scope without OpenFGA: for checking what reaches Postgres."""
+
+    async def member_organizations(self, identity):
+        return ["acme"]
+
+    async def shared_with(self, identity):
+        return set()
+
+    async def checked_viewable(self, identity, ids):
+        return set(ids)
+
+
+def test_the_candidate_statement_is_planned_for_its_own_words_never_prepared(indexed):
+    """psycopg prepares a text after 5 runs and Postgres may then use a generic plan that cannot
+    see the words (a rare word walked every organization like a common one: seconds at 100,000
+    pages). Ten searches of one shape leave no prepared candidate statement on the connection."""
+    import asyncio
+
+    from ledger.api.identity import Identity
+    from ledger.db.pool import open_pool
+    from ledger.search.query import parse, search
+
+    async def go() -> tuple[list[list[str]], int]:
+        pool = await open_pool(indexed.db_url, max_size=1)
+        try:
+            seen = []
+            for word in ["lighthouse", "keeper", "tide", "museum", "lamp"] * 2:
+                got = await search(pool, _Scope(), Identity("alice", ["acme"]), parse({"q": word}))
+                seen.append([h["url"] for h in got["hits"]])
+            async with pool.connection() as conn:
+                row = await (await conn.execute(
+                    "SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE '%%ts_rank_cd%%'")).fetchone()
+            return seen, row["n"]
+        finally:
+            await pool.close()
+
+    seen, prepared = asyncio.run(go())
+    assert prepared == 0
+    assert seen[0] == seen[5] and "https://harbour.example/keeper" in seen[0] and seen[3] == ["https://coast.example/old"]

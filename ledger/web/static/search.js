@@ -47,8 +47,8 @@ export async function searchPage(view, ctx, query) {
     list.start = (page - 1) * body.size + 1;
     for (const hit of body.hits) list.append(hitItem(hit));
     status.textContent = body.hits.length ? `Page ${page}` : (page > 1 ? "No more pages found." : "No pages you may view said that.");
-    if (body.rankedNewest) status.textContent += " — many pages match: the newest 2,000 were ranked; filter by date, crawl or host to reach older ones.";
-    if (body.incomplete) status.textContent += ` — only the best 2,000 matches were checked for your access; narrow the search to see further.`;
+    if (body.rankedNewest) status.textContent += " — many pages match: the newest 1,000 of those you may see were ranked; filter by date, crawl or host to reach older ones.";
+    if (body.incomplete) status.textContent += ` — only the best 1,000 matches were checked for your access; narrow the search to see further.`;
     if (page > 1) pager.append(el("button", { type: "button", id: "search-prev", onclick: () => go(page - 1) }, "Previous"), " ");
     if (body.more) pager.append(el("button", { type: "button", id: "search-next", onclick: () => go(page + 1) }, "Next"));
   } catch (e) {
