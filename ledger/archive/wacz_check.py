@@ -159,7 +159,23 @@ def _index_digests(zf: zipfile.ZipFile, f: _RangeFile, names: set[str], complete
             f.prefetch(info.header_offset, 30 + len(info.filename) + 1024 + info.compress_size)
         text += zf.read(name).decode("utf-8", "replace") + "\n"
     found = parse_cdxj(text)
-    return found if complete else IndexedDigests((), found.revisits)
+    if not complete:  # neither originals nor pairs a later capture could leave out
+        return IndexedDigests((), found.revisits)
+    return IndexedDigests(found.responses, found.revisits, found.resources + _behavior_sources(zf))
+
+
+def _behavior_sources(zf: zipfile.ZipFile) -> tuple[tuple[str, str], ...]:
+    """``(urn:behavior:<id>, sha256:<hex>)`` of the behavior sources this WACZ's
+    ``behaviors/custom.jsonl`` holds (datapackage ``settings.behaviors[].sourceStored``, our
+    capture server; extension recrawl, decision 321)."""
+    try:
+        doc = json.loads(zf.read("datapackage.json").decode("utf-8"))
+        listed = doc["browserhive:capture"]["settings"]["behaviors"]
+        return tuple((f"urn:behavior:{b['id']}", b["sha256"]) for b in listed
+                     if isinstance(b, dict) and b.get("sourceStored") is True
+                     and isinstance(b.get("id"), str) and isinstance(b.get("sha256"), str))
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError):
+        return ()
 
 
 def _bytes_saved(zf: zipfile.ZipFile) -> int:
@@ -229,7 +245,7 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
             if signature.signed and signature.problem is not None:
                 refusal = signature.problem
                 problem = problem or signature.problem
-                digests = IndexedDigests((), digests.revisits)  # a broken signature holds no originals
+                digests = IndexedDigests((), digests.revisits)  # a broken signature holds no originals nor pairs
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as exc:
         problem = f"the WACZ is not a readable zip: {str(exc)[:200]}"
         digests = IndexedDigests()
