@@ -15,7 +15,7 @@ import anyio.to_thread
 from waggle_capture.behaviors import RUNTIME_JS
 from waggle_capture.load import Loaded
 from waggle_capture.recorder import Recorder
-from waggle_capture.revisits import Revisits, behavior_uri, look_up, source_digest
+from waggle_capture.revisits import RUNTIME_URI, Revisits, behavior_uri, look_up, source_digest
 from waggle_capture.session import seal_network
 from waggle_capture.settings import BUILD, SOFTWARE
 from waggle_capture.signing import SigningFailed, sign_digest
@@ -145,12 +145,16 @@ def extra_members(run: Run, behaviors: list[dict] | None, behavior_records: list
                   revisits: Revisits | None = None) -> list[Member]:
     """``behaviors/*`` (when behaviors ran) and ``preload/scripts.jsonl`` (when preloads were given).
     A behavior whose source an earlier capture of the same crawl stored (``revisits.written``,
-    extension recrawl) is listed by ``sha256`` without its ``source``."""
+    extension recrawl) is listed by ``sha256`` without its ``source``; ``custom.jsonl`` is left
+    out when every source was, ``runtime.js`` when the crawl stored it (the datapackage's
+    ``settings`` name them by sha256)."""
     preload = run.req.get("preload") or []
     extra: list[Member] = []
     if behaviors is not None:
-        extra.append(Member("behaviors/runtime.js", RUNTIME_JS.encode("utf-8")))
-        extra.append(Member("behaviors/custom.jsonl", _jsonl(_behavior_line(b, revisits) for b in behaviors)))
+        if runtime_stored(revisits):
+            extra.append(Member("behaviors/runtime.js", RUNTIME_JS.encode("utf-8")))
+        if any(source_stored(b, revisits) for b in behaviors):  # else the datapackage names them all
+            extra.append(Member("behaviors/custom.jsonl", _jsonl(_behavior_line(b, revisits) for b in behaviors)))
         extra.append(Member("behaviors/reports.jsonl", _jsonl(
             {"profile": "browserhive:behavior-reports/1", **r} for r in behavior_records)))
     if preload:
@@ -163,6 +167,11 @@ def source_stored(behavior: dict, revisits: Revisits | None) -> bool:
     """Whether this WACZ holds ``behavior``'s source (not when the crawl already stored it)."""
     pair = (behavior_uri(behavior["id"]), source_digest(behavior["source"]))
     return revisits is None or pair not in revisits.written
+
+
+def runtime_stored(revisits: Revisits | None) -> bool:
+    """Whether this WACZ holds ``behaviors/runtime.js`` (not when the crawl already stored it)."""
+    return revisits is None or (RUNTIME_URI, source_digest(RUNTIME_JS)) not in revisits.written
 
 
 def _behavior_line(b: dict, revisits: Revisits | None) -> dict[str, Any]:
@@ -193,6 +202,8 @@ def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict,
         "behaviors": [{"id": b["id"], "origin": "custom", "sha256": source_digest(b["source"]),
                        "sourceStored": bool(loaded.ran_behaviors) and source_stored(b, revisits)}
                       for b in (req.get("behaviors") or [])],
+        **({"behaviorRuntime": {"sha256": source_digest(RUNTIME_JS), "sourceStored": runtime_stored(revisits)}}
+           if loaded.ran_behaviors else {}),
         "preload": [{"id": p["id"]} for p in preload],
         "limits": limits_of(recorder),
         "urlPolicies": run.policies.url_policies, "contentTypePolicies": run.policies.content_type_policies,

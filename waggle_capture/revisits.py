@@ -12,7 +12,8 @@ Within one crawl (extension ``recrawl``, decision 321): the lookup also names ea
 ``(urn:behavior:<id>, sha256:<hex>)``; a pair an earlier capture of the same crawl already wrote
 (``written``) is not written again — no response, no revisit, no request record — as Browsertrix
 does within a crawl: replay finds it by URL in the crawl's collection. What was left out is
-listed in the datapackage (``revisits.sameCrawl``), URL and digest, for provenance.
+listed in the datapackage (``revisits.sameCrawl``), URL and digest prefix, for provenance; a
+behavior source or the behavior runtime the crawl stored is named by its sha256 only.
 
 Never lose data: any failure of the lookup (refused, timeout, bad answer) stores every body,
 and says so in the datapackage (``browserhive:capture.revisits.lookup``). Bodies under
@@ -30,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from waggle_capture.behaviors import RUNTIME_JS
 from waggle_capture.recorder import Exchange
 
 log = logging.getLogger("waggle_capture")
@@ -65,6 +67,18 @@ def behavior_uri(behavior_id: str) -> str:
     return f"urn:behavior:{behavior_id}"
 
 
+RUNTIME_URI = "urn:behaviors:runtime.js"  # the behavior host object (behaviors/runtime.js)
+LEFT_OUT_DIGEST_CHARS = 12  # base32 characters (60 bits) of a left-out payload's digest kept as provenance
+
+
+def left_out_digest(digest: str) -> str:
+    """``sha256:`` + the first :data:`LEFT_OUT_DIGEST_CHARS` of the base32 value: enough to tell
+    which of the crawl's records of that URL the page loaded (the record carries the full digest),
+    at a fifth of the bytes (decision 321: a page's list costs ~100 B, not ~500)."""
+    algo, _, value = digest.partition(":")
+    return f"{algo}:{value[:LEFT_OUT_DIGEST_CHARS]}"
+
+
 def source_digest(source: str) -> str:
     """``sha256:<hex>`` of a behavior source (UTF-8), as datapackage resources are hashed."""
     return "sha256:" + hashlib.sha256(source.encode("utf-8")).hexdigest()
@@ -87,7 +101,7 @@ class Revisits:
         out: dict[str, Any] = {"lookup": self.lookup, "count": self.count, "bytesSaved": self.bytes_saved}
         if self.left_out:
             out["sameCrawl"] = {"count": len(self.left_out), "bytesSaved": self.left_out_bytes,
-                                "resources": [[u, d] for u, d in self.left_out]}
+                                "resources": [[u, left_out_digest(d)] for u, d in self.left_out]}
         return out
 
 
@@ -101,7 +115,8 @@ async def look_up(spec: dict | None, exchanges: list[Exchange], *, timeout_s: fl
         return Revisits()
     digests = sorted({payload_digest(ex.body or b"") for ex in exchanges if eligible(ex)})
     pairs = sorted({(ex.url, payload_digest(ex.body or b"")) for ex in exchanges if skippable(ex)}
-                   | {(behavior_uri(b["id"]), source_digest(b["source"])) for b in behaviors or ()})
+                   | {(behavior_uri(b["id"]), source_digest(b["source"])) for b in behaviors or ()}
+                   | ({(RUNTIME_URI, source_digest(RUNTIME_JS))} if behaviors else set()))
     pairs = [p for p in pairs if len(p[0]) <= URI_MAX][:PAIRS_MAX]
     if not digests and not pairs:
         return Revisits(lookup="ok")

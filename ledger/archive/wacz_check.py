@@ -167,13 +167,17 @@ def _index_digests(zf: zipfile.ZipFile, f: _RangeFile, names: set[str], complete
 def _behavior_sources(zf: zipfile.ZipFile) -> tuple[tuple[str, str], ...]:
     """``(urn:behavior:<id>, sha256:<hex>)`` of the behavior sources this WACZ's
     ``behaviors/custom.jsonl`` holds (datapackage ``settings.behaviors[].sourceStored``, our
-    capture server; extension recrawl, decision 321)."""
+    capture server; extension recrawl, decision 321), and ``(urn:behaviors:runtime.js, …)`` when it
+    holds ``behaviors/runtime.js`` (``settings.behaviorRuntime.sourceStored``)."""
     try:
         doc = json.loads(zf.read("datapackage.json").decode("utf-8"))
-        listed = doc["browserhive:capture"]["settings"]["behaviors"]
-        return tuple((f"urn:behavior:{b['id']}", b["sha256"]) for b in listed
-                     if isinstance(b, dict) and b.get("sourceStored") is True
-                     and isinstance(b.get("id"), str) and isinstance(b.get("sha256"), str))
+        settings = doc["browserhive:capture"]["settings"]
+        listed = [(f"urn:behavior:{b.get('id')}", b) for b in settings.get("behaviors") or []
+                  if isinstance(b, dict) and isinstance(b.get("id"), str)]
+        runtime = settings.get("behaviorRuntime")
+        listed += [("urn:behaviors:runtime.js", runtime)] if isinstance(runtime, dict) else []
+        return tuple((uri, b["sha256"]) for uri, b in listed
+                     if b.get("sourceStored") is True and isinstance(b.get("sha256"), str))
     except (KeyError, TypeError, ValueError, UnicodeDecodeError):
         return ()
 

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from waggle_capture.behaviors import RUNTIME_JS
 from waggle_capture.revisits import payload_digest
 from tests.devstack.helpers import ALL_FORMATS, capture, s3_get, script, wacz_members, warc_records
 
@@ -159,14 +160,20 @@ def test_resources_the_crawl_wrote_are_left_out(capture_server, test_site, s3_se
     left = json.loads(members["datapackage.json"])["browserhive:capture"]["revisits"]["sameCrawl"]
     left_urls = {u for u, _ in left["resources"]}
     assert {test_site.url("/tracker.js"), test_site.url("/frame.html")} <= left_urls
-    assert {(u, d) for u, d in left["resources"]} <= pairs and left["count"] == len(left["resources"])
+    assert left_urls <= {u for u, _ in pairs} and left["count"] == len(left["resources"])
     assert not [r for r in records if r[1] in left_urls]  # no response, revisit nor request record
     assert ("response", test_site.url("/page")) in records and ("request", test_site.url("/page")) in records
     pkg = json.loads(members["datapackage.json"])["browserhive:capture"]
     assert pkg["settings"]["behaviors"] == [{"id": "mark", "origin": "custom", "sha256": source_sha,
                                              "sourceStored": False}]
-    [line] = [json.loads(x) for x in members["behaviors/custom.jsonl"].decode().splitlines()]
-    assert line == {"profile": "browserhive:behaviors/1", "id": "mark", "sha256": source_sha, "sourceIn": "crawl"}
+    runtime_sha = "sha256:" + hashlib.sha256(RUNTIME_JS.encode()).hexdigest()
+    assert ("urn:behaviors:runtime.js", runtime_sha) in pairs
+    assert pkg["settings"]["behaviorRuntime"] == {"sha256": runtime_sha, "sourceStored": False}
+    # every source and the runtime are the crawl's already: only the page's own report is kept
+    assert "behaviors/custom.jsonl" not in members and "behaviors/runtime.js" not in members
+    assert "behaviors/reports.jsonl" in members
+    full = {u: d for u, d in pairs}
+    assert all(full[u].startswith(d) and len(d) == len("sha256:") + 12 for u, d in left["resources"])
     cdxj_urls = {json.loads(x.split(" ", 2)[2])["url"] for x in members["indexes/index.cdx"].decode().splitlines()}
     assert not cdxj_urls & left_urls
 
@@ -181,4 +188,4 @@ def test_a_crawl_that_wrote_nothing_stores_everything(capture_server, test_site,
     assert test_site.url("/tracker.js") in urls
     assert "sameCrawl" not in json.loads(members["datapackage.json"])["browserhive:capture"]["revisits"]
     [line] = [json.loads(x) for x in members["behaviors/custom.jsonl"].decode().splitlines()]
-    assert line["source"] == BEHAVIOR["source"]
+    assert line["source"] == BEHAVIOR["source"] and members["behaviors/runtime.js"] == RUNTIME_JS.encode()

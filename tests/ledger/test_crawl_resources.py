@@ -61,6 +61,11 @@ async def test_behavior_sources_count_only_where_stored(settings, s3_server):  #
         await admit(h, s3_server, crawl, "acme", wacz("https://s.test/a", PAGE, behaviors=[
             {"id": "autoscroll", "origin": "custom", "sha256": source_digest, "sourceStored": False}]))
         assert await ask(h, crawl, [pair]) == []
+        runtime = ("urn:behaviors:runtime.js", "sha256:" + hashlib.sha256(b"host()").hexdigest())
         await admit(h, s3_server, crawl, "acme", wacz("https://s.test/b", PAGE, behaviors=[
-            {"id": "autoscroll", "origin": "custom", "sha256": source_digest, "sourceStored": True}]))
-        assert await ask(h, crawl, [pair]) == [pair]
+            {"id": "autoscroll", "origin": "custom", "sha256": source_digest, "sourceStored": True}],
+            runtime={"sha256": runtime[1], "sourceStored": False}))
+        assert await ask(h, crawl, [pair, runtime]) == [pair]
+        await admit(h, s3_server, crawl, "acme", wacz("https://s.test/c", PAGE, behaviors=[],
+                                                      runtime={"sha256": runtime[1], "sourceStored": True}))
+        assert await ask(h, crawl, [pair, runtime]) == sorted([pair, runtime])
