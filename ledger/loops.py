@@ -14,6 +14,8 @@ processes each row is handled by one round at a time:
 * limits (``ledger.crawl.limits.check_once``): crawls past their time or bytes limit stopped.
 * search sweep (``ledger.search.indexer.sweep``): archives left unindexed (late admissions;
   its claims are also ``FOR UPDATE SKIP LOCKED``, so ``/index`` may run beside it).
+* schedules (``ledger.crawl.schedule_reconcile.reconcile``): Windmill's workflow schedules
+  repaired to match the workflows (decision 352); only when crawls go to a Windmill.
 
 A replica that dies mid-round releases its lock with its connection; another takes the next round.
 """
@@ -103,6 +105,16 @@ async def _limits(services: Any) -> None:
     await check_once(services)
 
 
+async def _schedules(services: Any) -> None:
+    from ledger.crawl.schedule_reconcile import reconcile
+    from ledger.crawl.workflow_schedule import ScheduleUnavailable
+
+    try:
+        await reconcile(services.pool, services.http, services.settings)
+    except ScheduleUnavailable as exc:  # Windmill away or refusing: one line, the next round retries
+        log.warning("workflow schedules not reconciled: %s", exc.error)
+
+
 def loops(settings: Any) -> list[Loop]:
     """The loops every ledger process runs (each round on one replica at a time)."""
     out = [
@@ -112,6 +124,7 @@ def loops(settings: Any) -> list[Loop]:
         Loop("leases", 4, _leases, lambda s: s.lease_interval_s),
         Loop("limits", 5, _limits, lambda s: s.lease_interval_s),  # time / bytes limits per crawl (issue 29)
         Loop("search", 6, _search, lambda s: s.search_sweep_interval_s),
+        Loop("schedules", 7, _schedules, lambda s: s.schedule_reconcile_interval_s),
     ]
     return out
 

@@ -137,6 +137,7 @@ class Settings(BaseSettings):
     # -- background work -------------------------------------------------------
     drain_interval_s: float = 5.0  # outbox worker period
     reconcile_interval_s: float = 300.0  # reconciler period
+    schedule_reconcile_interval_s: float = Field(60.0, gt=0)  # workflow schedules vs Windmill (decision 352)
     reconcile_since_days: int = 7
 
     @field_validator("capture_formats", mode="before")

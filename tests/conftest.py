@@ -22,23 +22,63 @@ pytest_plugins = [
     "tests.fixtures.stack",
     "tests.fixtures.browser",
     "tests.fixtures.signing",
+    "tests.fixtures.loopback",
 ]
+
+
+# Local stacks a run may start: one per pytest-xdist worker, at most this many (decision 361).
+STACKS = 2
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups for pytest-xdist's ``--dist loadgroup`` (scripts/test): a module's tests stay on one
-    worker, so a module fixture (a Chromium, a capture server) starts once; every test of the
-    local stack shares one group, so a run starts one stack, not one per worker. That group is the
-    longest, so it is queued first and the other worker takes everything else meanwhile. An explicit ``xdist_group`` mark wins. Without
-    xdist the marks do nothing."""
+    worker, so a module fixture (a Chromium, a capture server) starts once. The local stack's
+    modules are split into ``min(STACKS, workers)`` groups, ``local_stack-1``, ``local_stack-2``
+    (each worker that runs one starts its own stack); they are queued first, one per worker, the
+    other groups after them, most tests first (scripts/test passes ``--no-loadscope-reorder``, so
+    this order is the queue's). An explicit ``xdist_group`` mark wins. Without xdist the marks do
+    nothing."""
+    on_stack = [item for item in items if "local_stack" in getattr(item, "fixturenames", ())]
+    for item in on_stack:
+        item.add_marker(pytest.mark.local_stack)
+    workers = getattr(config, "workerinput", {}).get("workercount", 0)
+    if not config.pluginmanager.hasplugin("xdist") or not workers:
+        items.sort(key=lambda item: item.get_closest_marker("local_stack") is None)  # stable
+        return
+    stack_group = _split_stack_modules([_module(item) for item in on_stack], min(STACKS, workers))
     for item in items:
-        if "local_stack" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.local_stack)
-        if config.pluginmanager.hasplugin("xdist") and item.get_closest_marker("xdist_group") is None:
-            group = "local_stack" if "local_stack" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
+        if item.get_closest_marker("xdist_group") is None:
+            group = stack_group.get(_module(item), _module(item)) if item in on_stack else _module(item)
             item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: item.get_closest_marker("local_stack") is None)  # stable
+    group_of = [item.get_closest_marker("xdist_group").args[0] for item in items]
+    size: dict[str, int] = {}
+    for group in group_of:
+        size[group] = size.get(group, 0) + 1
+    stack_groups = sorted(set(stack_group.values()))
+    rank = {g: (0, stack_groups.index(g)) if g in stack_groups else (1, -size[g]) for g in size}
+    order = sorted(range(len(items)), key=lambda i: (rank[group_of[i]], i))
+    items[:] = [items[i] for i in order]
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def _split_stack_modules(modules: list[str], groups: int) -> dict[str, str]:
+    """``{module: "local_stack-N"}``: the stack modules (one per test, in collection order) dealt
+    out in ``groups`` groups of about equal test counts, each module whole, a module's first test's
+    order kept within its group. Counts stand for cost: most stack modules run a crawl or two a test."""
+    count: dict[str, int] = {}
+    for module in modules:
+        count[module] = count.get(module, 0) + 1
+    load = [0] * max(groups, 1)
+    out: dict[str, str] = {}
+    for module in sorted(count, key=lambda m: -count[m]):  # largest first: an even split
+        n = load.index(min(load))
+        load[n] += count[module]
+        out[module] = f"local_stack-{n + 1}"
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -108,6 +108,7 @@ class FileTaker:
     # navigation was aborted before the body came (load.py fails the capture, round 22).
     huge_document: tuple[str, int] | None = None
     rules: Any = None  # the capture's .navrules.NavigationRules: main-frame requests paused before they leave
+    conditional: Any = None  # the capture's .conditional.Conditional: validators added, a 304 fulfilled
     taken_urls: set[str] = field(default_factory=set)
     _tasks: set[asyncio.Task] = field(default_factory=set)
     _raw: dict[tuple[str, str], dict] = field(default_factory=dict)  # (kind, requestId) → raw headers
@@ -120,7 +121,7 @@ class FileTaker:
         self.cdp.on("Network.requestWillBeSentExtraInfo", lambda ev: self._keep("req", ev))
         self.cdp.on("Network.responseReceivedExtraInfo", lambda ev: self._keep("resp", ev))
         self.main_frame = main_frame if main_frame is not None else await prepare(self.cdp)
-        if self.rules is not None:  # documents also pause before they are sent (every redirect hop too)
+        if self.rules is not None or self.conditional is not None:  # documents also pause before they are sent
             await self.cdp.send("Fetch.enable", {"patterns": [
                 {"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"},
                 {"urlPattern": "*", "requestStage": "Response"}]})
@@ -163,6 +164,9 @@ class FileTaker:
                 await self.cdp.send("Fetch.continueResponse", {"requestId": rid})
                 return
             main = ev.get("resourceType") == "Document" and ev.get("frameId") == self.main_frame
+            if main and self.conditional is not None and self.conditional.answers(ev):  # a 304: the original
+                await self.conditional.fulfil(self.cdp, ev, self.raw)
+                return
             if main and 200 <= status < 300 and status != 204:
                 if is_file(mime, first.get("content-disposition", "")):
                     await self._take(ev, rid, status, headers, mime, first)
@@ -186,6 +190,9 @@ class FileTaker:
             main = ev.get("frameId") == self.main_frame
             if main and self.rules is not None and self.rules.refuse(ev["request"]["url"]):
                 await self.cdp.send("Fetch.failRequest", {"requestId": rid, "errorReason": "BlockedByClient"})
+                return
+            if main and self.conditional is not None and (headers := self.conditional.request_headers(ev)):
+                await self.cdp.send("Fetch.continueRequest", {"requestId": rid, "headers": headers})  # validators
                 return
             await self.cdp.send("Fetch.continueRequest", {"requestId": rid})
         except Exception as e:  # noqa: BLE001 — the page must never hang on a paused request

@@ -38,6 +38,8 @@ async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, tit
     if ctx.settings.faults.slow_package_ms:  # fault knob: packaging takes this long after the seal
         await asyncio.sleep(ctx.settings.faults.slow_package_ms / 1000)
     behaviors = (run.req.get("behaviors") or []) if loaded.ran_behaviors else None
+    if run.conditional is not None:  # extension conditional: a 304 becomes a server-not-modified revisit
+        run.conditional.mark(recorder.exchanges)
     revisits = await look_up(run.req.get("revisit"), recorder.exchanges,  # extensions revisit, recrawl
                              behaviors=behaviors)  # never raises
     wacz_bytes = await anyio.to_thread.run_sync(
@@ -232,6 +234,8 @@ def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict,
             {"uri": r.uri, "mime": r.mime, "bytes": len(r.data)} for r in shots]
     if revisits is not None and run.req.get("revisit"):  # extension revisit: what the WARC saved
         package["browserhive:capture"]["revisits"] = revisits.report()
+    if run.conditional is not None:  # extension conditional: what was asked and kept for the next crawl
+        package["browserhive:capture"]["conditional"] = run.conditional.report()
     if loaded.incomplete:  # extension 14: loading ended by the page-load deadline
         package["browserhive:capture"]["incomplete"] = loaded.incomplete
     if run.after_seal is not None:  # extension 10: requests of the sealed page, not archived

@@ -56,6 +56,7 @@ class Exchange:
     pattern: str | None = None
     incomplete: str | None = None  # loadingFailed | stop-while-pending | loadingFinished-without-response
     failure: str | None = None
+    not_modified: dict | None = None  # extension conditional: a 304 answered with the original (.conditional)
 
     @property
     def mime(self) -> str:

@@ -20,7 +20,7 @@ import anyio.to_thread
 from playwright.async_api import Browser, BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
-from waggle_capture import domquiet, scrollhooks
+from waggle_capture import conditional, domquiet, scrollhooks
 from waggle_capture.files import FileTaker
 from waggle_capture.rawbodies import RawBodies
 from waggle_capture.proxy import GuardedProxy
@@ -70,8 +70,10 @@ async def open_session(ctx: Ctx, run: Run, browser: Browser, recorder: Recorder,
         recorder.attach(context)
         max_resp = recorder.max_response_bytes
         recorder.raw_bodies = RawBodies(s.max_task_bytes)
+        run.conditional = await conditional.prepare(req.get("conditional"), run.url)  # extension conditional
+        asking = run.conditional if run.conditional is not None and run.conditional.original is not None else None
         run.files = FileTaker(sess.cdp, max_resp, run.deadline, on_take=recorder.expect_file, raw=recorder.raw_bodies,
-                              rules=run.nav_rules)
+                              rules=run.nav_rules, conditional=asking)  # the request stage only when it may ask
         await asyncio.wait_for(run.files.enable(sess.main_frame), run.op_timeout(s.operation_ms))
     except (PlaywrightError, asyncio.TimeoutError) as e:
         raise CaptureFailure("failed", "connection", f"browser is not usable: {e}"[:500]) from e

@@ -116,6 +116,7 @@ class Run:
     last_request_end: float | None = None  # monotonic seconds; set when the network is sealed
     nav_rules: Any = None  # the request's .navrules.NavigationRules (extension navigationRules), or None
     files: Any = None  # the .files.FileTaker reading a main document that is a file
+    conditional: Any = None  # the .conditional.Conditional of extension conditional, or None
     final_url: str | None = None  # where the main document ended, when the capture stopped early
     seal_signal: asyncio.Event | None = None  # set once the network is sealed or the capture ended (sealWait)
     on_sealed: Any = None  # called once then: the browser is free for the next capture (app.py)

@@ -225,6 +225,9 @@ REQUEST = Obj(fields={
     "revisit": Obj(fields={  # waggle extension (docs/capture-server.md extension "revisit")
         "url": Str(required=True, min_len=1, max_len=2000, pattern=re.compile(r"^https?://")),
         "token": Str(required=True, min_len=1, max_len=8000)}),
+    "conditional": Obj(fields={  # waggle extension (docs/capture-server.md extension "conditional")
+        "url": Str(required=True, min_len=1, max_len=2000, pattern=re.compile(r"^https?://")),
+        "token": Str(required=True, min_len=1, max_len=8000)}),
     "navigationRules": Obj(fields={  # waggle extension navigationRules (docs/capture-server.md "redirects")
         "robotsTxt": Str(max_len=4_000_000), "exclude": List(max_items=100, item=Str(min_len=1, max_len=1000))}),
     "loadWait": Obj(fields={

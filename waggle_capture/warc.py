@@ -38,6 +38,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import GzippingWrapper, WARCWriter
 
+from waggle_capture import conditional
 from waggle_capture.recorder import Exchange
 from waggle_capture.revisits import Revisits, eligible, payload_digest, skippable
 
@@ -217,7 +218,9 @@ def _write_exchange(w: WARCWriter, ex: Exchange, revisits: Revisits | None = Non
     if ex.truncated:
         warc_headers["WARC-Truncated"] = "length"
     digest = payload_digest(body) if revisits and revisits.held and eligible(ex) else None
-    if digest is not None and digest in revisits.held:  # type: ignore[union-attr]
+    if ex.not_modified is not None:  # extension conditional: the site answered 304 (decision 331)
+        resp = conditional.revisit_record(w, ex, response_headers(ex, len(body)), date)
+    elif digest is not None and digest in revisits.held:  # type: ignore[union-attr]
         resp = _write_revisit(w, ex, digest, revisits.held[digest])  # type: ignore[union-attr]
         revisits.count += 1  # type: ignore[union-attr]
         revisits.bytes_saved += len(body)  # type: ignore[union-attr]
@@ -232,6 +235,8 @@ def _write_exchange(w: WARCWriter, ex: Exchange, revisits: Revisits | None = Non
     resp.rec_headers.add_header("WARC-Concurrent-To", req.rec_headers.get_header("WARC-Record-ID"))
     w.write_record(resp)
     w.write_record(req)
+    if ex.not_modified is not None:  # the 304's own status line and headers, verbatim
+        _write_metadata(w, ex, conditional.answer_fields(ex), refers_to=resp_id)
     if ex.truncated:
         _write_metadata(w, ex, [("truncated", ex.truncated), ("encodedDataLength", str(ex.encoded_length or 0)),
                                 ("reason", ex.failure or "")], refers_to=resp_id)

@@ -281,8 +281,12 @@ def create_app(engine: Engine, store: Store, *, token: str, workspace: str,
         return JSONResponse(schedules.get(path) is not None)
 
     @app.get("/api/w/{ws}/schedules/list")
-    async def list_schedules(ws: str) -> Response:
-        return JSONResponse(schedules.list())
+    async def list_schedules(ws: str, path_start: str = "", page: int = 1, per_page: int = 1000) -> Response:
+        """Windmill's ``path_start`` filter and ``page``/``per_page`` pages (the ledger's
+        schedule reconciler pages through them, decision 352)."""
+        page, per_page = max(1, page), max(1, min(per_page, 10_000))
+        items = [s for s in schedules.list() if s["path"].startswith(path_start)]
+        return JSONResponse(items[(page - 1) * per_page:page * per_page])
 
     @app.post("/api/w/{ws}/schedules_local/tick")
     async def tick(ws: str, request: Request) -> Response:

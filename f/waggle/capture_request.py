@@ -20,6 +20,7 @@ FORMAT_KEYS = ("png", "webp", "html", "links", "mhtml", "wacz")
 EXT_DEADLINE = "captureAtDeadline"  # docs/capture-server.md extension 14
 EXT_SHOTS = "screenshotsInWacz"  # docs/capture-server.md extension 15
 EXT_REVISIT = "revisit"  # docs/capture-server.md extension "revisit" (decision 181)
+EXT_CONDITIONAL = "conditional"  # docs/capture-server.md extension "conditional" (decision 331)
 EXT_ROBOTS = "robotsMeta"  # docs/capture-server.md section "wishes"
 # Request members of an extension: sent only to an endpoint that lists it (a real v12 answers 400).
 EXT_NAVIGATION = "navigationRules"  # docs/capture-server.md section "redirects" (decision 105)
@@ -34,17 +35,28 @@ def revisit_member(api_url: str, token: str, crawl_id: str) -> dict | None:
     return {"url": f"{api_url.strip().rstrip('/')}/api/crawls/{crawl_id}/digests", "token": token.strip()}
 
 
+def conditional_member(revisit: dict | None) -> dict | None:
+    """The ``conditional`` member: the ledger's previous-capture lookup of the same crawl, beside
+    the digest lookup of ``revisit`` (same token, same organization). None without it."""
+    if not revisit:
+        return None
+    return {"url": revisit["url"].rsplit("/", 1)[0] + "/previous", "token": revisit["token"]}
+
+
 def extension_members(request: dict, extensions: frozenset[str], revisit: dict | None = None) -> dict:
     """``request`` with the members of the extensions 14, 15 and revisit the endpoint advertised:
     ``captureAtDeadline`` (a page whose load event misses the page-load budget is captured as
     it is and answered ``success`` with ``incomplete``, not ``timeout``), ``screenshotsInWacz``
     (png/webp also as resource records in the WACZ, when both are asked) and ``revisit`` (the
-    digest lookup, when a WACZ is asked). Members of :data:`EXTENSION_MEMBERS`
+    digest lookup, when a WACZ is asked; ``conditional``, the previous-capture lookup beside it).
+    Members of :data:`EXTENSION_MEMBERS`
     (``honourNoarchive``) stay only where their extension is listed. A real v12 gets the v12
     request (it refuses unknown members with 400)."""
     extra: dict = {}
     if EXT_REVISIT in extensions and revisit and (request.get("captureFormats") or {}).get("wacz"):
         extra[EXT_REVISIT] = revisit
+    if EXT_CONDITIONAL in extensions and revisit and (request.get("captureFormats") or {}).get("wacz"):
+        extra[EXT_CONDITIONAL] = conditional_member(revisit)  # validators only where a WACZ is written
     if EXT_DEADLINE in extensions:
         extra[EXT_DEADLINE] = True
     formats = request.get("captureFormats") or {}

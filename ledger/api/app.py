@@ -72,13 +72,15 @@ def create_app(settings: Settings, services: Services | None = None, *, periodic
 
     web.mount(app)
     if settings.crawls_enabled:
-        from ledger.api import changes, collection, crawls, revisits, workflows
+        from ledger.api import changes, collection, conditional, crawls, revisits, workflow_grants, workflows
 
         app.include_router(crawls.router)
         app.include_router(collection.router)
         app.include_router(revisits.router)
+        app.include_router(conditional.router)
         app.include_router(changes.router)
         app.include_router(workflows.router)
+        app.include_router(workflow_grants.router)
     else:
         log.info("WAGGLE_CRAWL_WEBHOOK_URL is not set — /api/crawls is not served")
     return app

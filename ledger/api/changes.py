@@ -22,11 +22,42 @@ from ledger.crawl.errors import Refused
 router = APIRouter()
 
 
+NO_EARLIER = "this crawl has no earlier finished crawl of the same workflow or the same seeds to compare with"
+NOT_YOURS = "the earlier crawl of this workflow is not one of your organizations'"
+
+
+async def _default(request: Request, crawl_id: uuid.UUID, organizations: list[str]) -> tuple[uuid.UUID | None, str]:
+    """``(since, how)`` when there is a default crawl to compare with, else ``(None, why not)``."""
+    services = request.app.state.services
+    found = await default_since(services.pool, crawl_id)
+    if found is None:
+        return None, NO_EARLIER
+    if not await crawl_store.crawl_in_orgs(services.pool, uuid.UUID(found[0]), organizations):
+        return None, NOT_YOURS
+    return uuid.UUID(found[0]), found[1]
+
+
+@router.get("/api/crawls/{crawl_id}/changes/since")
+async def get_default_since(crawl_id: uuid.UUID, request: Request) -> JSONResponse:
+    """The crawl ``changes`` compares with by default, asked without an error when there is none
+    (decision 354): 200 ``{crawlId, since, sinceChosen, reason}`` — ``since`` a crawl id and
+    ``sinceChosen`` ``workflow``/``same-seeds``, or both null and ``reason`` saying why. 404 as
+    every crawl route."""
+    identity = await submitter(request)
+    if not await crawl_store.crawl_in_orgs(request.app.state.services.pool, crawl_id, identity.organizations):
+        raise Refused(404, "not found")
+    since, how = await _default(request, crawl_id, identity.organizations)
+    return JSONResponse({"crawlId": str(crawl_id), "since": str(since) if since else None,
+                         "sinceChosen": how if since else None, "reason": None if since else how},
+                        headers={"Cache-Control": "no-store"})
+
+
 @router.get("/api/crawls/{crawl_id}/changes")
 async def get_changes(crawl_id: uuid.UUID, request: Request, since: str | None = None) -> JSONResponse:
     """200 the comparison (see ``ledger.crawl.changes.changes``); 400 a ``since`` that is not a
     crawl id or is the crawl itself; 404 either crawl unknown or another organization's; 409 no
-    earlier crawl to compare with; 503 without S3 (the archives' indexes are read from it)."""
+    earlier crawl to compare with (``GET …/changes/since`` asks that without an error); 503
+    without S3 (the archives' indexes are read from it)."""
     identity = await submitter(request)
     services = request.app.state.services
     if not await crawl_store.crawl_in_orgs(services.pool, crawl_id, identity.organizations):
@@ -42,14 +73,10 @@ async def get_changes(crawl_id: uuid.UUID, request: Request, since: str | None =
             raise Refused(404, "not found")
         how = "given"
     else:
-        found = await default_since(services.pool, crawl_id)
+        found, how = await _default(request, crawl_id, identity.organizations)
         if found is None:
-            raise Refused(409, "this crawl has no earlier finished crawl of the same workflow or the same seeds"
-                               " to compare with: give since=<crawl id>")
-        since_id, how = uuid.UUID(found[0]), found[1]
-        if not await crawl_store.crawl_in_orgs(services.pool, since_id, identity.organizations):
-            raise Refused(409, "the earlier crawl of this workflow is not one of your organizations':"
-                               " give since=<crawl id>")
+            raise Refused(409, f"{how}: give since=<crawl id>", noEarlierCrawl=how)
+        since_id = found
     if services.s3 is None:
         raise Refused(503, "S3 is not configured on this ledger (WAGGLE_S3_*): the archives cannot be read")
     body = await changes(services, identity, crawl_id, since_id, how)

@@ -22,6 +22,7 @@ from ledger.api.errors import NotPermitted, describe_validation
 from ledger.api.identity import Identity, authenticate
 from ledger.authz.fga import now_iso
 from ledger.authz.outbox import drain_all
+from ledger.crawl import schedule_reconcile, workflow_grants
 from ledger.crawl import workflow_schedule as schedules
 from ledger.crawl import workflows as store
 from ledger.crawl.errors import Refused
@@ -147,7 +148,8 @@ async def create_workflow(body: NewWorkflow, request: Request) -> JSONResponse:
             f"user:{identity.subject}", "can_submit", f"organization:{org}"):
         raise NotPermitted()
     async with services.pool.connection() as conn:
-        async with conn.transaction():
+        async with conn.transaction():  # Windmill last; a commit failing after it: decision 352's reconciler
+            await schedule_reconcile.hold_shared(conn)
             row = await store.create(conn, org_id=org, name=body.name, notes=body.notes or "",
                                      options=_options_json(body.options), cron=cron, tz=tz, creator=identity.subject)
             if cron:
@@ -160,10 +162,14 @@ async def create_workflow(body: NewWorkflow, request: Request) -> JSONResponse:
 
 @router.get("/api/workflows/{workflow_id}")
 async def get_workflow(workflow_id: uuid.UUID, request: Request) -> dict:
-    """The workflow (``can_view``) with ``canRun``/``canEdit`` and its schedule's next 3 runs."""
+    """The workflow (``can_view``) with ``canRun``/``canEdit``, its schedule's next 3 runs and
+    its ``grants`` (``[{user, role, grantedBy, grantedAt}]``, decision 351)."""
     identity, row = await _allowed(request, "can_view", workflow_id)
-    return _full_view(row, can_run=await _may(request, identity, "can_run", workflow_id),
-                      can_edit=await _may(request, identity, "can_edit", workflow_id))
+    out = _full_view(row, can_run=await _may(request, identity, "can_run", workflow_id),
+                     can_edit=await _may(request, identity, "can_edit", workflow_id))
+    async with request.app.state.services.pool.connection() as conn:
+        out["grants"] = await workflow_grants.listed(conn, workflow_id)
+    return out
 
 
 @router.patch("/api/workflows/{workflow_id}")
@@ -191,6 +197,7 @@ async def edit_workflow(workflow_id: uuid.UUID, body: WorkflowFields, request: R
         changes.update(schedule_cron=cron, schedule_tz=tz)
     async with services.pool.connection() as conn:
         async with conn.transaction():  # Windmill last: a name clash changes nothing there
+            await schedule_reconcile.hold_shared(conn)
             row = await store.update(conn, workflow_id, changes)
             if "schedule" in given and cron:
                 path = await schedules.put(services.http, services.settings, workflow_id, row["name"], cron, tz)
@@ -205,15 +212,17 @@ async def edit_workflow(workflow_id: uuid.UUID, body: WorkflowFields, request: R
 async def delete_workflow(workflow_id: uuid.UUID, request: Request) -> dict:
     """Delete the workflow (``can_edit``) and its Windmill schedule; its crawls and their
     archives stay (no longer linked to it). → ``{deleted, crawlsKept}``."""
-    _, row = await _allowed(request, "can_edit", workflow_id)
+    await _allowed(request, "can_edit", workflow_id)
     services = request.app.state.services
-    if row["windmill_schedule"]:
-        await schedules.remove(services.http, services.settings, row["windmill_schedule"])
     async with services.pool.connection() as conn:
-        async with conn.transaction():
+        async with conn.transaction():  # Windmill last: its refusal keeps the workflow whole
+            await schedule_reconcile.hold_shared(conn)
             cur = await conn.execute("SELECT count(*) AS n FROM crawls WHERE workflow_id = %s", (workflow_id,))
             kept = (await cur.fetchone())["n"]
-            await store.delete(conn, workflow_id)
+            row = await store.delete(conn, workflow_id)
+            if row is not None and (row["windmill_schedule"] or row["schedule_cron"]):
+                await schedules.remove(services.http, services.settings,
+                                       row["windmill_schedule"] or schedules.path_of(workflow_id))
     await _deliver_tuples(request)
     return {"deleted": str(workflow_id), "crawlsKept": kept}
 

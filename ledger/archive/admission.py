@@ -21,6 +21,7 @@ from typing import Any, Literal
 from psycopg.types.json import Jsonb
 
 from ledger.archive.manifest import CaptureReport, ManifestInvalid, manifest_key, read_manifest
+from ledger.archive.conditional import record_validators
 from ledger.archive.digests import record_digests
 from ledger.archive.signature import UNSIGNED, SignatureCheck
 from ledger.archive.wacz_check import HASH_MAX_BYTES_DEFAULT, WaczCheck, check_many
@@ -229,6 +230,7 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
                 out[i] = Admitted("registered", archive_id)
                 if indexed and (check := indexed.get(report.artifacts.wacz or "")) is not None:
                     await record_digests(conn, org_id, archive_id, check.digests, check.bytes_saved)
+                    await record_validators(conn, org_id, archive_id, check.validators)  # decision 331
                 payloads.append(Jsonb({"writes": archive_tuples(archive_id, report.task_id, org_id, submitted_by)}))
             if payloads:
                 await conn.execute(
@@ -245,6 +247,7 @@ async def admit_many(conn: Any, reports: list[CaptureReport], *, org_id: str,
                     if check is not None and out[i].archive_id:  # type: ignore[union-attr]
                         await record_digests(conn, org_id, out[i].archive_id, check.digests,  # type: ignore[union-attr]
                                              check.bytes_saved)
+                        await record_validators(conn, org_id, out[i].archive_id, check.validators)  # type: ignore[union-attr]
             except Exception as one:  # noqa: BLE001
                 out[i] = one
         return out  # type: ignore[return-value]

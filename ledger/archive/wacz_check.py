@@ -36,6 +36,7 @@ import anyio
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ledger.archive.cdxj import INDEX_MAX_BYTES, IndexedDigests, parse_cdxj
+from ledger.archive.conditional import validators_of
 from ledger.archive.signature import UNSIGNED, SignatureCheck, check_signature
 from ledger.s3 import S3Unavailable, is_missing_object, parse_location
 
@@ -61,6 +62,7 @@ class WaczCheck:
     refusal: str | None = None
     digests: IndexedDigests = IndexedDigests()  # from the CDXJ index (decision 181); originals only when complete
     bytes_saved: int = 0  # datapackage ``browserhive:capture.revisits.bytesSaved`` (our capture server)
+    validators: dict | None = None  # datapackage ``browserhive:capture.conditional.validators`` (decision 331)
 
 
 class _RangeFile(io.RawIOBase):
@@ -223,7 +225,7 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
     f.prefetch(max(0, size - TAIL_BYTES), TAIL_BYTES)
     problem, hashed = None, False
     signature, refusal = UNSIGNED, None
-    digests, saved = IndexedDigests(), 0
+    digests, saved, validators = IndexedDigests(), 0, None
     try:
         with zipfile.ZipFile(f) as zf:  # type: ignore[arg-type]
             names = set(zf.namelist())
@@ -246,6 +248,7 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
                         refusal = f"signed, but {problem}"
                 digests = _index_digests(zf, f, names, complete=problem is None)
                 saved = _bytes_saved(zf)
+                validators = validators_of(zf) if problem is None else None  # a complete WACZ only
             if signature.signed and signature.problem is not None:
                 refusal = signature.problem
                 problem = problem or signature.problem
@@ -253,7 +256,7 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as exc:
         problem = f"the WACZ is not a readable zip: {str(exc)[:200]}"
         digests = IndexedDigests()
-    return WaczCheck(problem, hashed, f.requests, f.bytes_read, signature, refusal, digests, saved)
+    return WaczCheck(problem, hashed, f.requests, f.bytes_read, signature, refusal, digests, saved, validators)
 
 
 def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int, trusted_roots: str | None = None) -> WaczCheck:
@@ -276,7 +279,7 @@ def _check_sync(s3: Any, bucket: str, key: str, hash_max_bytes: int, trusted_roo
 
         check = check_zip(size, fetch, hash_max_bytes=hash_max_bytes, trusted_roots=trusted_roots)
         return WaczCheck(check.problem, check.hashed, check.requests + 1, check.bytes_read,
-                         check.signature, check.refusal, check.digests, check.bytes_saved)
+                         check.signature, check.refusal, check.digests, check.bytes_saved, check.validators)
     except ClientError as exc:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if status and status >= 500:

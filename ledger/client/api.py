@@ -101,6 +101,8 @@ class LedgerClient:
         elif status == 404 and (text in ("Not Found", "Not found") or "route" in text.lower()):
             # FastAPI's own 404 for an unmounted route, not the ledger's {"error":"not found"}
             message = f"the ledger does not serve {method} {path} (crawl routes need WAGGLE_CRAWL_WEBHOOK_URL and _TOKEN)"
+        elif status == 404 and isinstance(body, dict) and body.get("error") not in (None, "not found"):
+            message = str(body["error"])  # a 404 with the ledger's reason (e.g. no such grant): say it
         elif status == 404:
             message = f"not found: {method} {path} — no such item, or this identity may not see it"
         elif status >= 500:

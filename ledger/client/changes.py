@@ -67,7 +67,12 @@ def changes_command(
             since_id = resolve_crawl_id(client, since) if since else None
             body = client.changes(crawl_id, since_id)
             base = client.config.api_url
-    except (ApiError, ClientConfigError) as exc:
+    except ApiError as exc:
+        why = exc.body.get("noEarlierCrawl") if exc.status == 409 and isinstance(exc.body, dict) else None
+        # the ledger's own how-to names its query parameter; here the option is --since
+        raise _fail(console, f"{why}: give --since CRAWL (a crawl id or prefix, as `waggle crawls` shows)"
+                    if why else str(exc)) from None
+    except ClientConfigError as exc:
         raise _fail(console, str(exc)) from None
     if as_json:
         _print_json(body)

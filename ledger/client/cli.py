@@ -22,6 +22,7 @@ from rich.console import Console
 from ledger.client import ids, render
 from ledger.client.api import REASON_MAX_CHARS, ApiError, CrawlInProgress, LedgerClient
 from ledger.client.config import ClientConfigError, resolve_config
+from ledger.client.crawl_flags import CrawlFlags, Scope, crawl_flags  # noqa: F401 — Scope: its old home
 from ledger.client.follow import (
     POLL_INTERVAL_S,
     crawl_archives,
@@ -47,18 +48,6 @@ class PageState(str, Enum):
     skipped = "skipped"
     blocked = "blocked"  # decision 231
     pending = "pending"
-
-
-class Scope(str, Enum):
-    """Scope types (ledger.crawl.scope); same-origin / same-host: the old names, still accepted."""
-
-    page = "page"
-    prefix = "prefix"
-    host = "host"
-    domain = "domain"
-    origin = "origin"
-    same_origin = "same-origin"
-    same_host = "same-host"
 
 
 def _console() -> Console:
@@ -231,28 +220,10 @@ def follow_to_end(
     return finish(client, crawl, console, download, archive_wait_s, poll_s, show_urls)
 
 
+@crawl_flags
 def crawl_command(
     urls: Annotated[list[str], typer.Argument(help="Seed URLs (http or https).", show_default=False)],
-    depth: Annotated[Optional[int], typer.Option("--depth", min=0, max=10, help="Levels after the seeds (maxDepth; ledger default 2).")] = None,
-    max_pages: Annotated[Optional[int], typer.Option("--max-pages", min=1, help="Page budget of the whole crawl (ledger default max(30, #seeds)).")] = None,
-    delay_ms: Annotated[Optional[int], typer.Option("--delay-ms", min=0, max=600000, help="Per-host politeness delay in ms (ledger default 2000; robots Crawl-delay wins when longer).")] = None,
-    parallelism: Annotated[Optional[int], typer.Option("--parallelism", min=1, max=32, help="Hosts crawled at once (ledger default 4; the flow uses at most this, usually one per browser).")] = None,
-    scope: Annotated[Optional[Scope], typer.Option("--scope", help="Which links are followed: page (the seeds only), prefix (under a seed's path), host, domain (registered domain and subdomains), origin (ledger default; same-origin/same-host: old names).")] = None,
-    include: Annotated[Optional[list[str]], typer.Option("--include", help="Regular expression (RE2) over the normalized URL: matching URLs are in scope too. Repeatable.")] = None,
-    exclude: Annotated[Optional[list[str]], typer.Option("--exclude", help="Regular expression (RE2) over the normalized URL: matching URLs are never taken (wins over everything). Repeatable.")] = None,
-    time_limit: Annotated[Optional[int], typer.Option("--time-limit", min=1, help="End the crawl after this many seconds (stop reason time_limit; captures in flight are kept).")] = None,
-    max_bytes: Annotated[Optional[int], typer.Option("--max-bytes", min=1, help="End the crawl once its admitted archives total this many bytes (stop reason size_limit; archives are counted as they are admitted, after each level, so the last level can pass it).")] = None,
-    max_pages_per_host: Annotated[Optional[int], typer.Option("--max-pages-per-host", min=1, help="Take at most this many pages of one host (its further links dropped: max_pages_per_host).")] = None,
-    sitemap: Annotated[bool, typer.Option("--sitemap", help="Also queue the URLs in scope listed by the seed hosts' sitemaps (robots.txt Sitemap: lines, else /sitemap.xml), after the seeds.")] = False,
-    sitemap_lastmod_after: Annotated[Optional[str], typer.Option("--sitemap-lastmod-after", metavar="DATE", help="With --sitemap: only URLs whose lastmod is after DATE (2024-01-31, or an ISO date-time with offset).")] = None,
-    extra_hops: Annotated[Optional[int], typer.Option("--extra-hops", min=0, max=10, help="Also capture pages up to N links out of scope (their links not expanded past N).")] = None,
-    script: Annotated[Optional[list[str]], typer.Option("--script", help="Page script: a catalogue id (autoscroll, autoscroll@2) or a .ts file (\\[preload:|behavior:]path.ts). Repeatable; default = the catalogue's default set.")] = None,
-    no_scripts: Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts at all.")] = False,
-    formats: Annotated[Optional[str], typer.Option("--formats", help="Capture formats, comma-separated, with wacz: wacz,png,webp,html,links,mhtml (default: the deployment's WAGGLE_CAPTURE_FORMATS). Screenshots go into the WACZ where the capture server can.")] = None,
-    ignore_robots_meta: Annotated[bool, typer.Option("--ignore-robots-meta", help="Archive pages whose robots meta or X-Robots-Tag says noarchive, and follow the links of pages saying nofollow (default: both honoured).")] = False,
-    group_hosts: Annotated[Optional[str], typer.Option("--group-hosts", help="Hosts that are one server share one gap and one lease: address (ledger default: hosts resolving to a shared address) or domain (also every host of a registered domain).")] = None,
-    delay_factor: Annotated[Optional[float], typer.Option("--delay-factor", min=0, max=60, help="A slow host's gap is at least this times its last page's document time, never below the delay (ledger default 5; 0 = off).")] = None,
-    sign: Annotated[Optional[bool], typer.Option("--sign/--no-sign", help="Signed WACZ (wacz-auth) for every capture: the capture server's signer signs, the ledger verifies at admission (default: the deployment's WAGGLE_CAPTURE_SIGNING).")] = None,
+    crawl: CrawlFlags,
     download: Annotated[Optional[Path], typer.Option("--download", help="Save the crawl's WACZ files into this directory.", file_okay=False, callback=download_dir)] = None,
     show_urls: Annotated[bool, typer.Option("--urls", help="Also print a signed download URL (valid 300 s) for every archive.")] = False,
     detach: Annotated[bool, typer.Option("--detach", help="Submit, print the crawl id and return.")] = False,
@@ -261,13 +232,9 @@ def crawl_command(
 ) -> None:
     """Crawl URLs into WACZ archives and follow the crawl live until it ends."""
     console = _console()
-    if no_scripts and script:
-        raise _fail(console, "--script and --no-scripts exclude each other")
-    body = build_crawl_body(urls, depth, max_pages, delay_ms, parallelism, scope.value if scope else None, script, no_scripts,
-                            formats, include, exclude, extra_hops, time_limit, max_bytes, max_pages_per_host,
-                            ignore_robots_meta=ignore_robots_meta, sign=sign, sitemap=sitemap,
-                            sitemap_lastmod_after=sitemap_lastmod_after, group_hosts=group_hosts,
-                            delay_factor=delay_factor)
+    if why := crawl.conflict():
+        raise _fail(console, why)
+    body = crawl.body(urls)
     try:
         with _client() as client:
             crawl_id = client.submit_crawl(body)

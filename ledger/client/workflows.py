@@ -1,8 +1,9 @@
-"""``waggle workflows list|create|show|edit|run|delete|history``: saved crawl workflows (decision 201).
+"""``waggle workflows list|create|show|edit|run|delete|history|grants|grant|revoke``: saved crawl
+workflows (decision 201) and who else may view, run or edit one (decision 351).
 
 A workflow is named by its id, a unique start of its id, or its exact name. Its crawl options
-are the ``POST /api/crawls`` body: ``--options JSON`` gives them whole (every option, including
-ones this client has no flag for), and the flags below set the common ones on top.
+are the ``POST /api/crawls`` body: ``--options JSON`` gives them whole, and the crawl flags of
+``waggle crawl`` (``ledger.client.crawl_flags``: the same definitions) set theirs on top.
 Exit codes: 0 done, 1 an error (the ledger's reason printed), 3 a run skipped (one of the
 workflow's crawls still runs).
 """
@@ -13,12 +14,15 @@ import json
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from ledger.client import render
 from ledger.client.api import ApiError, LedgerClient
-from ledger.client.cli import AsJson, _client, _console, _fail, _print_json, build_crawl_body
+from ledger.client.cli import AsJson, _client, _console, _fail, _print_json
 from ledger.client.config import ClientConfigError
+from ledger.client.crawl_flags import CrawlFlags, crawl_flags
 
 EXIT_SKIPPED = 3
 
@@ -28,23 +32,19 @@ app = typer.Typer(name="workflows", help="Saved crawl workflows: run now or on a
 Seeds = Annotated[Optional[list[str]], typer.Option("--seed", help="A seed URL (repeatable).")]
 FromTargets = Annotated[bool, typer.Option("--from-targets", help="Crawl the organization's saved targets (read at each run) instead of seeds.")]
 Options = Annotated[Optional[str], typer.Option("--options", help='The crawl options as POST /api/crawls JSON, e.g. \'{"maxDepth": 1, "scope": "prefix"}\'; the flags win over it.')]
-Depth = Annotated[Optional[int], typer.Option("--depth", help="maxDepth.")]
-MaxPages = Annotated[Optional[int], typer.Option("--max-pages", help="maxPages.")]
-Delay = Annotated[Optional[int], typer.Option("--delay-ms", help="perHostDelayMs.")]
-ScopeOpt = Annotated[Optional[str], typer.Option("--scope", help="page, prefix, host, domain or origin.")]
-NoScripts = Annotated[bool, typer.Option("--no-scripts", help="Run no page scripts.")]
 Cron = Annotated[Optional[str], typer.Option("--cron", help="Schedule: a 5-field cron expression, e.g. '0 4 * * *'.")]
 Tz = Annotated[Optional[str], typer.Option("--tz", help="The schedule's IANA time zone (default UTC), e.g. Europe/Paris.")]
 Notes = Annotated[Optional[str], typer.Option("--notes", help="Free text kept with the workflow.")]
 
 
-def _options(given: str | None, seeds: list[str] | None, from_targets: bool, depth: int | None,
-             max_pages: int | None, delay_ms: int | None, scope: str | None, no_scripts: bool,
+def _options(given: str | None, seeds: list[str] | None, from_targets: bool, crawl: CrawlFlags,
              base: dict | None = None) -> dict | None:
     """``--options`` (else ``base``, the saved options) with the flags set on top; None when
     neither ``--options`` nor a flag was given."""
     if seeds and from_targets:
         raise typer.BadParameter("--seed and --from-targets exclude each other")
+    if why := crawl.conflict():
+        raise typer.BadParameter(why)
     if given is not None:
         try:
             options = json.loads(given)
@@ -55,7 +55,7 @@ def _options(given: str | None, seeds: list[str] | None, from_targets: bool, dep
     else:
         options = dict(base or {})
     before = dict(options)
-    flags = build_crawl_body(seeds or [], depth, max_pages, delay_ms, None, scope, None, no_scripts)
+    flags = crawl.body(seeds or [])
     if seeds:
         options.pop("fromTargets", None)
     else:
@@ -92,6 +92,8 @@ def _show(console, wf: dict) -> None:
     for t in (wf.get("schedule") or {}).get("nextRuns") or []:
         console.print(f"  next: {t}")
     console.print("options: " + json.dumps(wf["options"], ensure_ascii=False), soft_wrap=True)
+    if wf.get("grants"):
+        console.print("grants: " + ", ".join(f"{g['user']} {g['role']}" for g in wf["grants"]), soft_wrap=True)
     if "canRun" in wf:
         console.print(f"you may run it: {'yes' if wf['canRun'] else 'no'}; edit it: {'yes' if wf['canEdit'] else 'no'}")
 
@@ -126,10 +128,10 @@ def list_command(as_json: AsJson = False) -> None:
 
 
 @app.command("create")
+@crawl_flags
 def create_command(
     name: Annotated[str, typer.Argument(help="A name, unique in the organization.")],
-    seed: Seeds = None, from_targets: FromTargets = False, options: Options = None, depth: Depth = None,
-    max_pages: MaxPages = None, delay_ms: Delay = None, scope: ScopeOpt = None, no_scripts: NoScripts = False,
+    seed: Seeds = None, from_targets: FromTargets = False, options: Options = None, crawl: CrawlFlags = None,
     cron: Cron = None, tz: Tz = None, notes: Notes = None,
     org: Annotated[Optional[str], typer.Option("--org", help="The organization (default: your first).")] = None,
     as_json: AsJson = False,
@@ -138,8 +140,7 @@ def create_command(
     console = _console()
     if tz and not cron:
         raise _fail(console, "--tz goes with --cron", 2)
-    body: dict = {"name": name, "options": _options(options, seed, from_targets, depth, max_pages, delay_ms,
-                                                       scope, no_scripts) or {}}
+    body: dict = {"name": name, "options": _options(options, seed, from_targets, crawl) or {}}
     if notes is not None:
         body["notes"] = notes
     if cron:
@@ -168,11 +169,11 @@ def show_command(workflow: Annotated[str, typer.Argument(help="Id, start of the 
 
 
 @app.command("edit")
+@crawl_flags
 def edit_command(
     workflow: Annotated[str, typer.Argument(help="Id, start of the id, or name.")],
     name: Annotated[Optional[str], typer.Option("--name", help="A new name.")] = None,
-    seed: Seeds = None, from_targets: FromTargets = False, options: Options = None, depth: Depth = None,
-    max_pages: MaxPages = None, delay_ms: Delay = None, scope: ScopeOpt = None, no_scripts: NoScripts = False,
+    seed: Seeds = None, from_targets: FromTargets = False, options: Options = None, crawl: CrawlFlags = None,
     cron: Cron = None, tz: Tz = None, notes: Notes = None,
     no_schedule: Annotated[bool, typer.Option("--no-schedule", help="Remove the schedule.")] = False,
     as_json: AsJson = False,
@@ -186,8 +187,7 @@ def edit_command(
         with _client() as client:
             current = client._call("GET", f"/api/workflows/{_resolve(client, workflow)['workflowId']}").json()
             body: dict = {}
-            changed = _options(options, seed, from_targets, depth, max_pages, delay_ms, scope, no_scripts,
-                               base=current["options"])
+            changed = _options(options, seed, from_targets, crawl, base=current["options"])
             if changed is not None:
                 body["options"] = changed
             if name is not None:
@@ -254,13 +254,91 @@ def history_command(workflow: Annotated[str, typer.Argument(help="Id, start of t
             runs = client._call("GET", f"/api/workflows/{wid}/history", params={"limit": limit}).json()["runs"]
         if as_json:
             return _print_json(runs)
-        table = Table("at", "trigger", "by", "outcome", "crawl", "state", "pages", "reason", title="runs")
-        for r in runs:
-            c = r.get("crawl") or {}
-            table.add_row(render.short_time(r["at"]), r["trigger"], r["requestedBy"], r["outcome"],
-                          render.short_id(c.get("crawlId")) if c else "—", c.get("state") or "—",
-                          str(c.get("pagesCaptured")) if c else "—", r.get("reason") or "")
-        console.print(table)
+        console.print(history_view(runs))
+    _guard(console)(go)
+
+
+def history_view(runs: list[dict]) -> Group:
+    """The runs as one line each at 80 columns (decision 265), the reasons below the table,
+    numbered, whole and folding: a reason is prose that names a crawl, never cut."""
+    table = render._one_line_table("runs")
+    for col in ("at", "trigger", "by", "outcome", "crawl", "state"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("pages", justify="right", no_wrap=True)
+    reasons = []
+    for r in runs:
+        c = r.get("crawl") or {}
+        outcome = r["outcome"]
+        if r.get("reason"):
+            reasons.append(r["reason"])
+            outcome += f" [{len(reasons)}]"
+        table.add_row(render.short_time(r["at"])[:16], r["trigger"], render.Cut(r["requestedBy"], minimum=8, end=True),
+                      outcome, render.short_id(c.get("crawlId")) if c else "—", c.get("state") or "—",
+                      str(c.get("pagesCaptured")) if c and c.get("pagesCaptured") is not None else "—")
+    notes = [Text(f"[{i}] {why}", overflow="fold") for i, why in enumerate(reasons, 1)]
+    return Group(table, *notes)
+
+
+Role = Annotated[str, typer.Argument(help="viewer (may view it), runner (view and run) or editor (also edit and grant).")]
+User = Annotated[str, typer.Argument(help="The user's subject, as the identity provider names the user.")]
+
+
+def _grants_table(grants: list[dict]) -> Table:
+    table = render._one_line_table("grants")
+    for col in ("user", "role", "by", "since"):
+        table.add_column(col, no_wrap=True)
+    for g in grants:
+        table.add_row(render.Cut(g["user"], minimum=8, end=True), g["role"], render.Cut(g["grantedBy"], minimum=8, end=True),
+                      render.short_time(g["grantedAt"])[:16])
+    return table
+
+
+@app.command("grants")
+def grants_command(workflow: Annotated[str, typer.Argument(help="Id, start of the id, or name.")],
+                   as_json: AsJson = False) -> None:
+    """Who was granted what on the workflow (its organization's members view it, submitters run it, admins edit it)."""
+    console = _console()
+
+    def go():
+        with _client() as client:
+            wid = _resolve(client, workflow)["workflowId"]
+            out = client._call("GET", f"/api/workflows/{wid}/grants").json()
+        _print_json(out["grants"]) if as_json else console.print(_grants_table(out["grants"]))
+    _guard(console)(go)
+
+
+@app.command("grant")
+def grant_command(workflow: Annotated[str, typer.Argument(help="Id, start of the id, or name.")], user: User,
+                  role: Role, as_json: AsJson = False) -> None:
+    """Give a user a role on the workflow (replacing the role it had); an editor or the organization's admin may."""
+    console = _console()
+
+    def go():
+        with _client() as client:
+            wid = _resolve(client, workflow)["workflowId"]
+            out = client._call("PUT", f"/api/workflows/{wid}/grants", json={"user": user, "role": role}).json()
+        if as_json:
+            return _print_json(out)
+        was = f" (was {out['previousRole']})" if out.get("previousRole") else ""
+        console.print(f"{out['grant']['user']} is now {out['grant']['role']} of workflow {wid[:8]}{was}", soft_wrap=True)
+    _guard(console)(go)
+
+
+@app.command("revoke")
+def revoke_command(workflow: Annotated[str, typer.Argument(help="Id, start of the id, or name.")], user: User,
+                   as_json: AsJson = False) -> None:
+    """Take back a user's grant on the workflow."""
+    console = _console()
+
+    def go():
+        from urllib.parse import quote
+
+        with _client() as client:
+            wid = _resolve(client, workflow)["workflowId"]
+            out = client._call("DELETE", f"/api/workflows/{wid}/grants/{quote(user, safe='')}").json()
+        if as_json:
+            return _print_json(out)
+        console.print(f"{out['revoked']['user']} is no longer {out['revoked']['role']} of workflow {wid[:8]}", soft_wrap=True)
     _guard(console)(go)
 
 

@@ -392,7 +392,8 @@ async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = No
     (summaries, newest first in each group; several crawls run at once, issue 12): ``crawlId,
     seeds, state, stopReason, startedAt, finishedAt, pagesDiscovered, pagesCaptured,
     organization, requestedBy, error, currentDepth, levelState, maxDepth, maxPages`` and
-    ``pagesFailed, pagesSkipped, pagesPending`` (crawl_pages counts by state). ``orgs`` (None =
+    ``pagesFailed, pagesSkipped, pagesPending, pagesBlocked`` (crawl_pages counts by state) and
+    ``hostsBlocked`` (hosts paused as blocking the crawler, decision 231). ``orgs`` (None =
     every organization) keeps only the crawls of those organizations; ``id_prefix`` (lower-case
     hex digits and dashes, checked by the route) only those whose id starts with it."""
     visible = "(%(all)s OR org_id = ANY(%(orgs)s)) AND (%(prefix)s::text IS NULL OR id::text LIKE %(prefix)s || '%%')"
@@ -410,6 +411,9 @@ async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = No
             "SELECT crawl_id, state, count(*) AS n FROM crawl_pages WHERE crawl_id = ANY(%s) GROUP BY 1, 2",
             ([r["id"] for r in rows],))
         counts: dict[tuple[Any, str], int] = {(c["crawl_id"], c["state"]): c["n"] for c in await cur.fetchall()}
+        cur = await conn.execute("SELECT crawl_id, count(*) AS n FROM crawl_blocked_hosts WHERE crawl_id = ANY(%s)"
+                                 " GROUP BY 1", ([r["id"] for r in rows],))
+        hosts_blocked = {c["crawl_id"]: c["n"] for c in await cur.fetchall()}  # decision 231
     keys = ("crawlId", "seeds", "state", "stopReason", "startedAt", "finishedAt", "pagesDiscovered",
             "pagesCaptured", "organization", "requestedBy", "error", "currentDepth", "levelState", "maxDepth",
             "maxPages")
@@ -419,6 +423,7 @@ async def list_crawls(pool: Any, limit: int = 20, *, orgs: list[str] | None = No
         for state, key in (("failed", "pagesFailed"), ("skipped", "pagesSkipped"), ("pending", "pagesPending"),
                            ("blocked", "pagesBlocked")):
             item[key] = counts.get((r["id"], state), 0)
+        item["hostsBlocked"] = hosts_blocked.get(r["id"], 0)
         out.append(item)
     return out
 

@@ -9,7 +9,7 @@ where the ledger keeps two runs of one workflow from overlapping.
 Windmill routes used (``{base}/api/w/{ws}/…``, base and workspace from
 ``WAGGLE_CRAWL_WEBHOOK_URL``, bearer ``WAGGLE_CRAWL_WEBHOOK_TOKEN``): ``GET
 schedules/exists/{path}``, ``POST schedules/create``, ``POST schedules/update/{path}``,
-``DELETE schedules/delete/{path}``.
+``DELETE schedules/delete/{path}``, ``GET schedules/list`` (the reconciler, decision 352).
 """
 
 from __future__ import annotations
@@ -83,9 +83,23 @@ def windmill_cron(cron: str) -> str:
     return "0 " + cron
 
 
+PATH_PREFIX = "f/waggle/workflow_"
+LIST_PAGE = 100
+
+
 def path_of(workflow_id: uuid.UUID | str) -> str:
     """The Windmill schedule path of a workflow: ``f/waggle/workflow_<32 hex digits>``."""
-    return f"f/waggle/workflow_{uuid.UUID(str(workflow_id)).hex}"
+    return f"{PATH_PREFIX}{uuid.UUID(str(workflow_id)).hex}"
+
+
+def workflow_of(path: str) -> uuid.UUID | None:
+    """The workflow id a schedule path names (:func:`path_of`'s inverse), or None for another path."""
+    if not path.startswith(PATH_PREFIX):
+        return None
+    try:
+        return uuid.UUID(hex=path[len(PATH_PREFIX):])
+    except ValueError:
+        return None
 
 
 class ScheduleUnavailable(Refused):
@@ -145,3 +159,32 @@ async def remove(http: httpx.AsyncClient, settings: Any, path: str) -> None:
     resp = await _send(http, "DELETE", f"{base}/delete/{path}", headers)
     if not (resp.is_success or resp.status_code == 404):
         raise _refused(resp, "delete")
+
+
+def configured(settings: Any) -> bool:
+    """Whether the ledger has a Windmill to keep schedules in (a Windmill job URL)."""
+    return windmill_base(settings.crawl_webhook_url) is not None
+
+
+async def held(http: httpx.AsyncClient, settings: Any) -> dict[str, dict]:
+    """Windmill's workflow schedules, path → schedule (``schedule``, ``timezone``, ``args``, …).
+
+    ``GET schedules/list?path_start=…&per_page=100&page=N`` until a page brings nothing new; only
+    paths under :data:`PATH_PREFIX` are kept (a server that ignores ``path_start`` is fine).
+    Raises :class:`ScheduleUnavailable` (503) when Windmill does not answer or refuses."""
+    base, _, headers = _where(settings)
+    out: dict[str, dict] = {}
+    seen: set[str] = set()  # every path listed, ours or not: a page with none new is the end
+    page = 1
+    while True:
+        url = f"{base}/list?path_start={PATH_PREFIX}&per_page={LIST_PAGE}&page={page}"
+        resp = await _send(http, "GET", url, headers)
+        if resp.status_code != 200:
+            raise _refused(resp, "list")
+        items = [i for i in resp.json() if isinstance(i, dict) and isinstance(i.get("path"), str)]
+        new = {i["path"] for i in items} - seen
+        seen |= new
+        out.update({i["path"]: i for i in items if i["path"].startswith(PATH_PREFIX)})
+        if len(items) < LIST_PAGE or not new:
+            return out
+        page += 1

@@ -16,6 +16,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from ledger.crawl import workflow_grants as grants
 from ledger.crawl.errors import Refused
 from ledger.crawl.times import iso_ms
 
@@ -72,6 +73,7 @@ async def create(conn: AsyncConnection, *, org_id: str, name: str, notes: str, o
         raise _name_taken(name, org_id)
     await conn.execute("INSERT INTO fga_outbox (payload) VALUES (%s)",
                        (Jsonb({"writes": tuples(workflow_id, org_id, creator)}),))
+    await grants.record(conn, workflow_id, creator, "editor", creator)
     return dict(row)
 
 
@@ -115,14 +117,21 @@ async def update(conn: AsyncConnection, workflow_id: uuid.UUID, changes: dict) -
 
 async def delete(conn: AsyncConnection, workflow_id: uuid.UUID) -> dict | None:
     """Delete the workflow row (its crawls stay, ``workflow_id`` set to NULL; its run records go)
-    and queue the deletion of its tuples. Returns the deleted row, or None."""
+    and queue the deletion of its tuples (its parent, its creator's and every grant's). Returns
+    the deleted row, or None."""
+    granted = await grants.tuples_of_all(conn, workflow_id)
     cur = await conn.execute("DELETE FROM workflows WHERE id = %s RETURNING *", (workflow_id,))
     row = await cur.fetchone()
     if row is None:
         return None
     await conn.execute("INSERT INTO fga_outbox (payload) VALUES (%s)",
-                       (Jsonb({"deletes": tuples(workflow_id, row["org_id"], row["created_by"])}),))
+                       (Jsonb({"deletes": _unique([*tuples(workflow_id, row["org_id"], row["created_by"]), *granted])}),))
     return dict(row)
+
+
+def _unique(items: list[dict]) -> list[dict]:
+    """Tuples without repeats (OpenFGA refuses a Write naming one tuple twice)."""
+    return list({(t["user"], t["relation"], t["object"]): t for t in items}.values())
 
 
 async def guard_idle(conn: AsyncConnection, workflow_id: uuid.UUID) -> None:

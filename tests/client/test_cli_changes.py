@@ -28,7 +28,9 @@ def test_changes_of_a_recrawl_from_the_command_line(ledger_env: RealLedger):
     seed = f"http://site-a.example/changes-{uuid.uuid4().hex[:8]}/"  # the ledger is shared: no other crawl of it
     first = crawl(seed)
     none = runner.invoke(app, ["changes", first[:8]], catch_exceptions=False)
-    assert none.exit_code == 1 and "give since" in none.output and "Traceback" not in none.output
+    assert none.exit_code == 1 and "Traceback" not in none.output
+    assert "no earlier finished crawl" in none.output and "give --since CRAWL" in none.output
+    assert "since=" not in none.output  # the API's parameter, not the command's option
     second = crawl(seed)
     shown = runner.invoke(app, ["changes", second[:8]], catch_exceptions=False)
     assert shown.exit_code == 0, shown.output

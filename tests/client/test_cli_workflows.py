@@ -58,3 +58,68 @@ def test_workflow_commands_end_to_end(ledger_env: RealLedger):
     gone = waggle("delete", name)
     assert gone.exit_code == 0 and "1 crawl(s) and their archives are kept" in gone.output
     assert waggle("show", name).exit_code == 1
+
+
+def _option_names(*path: str) -> set[str]:
+    import typer.main
+
+    from ledger.client.crawl_flags import FLAGS
+
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]
+    return {opt for p in command.params if p.name in FLAGS for opt in [*p.opts, *p.secondary_opts]}
+
+
+def test_workflows_take_every_crawl_flag_of_waggle_crawl():
+    """One definition (ledger.client.crawl_flags): the options of `waggle crawl` are those of
+    `workflows create` and `edit`, including --include, --exclude, --sign, --sitemap."""
+    crawl = _option_names("crawl")
+    assert {"--include", "--exclude", "--sign", "--no-sign", "--sitemap", "--sitemap-lastmod-after",
+            "--formats", "--time-limit", "--max-bytes", "--extra-hops", "--group-hosts"} <= crawl
+    assert _option_names("workflows", "create") == crawl == _option_names("workflows", "edit")
+
+
+def test_create_with_crawl_flags_grant_revoke_and_history_at_80_columns(ledger_env: RealLedger):
+    ledger_env.flow.hold = True
+    name = f"flags {uuid.uuid4().hex[:6]}"
+    made = waggle("create", name, "--seed", "http://site-a.example/", "--include", r"^http://site-b\.example/",
+                  "--exclude", "/private/", "--exclude", r"\?print=", "--sitemap", "--sitemap-lastmod-after",
+                  "2024-01-31", "--no-sign", "--scope", "prefix", "--max-pages-per-host", "5", "--time-limit", "600",
+                  "--formats", "wacz,png", "--extra-hops", "1", "--no-scripts", "--json")
+    assert made.exit_code == 0, made.output
+    wf = json.loads(made.output)
+    assert {k: wf["options"][k] for k in ("include", "exclude", "useSitemap", "sitemapLastmodAfter", "signing", "scope",
+                                          "maxPagesPerHost", "timeLimitS", "formats", "extraHops")} == {
+        "include": [r"^http://site-b\.example/"], "exclude": ["/private/", r"\?print="], "useSitemap": True,
+        "sitemapLastmodAfter": "2024-01-31", "signing": False, "scope": "prefix", "maxPagesPerHost": 5,
+        "timeLimitS": 600, "formats": ["png", "wacz"], "extraHops": 1}  # formats as the ledger orders them
+    edited = json.loads(waggle("edit", name, "--sign", "--exclude", "/tmp/", "--json").output)["options"]
+    assert (edited["signing"], edited["exclude"], edited["useSitemap"]) == (True, ["/tmp/"], True)  # the rest kept
+    bad = waggle("create", "bad " + name, "--seed", "http://site-a.example/", "--exclude", "(")
+    assert bad.exit_code == 1 and "exclude" in bad.output and "Traceback" not in bad.output
+
+    given = waggle("grant", name, "frank", "runner")
+    assert given.exit_code == 0 and "frank is now runner" in given.output, given.output
+    changed = waggle("grant", name, "frank", "viewer")
+    assert "frank is now viewer" in changed.output and "(was runner)" in changed.output
+    listed = waggle("grants", name, "--json")
+    assert [(g["user"], g["role"]) for g in json.loads(listed.output)] == [("alice", "editor"), ("frank", "viewer")]
+    assert "frank viewer" in waggle("show", name).output
+    wrong = waggle("grant", name, "frank", "owner")
+    assert wrong.exit_code == 1 and "'owner' is not a workflow role" in wrong.output
+    taken = waggle("revoke", name, "frank")
+    assert taken.exit_code == 0 and "frank is no longer viewer" in taken.output
+    again = waggle("revoke", name, "frank")
+    assert again.exit_code == 1 and "has no grant" in again.output
+
+    first = waggle("run", name)
+    assert first.exit_code == 0, first.output
+    assert waggle("run", name).exit_code == 3  # skipped: a long reason naming the running crawl
+    shown = runner.invoke(app, ["workflows", "history", name], env={"COLUMNS": "80"}, catch_exceptions=False)
+    lines = shown.output.splitlines()
+    assert shown.exit_code == 0 and max(map(len, lines)) <= 80, shown.output
+    rows = [ln for ln in lines if re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d ", ln)]
+    assert len(rows) == 2 and "skipped [1]" in rows[0] and "started" in rows[1], shown.output
+    reason = " ".join(lines[lines.index(next(ln for ln in lines if ln.startswith("[1] "))):])
+    assert "never runs twice at once" in reason  # the whole reason, folded, not squeezed into a column

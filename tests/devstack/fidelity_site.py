@@ -16,9 +16,11 @@ import struct
 import threading
 import zlib
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import brotli  # pywb's dependency (brotlipy)
+
+from tests.fixtures.loopback import LoopbackSite
 
 
 def _png(width: int = 3, height: int = 2) -> bytes:
@@ -150,17 +152,15 @@ class FidelitySite:
                 with site.lock:
                     site.sent[(path, rng)] = Sent(status, tuple(headers), entity)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._site = LoopbackSite(Handler)
+        self.base = self._site.url
 
     def start(self) -> "FidelitySite":
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        """Self: the site serves from construction."""
         return self
 
     def url(self, path: str) -> str:
         return self.base + path
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._site.stop()

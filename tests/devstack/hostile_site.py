@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fixtures.loopback import LoopbackSite
 
 PDF_BYTES = 20_000_000
 BIG_BYTES = 50 * 1024 * 1024
@@ -142,19 +144,16 @@ class HostileSite:
         self.pdf = _pattern(PDF_BYTES)
         self.big = bytes(BIG_BYTES)
         handler = type("Handler", (_Handler,), {"site": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._site = LoopbackSite(handler)
+        self.port = self._site.port
 
     def start(self) -> "HostileSite":
-        self.thread.start()
+        """Self: the site serves from construction."""
         return self
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return self._site.url + path
 
     def stop(self) -> None:
         self.released.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self._site.stop()

@@ -21,12 +21,13 @@ import gzip
 import select
 import socket
 import struct
-import threading
 import time
 import zlib
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fixtures.loopback import LoopbackSite
 
 FETCHED_MESSAGE = "fetched-by-script-42"
 GZIP_TEXT = "<html><head><title>gz</title></head><body>" + "compressed and chunked " * 200 + "</body></html>"
@@ -198,18 +199,15 @@ class TestSite:
         self.connection_headers: list[tuple[str, str]] = []  # (path, Connection header) per request
         self.user_agents: list[tuple[str, str, str | None]] = []  # (path, User-Agent, Sec-CH-UA) per request
         handler = type("Handler", (_Handler,), {"site": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._site = LoopbackSite(handler)
+        self.port = self._site.port
 
     def start(self) -> "TestSite":
-        self.thread.start()
+        """Self: the site serves from construction."""
         return self
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return self._site.url + path
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._site.stop()

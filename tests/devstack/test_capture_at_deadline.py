@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
@@ -29,6 +29,7 @@ from tests.devstack.conftest import FAST_SETTLE
 from tests.devstack.helpers import (ONLY_WACZ, capture, capture_server_process, cdxj_lines, s3_get, wacz_members,
                                     warc_records)
 from tests.devstack.site import tiny_png
+from tests.fixtures.loopback import LoopbackSite
 
 PAGE_LOAD_MS = 2000
 VENV_BIN = Path(sys.executable).parent
@@ -65,17 +66,14 @@ class HangingSite:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self._site = LoopbackSite(Handler)
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+        return self._site.url + path
 
     def stop(self) -> None:
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self._site.stop()
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,8 @@ content on scroll still are, and what they load is in the WACZ. Real Chromium, p
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 import httpx
@@ -17,6 +16,7 @@ import pytest
 from waggle_capture.scrollhooks import HOOKS_JS
 from tests.devstack.helpers import ONLY_WACZ, capture, cdxj_lines, s3_get, script, wacz_members
 from tests.devstack.site import tiny_png
+from tests.fixtures.loopback import LoopbackSite
 
 TEXT = "<p>" + "A static paragraph of a long reference document. " * 12 + "</p>\n"
 # ~120,000 px of text; a click listener and a resize listener react to nothing a scroll does.
@@ -97,14 +97,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with LoopbackSite(_Handler) as served:
+        yield served.url
 
 
 @pytest.fixture(scope="module")

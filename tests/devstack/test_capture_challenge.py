@@ -5,9 +5,8 @@ pages (tests/fixtures/challenge/) and with its own error page."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
@@ -15,6 +14,7 @@ import pytest
 
 from waggle_capture.challenge import MESSAGE, HeldBehindChallenge, refuse_behind_challenge
 from tests.devstack.helpers import capture
+from tests.fixtures.loopback import LoopbackSite
 
 FORMATS = {"png": False, "webp": False, "html": False, "links": True, "mhtml": False, "wacz": True}
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "challenge"
@@ -30,7 +30,7 @@ PAGES: dict[str, tuple[int, dict[str, str], bytes]] = {
 }
 
 
-class ChallengeSite:
+class ChallengeSite(LoopbackSite):
     def __init__(self) -> None:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -46,21 +46,13 @@ class ChallengeSite:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture(scope="module")
 def site():
-    s = ChallengeSite()
-    yield s
-    s.stop()
+    with ChallengeSite() as s:
+        yield s
 
 
 def _capture(server: str, url: str) -> dict:

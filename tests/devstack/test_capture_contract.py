@@ -14,6 +14,7 @@ from tests.devstack.conftest import FAST_SETTLE
 from tests.devstack.helpers import (
     ALL_FORMATS, ONLY_WACZ, capture, capture_server_process, faults, s3_get, script, task_keys, wacz_members,
 )
+from tests.fixtures.loopback import LoopbackSite
 
 HTML_ONLY = {**{k: False for k in ALL_FORMATS}, "html": True}
 
@@ -257,7 +258,7 @@ def test_private_targets_are_refused_without_the_flag(strict_server, test_site, 
 
 
 def test_artifact_sink_receives_every_artifact_and_its_locations_are_used(capture_server, test_site):
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     received: list[tuple[str, str, str, int]] = []
 
@@ -275,15 +276,9 @@ def test_artifact_sink_receives_every_artifact_and_its_locations_are_used(captur
             self.end_headers()
             self.wfile.write(body)
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        sink_url = f"http://127.0.0.1:{srv.server_address[1]}/sink/crawl-7"
+    with LoopbackSite(Sink, daemon_threads=False) as sink:
         r = capture(capture_server, url=test_site.url("/other"), captureFormats={**HTML_ONLY, "wacz": True},
-                    artifactSink={"url": sink_url, "token": "tok-123"})
-    finally:
-        srv.shutdown()
-        srv.server_close()
+                    artifactSink={"url": f"{sink.url}/sink/crawl-7", "token": "tok-123"})
     body = r.json()
     tid = body["taskId"]
     assert body["report"]["artifacts"] == {"html": f"s3://sink-bucket/org/1/sink/crawl-7/{tid}_.html",

@@ -12,13 +12,13 @@
 from __future__ import annotations
 
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from f.waggle.failures import TRANSIENT, classify_report
 from tests.devstack.helpers import ONLY_WACZ, capture, s3_get, wacz_members, warc_records
+from tests.fixtures.loopback import LoopbackSite
 
 NOT_FOUND = b"<!DOCTYPE HTML><html><head><title>Error response</title></head><body><h1>404</h1></body></html>"
 
@@ -56,13 +56,8 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def docs_site():
     _Handler.down_port = _free_port()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", _Handler.down_port
-    finally:
-        server.shutdown()
-        server.server_close()
+    with LoopbackSite(_Handler, daemon_threads=False) as served:
+        yield served.url, _Handler.down_port
 
 
 def _records(s3_server, report: dict) -> dict[str, tuple[object, bytes]]:

@@ -17,6 +17,7 @@ import pytest
 from tests.devstack.fidelity_site import CP1252, PAGES, FidelitySite
 from tests.devstack.helpers import ONLY_WACZ, capture, s3_get, wacz_members, warc_records
 from tests.devstack.hostile_site import BIG_BYTES, CHUNKED_BYTES, HostileSite
+from tests.fixtures.loopback import LoopbackSite
 
 SUBRESOURCES = ["/latin1.html", "/sjis.html", "/utf16.html", "/gzip.html", "/br.html", "/chunked.html",
                 "/nul.html", "/pic.png", "/pic.gif"]
@@ -151,13 +152,12 @@ TYPES = {".js": "application/javascript", ".html": "text/html; charset=utf-8", "
          ".json": "application/json", ".css": "text/css", ".wacz": "application/zip"}
 
 
-class _Files:
+class _Files(LoopbackSite):
     """ReplayWeb.page's files under /replay/, the ledger's replay page under /static/, and one
     WACZ at /a.wacz, on 127.0.0.1 (a secure context: service workers run), with byte ranges."""
 
     def __init__(self, wacz: bytes) -> None:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
 
         files = self
 
@@ -207,14 +207,8 @@ class _Files:
                 if not head:
                     self.wfile.write(data)
 
-        files.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        files.server.daemon_threads = True
-        files.base = f"http://127.0.0.1:{files.server.server_address[1]}"
-        threading.Thread(target=files.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
+        files.base = files.url
 
 
 def test_replaywebpage_shows_the_curly_quotes_of_a_windows_1252_page(capture_server, site, s3_server, browser):

@@ -11,15 +11,15 @@ the limit is lowered by the request's ``maxResponseBytes`` (100 kB) to keep the 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from f.waggle.failures import POLICY, classify_report
 from tests.devstack.helpers import ONLY_WACZ, capture, s3_get, wacz_members, warc_records
 from tests.devstack.site import tiny_png
+from tests.fixtures.loopback import LoopbackSite
 
 LIMIT = 100_000
 BIG = 3 * LIMIT
@@ -57,18 +57,20 @@ class GeneratedSite:
                 self.wfile.write(body)
                 self.close_connection = True
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self._site = LoopbackSite(Handler)
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+        return self._site.url + path
+
+    def stop(self) -> None:
+        self._site.stop()
 
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[GeneratedSite]:
     s = GeneratedSite()
     yield s
-    s.server.shutdown()
+    s.stop()
 
 
 @pytest.mark.parametrize("path", ["/declared.html", "/unsized.html"])

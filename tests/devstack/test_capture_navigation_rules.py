@@ -5,8 +5,7 @@ loopback site whose access log is the witness."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from f.waggle.failures import classify_report
 from f.waggle.robots import RobotsRules
 from tests.devstack.helpers import ONLY_WACZ, capture
+from tests.fixtures.loopback import LoopbackSite
 
 ROBOTS = "User-agent: *\nDisallow: /private\n"
 PAGE = b"<!doctype html><title>%s</title><p>%s</p>"
@@ -49,14 +49,8 @@ class _Site(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def site():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with LoopbackSite(_Site, daemon_threads=False) as served:
+        yield served.url
 
 
 def _rules(robots: bool = True, exclude: list[str] | None = None) -> dict:

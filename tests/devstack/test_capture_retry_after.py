@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
@@ -21,6 +21,7 @@ from waggle_capture.retryafter import CAP_S, delay_s
 from f.waggle import pipeline
 from f.waggle.crawl_host import HttpEndpoint, capture_host
 from tests.devstack.helpers import ONLY_WACZ
+from tests.fixtures.loopback import LoopbackSite
 
 RETRY_AFTER_S = 2
 HTML = b"<!doctype html><title>slow down</title><p>too many requests"
@@ -33,7 +34,7 @@ class Hit:
     end: float  # response written
 
 
-class RateLimitedSite:
+class RateLimitedSite(LoopbackSite):
     """Answers the first ``limited`` requests ``429`` + ``Retry-After: 2`` (every request when
     None), then ``200``; robots.txt 404. On 127.0.0.1, OS-chosen port; logs every request."""
 
@@ -74,14 +75,7 @@ class RateLimitedSite:
 
         self._lock = threading.Lock()
         self._pending = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)
 
     def documents(self) -> list[Hit]:
         """The pages' own requests, in order (Chromium's ``/favicon.ico`` fetch is a page's too)."""

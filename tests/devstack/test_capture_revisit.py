@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from waggle_capture.behaviors import RUNTIME_JS
 from waggle_capture.revisits import payload_digest
 from tests.devstack.helpers import ALL_FORMATS, capture, s3_get, script, wacz_members, warc_records
+from tests.fixtures.loopback import LoopbackSite
 
 BIG = b"<html><body>" + b"x" * 300_000 + b"</body></html>"  # the test site's /big
 WACZ_ONLY = {**{k: False for k in ALL_FORMATS}, "wacz": True}
@@ -46,13 +46,11 @@ class Ledger:
             def log_message(self, *a) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api/crawls/x/digests"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self._site = LoopbackSite(Handler, daemon_threads=False)
+        self.url = f"{self._site.url}/api/crawls/x/digests"
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._site.stop()
 
 
 @pytest.fixture

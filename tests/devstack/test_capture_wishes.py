@@ -7,8 +7,7 @@ the DOM is quiet, the wait bounded and reported in ``settle.dom``."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from waggle_capture.domquiet import MAX_MS, QUIET_MS
 from waggle_capture.robotsmeta import NOARCHIVE_MESSAGE, combine, directives, header_for_us, meta_for_us
 from tests.devstack.helpers import capture
+from tests.fixtures.loopback import LoopbackSite
 
 FORMATS = {"png": False, "webp": False, "html": False, "links": True, "mhtml": False, "wacz": True}
 
@@ -53,7 +53,7 @@ PAGES: dict[str, tuple[dict[str, str], bytes]] = {
 }
 
 
-class WishesSite:
+class WishesSite(LoopbackSite):
     """Serves :data:`PAGES` on 127.0.0.1 (OS-chosen port); every other path 404."""
 
     def __init__(self) -> None:
@@ -72,21 +72,13 @@ class WishesSite:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture(scope="module")
 def site():
-    s = WishesSite()
-    yield s
-    s.stop()
+    with WishesSite() as s:
+        yield s
 
 
 def _capture(server: str, url: str, **extra) -> dict:

@@ -112,6 +112,10 @@ def test_routes_over_http(tmp_path):
             assert c.post("/create", json=body).status_code == 201
             assert c.post("/create", json={**body, "path": "f/b", "schedule": "0 4 * * *"}).status_code == 400
             assert c.get("/exists/f/waggle/workflow_1").json() is True
+            assert c.post("/create", json={**body, "path": "f/other/x"}).status_code == 201
+            assert [i["path"] for i in c.get("/list", params={"path_start": "f/waggle/workflow_"}).json()] == [
+                "f/waggle/workflow_1"]  # the ledger's reconciler lists its own (decision 352)
+            assert [i["path"] for i in c.get("/list", params={"per_page": 1, "page": 2}).json()] == ["f/waggle/workflow_1"]
             assert c.post("/update/f/waggle/workflow_1", json={"schedule": "0 0 5 * * *", "timezone": "UTC",
                                                              "args": body["args"]}).status_code == 200
             due = c.get("/get/f/waggle/workflow_1").json()["next_at"]

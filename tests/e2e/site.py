@@ -11,8 +11,10 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
+
+from tests.fixtures.loopback import LoopbackSite
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class _Handler(SimpleHTTPRequestHandler):
         pass
 
 
-class Site:
+class Site(LoopbackSite):
     """``root`` served on ``http://127.0.0.1:<port>`` (OS-chosen) until :meth:`stop`."""
 
     def __init__(self, root: Path, robots_txt: str):
@@ -72,12 +74,7 @@ class Site:
         self._hits: list[Hit] = []
         self._lock = threading.Lock()
         handler = type("SiteHandler", (_Handler,), {"site": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        super().__init__(partial(handler, directory=str(root)))
 
     def _record(self, hit: Hit) -> None:
         with self._lock:
@@ -88,10 +85,6 @@ class Site:
         """Every request so far, in the order they were read (by timestamp)."""
         with self._lock:
             return sorted(self._hits, key=lambda h: h.t)
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 @dataclass

@@ -14,11 +14,13 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.fixtures.loopback import LoopbackSite
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +37,7 @@ def _html(*links: str) -> bytes:
 PAGES = {"/": _html("/p1", "/p2", "/p3", "/p4", "/p5"), "/p1": _html("/deep-1", "/deep-2")}
 
 
-class ChallengingSite:
+class ChallengingSite(LoopbackSite):
     """:data:`PAGES` until :data:`SERVED_BEFORE_CHALLENGE` pages were served, then the challenge for
     every request; ``log`` = ``(path, status)`` of every request in arrival order."""
 
@@ -72,21 +74,13 @@ class ChallengingSite:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
 def site():
-    s = ChallengingSite()
-    yield s
-    s.stop()
+    with ChallengingSite() as s:
+        yield s
 
 
 def test_a_host_that_starts_challenging_is_paused_and_nothing_of_it_archived(local_stack, site):

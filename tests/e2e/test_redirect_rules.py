@@ -5,12 +5,13 @@ the site's access log shows the forbidden path never requested; nothing of it is
 
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import psycopg
+
+from tests.fixtures.loopback import LoopbackSite
 
 INDEX = b'<html><title>index</title><a href="/redir">r</a> <a href="/jsredir.html">js</a> <a href="/fine">f</a></html>'
 
@@ -49,10 +50,8 @@ class _Site(BaseHTTPRequestHandler):
 def _crawl(local_stack, robots: bytes, **extra) -> tuple[str, list[tuple]]:
     """Crawl the site from ``/`` to depth 2 → (base URL, [(url, state, failure_class, skip_reason)])."""
     _Site.log, _Site.robots = [], robots
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with LoopbackSite(_Site, daemon_threads=False) as served:
+        base = served.url
         with httpx.Client(base_url=local_stack.api_url, timeout=30,
                           headers={"Authorization": f"Bearer {local_stack.token()}"}) as api:
             r = api.post("/api/crawls", json={"seeds": [f"{base}/"], "maxDepth": 2, "maxPages": 20,
@@ -62,10 +61,7 @@ def _crawl(local_stack, robots: bytes, **extra) -> tuple[str, list[tuple]]:
             deadline = time.monotonic() + 300
             while (view := api.get(f"/api/crawls/{crawl_id}").json())["state"] == "running":
                 assert time.monotonic() < deadline, view
-                time.sleep(1)
-    finally:
-        server.shutdown()
-        server.server_close()
+                time.sleep(0.2)
     assert view["state"] == "succeeded", view
     with psycopg.connect(local_stack.info["database_url"]) as conn:
         pages = conn.execute(

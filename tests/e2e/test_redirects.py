@@ -5,12 +5,13 @@ once, although three pages link to it."""
 
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import psycopg
+
+from tests.fixtures.loopback import LoopbackSite
 
 PAGES = {
     "/index": b'<html><title>index</title><a href="/old">old</a> <a href="/mid">mid</a> <a href="/new">new</a></html>',
@@ -48,10 +49,8 @@ class _Site(BaseHTTPRequestHandler):
 def _crawl(local_stack, seed_path: str, max_depth: int) -> tuple[str, str, dict]:
     """Crawl the site from ``seed_path`` to the end → (base URL, crawl id, crawl view)."""
     _Site.documents = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with LoopbackSite(_Site, daemon_threads=False) as served:
+        base = served.url
         with httpx.Client(base_url=local_stack.api_url, timeout=30,
                           headers={"Authorization": f"Bearer {local_stack.token()}"}) as api:
             r = api.post("/api/crawls", json={"seeds": [f"{base}{seed_path}"], "maxDepth": max_depth, "maxPages": 20,
@@ -61,10 +60,7 @@ def _crawl(local_stack, seed_path: str, max_depth: int) -> tuple[str, str, dict]
             deadline = time.monotonic() + 300
             while (view := api.get(f"/api/crawls/{crawl_id}").json())["state"] == "running":
                 assert time.monotonic() < deadline, view
-                time.sleep(1)
-    finally:
-        server.shutdown()
-        server.server_close()
+                time.sleep(0.2)
     return base, crawl_id, view
 
 

@@ -11,13 +11,14 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
+
+from tests.fixtures.loopback import LoopbackSite
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +32,7 @@ class Hit:
     document: bool
 
 
-class Site:
+class Site(LoopbackSite):
     """``/`` links to ``/a``, ``/b``; every page loads ``/style.css``; documents answered after
     ``document_s``. Logs each request (monotonic start and end, Host header)."""
 
@@ -72,10 +73,7 @@ class Site:
                 site.log.append(Hit(self._start, time.monotonic(), self.headers.get("Host", ""), path,
                                     self.headers.get("Sec-Fetch-Dest", "") == "document"))
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        super().__init__(Handler)
 
     def visits(self) -> list[list[Hit]]:
         """The log split into visits: a robots.txt fetch, or a document with what follows it."""
@@ -91,10 +89,6 @@ class Site:
     def gaps(visits: list[list[Hit]]) -> list[float]:
         """Seconds from each visit's last response to the next visit's first request."""
         return [nxt[0].start - max(h.end for h in prev) for prev, nxt in zip(visits, visits[1:])]
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 def crawl(local_stack, body: dict) -> dict:

@@ -11,13 +11,14 @@ capture time."""
 
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import psycopg
 import pytest
+
+from tests.fixtures.loopback import LoopbackSite
 
 pytestmark = pytest.mark.e2e
 
@@ -47,7 +48,7 @@ PAGES: dict[str, tuple[dict[str, str], bytes]] = {
 }
 
 
-class WishesSite:
+class WishesSite(LoopbackSite):
     """:data:`PAGES` on 127.0.0.1 (robots.txt allows all); ``paths`` = every path requested."""
 
     def __init__(self) -> None:
@@ -75,14 +76,7 @@ class WishesSite:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)
 
 
 def _crawl(local_stack, seed: str, **extra) -> tuple[dict, dict[str, dict], list[dict]]:

@@ -8,13 +8,13 @@ upstream crawl-host test double (reference/scheduler.md §7.1 "Test setup").
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 
 from f.waggle.crawl_host import Answer
+from tests.fixtures.loopback import LoopbackSite
 
 
 @dataclass
@@ -32,10 +32,11 @@ class Req:
 Handler = Callable[[Req], tuple[int, dict[str, str], bytes | str | dict | list | None]]
 
 
-class HttpFake:
-    """A threaded HTTP server on 127.0.0.1 (OS-chosen port) answering through ``handler``."""
+class HttpFake(LoopbackSite):
+    """A threaded HTTP server on 127.0.0.1 answering through ``handler``; ``port=0`` = OS-chosen,
+    a given port is bound again (a "restarted" server)."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, port: int = 0) -> None:
         self.handler = handler
         self.requests: list[Req] = []
         fake = self
@@ -75,16 +76,11 @@ class HttpFake:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.authority = f"127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-        self._thread.start()
+        super().__init__(H, port=port)
+        self.authority = f"127.0.0.1:{self.port}"
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.stop()
 
 
 class _Hang(Exception):

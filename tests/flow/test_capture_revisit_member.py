@@ -41,3 +41,15 @@ def test_sent_only_where_advertised_and_with_a_wacz(fake):
     assert "revisit" not in sent(fake, frozenset(), SPEC, wacz=True)  # a real v12
     assert "revisit" not in sent(fake, frozenset({"revisit"}), SPEC, png=True)  # no WACZ, nothing to dedup
     assert "revisit" not in sent(fake, frozenset({"revisit"}), None, wacz=True)
+
+
+def test_the_conditional_member_goes_only_where_advertised(fake):
+    """Extension ``conditional`` (decision 331): the previous-capture lookup of the same crawl,
+    same token; a real v12 (nothing advertised) and an endpoint without it get no member."""
+    want = {"url": "http://127.0.0.1:8300/api/crawls/c-1/previous", "token": "flow-token"}
+    both = sent(fake, frozenset({"revisit", "conditional"}), SPEC, wacz=True)
+    assert both["conditional"] == want and both["revisit"] == SPEC
+    assert "conditional" not in sent(fake, frozenset({"revisit"}), SPEC, wacz=True)
+    assert "conditional" not in sent(fake, frozenset(), SPEC, wacz=True)  # a real v12
+    assert "conditional" not in sent(fake, frozenset({"conditional"}), SPEC, png=True)  # no WACZ
+    assert "conditional" not in sent(fake, frozenset({"conditional"}), None, wacz=True)

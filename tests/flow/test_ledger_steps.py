@@ -200,14 +200,8 @@ def test_report_retries_connection_refused_until_the_ledger_is_back(server):
 
     def revive():
         time.sleep(0.8)
-        from http.server import ThreadingHTTPServer
-        fake = HttpFake(lambda r: (200, {}, {"next": [], "stopReason": None}))
-        # move the fake onto the old port (the "restarted ledger")
-        fake.server.shutdown()
-        fake.server.server_close()
-        fake.server = ThreadingHTTPServer(("127.0.0.1", port), fake.server.RequestHandlerClass)
-        threading.Thread(target=fake.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-        revived.append(fake)
+        # the "restarted ledger", on the old port
+        revived.append(HttpFake(lambda r: (200, {}, {"next": [], "stopReason": None}), port=port))
 
     threading.Thread(target=revive, daemon=True).start()
     started = time.monotonic()

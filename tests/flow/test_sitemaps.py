@@ -5,16 +5,16 @@ bombs, same-host redirects, and every sitemap request keeping the host's gap (re
 from __future__ import annotations
 
 import gzip
-import threading
 import time
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from f.waggle import plan_level
 from f.waggle import sitemaps as sm
 from f.waggle.robots import ALLOWED, UNREACHABLE, RobotsOutcome, RobotsRules
+from tests.fixtures.loopback import LoopbackSite
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 
@@ -218,7 +218,7 @@ def test_bad_files_are_noted_and_the_others_read():
 
 # --- fetch over real HTTP on loopback -----------------------------------------------------------------
 
-class Served:
+class Served(LoopbackSite):
     def __init__(self, routes: dict[str, tuple[int, dict, bytes]]) -> None:
         self.routes, self.paths = routes, []
         served = self
@@ -237,14 +237,7 @@ class Served:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler, daemon_threads=False)
 
 
 def test_fetch_gzip_encoding_gz_file_redirects_and_limits():

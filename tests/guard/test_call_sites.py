@@ -3,12 +3,12 @@ fetch, the capture server's egress. Each check fails if a call site stops using 
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from ledger.hostguard import HostRefused
+from tests.fixtures.loopback import LoopbackSite
 
 
 @pytest.fixture
@@ -27,11 +27,8 @@ def local_server():
         def log_message(self, *a):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    server.shutdown()
-    server.server_close()
+    with LoopbackSite(Handler, daemon_threads=False) as served:
+        yield served.url, hits
 
 
 def test_ledger_seeds_and_links_go_through_the_guard():

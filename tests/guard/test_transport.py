@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 import httpcore
@@ -20,6 +19,7 @@ import pytest
 
 from ledger import hostguard
 from ledger.hostguard import HostRefused, guarded_transport
+from tests.fixtures.loopback import LoopbackSite
 
 PUBLIC_IP = "93.184.216.34"  # stands for a public site; routed to the loopback "public" server
 
@@ -51,14 +51,11 @@ class _Server:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
+        self._site = LoopbackSite(Handler, daemon_threads=False)
+        self.port = self._site.port
 
     def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._site.stop()
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from f.waggle import robots
 from ledger.hostguard import guarded_transport
+from tests.fixtures.loopback import LoopbackSite
 
 BOUND_S = 0.200
 FIVE_MB = 5 * 1024 * 1024
@@ -87,19 +88,14 @@ def test_the_fetch_reads_only_the_cap_of_an_endless_robots_txt():
         def log_message(self, *a):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/robots.txt"
-        started = time.monotonic()
-        outcome = robots.fetch_robots(url, transport=guarded_transport(allow_private=True), log=lambda m: None)
-        elapsed = time.monotonic() - started
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
+    with LoopbackSite(Handler) as served:
+        try:
+            started = time.monotonic()
+            outcome = robots.fetch_robots(f"{served.url}/robots.txt", transport=guarded_transport(allow_private=True),
+                                          log=lambda m: None)
+            elapsed = time.monotonic() - started
+        finally:
+            stop.set()
     assert outcome.state == robots.ALLOWED, outcome.detail
     assert outcome.allowed("https://example.org/archive/3/x.pdf") is False
     assert outcome.allowed("https://example.org/archive/3/index.html") is True

@@ -169,6 +169,9 @@ async def test_the_default_is_the_previous_finished_crawl_of_the_same_seeds(sett
         first = await start(h, seeds)
         none_yet = await h.client.get(f"/api/crawls/{first}/changes", headers=WHO)
         assert none_yet.status_code == 409 and "give since" in none_yet.json()["error"]
+        asked = await h.client.get(f"/api/crawls/{first}/changes/since", headers=WHO)  # the same, without an error
+        assert asked.status_code == 200 and asked.json()["since"] is None and asked.json()["sinceChosen"] is None
+        assert "no earlier finished crawl" in asked.json()["reason"] == none_yet.json()["noEarlierCrawl"]
         capture(db, s3_server, ledger_fga, first, seeds[0], body("a"))
         finish(db, first)
         other = await start(h, [SITE + "a"])  # other seeds: never the default
@@ -178,6 +181,10 @@ async def test_the_default_is_the_previous_finished_crawl_of_the_same_seeds(sett
         r = await h.client.get(f"/api/crawls/{second}/changes", headers=WHO)
         assert r.status_code == 200, r.text
         assert (r.json()["since"]["crawlId"], r.json()["sinceChosen"]) == (first, "same-seeds")
+        asked = (await h.client.get(f"/api/crawls/{second}/changes/since", headers=WHO)).json()
+        assert (asked["since"], asked["sinceChosen"], asked["reason"]) == (first, "same-seeds", None)
+        for who in (OUTSIDER, GLOBEX):  # not a submitter anywhere; a submitter of another organization
+            assert (await h.client.get(f"/api/crawls/{second}/changes/since", headers=who)).status_code == 404
         assert r.json()["counts"]["changed"] == 1
         # a running crawl's pages not captured yet are not called gone
         capture(db, s3_server, ledger_fga, first, seeds[1], body("b"))

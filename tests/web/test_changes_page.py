@@ -56,6 +56,22 @@ def test_the_recrawl_view_counts_changes_and_replays_both_captures(local_stack, 
     context, page = new_page(browser)
     try:
         sign_in(local_stack, page)
+        # the first crawl has none before it: said in a muted line, with no error answer or console
+        # error on the way (decision 354: the page asks changes/since, a 200 either way)
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        page.goto(local_stack.api_url + f"/#/crawls/{first}")
+        assert wait_final(page) == "succeeded"
+        page.wait_for_selector("#changes-none:not(:empty)", timeout=60_000)
+        assert "no earlier finished crawl" in page.inner_text("#changes-none")
+        assert page.get_attribute("#changes-none", "class") == "muted"
+        # the crawls list counts blocked pages and hosts (decision 231) in a column of its own
+        page.goto(local_stack.api_url + "/#/crawls")
+        page.wait_for_selector(f'table#crawls tr.crawl[data-id="{second}"]')
+        assert "Blocked" in page.locator("table#crawls thead").inner_text()
+        assert page.inner_text(f'tr.crawl[data-id="{second}"] td.blocked') == "0"
+        assert errors == [], errors
         page.goto(local_stack.api_url + f"/#/crawls/{second}")
         assert wait_final(page) == "succeeded"
         page.wait_for_selector("#changes-summary", timeout=60_000)

@@ -4,9 +4,11 @@ edit it (the form shows the saved options), run it, see the run in its history, 
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from tests.e2e.site import Site
+from tests.fixtures.tls import client_tls
 from tests.web.test_browser import new_page, page_html, sign_in, wait_final
 
 pytestmark = pytest.mark.e2e
@@ -38,6 +40,16 @@ def test_create_edit_run_and_delete_a_workflow_on_the_page(local_stack, browser,
         runs = page.locator("#next-runs li").all_inner_texts()
         assert len(runs) == 3 and all("T04:00:00+0" in t for t in runs)  # Paris: +01:00 or +02:00
         workflow_url = page.url
+        # a grant made through the API (or `waggle workflows grant`) shows on the workflow's view
+        wid = workflow_url.rsplit("/", 1)[-1]
+        with httpx.Client(base_url=local_stack.api_url, headers={"Authorization": "Bearer " + local_stack.token()},
+                          timeout=30, verify=client_tls()) as api:
+            r = api.put(f"/api/workflows/{wid}/grants", json={"user": "frank", "role": "runner"})
+            assert r.status_code == 200, r.text
+        page.reload()
+        page.wait_for_selector("#grants")
+        granted = page.inner_text("#grants")
+        assert "(editor)" in granted and "frank (runner)" in granted, granted
 
         page.click("#edit")
         page.wait_for_selector("#name")

@@ -1,7 +1,7 @@
 // What changed since the crawl before (GET /api/crawls/{id}/changes, issue 27 item 3): counts of
 // pages new, changed, unchanged and gone, and the lists; each changed page replays both captures,
 // each inside its own crawl's collection (the #/replay links search hits open).
-import { api, ApiError, isMissingRoute } from "./api.js";
+import { api, isMissingRoute } from "./api.js";
 import { el, table } from "./dom.js";
 
 const SHOWN = 100;
@@ -34,12 +34,19 @@ export async function changesSection(crawl, box) {
   box.replaceChildren(el("p", { className: "muted" }, "Comparing with the crawl before…"));
   let c;
   try {
-    c = await api("GET", "/api/crawls/" + encodeURIComponent(crawl.crawlId) + "/changes");
+    // Ask first which crawl is the one before: "none" is a 200 with its reason, not an error the
+    // browser logs (decision 354); then compare with exactly that crawl.
+    const base = "/api/crawls/" + encodeURIComponent(crawl.crawlId) + "/changes";
+    const before = await api("GET", base + "/since");
+    if (!before.since) {
+      box.replaceChildren(el("p", { className: "muted", id: "changes-none" }, before.reason.charAt(0).toUpperCase() + before.reason.slice(1) + "."));
+      return;
+    }
+    c = await api("GET", base + "?since=" + encodeURIComponent(before.since));
   } catch (e) {
-    // 409: no earlier crawl of the same workflow or seeds; an older ledger has no such route
-    const quiet = (e instanceof ApiError && e.status === 409) || isMissingRoute(e);
-    box.replaceChildren(el("p", { className: quiet ? "muted" : "error", id: "changes-none" },
-      quiet && !isMissingRoute(e) ? "No earlier crawl of the same seeds to compare with." : quiet ? "" : e.message));
+    // an older ledger has no such route: say nothing
+    box.replaceChildren(el("p", { className: isMissingRoute(e) ? "muted" : "error", id: "changes-none" },
+      isMissingRoute(e) ? "" : e.message));
     return;
   }
   const n = c.counts;

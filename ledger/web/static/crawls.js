@@ -65,10 +65,11 @@ export async function crawlList(view, ctx) {
       el("td", { className: "num captured" }, c.pagesCaptured),
       el("td", { className: "num failed" }, c.pagesFailed ?? "—"),
       el("td", { className: "num skipped" }, c.pagesSkipped ?? "—"),
+      el("td", { className: "num blocked" }, blockedText(c)),
       el("td", { className: "num" }, elapsed(c.startedAt, c.finishedAt))));
     const fresh = table(["Started", "Seeds", "State", "Stop reason", { label: "Level", num: true },
       { label: "Captured", num: true }, { label: "Failed", num: true }, { label: "Skipped", num: true },
-      { label: "Elapsed", num: true }], rows, { id: "crawls" });
+      { label: "Blocked", num: true }, { label: "Elapsed", num: true }], rows, { id: "crawls" });
     if (tableNode) tableNode.replaceWith(fresh); else view.append(fresh);
     tableNode = fresh;
     const running = data.crawls.filter((c) => c.state === "running").length;
@@ -79,6 +80,12 @@ export async function crawlList(view, ctx) {
     ctx.later(refresh, running ? LIST_POLL_MS : LIST_IDLE_POLL_MS);
   }
   await refresh();
+}
+
+// Pages recorded blocked, and the hosts paused for blocking the crawler (decision 231): "4 (1 host)".
+function blockedText(c) {
+  const pages = c.pagesBlocked ?? 0, hosts = c.hostsBlocked ?? 0;
+  return hosts ? pages + " (" + hosts + (hosts === 1 ? " host)" : " hosts)") : String(pages);
 }
 
 // "prefix, include /a/, exclude \.pdf$, extra hops 1": what the crawl takes (issue 29).

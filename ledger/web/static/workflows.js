@@ -41,6 +41,14 @@ export async function workflowList(view, ctx) {
       : el("p", { className: "muted" }, "No saved workflows yet."));
 }
 
+// Who was granted what (decision 351); changed with `waggle workflows grant/revoke` or the API.
+function grantsLine(wf) {
+  const grants = wf.grants || [];
+  return el("p", { className: "muted", id: "grants" }, "Granted: ",
+    grants.length ? grants.map((g) => g.user + " (" + g.role + ")").join(", ") : "no one by name",
+    " · the organization's members view it, submitters run it, admins edit it");
+}
+
 export async function workflowPage(view, ctx, id) {
   const wf = await api("GET", "/api/workflows/" + id);
   const { runs } = await api("GET", "/api/workflows/" + id + "/history");
@@ -64,6 +72,7 @@ export async function workflowPage(view, ctx, id) {
     wf.notes ? el("p", { id: "notes" }, wf.notes) : null,
     el("p", { className: "muted" }, wf.organization + " · by " + wf.createdBy + " · schedule: " + scheduleText(wf)),
     next, actions, note,
+    grantsLine(wf),
     el("details", {}, el("summary", {}, "Crawl options"), el("pre", { id: "options" }, JSON.stringify(wf.options, null, 2))),
     el("h2", {}, "Runs"),
     runs.length ? table(["At", "Trigger", "By", "Outcome", "Crawl", "State", { label: "Pages", num: true }, "Reason"],
