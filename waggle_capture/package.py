@@ -15,7 +15,7 @@ import anyio.to_thread
 from waggle_capture.behaviors import RUNTIME_JS
 from waggle_capture.load import Loaded
 from waggle_capture.recorder import Recorder
-from waggle_capture.revisits import Revisits, look_up
+from waggle_capture.revisits import RUNTIME_URI, Revisits, behavior_uri, look_up, source_digest
 from waggle_capture.session import seal_network
 from waggle_capture.settings import BUILD, SOFTWARE
 from waggle_capture.signing import SigningFailed, sign_digest
@@ -40,7 +40,8 @@ async def write_wacz(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loaded, tit
     behaviors = (run.req.get("behaviors") or []) if loaded.ran_behaviors else None
     if run.conditional is not None:  # extension conditional: a 304 becomes a server-not-modified revisit
         run.conditional.mark(recorder.exchanges)
-    revisits = await look_up(run.req.get("revisit"), recorder.exchanges)  # extension revisit; never raises
+    revisits = await look_up(run.req.get("revisit"), recorder.exchanges,  # extensions revisit, recrawl
+                             behaviors=behaviors)  # never raises
     wacz_bytes = await anyio.to_thread.run_sync(
         package, run, recorder, title, document, loaded, dprs, viewport, behaviors, revisits)
     run.mark("package-wacz")
@@ -71,7 +72,7 @@ def package(run: Run, recorder: Recorder, title: str | None, document: dict, loa
         package_fields = datapackage(run, recorder, title, document, loaded, dprs, viewport, shots, revisits)
         build_wacz(out, warc=warc, cdxj=cdxj, pages=pages_jsonl(run.task_id, run.url, start_iso, title,
                                                                  document.get("url") or run.url),
-                   extra=extra_members(run, behaviors, loaded.behavior_records),
+                   extra=extra_members(run, behaviors, loaded.behavior_records, revisits),
                    datapackage=package_fields, sign=signer_of(run))
         return out.read_bytes()
 
@@ -142,20 +143,46 @@ async def write_file_capture(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loa
     return out
 
 
-def extra_members(run: Run, behaviors: list[dict] | None, behavior_records: list[dict]) -> list[Member]:
-    """``behaviors/*`` (when behaviors ran) and ``preload/scripts.jsonl`` (when preloads were given)."""
+def extra_members(run: Run, behaviors: list[dict] | None, behavior_records: list[dict],
+                  revisits: Revisits | None = None) -> list[Member]:
+    """``behaviors/*`` (when behaviors ran) and ``preload/scripts.jsonl`` (when preloads were given).
+    A behavior whose source an earlier capture of the same crawl stored (``revisits.written``,
+    extension recrawl) is listed by ``sha256`` without its ``source``; ``custom.jsonl`` is left
+    out when every source was, ``runtime.js`` when the crawl stored it (the datapackage's
+    ``settings`` name them by sha256)."""
     preload = run.req.get("preload") or []
     extra: list[Member] = []
     if behaviors is not None:
-        extra.append(Member("behaviors/runtime.js", RUNTIME_JS.encode("utf-8")))
-        extra.append(Member("behaviors/custom.jsonl", _jsonl(
-            {"profile": "browserhive:behaviors/1", "id": b["id"], "source": b["source"]} for b in behaviors)))
+        if runtime_stored(revisits):
+            extra.append(Member("behaviors/runtime.js", RUNTIME_JS.encode("utf-8")))
+        if any(source_stored(b, revisits) for b in behaviors):  # else the datapackage names them all
+            extra.append(Member("behaviors/custom.jsonl", _jsonl(_behavior_line(b, revisits) for b in behaviors)))
         extra.append(Member("behaviors/reports.jsonl", _jsonl(
             {"profile": "browserhive:behavior-reports/1", **r} for r in behavior_records)))
     if preload:
         extra.append(Member("preload/scripts.jsonl", _jsonl(
             {"profile": "browserhive:preload/1", "id": p["id"], "source": p["source"]} for p in preload)))
     return extra
+
+
+def source_stored(behavior: dict, revisits: Revisits | None) -> bool:
+    """Whether this WACZ holds ``behavior``'s source (not when the crawl already stored it)."""
+    pair = (behavior_uri(behavior["id"]), source_digest(behavior["source"]))
+    return revisits is None or pair not in revisits.written
+
+
+def runtime_stored(revisits: Revisits | None) -> bool:
+    """Whether this WACZ holds ``behaviors/runtime.js`` (not when the crawl already stored it)."""
+    return revisits is None or (RUNTIME_URI, source_digest(RUNTIME_JS)) not in revisits.written
+
+
+def _behavior_line(b: dict, revisits: Revisits | None) -> dict[str, Any]:
+    line = {"profile": "browserhive:behaviors/1", "id": b["id"], "sha256": source_digest(b["source"])}
+    if source_stored(b, revisits):
+        line["source"] = b["source"]
+    else:  # extension recrawl: an earlier WACZ of this crawl holds it (same sha256)
+        line["sourceIn"] = "crawl"
+    return line
 
 
 def _jsonl(rows) -> bytes:
@@ -173,7 +200,12 @@ def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict,
     settings: dict[str, Any] = {
         "signature": "required" if signs(run) else "none", "viewport": viewport, "devicePixelRatios": dprs,
         "session": req.get("session") or "isolated",
-        "behaviors": [{"id": b["id"], "origin": "custom"} for b in (req.get("behaviors") or [])],
+        # sha256/sourceStored (extension recrawl): whether behaviors/custom.jsonl holds the source
+        "behaviors": [{"id": b["id"], "origin": "custom", "sha256": source_digest(b["source"]),
+                       "sourceStored": bool(loaded.ran_behaviors) and source_stored(b, revisits)}
+                      for b in (req.get("behaviors") or [])],
+        **({"behaviorRuntime": {"sha256": source_digest(RUNTIME_JS), "sourceStored": runtime_stored(revisits)}}
+           if loaded.ran_behaviors else {}),
         "preload": [{"id": p["id"]} for p in preload],
         "limits": limits_of(recorder),
         "urlPolicies": run.policies.url_policies, "contentTypePolicies": run.policies.content_type_policies,

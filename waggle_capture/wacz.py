@@ -7,7 +7,7 @@ WACZ with "no indices", case C8; ReplayWeb.page reads a plain ``.cdx`` too), ``p
 optional ``behaviors/runtime.js``, ``behaviors/custom.jsonl``, ``behaviors/reports.jsonl``,
 ``preload/scripts.jsonl``, then ``datapackage.json`` (profile ``data-package``,
 ``wacz_version`` 1.1.1, ``resources`` with ``sha256:<hex>`` and ``bytes`` for every other file,
-2-space indent + newline) and ``datapackage-digest.json`` (hash of the datapackage bytes; with
+compact JSON + newline: decision 321) and ``datapackage-digest.json`` (hash of the datapackage bytes; with
 ``signedData`` when signed, wacz-auth 0.1.0: :mod:`waggle_capture.signing`).
 Text members are deflated; the WARC is stored.
 """
@@ -66,7 +66,8 @@ def build_wacz(out: Path, *, warc: Path, cdxj: bytes, pages: bytes, extra: list[
         "hash": "sha256:" + hashlib.sha256(m.data).hexdigest(), "bytes": len(m.data),
     } for m in members]
     package = {"profile": "data-package", "wacz_version": WACZ_VERSION, **datapackage, "resources": resources}
-    package_bytes = (json.dumps(package, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    # compact: the same JSON, ~120 B less per WACZ once deflated (decision 321)
+    package_bytes = (json.dumps(package, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
     digest: dict[str, Any] = {"path": "datapackage.json", "hash": "sha256:" + hashlib.sha256(package_bytes).hexdigest()}
     if sign is not None:
         digest["signedData"] = sign(digest["hash"], package["created"])
@@ -75,6 +76,6 @@ def build_wacz(out: Path, *, warc: Path, cdxj: bytes, pages: bytes, extra: list[
             z.writestr(m.path, m.data,
                        compress_type=zipfile.ZIP_STORED if m.stored else zipfile.ZIP_DEFLATED)
         z.writestr("datapackage.json", package_bytes, compress_type=zipfile.ZIP_DEFLATED)
-        z.writestr("datapackage-digest.json", (json.dumps(digest, indent=2) + "\n").encode(),
+        z.writestr("datapackage-digest.json", (json.dumps(digest, separators=(",", ":")) + "\n").encode(),
                    compress_type=zipfile.ZIP_DEFLATED)
     return package

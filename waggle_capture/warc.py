@@ -4,7 +4,9 @@ Records: ``warcinfo`` first; per recorded exchange a ``response`` then a ``reque
 linked by ``WARC-Concurrent-To``; ``metadata`` records for withheld requests (deny/no-archive),
 dropped bodies (``truncated``) and failures (``incomplete``); ``resource`` records for the
 screenshots (extension 15, ``urn:view:<url>``); a ``revisit`` record instead of a ``response``
-for a payload the ledger says the organization holds (extension revisit, decision 181). One
+for a payload the ledger says the organization holds (extension revisit, decision 181); nothing
+for a sub-resource whose URL and payload an earlier capture of the same crawl wrote (extension
+recrawl, decision 321). One
 gzip member per record (warcio).
 
 Payloads are rewritten to HTTP/1.1 form: status line ``HTTP/1.1 <code> <reason>``, HTTP/2
@@ -38,7 +40,7 @@ from warcio.warcwriter import GzippingWrapper, WARCWriter
 
 from waggle_capture import conditional
 from waggle_capture.recorder import Exchange
-from waggle_capture.revisits import Revisits, eligible, payload_digest
+from waggle_capture.revisits import Revisits, eligible, payload_digest, skippable
 
 EMPTY_SHA256_B32 = "sha256:" + base64.b32encode(hashlib.sha256(b"").digest()).decode()
 HOP_BY_HOP = {"connection", "keep-alive"}
@@ -204,6 +206,13 @@ def _write_exchange(w: WARCWriter, ex: Exchange, revisits: Revisits | None = Non
                                 ("resourceType", ex.resource_type), ("target", ex.target)])
         return
     body = ex.body or b""
+    if revisits is not None and revisits.written and skippable(ex):
+        pair = (ex.url, payload_digest(body))
+        if pair in revisits.written:  # an earlier capture of this crawl wrote it (decision 321)
+            if pair not in revisits.left_out:
+                revisits.left_out.append(pair)
+                revisits.left_out_bytes += len(body)
+            return
     date = _date(ex.started)
     warc_headers = {"WARC-Date": date}
     if ex.truncated:

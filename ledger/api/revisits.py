@@ -6,6 +6,11 @@ organization already archived, each with its original's URI and WARC-Date (ISO 8
 Only that organization's index is read (``ledger.archive.digests``). Authorization: the flow's
 token, as the level report's (``submitter`` + the crawl in one of the caller's organizations;
 another organization's crawl is as absent as an unknown one: 404). 400 bad body, naming it.
+
+Within the crawl (extension recrawl, decision 321): the body may also carry ``"resources":
+[{"uri", "digest"}, …]`` (0–5,000; ``uri`` 1–2,000 characters); the answer then has
+``"written": [{"uri", "digest"}, …]`` — those an admitted, complete archive of **this crawl**
+already holds (its capture server leaves such a sub-resource out of the page's WACZ).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ledger.api.authorize import submitter
-from ledger.archive.digests import DIGESTS_MAX, held
+from ledger.archive.digests import DIGESTS_MAX, URI_MAX, held, written
 from ledger.crawl.errors import Refused
 
 router = APIRouter()
@@ -25,9 +30,16 @@ router = APIRouter()
 Digest = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9]+:[A-Za-z0-9+/=]+$")]
 
 
+class Pair(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    uri: Annotated[str, StringConstraints(min_length=1, max_length=URI_MAX)]
+    digest: Digest
+
+
 class DigestQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    digests: list[Digest] = Field(min_length=1, max_length=DIGESTS_MAX)
+    digests: list[Digest] = Field(max_length=DIGESTS_MAX)
+    resources: list[Pair] = Field(default_factory=list, max_length=DIGESTS_MAX)
 
 
 @router.post("/api/crawls/{crawl_id}/digests")
@@ -40,4 +52,10 @@ async def lookup_digests(crawl_id: uuid.UUID, body: DigestQuery, request: Reques
                                         (crawl_id, list(identity.organizations)))).fetchone()
     if row is None:
         raise Refused(404, "not found")
-    return {"held": await held(pool, row["org_id"], list(body.digests))}
+    if not body.digests and not body.resources:
+        raise Refused(400, "digests: give at least one digest or resource")
+    out: dict = {"held": await held(pool, row["org_id"], list(body.digests)) if body.digests else {}}
+    if body.resources:
+        pairs = await written(pool, str(crawl_id), [(p.uri, p.digest) for p in body.resources])
+        out["written"] = [{"uri": u, "digest": d} for u, d in pairs]
+    return out

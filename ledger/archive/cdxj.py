@@ -5,7 +5,9 @@ BrowserHive and our capture server write). From it we keep, per record:
 
 * a **response** (``status`` present, ``mime`` not ``warc/revisit``, an ``http(s)`` URL, a
   ``digest``): an original the organization now holds → ``payload_digests``;
-* a **revisit** (``mime`` ``warc/revisit``): the digest it refers to → ``archive_revisits``.
+* a **revisit** (``mime`` ``warc/revisit``): the digest it refers to → ``archive_revisits``;
+* either, answered ``200`` at an http(s) URL: the ``(url, digest)`` pair the crawl now holds →
+  ``crawl_resources`` (decision 321: later captures of the crawl leave that sub-resource out).
 
 Resource records (screenshots, ``urn:…``) and lines that do not parse are ignored: the index
 serves dedup only, a bad line costs a stored body later, never a wrong revisit.
@@ -32,10 +34,13 @@ class IndexedResponse:
 
 @dataclass(frozen=True)
 class IndexedDigests:
-    """What one WACZ's index says: its ``responses`` (originals) and its ``revisits`` (digests)."""
+    """What one WACZ's index says: its ``responses`` (originals), its ``revisits`` (digests) and
+    its ``resources``: ``(uri, digest)`` of 200 responses and revisits (and, added by the WACZ
+    check, the behavior sources it stores)."""
 
     responses: tuple[IndexedResponse, ...] = ()
     revisits: tuple[str, ...] = ()
+    resources: tuple[tuple[str, str], ...] = ()
 
 
 def _date(ts: str) -> datetime | None:
@@ -65,10 +70,13 @@ def parse_cdxj(text: str) -> IndexedDigests:
     each digest once (the first response of a digest wins, as in ``payload_digests``)."""
     responses: dict[str, IndexedResponse] = {}
     revisits: dict[str, None] = {}
+    resources: dict[tuple[str, str], None] = {}
     for timestamp, fields in cdxj_records(text):
         digest, url, mime = fields.get("digest"), fields.get("url"), fields.get("mime")
         if not isinstance(digest, str) or not digest or not isinstance(url, str):
             continue
+        if str(fields.get("status")) == "200" and url.startswith(("http://", "https://")):
+            resources.setdefault((url, digest), None)
         if mime == "warc/revisit":
             revisits.setdefault(digest, None)
             continue
@@ -76,4 +84,4 @@ def parse_cdxj(text: str) -> IndexedDigests:
         if fields.get("status") is None or date is None or not url.startswith(("http://", "https://")):
             continue
         responses.setdefault(digest, IndexedResponse(digest, url, date))
-    return IndexedDigests(tuple(responses.values()), tuple(revisits))
+    return IndexedDigests(tuple(responses.values()), tuple(revisits), tuple(resources))

@@ -5,6 +5,8 @@
   its revisit digests ``archive_revisits``, its revisit count and bytes saved its row.
 * :func:`held` — the capture server's question through ``POST /api/crawls/{id}/digests``:
   which of these digests does the crawl's organization already hold (original URI and date)?
+* :func:`written` — within one crawl (decision 321): which ``(uri, digest)`` pairs an earlier
+  capture of the crawl already wrote (``crawl_resources``, filled by :func:`record_digests`).
 * :func:`referred_archives` — the archives a crawl's revisits refer to, same organization only:
   what the crawl's collection must include so every page of a recrawl replays in full.
 
@@ -23,6 +25,7 @@ from psycopg.types.json import Jsonb
 from ledger.archive.cdxj import IndexedDigests
 
 DIGESTS_MAX = 5000  # one capture's responses; more is not a page
+URI_MAX = 2000  # a longer URL is not indexed per crawl (the capture server stores it again)
 
 
 def normal(digest: str) -> str:
@@ -41,6 +44,13 @@ async def record_digests(conn: Any, org_id: str, archive_id: str, found: Indexed
             "INSERT INTO payload_digests (org_id, digest, uri, captured_at, archive_id)"
             " SELECT %s, v.d, v.u, v.t, %s FROM jsonb_to_recordset(%s::jsonb) AS v(d text, u text, t timestamptz)"
             " ON CONFLICT (org_id, digest) DO NOTHING", (org_id, archive_id, Jsonb(rows)))
+    pairs = [{"u": u, "d": normal(d)} for u, d in found.resources if len(u) <= URI_MAX]
+    if pairs:  # only an archive of a crawl (correlation id = the crawl's id) holds pairs for one
+        await conn.execute(
+            "INSERT INTO crawl_resources (crawl_id, uri, digest, archive_id)"
+            " SELECT c.id, v.u, v.d, a.id FROM archives a JOIN crawls c ON c.id::text = a.correlation_id,"
+            " jsonb_to_recordset(%s::jsonb) AS v(u text, d text) WHERE a.id = %s"
+            " ON CONFLICT DO NOTHING", (Jsonb(pairs), archive_id))
     if found.revisits:
         await conn.execute(
             "INSERT INTO archive_revisits (archive_id, digest) SELECT %s, d FROM unnest(%s::text[]) AS d"
@@ -65,6 +75,23 @@ async def held(pool: Any, org_id: str, digests: list[str]) -> dict[str, dict[str
         for asked in by_normal[row["digest"]]:
             out[asked] = {"uri": row["uri"], "date": date.strftime("%Y-%m-%dT%H:%M:%SZ")}
     return out
+
+
+async def written(pool: Any, crawl_id: str, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Of ``pairs`` ``(uri, digest as the caller wrote it)``, those an admitted, complete archive
+    of crawl ``crawl_id`` already holds (a 200 response or revisit, or a behavior source)."""
+    asked: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for uri, digest in pairs:
+        asked.setdefault((uri, normal(digest)), []).append((uri, digest))
+    if not asked:
+        return []
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT r.uri, r.digest FROM crawl_resources r"
+            " JOIN jsonb_to_recordset(%s::jsonb) AS v(u text, d text) ON r.uri = v.u AND r.digest = v.d"
+            " WHERE r.crawl_id = %s",
+            (Jsonb([{"u": u, "d": d} for u, d in asked]), crawl_id))).fetchall()
+    return [p for row in rows for p in asked.get((row["uri"], row["digest"]), [])]
 
 
 async def referred_archives(pool: Any, crawl_id: str) -> list[str]:

@@ -108,7 +108,27 @@ def _index_digests(zf: zipfile.ZipFile, f: _RangeFile, names: set[str], complete
             f.prefetch(info.header_offset, 30 + len(info.filename) + 1024 + info.compress_size)
         text += zf.read(name).decode("utf-8", "replace") + "\n"
     found = parse_cdxj(text)
-    return (found if complete else IndexedDigests((), found.revisits)), text
+    if not complete:  # neither originals nor pairs a later capture could leave out
+        return IndexedDigests((), found.revisits), text
+    return IndexedDigests(found.responses, found.revisits, found.resources + _behavior_sources(zf)), text
+
+
+def _behavior_sources(zf: zipfile.ZipFile) -> tuple[tuple[str, str], ...]:
+    """``(urn:behavior:<id>, sha256:<hex>)`` of the behavior sources this WACZ's
+    ``behaviors/custom.jsonl`` holds (datapackage ``settings.behaviors[].sourceStored``, our
+    capture server; extension recrawl, decision 321), and ``(urn:behaviors:runtime.js, …)`` when it
+    holds ``behaviors/runtime.js`` (``settings.behaviorRuntime.sourceStored``)."""
+    try:
+        doc = json.loads(zf.read("datapackage.json").decode("utf-8"))
+        settings = doc["browserhive:capture"]["settings"]
+        listed = [(f"urn:behavior:{b.get('id')}", b) for b in settings.get("behaviors") or []
+                  if isinstance(b, dict) and isinstance(b.get("id"), str)]
+        runtime = settings.get("behaviorRuntime")
+        listed += [("urn:behaviors:runtime.js", runtime)] if isinstance(runtime, dict) else []
+        return tuple((uri, b["sha256"]) for uri, b in listed
+                     if b.get("sourceStored") is True and isinstance(b.get("sha256"), str))
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError):
+        return ()
 
 
 def _bytes_saved(zf: zipfile.ZipFile) -> int:
@@ -180,7 +200,7 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
             if signature.signed and signature.problem is not None:
                 refusal = signature.problem
                 problem = problem or signature.problem
-                digests = IndexedDigests((), digests.revisits)  # a broken signature holds no originals
+                digests = IndexedDigests((), digests.revisits)  # a broken signature holds no originals nor pairs
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as exc:
         problem = f"the WACZ is not a readable zip: {str(exc)[:200]}"
         digests = IndexedDigests()

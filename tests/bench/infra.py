@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # Programs the benchmarks run from the venv's bin (BIN / name) → the distribution that installs
 # each; tests/skeleton/test_bench_deps.py checks every one is pinned where `waggle bench` installs.
-TOOLS = {"py-spy": "py-spy", "waggle": "waggle"}
+TOOLS = {"py-spy": "py-spy", "waggle": "waggle", "wacz": "wacz"}
 
 
 def _with_database(url: str, name: str) -> str:

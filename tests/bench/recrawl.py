@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from tests.bench.harness import Context
+from tests.bench.wacz_bytes import breakdown
 
 
 def recrawl(ctx: Context) -> None:
@@ -46,6 +47,9 @@ def recrawl(ctx: Context) -> None:
                 seed = f"{site.url}/index.html"
                 first = revisit.run_crawl(stack, seed, root / "first")
                 again = revisit.run_crawl(stack, seed, root / "again")
+                for label, c in (("first", first), ("again", again)):  # where the bytes go (decision 321)
+                    b = breakdown(c["files"])
+                    ctx.detail(f"bytes_{label}", {k: dict(v.most_common()) for k, v in b.items()})
             finally:
                 site.stop()
         finally:

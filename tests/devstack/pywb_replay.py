@@ -3,7 +3,8 @@
 ``python tests/devstack/pywb_replay.py ROOT COLL WACZ[,WACZ…] URL...`` runs ``wb-manager init COLL`` and
 ``wb-manager add --unpack-wacz COLL WACZ`` (each, for a collection of several) (pywb's CLI entry point, in-process) under ROOT, then
 prints ``{"warnings": [...], "indexed": [urls in the collection index]}`` and one JSON line per
-URL: ``{"url", "mode", "status", "body"}`` — ``id_`` (unrewritten) replay, or ``mp_`` (rewritten
+URL: ``{"url", "mode", "status", "body"}`` (with ``PYWB_REPLAY_SHA256`` set: ``sha256`` of the
+body instead of ``body``) — ``id_`` (unrewritten) replay, or ``mp_`` (rewritten
 page) for URLs prefixed with ``mp:``.
 
 Why a subprocess and a shim: pywb's FrontEndApp monkey-patches the process with gevent, and it
@@ -16,6 +17,7 @@ loading, RewriterApp) is pywb's real code.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -79,8 +81,11 @@ def main() -> None:
             got["status"] = int(status.split()[0])
 
         body = b"".join(app(env, start_response))
-        print(json.dumps({"url": url, "mode": mode, "status": got.get("status"),
-                          "body": body.decode("utf-8", "replace")}), flush=True)
+        out = {"url": url, "mode": mode, "status": got.get("status"), "body": body.decode("utf-8", "replace")}
+        if os.environ.get("PYWB_REPLAY_SHA256"):  # binary bodies (images): their hash instead
+            out["sha256"] = hashlib.sha256(body).hexdigest()
+            del out["body"]
+        print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

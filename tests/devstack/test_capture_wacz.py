@@ -114,7 +114,8 @@ def test_wacz_layout_and_datapackage(site_capture):
     assert page["url"] == rep["url"] and page["title"] == "Waggle test page"
     assert page["ts"] == pkg["mainPageDate"] and page["ts"] < rep["timestamp"]  # start vs end of capture
     cap = pkg["browserhive:capture"]
-    assert cap["settings"]["behaviors"] == [{"id": "scroll", "origin": "custom"}]
+    assert cap["settings"]["behaviors"] == [{"id": "scroll", "origin": "custom", "sourceStored": True,
+                                             "sha256": "sha256:" + hashlib.sha256(SCROLL.encode()).hexdigest()}]
     assert cap["settings"]["preload"] == [{"id": "mark"}] and cap["settings"]["urlPolicies"] == []
     assert [json.loads(x)["source"] for x in m["behaviors/custom.jsonl"].decode().splitlines()] == [SCROLL]
     assert [json.loads(x)["source"] for x in m["preload/scripts.jsonl"].decode().splitlines()] == [PRELOAD]

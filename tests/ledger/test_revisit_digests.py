@@ -39,8 +39,10 @@ def settings(migrated_db_url, ledger_fga, fake_webhook):
     return ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url)
 
 
-def wacz(url: str, body: bytes, held: dict | None = None) -> bytes:
-    """A capture server WACZ of one 200 response (a revisit record when ``held`` names its digest)."""
+def wacz(url: str, body: bytes, held: dict | None = None, behaviors: list[dict] | None = None,
+         runtime: dict | None = None) -> bytes:
+    """A capture server WACZ of one 200 response (a revisit record when ``held`` names its digest;
+    ``behaviors``/``runtime``: its datapackage's ``settings.behaviors``/``behaviorRuntime``)."""
     ex = Exchange(url=url, method="GET", started=WHEN, status=200, status_text="OK",
                   resp_headers=[("Content-Type", "text/html")], body=body)
     revisits = Revisits(held=held or {}, lookup="ok") if held is not None else None
@@ -49,6 +51,9 @@ def wacz(url: str, body: bytes, held: dict | None = None) -> bytes:
         write_warc(warc, task_id="t", url=url, software="test", exchanges=[ex], denied=[], created=WHEN,
                    revisits=revisits)
         pkg = {"browserhive:capture": {"revisits": revisits.report()}} if revisits else {"title": "x"}
+        if behaviors is not None:
+            pkg.setdefault("browserhive:capture", {})["settings"] = {
+                "behaviors": behaviors, **({"behaviorRuntime": runtime} if runtime else {})}
         out = Path(tmp) / "x.wacz"
         build_wacz(out, warc=warc, cdxj=cdxj_index(warc), pages=pages_jsonl("t", url, "2026-11-30T10:00:00Z", "x"),
                    extra=[], datapackage=pkg)

@@ -9,8 +9,11 @@ to the crawl's other pages replay too.
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import time
+import zipfile
 from collections.abc import Iterator
 
 import httpx
@@ -22,11 +25,13 @@ from tests.web.test_browser import Watch, new_page, sign_in, wait_final
 
 pytestmark = pytest.mark.e2e
 NOT_ARCHIVED = "Archived Page Not Found"
+SHARED_COLOR = "rgb(1, 2, 3)"
 
 
 def chain_html(title: str, link: str | None) -> str:
     anchor = f'<a id="next" href="{link}">next: {link}</a>' if link else ""
-    return (f"<!doctype html><html><head><meta charset=utf-8><title>{title}</title></head>"
+    return (f"<!doctype html><html><head><meta charset=utf-8><title>{title}</title>"
+            '<link rel="stylesheet" href="chain.css"></head>'
             f"<body><h1>{title}</h1><p>A page of the chain.</p>{anchor}</body></html>")
 
 
@@ -36,6 +41,7 @@ def chain_site(tmp_path_factory) -> Iterator[Site]:
     for name, title, link in (("index.html", "Chain 0", "a.html"), ("a.html", "Chain A", "b.html"),
                               ("b.html", "Chain B", "c.html"), ("c.html", "Chain C", None)):
         (root / name).write_text(chain_html(title, link))
+    (root / "chain.css").write_text(f"h1 {{ color: {SHARED_COLOR}; }}\n")  # every page's: stored once (decision 321)
     s = Site(root, "User-agent: *\nAllow: /\n")
     try:
         yield s
@@ -63,6 +69,11 @@ def chain_crawl(local_stack, chain_site) -> str:
             time.sleep(1)
     assert state == "succeeded"
     assert sorted(m["url"].rsplit("/", 1)[1] for m in body["resources"]) == ["a.html", "b.html", "index.html"]
+    for m in body["resources"]:  # the seed stored chain.css; a and b left it out (decision 321)
+        with zipfile.ZipFile(io.BytesIO(httpx.get(m["path"], timeout=30, verify=client_tls()).content)) as z:
+            pkg = json.loads(z.read("datapackage.json"))["browserhive:capture"]
+        left = [u for u, _ in (pkg.get("revisits") or {}).get("sameCrawl", {}).get("resources", [])]
+        assert left == ([] if m["url"].endswith("index.html") else [chain_site.url + "/chain.css"]), (m["url"], pkg)
     return crawl_id
 
 
@@ -80,6 +91,18 @@ def replayed(page, title: str, watch: Watch, timeout_s: float = 120):
         page.wait_for_timeout(300)
     raise AssertionError(f"{title!r} was not replayed: frames " + ", ".join(f.url for f in page.frames)
                          + f"\nconsole and network:\n{watch}")
+
+
+def styled(frame, watch: Watch, timeout_s: float = 30) -> None:
+    """The replayed page's h1 has the shared style sheet's colour (wherever the sheet is stored)."""
+    deadline = time.monotonic() + timeout_s
+    color = None
+    while time.monotonic() < deadline:
+        color = frame.evaluate("getComputedStyle(document.querySelector('h1')).color")
+        if color == SHARED_COLOR:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"h1 is {color}, not the style sheet's {SHARED_COLOR}\n{watch}")
 
 
 def not_archived(page, url_part: str, watch: Watch, timeout_s: float = 60) -> None:
@@ -113,10 +136,13 @@ def test_replay_this_crawl_walks_three_pages_and_says_not_archived(local_stack, 
     local.click("#replay-crawl")
     local.wait_for_url(re.compile(r"^http://localhost:\d+/replay\.html\?collection=.*"))
     frame = replayed(local, "Chain 0", watch)
+    styled(frame, watch)
     frame.click("#next")
     frame = replayed(local, "Chain A", watch)  # another WACZ of the same collection
+    styled(frame, watch)  # its style sheet is in the seed's WACZ only
     frame.click("#next")
     frame = replayed(local, "Chain B", watch)
+    styled(frame, watch)
     frame.click("#next")  # c.html: beyond the crawl's depth, never captured
     not_archived(local, "c.html", watch)
     # the collection came from the ledger with the ticket; the members from S3, nothing else
