@@ -18,6 +18,7 @@ import pytest
 
 from tests.devstack.helpers import ONLY_WACZ
 from tests.devstack.test_capture_hold_after import LATE_MS, _first, _post, _seal, _start
+from f.waggle.host_admission import LedgerReader
 from tests.flow.fakes import HttpFake
 
 GAP_MS, LONG_MS = 400, 4000  # the gap the held capture was submitted with; the registering crawl's delay
@@ -52,7 +53,12 @@ class LedgerStandIn:
         return time.monotonic()
 
     def member(self, host: str) -> dict:
-        return {"url": f"{self.http.url}/api/crawls/c-1/politeness?host={host}", "token": TOKEN}
+        """The member as the flow builds it (its own admission read, f/waggle/host_admission.py)."""
+        reader = LedgerReader(self.http.url, TOKEN, "c-1")
+        try:
+            return reader.hold_member(host)
+        finally:
+            reader.close()
 
 
 def _held_run(server: str, site, ledger: LedgerStandIn | None) -> dict:
@@ -102,7 +108,9 @@ def test_a_crawl_registered_during_the_previous_load_holds_the_held_capture_its_
     assert run["felt"] / (LONG_MS / 1000) >= 1.0, run
     (first, *_), paths = ledger.reads, [r.path for r in ledger.http.requests]
     assert first > run["registered"] and first < run["other"], (ledger.reads, run)  # read before the release
-    assert all(p == f"/api/crawls/c-1/politeness?host={test_site.url('/').split('/')[2]}" for p in paths), paths
+    host = test_site.url("/").split("/")[2]
+    assert all(p.partition("?")[0] == "/api/crawls/c-1/politeness" and p.partition("host=")[2].replace("%3A", ":") == host
+               for p in paths), paths
     assert all(r.headers["authorization"] == f"Bearer {TOKEN}" for r in ledger.http.requests)
     # the read that lengthened the hold is made again at its new end (a later registration counts too)
     assert len(ledger.reads) >= 2 and ledger.reads[-1] > run["last_prev"] + GAP_MS / 1000, (ledger.reads, run)
