@@ -38,7 +38,7 @@ log = logging.getLogger("waggle_capture")
 # GET /status so that a client uses one only where it is advertised.
 EXTENSIONS = ("sinceLastRequestMs", "sealWait", "startAfterMs", "sealBeforeFormats", "scrollHooks",
               "holdAfter", "captureAtDeadline", "screenshotsInWacz", "retryAfterMs", "robotsMeta", "revisit",
-              "navigationRules", "challengeSignature", "conditional")
+              "navigationRules", "challengeSignature", "conditional", "holdAdmission")
 MAX_ACTIVE = 2  # one capture loading, one finishing (CaptureGate)
 
 

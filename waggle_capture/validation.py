@@ -218,7 +218,10 @@ REQUEST = Obj(fields={
     "holdAfter": Obj(fields={  # waggle extension (docs/capture-server.md extension 12)
         "key": Str(required=True, min_len=1, max_len=64, pattern=KEY_RE),
         "gapMs": Num(required=True, lo=0, hi=60000), "backoffGapMs": Num(lo=0, hi=120000),
-        "delayFactor": Num(lo=0, hi=60)}),  # extension "serverpolite": a slow previous page's longer gap
+        "delayFactor": Num(lo=0, hi=60),  # extension "serverpolite": a slow previous page's longer gap
+        "admission": Obj(fields={  # extension holdAdmission (docs/capture-server.md extension "hold")
+            "url": Str(required=True, min_len=1, max_len=2000, pattern=re.compile(r"^https?://")),
+            "token": Str(required=True, min_len=1, max_len=8000)})}),
     "captureAtDeadline": Bool(),  # waggle extension (docs/capture-server.md extension 14)
     "screenshotsInWacz": Bool(),  # waggle extension (docs/capture-server.md extension 15)
     "honourNoarchive": Bool(),  # waggle extension robotsMeta (docs/capture-server.md "wishes")

@@ -58,6 +58,13 @@ class Admission:
             return
         gap.share(int(shared))
 
+    def hold_member(self) -> dict | None:
+        """``holdAfter.admission`` for a held capture of this host (extension ``holdAdmission``,
+        decision 302): ``{url, token}`` of the same read, which the capture server makes right
+        before it releases the hold; None when admission is off or the reader has no such URL (a test)."""
+        member = getattr(self._read, "hold_member", None)
+        return member(self.host) if self._read is not None and member is not None else None
+
 
 READ_TIMEOUT_S = 2.0  # a slow ledger lengthens one gap by at most this, then the gap stays as it was
 
@@ -80,6 +87,12 @@ class LedgerReader:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"hostDelayMs is not a number: {value!r}")
         return int(value)
+
+    def hold_member(self, host: str) -> dict:
+        """``{"url": <this read's URL for host>, "token": <the flow's token>}``: the capture server
+        makes the same read before it releases a held capture (extension ``holdAdmission``)."""
+        return {"url": str(httpx.URL(self._url, params={"host": host})),
+                "token": self._headers["Authorization"].removeprefix("Bearer ")}
 
     def close(self) -> None:
         self._client.close()

@@ -282,6 +282,11 @@ class ChainPages:
         for a held submission."""
         return self.job.gap.ms, backed_off_gap(self.job.gap.ms), self.job.gap.factor
 
+    def hold_admission(self) -> dict | None:
+        """``holdAfter.admission`` (extension ``holdAdmission``): the ledger read the capture server
+        makes before releasing a held capture; None without admission (decision 302)."""
+        return None if self.job.admission is None else self.job.admission.hold_member()
+
     def attempt_held(self, index: int, attempt: int, endpoint: Endpoint) -> Raw | None:
         """In a worker thread: one submission of page ``index`` held behind the host's loading
         capture on ``endpoint`` (extension ``holdAfter``); None when it was not taken (429, 409,

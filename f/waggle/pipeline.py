@@ -33,7 +33,10 @@ the capture's ``gapFrom`` comes from its answer, exactly as without the extensio
 * ``holdAfter`` (extension 12, hosts with a gap under 1.2 s): B is submitted to A's endpoint
   while A still loads (:meth:`Chain._hold_next`), naming A's key and the gap; the server opens B
   at once and lets nothing of it reach the site before A sealed and the gap passed since A's
-  truly last byte. Not taken (409, 429, unreachable): B goes the way above.
+  truly last byte. Not taken (409, 429, unreachable): B goes the way above. With admission
+  (decision 301) B carries ``holdAfter.admission`` (extension ``holdAdmission``, decision 302): the
+  server reads the host's shared delay right before the release and holds B the longer delay if
+  one registered meanwhile; an endpoint without ``holdAdmission`` gets no held capture then.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ EXT_SEAL = "sealWait"
 EXT_START = "startAfterMs"
 EXT_SEAL_FIRST = "sealBeforeFormats"
 EXT_HOLD = "holdAfter"
+EXT_HOLD_ADMISSION = "holdAdmission"  # the server reads the host's shared delay before the release (decision 302)
 KEY_HEADER = "Waggle-Capture-Key"
 STATUS_TIMEOUT_S = 5.0
 SEAL_POLL_MS = 10_000  # one long-poll; polled again while the capture runs
@@ -181,9 +185,10 @@ class Held:
     and the gap passed since its last byte."""
 
     def __init__(self, endpoint: Any, tracker: Tracker, prev_key: str, gaps: tuple[int, ...],
-                 now: Callable[[], float]) -> None:
+                 now: Callable[[], float], admission: dict | None = None) -> None:
         self.endpoint, self.target = endpoint, endpoint.target
         self._tracker, self._prev_key, self._gaps, self._now = tracker, prev_key, gaps, now
+        self._admission = admission  # holdAfter.admission (extension holdAdmission), or None
 
     def capture(self, request: dict) -> Any:
         ext = extensions_of(self.endpoint)
@@ -193,6 +198,8 @@ class Held:
         body[EXT_HOLD] = {"key": self._prev_key, "gapMs": self._gaps[0], "backoffGapMs": self._gaps[1]}
         if len(self._gaps) > 2 and self._gaps[2] > 0:  # a slow previous page's longer gap (decision 242)
             body[EXT_HOLD]["delayFactor"] = self._gaps[2]
+        if self._admission is not None and EXT_HOLD_ADMISSION in ext:
+            body[EXT_HOLD]["admission"] = self._admission
         self._tracker.posting(self.endpoint, self._now())
         return self.endpoint.capture(body, headers={KEY_HEADER: self._tracker.key})
 
@@ -288,6 +295,8 @@ class Pages(Protocol):
 
     def hold_gaps_ms(self) -> tuple[int, ...]: ...  # (the gap, the gap after a 429/503 back-off[, delayFactor])
 
+    # optional: def hold_admission(self) -> dict | None  (holdAfter.admission, extension holdAdmission)
+
     def seal_gap_from(self, index: int, body: dict, submitted: float, received: float) -> float: ...
 
     def conclude(self, flight: Flight) -> tuple[float, bool]: ...
@@ -361,6 +370,8 @@ class Chain:
             return None
         if not any(EXT_HOLD in extensions_of(e) for e in self.endpoints):
             return None
+        if self._hold_admission() is not None and not any(EXT_HOLD_ADMISSION in extensions_of(e) for e in self.endpoints):
+            return None  # no server would read the host's delay before the release (decision 302)
         self._admit()  # its admission: a longer delay registered meanwhile may make the gap long
         if settle_for_gap(self.pages.gap_ms()) is None:
             return None
@@ -378,9 +389,12 @@ class Chain:
         endpoint = tracker.endpoint
         if flight.future.done() or endpoint is None or not {EXT_HOLD, EXT_SEAL} <= extensions_of(endpoint):
             return None
+        admission = self._hold_admission()
+        if admission is not None and EXT_HOLD_ADMISSION not in extensions_of(endpoint):
+            return None  # it would release at the gap read now, not at the release (decision 302): not held
         index, attempt = todo.popleft()
         nxt = Tracker()
-        view = Held(endpoint, nxt, tracker.key, self.pages.hold_gaps_ms(), self.now)
+        view = Held(endpoint, nxt, tracker.key, self.pages.hold_gaps_ms(), self.now, admission)
         self._started(index, attempt)
         future = pool.submit(self.pages.attempt_held, index, attempt, view)
         future.add_done_callback(lambda _f: nxt.wake.set())
@@ -391,6 +405,10 @@ class Chain:
         if attempt == 1 and index not in self._begun:
             self._begun.add(index)
             self.pages.started(index)
+
+    def _hold_admission(self) -> dict | None:
+        member = getattr(self.pages, "hold_admission", None)
+        return None if member is None else member()
 
     def _admit(self) -> None:
         admit = getattr(self.pages, "admit", None)

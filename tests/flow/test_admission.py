@@ -185,3 +185,51 @@ def test_a_held_capture_is_admitted_when_submitted_and_a_longer_delay_then_ends_
     assert [r["url"] for r in e.held] == ["b"] and e.held[0]["holdAfter"]["gapMs"] == 400
     assert gaps[0] / 0.4 >= 1.0 and gaps[0] / 1.3 < 1.0, gaps  # admitted (held) before it registered
     assert min(gaps[1:]) / 1.3 >= 1.0, gaps
+
+
+class MemberLedger(Ledger):
+    """A ledger read the capture server can make too (``hold_member``, extension holdAdmission)."""
+
+    def hold_member(self, host: str) -> dict:
+        return {"url": f"http://ledger.test/api/crawls/c1/politeness?host={host}", "token": "flow-token"}
+
+
+@pytest.mark.parametrize("offered", [True, False])
+def test_a_held_capture_carries_the_ledger_read_or_is_not_held_where_the_server_cannot_make_it(offered):
+    """Decision 302: with admission on, a held capture (holdAfter) carries ``admission`` — the read
+    the server makes right before the release; an endpoint that does not advertise
+    ``holdAdmission`` (an older capture server) gets no held capture at all: each page is submitted
+    at its gap the usual way (sealWait/startAfterMs), admitted by the flow right before it."""
+    from f.waggle.pipeline import EXT_HOLD_ADMISSION
+    from tests.flow.test_pipeline import HoldingFake
+
+    visits: list = []
+    e = HoldingFake("bh-1", visits)
+    if offered:
+        e.extensions = e.extensions | {EXT_HOLD_ADMISSION}
+    ledger = MemberLedger(400)
+    lines: list[str] = []
+    results = run(e, ["a", "b", "c", "d"], 400, Admission("h", ledger, lines.append), lines)
+    assert [r["status"] for r in results] == ["captured"] * 4
+    assert min(felt(visits)) / 0.4 >= 1.0, felt(visits)
+    if offered:
+        assert len(e.held) == 3 and all(r["holdAfter"]["admission"] == ledger.hold_member("h") for r in e.held), e.held
+    else:
+        assert e.held == [] and ledger.reads == 3  # admitted by the flow before each next submission
+    # admission off (no ledger variables, a test): holds as before, without the member
+    e2 = HoldingFake("bh-1", [])
+    e2.extensions = e2.extensions | {EXT_HOLD_ADMISSION}
+    run(e2, ["a", "b"], 400, None, [])
+    assert len(e2.held) == 1 and "admission" not in e2.held[0]["holdAfter"]
+
+
+def test_the_reader_names_its_read_for_the_capture_server():
+    read = LedgerReader("http://127.0.0.1:9/", "flow-token", "c-1")
+    try:
+        assert read.hold_member("s.test:8080") == {
+            "url": "http://127.0.0.1:9/api/crawls/c-1/politeness?host=s.test%3A8080", "token": "flow-token"}
+        assert Admission("s.test:8080", read, print).hold_member() == read.hold_member("s.test:8080")
+        assert Admission("s.test", None, print).hold_member() is None
+        assert Admission("s.test", Ledger(100), print).hold_member() is None
+    finally:
+        read.close()
