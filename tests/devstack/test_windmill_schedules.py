@@ -116,6 +116,7 @@ def test_routes_over_http(tmp_path):
             assert [i["path"] for i in c.get("/list", params={"path_start": "f/waggle/workflow_"}).json()] == [
                 "f/waggle/workflow_1"]  # the ledger's reconciler lists its own (decision 352)
             assert [i["path"] for i in c.get("/list", params={"per_page": 1, "page": 2}).json()] == ["f/waggle/workflow_1"]
+            assert c.delete("/delete/f/other/x").status_code == 200  # its 04:00 would fire with the tick below
             assert c.post("/update/f/waggle/workflow_1", json={"schedule": "0 0 5 * * *", "timezone": "UTC",
                                                              "args": body["args"]}).status_code == 200
             due = c.get("/get/f/waggle/workflow_1").json()["next_at"]
