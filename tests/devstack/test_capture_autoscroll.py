@@ -6,6 +6,7 @@ content on scroll still are, and what they load is in the WACZ. Real Chromium, p
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
@@ -69,7 +70,10 @@ LISTENED = ("<!doctype html><html><head><title>listened</title></head><body styl
   }));
 </script></body></html>""")
 SHORT = "<!doctype html><html><head><title>short</title></head><body><h1>one screen</h1></body></html>"
-PAGES = {"/long": LONG, "/sticky": STICKY, "/listened": LISTENED, "/infinite": INFINITE, "/observed": OBSERVED, "/native": NATIVE, "/short": SHORT}
+# The same feed whose chunks answer after 1 s: longer than the behavior's settle rounds at the bottom
+# (3 × 250 ms), as a loaded machine or a slow site makes them.
+SLOW_INFINITE = INFINITE.replace("'/chunk/'", "'/slow-chunk/'")
+PAGES = {"/slow-infinite": SLOW_INFINITE, "/long": LONG, "/sticky": STICKY, "/listened": LISTENED, "/infinite": INFINITE, "/observed": OBSERVED, "/native": NATIVE, "/short": SHORT}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -80,7 +84,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         if path in PAGES:
             body, ctype = PAGES[path].encode(), "text/html; charset=utf-8"
-        elif path.startswith("/chunk/"):
+        elif path.startswith(("/chunk/", "/slow-chunk/")):
+            if path.startswith("/slow-chunk/"):
+                time.sleep(1.0)
             n = path.rsplit("/", 1)[1]
             body, ctype = f"<div style='height:1500px'>chunk {n}<img src='/img/chunk-{n}.png'></div>".encode(), "text/html"
         elif path.startswith("/img/"):
@@ -150,6 +156,13 @@ def test_an_infinite_scroll_page_is_scrolled_and_its_chunks_archived(capture_ser
     assert data["finalHeight"] == 5 * 1500  # the first screen and four fetched chunks
     for n in range(1, 5):
         assert site + f"/chunk/{n}" in urls and site + f"/img/chunk-{n}.png" in urls
+
+
+def test_a_chunk_still_in_flight_at_the_bottom_is_waited_for(capture_server, s3_server, site, autoscroll):
+    line, urls = _capture(capture_server, s3_server, site + "/slow-infinite", autoscroll)
+    assert line["data"]["stoppedBy"] == "bottom"
+    assert line["data"]["finalHeight"] == 5 * 1500  # every slow chunk arrived before the behavior stopped
+    assert {site + f"/slow-chunk/{n}" for n in range(1, 5)} <= urls
 
 
 def test_intersection_observer_images_are_loaded_and_archived(capture_server, s3_server, site, autoscroll):

@@ -1,5 +1,5 @@
 // autoscroll (behavior): scroll to the bottom in steps so lazy content loads before capture.
-// Stops when the page height has not grown for `settleRounds` steps at the bottom, when
+// Stops when the page height has not grown for `settleRounds` steps at the bottom with no page request in flight, when
 // `maxSteps` is reached, or when the host's cooperative budget (`__bh.remainingMs`) runs below
 // `reserveMs`. A page that fits its viewport is not scrolled at all (`stoppedBy: "fits"`):
 // scrolling it fires no scroll event and reveals nothing, and its idle rounds would only hold
@@ -142,7 +142,9 @@
     if (now > lastHeight) {
       unchanged = 0;
       lastHeight = now;
-    } else if (atBottom) {
+    } else if (atBottom && !(hooks !== undefined && hooks.pending > 0)) {
+      // a fetch still in flight may yet grow the page (a loaded machine answers late):
+      // such a round is no settle round; maxSteps and the budget still bound the wait
       unchanged += 1;
       if (unchanged >= settleRounds) {
         break;
