@@ -125,10 +125,12 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
     if referred:
         async with services.pool.connection() as conn:
             originals = [{**r, "page_id": None, "depth": None, "final_url": None, "manifest_key": None} for r in await (await conn.execute(_ORIGINALS, (referred,))).fetchall()]
-    with_archive = [r for r in rows if r["archive_id"] is not None] + originals
-    allowed = await services.authz.viewable(identity, [str(r["archive_id"]) for r in with_archive]) \
+    for r in rows + originals:  # each id as text once (10,000 UUID.__str__ per use were a tenth of the answer)
+        r["aid"] = None if r["archive_id"] is None else str(r["archive_id"])
+    with_archive = [r for r in rows if r["aid"] is not None] + originals
+    allowed = await services.authz.viewable(identity, [r["aid"] for r in with_archive]) \
         if with_archive else set()
-    members = [r for r in with_archive if str(r["archive_id"]) in allowed]
+    members = [r for r in with_archive if r["aid"] in allowed]
     unmeasured = [{**r, "url": r["final_url"] or r["url"]} for r in members if r["sha256"] is None]
     measured = await measure_missing(services.pool, services.s3, unmeasured[:MEASURE_INLINE]) if unmeasured else {}
     later = unmeasured[MEASURE_INLINE:]
@@ -139,20 +141,21 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
     running = crawl["state"] == "running"
     now = datetime.now(timezone.utc)
     resources, missing = [], []
+    crawl_text = str(crawl_id)
     viewable_rows = members
-    paths = dict(zip((str(r["archive_id"]) for r in viewable_rows),
+    paths = dict(zip((r["aid"] for r in viewable_rows),
                      presign_many(services.s3, [(r["bucket"], r["object_key"]) for r in viewable_rows], expiry_s)))
     for r in rows + originals:
         original = r.get("page_id") is None
         entry = None if original else _missing(r, running)
-        if entry is None and str(r["archive_id"]) not in allowed:
+        if entry is None and r["aid"] not in allowed:
             entry = {"url": r["url"], "depth": r["depth"], "why": "original-not-viewable" if original else "not-viewable",
                      "reason": "the archive holding the original of its revisit records is not shared with you"
                                if original else "its archive is not shared with you"}
         if entry is not None:
             missing.append(entry)
             continue
-        aid = str(r["archive_id"])
+        aid = r["aid"]
         facts = measured.get(aid) or r
         size, sha = facts["bytes"], facts["sha256"]
         resources.append({
@@ -160,7 +163,7 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
             "path": paths[aid],
             "hash": f"sha256:{sha}" if sha else None,
             "bytes": size,
-            "crawlId": str(crawl_id),
+            "crawlId": crawl_text,
             "archiveId": aid,
             "url": r["url"],
             "depth": r["depth"],
@@ -182,7 +185,7 @@ async def collection(services: Any, identity: Any, crawl_id: uuid.UUID, *, expir
         "pages": {"total": len(rows), "inCollection": len(resources), "missing": len(missing)},
         "missing": missing[:MISSING_LISTED],
         "missingCount": len(missing),
-        **({"_rows": [{"archiveId": str(r["archive_id"]), "bucket": r["bucket"], "object_key": r["object_key"]}
+        **({"_rows": [{"archiveId": r["aid"], "bucket": r["bucket"], "object_key": r["object_key"]}
                       for r in members]} if with_rows else {}),
     }
 
