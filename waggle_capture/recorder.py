@@ -211,6 +211,23 @@ class Recorder:
             return
         await self._answered(ex, request, response)
 
+    def _freshen_revalidated(self, ex: Exchange) -> None:
+        """Chromium's own revalidation of a URL it holds (its request carries ``If-None-Match`` /
+        ``If-Modified-Since`` that no extension set) is reported as the cached ``200`` with the
+        304's raw headers — no ``Content-Type``: replayed like that, an image or style sheet
+        breaks. The recorded headers become the earlier answer's, updated by the 304's (RFC 9111
+        §4.3.4), as Chromium used them. The site's own 200 (it carries its type) is left as sent."""
+        if ex.status != 200 or ex.not_modified is not None or _header(ex.resp_headers, "content-type"):
+            return
+        if not (_header(ex.req_headers, "if-none-match") or _header(ex.req_headers, "if-modified-since")):
+            return
+        prior = next((e for e in reversed(self.exchanges) if e.url == ex.url and e.status == 200
+                      and _header(e.resp_headers, "content-type")), None)
+        if prior is None:
+            return
+        updated = {k.lower() for k, _ in ex.resp_headers}
+        ex.resp_headers = [(k, v) for k, v in prior.resp_headers if k.lower() not in updated] + ex.resp_headers
+
     async def _answered(self, ex: Exchange, request: Request, response, cancelled: str | None = None) -> None:
         """Record a response the site gave; ``cancelled`` (Chromium's failure text) when Blink
         dropped the load after an error status's head: the body then comes from the proxy
@@ -222,6 +239,7 @@ class Recorder:
             ex.resp_headers = [(h["name"], h["value"]) for h in await response.headers_array()]
         if self._unreached(ex):
             return
+        self._freshen_revalidated(ex)
         if match is not None and match.action in ("no-archive", "deny"):
             ex.withheld, ex.pattern = match.action, match.pattern
             self.exchanges.append(ex)
@@ -401,3 +419,8 @@ class Recorder:
         missing = sorted({e.url for e in self.exchanges if e.incomplete and e.url not in answered})
         return {"bodylessUrls": bodyless, "truncatedUrls": truncated, "missingBodyUrls": missing[:MISSING_CAP],
                 "missingBodyCount": len(missing), "complete": not bodyless and not truncated and not missing}
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str | None:
+    """The first value of header ``name`` (lower case), or None."""
+    return next((v for k, v in headers if k.lower() == name), None)
