@@ -65,7 +65,8 @@ def test_member_sees_and_signs_and_the_url_downloads(archive_ledger) -> None:
         "id": a["acme_new"]["id"], "taskId": a["acme_new"]["task"], "sourceUrl": "https://acme.example/acme_new",
         "labels": ["smoke"], "waczComplete": False, "capturedAt": "2026-09-24T10:00:00.300Z",
         "objectKey": a["acme_new"]["key"], "missingBodyUrls": None, "missingBodyCount": None, "truncatedUrls": [],
-        "incompleteReason": None, "crawlId": None, "bytes": None, "title": None,
+        "incompleteReason": None, "crawlId": None,
+        "bytes": len(a["acme_new"]["body"]), "title": "x",  # known from admission (decision 341)
         "revisits": {"count": 0, "bytesSaved": 0},
         "signed": None, "signatureDomain": None, "signatureVerified": None,
     }
