@@ -241,9 +241,15 @@ def sitemap_text(crawl: dict) -> str:
     return "; ".join(parts)
 
 
-def summary_view(crawl: dict) -> Group:
-    """The end-of-crawl summary: pages, stop reason, error, failures with reasons."""
-    table = Table(title=f"crawl {crawl.get('crawlId', '?')}", show_header=False, title_justify="left")
+def summary_view(crawl: dict, so_far: bool = False) -> Group:
+    """The end-of-crawl summary: pages, stop reason, error, failures with reasons. ``so_far``:
+    the counts as they stand (after Ctrl-C captures in flight are still recorded), said in the
+    title with the command that shows the final ones."""
+    title = f"crawl {crawl.get('crawlId', '?')}"
+    if so_far:
+        title += (f" (counts so far: captures in flight may still be recorded;"
+                  f" `waggle crawls {short_id(crawl.get('crawlId', 'ID'))}` shows the final totals)")
+    table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
     state = crawl.get("state", "?")
