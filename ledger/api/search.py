@@ -1,7 +1,7 @@
 """``GET /api/search?q=…[&crawl=][&host=][&from=][&to=][&page=][&size=]`` (issue 26 item 3).
 
 ``q``: web-search syntax (``websearch_to_tsquery``): words, ``"a phrase"``, ``-excluded``,
-``OR``; ≤ 500 characters. ``crawl``: a crawl id; ``host``: the page's host; ``from``/``to``:
+``OR``; ≤ 500 characters. ``crawl``: a crawl id; ``host``: the page's host, or host:port (only that port, or the scheme's default when the URL names none); ``from``/``to``:
 captured between (a date = that whole day, UTC; or a date-time with a zone); ``page`` from 1
 (≤ 100), ``size`` 1–50 (default 10).
 

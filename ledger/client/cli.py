@@ -102,10 +102,14 @@ def show_archives_with_urls(client: LedgerClient, archives: list[dict], console:
 def finish(client: LedgerClient, crawl: dict, console: Console, download: Path | None, archive_wait_s: float,
            poll_s: float = POLL_INTERVAL_S, show_urls: bool = False) -> int:
     """Summary, (downloads,) then the archives (with ``show_urls`` their signed URLs) last, where
-    a reader looks; returns the exit code (0 iff succeeded)."""
-    console.print(render.summary_view(crawl))
+    a reader looks; returns the exit code (0 iff succeeded). The summary is read again once the
+    archives are listed: a crawl's last archives are admitted after it ends, and its totals
+    (pages, archive bytes) are final only then."""
     wanted = (render.captured_count(crawl) or 0) > 0
     archives = crawl_archives(client, crawl, wait_s=archive_wait_s, poll_s=poll_s) if wanted else []
+    if wanted and crawl.get("crawlId"):
+        crawl = _reread(client, crawl)
+    console.print(render.summary_view(crawl))
     if download is not None and archives:
         download_archives(client, archives, download, console)
     show_archives_with_urls(client, archives, console, show_urls)
@@ -114,6 +118,14 @@ def finish(client: LedgerClient, crawl: dict, console: Console, download: Path |
                       soft_wrap=True)
         return 0
     return 0 if crawl.get("state") == "succeeded" else 1
+
+
+def _reread(client: LedgerClient, crawl: dict) -> dict:
+    """``crawl`` as the ledger has it now (its final totals), or as given when it cannot say."""
+    try:
+        return client.get_crawl(str(crawl["crawlId"]))
+    except ApiError:
+        return crawl
 
 
 def follow_to_end(
@@ -137,7 +149,9 @@ def follow_to_end(
         if outcome == "left":
             return EXIT_INTERRUPTED
         crawl = client.get_crawl(crawl_id)
-        console.print(render.summary_view(crawl))
+        # captures in flight at Ctrl-C are still recorded after the crawl is failed: these are
+        # the counts so far, and the summary says where the final ones are
+        console.print(render.summary_view(crawl, so_far=True))
         return EXIT_INTERRUPTED
     return finish(client, crawl, console, download, archive_wait_s, poll_s, show_urls)
 

@@ -11,6 +11,8 @@ ledger does not send are shown as "–".
 
 from __future__ import annotations
 
+import re
+
 from datetime import datetime, timezone
 
 from rich import box
@@ -239,9 +241,15 @@ def sitemap_text(crawl: dict) -> str:
     return "; ".join(parts)
 
 
-def summary_view(crawl: dict) -> Group:
-    """The end-of-crawl summary: pages, stop reason, error, failures with reasons."""
-    table = Table(title=f"crawl {crawl.get('crawlId', '?')}", show_header=False, title_justify="left")
+def summary_view(crawl: dict, so_far: bool = False) -> Group:
+    """The end-of-crawl summary: pages, stop reason, error, failures with reasons. ``so_far``:
+    the counts as they stand (after Ctrl-C captures in flight are still recorded), said in the
+    title with the command that shows the final ones."""
+    title = f"crawl {crawl.get('crawlId', '?')}"
+    if so_far:
+        title += (f" (counts so far: captures in flight may still be recorded;"
+                  f" `waggle crawls {short_id(crawl.get('crawlId', 'ID'))}` shows the final totals)")
+    table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
     state = crawl.get("state", "?")
@@ -391,10 +399,37 @@ def cut_middle(line: Text, width: int, end: bool = False) -> Text:
     return cut
 
 
+_URL = re.compile(r"^(.*?)([A-Za-z][A-Za-z0-9+.-]*://)([^/?#\s]*)(.*)$", re.S)
+PATH_MIN = 6  # cells of the path kept (with its "…") before the scheme is dropped for room
+
+
+def cut_url(line: Text, width: int) -> Text:
+    """A line holding a URL (after an optional lead such as ``→ ``) cut to ``width`` cells so
+    that its host:port stays whole: the path is cut in the middle (its page name kept) and,
+    when the host still needs the room, the scheme is dropped (``127.0.0.1:8631/in…x.html``);
+    only a host wider than the column itself is cut at its end. Other lines: :func:`cut_middle`."""
+    if line.cell_len <= width:
+        return line
+    m = _URL.match(line.plain)
+    if not m:
+        return cut_middle(line, width)
+    lead, scheme, authority = m.group(1), m.group(2), m.group(3)
+    host_at = len(lead) + len(scheme)
+    path_at = host_at + len(authority)
+    path = line[path_at:]
+    lead_text = line[:len(lead)]
+    for head in (line[:path_at], Text.assemble(lead_text, line[host_at:path_at])):  # with the scheme, then without
+        room = width - head.cell_len
+        if room >= max(1, min(path.cell_len, PATH_MIN)):
+            return Text.assemble(head, cut_middle(path, room))
+    return cut_middle(Text.assemble(lead_text, line[host_at:]), width, end=True)
+
+
 class Cut:
-    """A cell of one-line texts (URLs): each line wider than its column is cut in the middle
-    with ``…`` (``end``: at its end) instead of wrapping (``--wide`` prints them whole); the
-    column may shrink to ``minimum`` cells. Issue 30 item 6."""
+    """A cell of one-line texts: each line wider than its column is cut instead of wrapping
+    (``--wide`` prints them whole) — a URL keeping its host:port whole (:func:`cut_url`), any
+    other line (a title) at its end, or with ``end`` every line at its end; the column may
+    shrink to ``minimum`` cells. Issue 30 item 6."""
 
     def __init__(self, text: str | Text, style: str = "", minimum: int = CUT_MIN, end: bool = False) -> None:
         self.lines = (Text(text, style=style) if isinstance(text, str) else text).split("\n")
@@ -406,14 +441,20 @@ class Cut:
 
     def __rich_console__(self, console, options):
         for line in self.lines:
-            out = cut_middle(line, options.max_width, self.end)
+            width = options.max_width
+            out = cut_middle(line, width, True) if self.end or "://" not in line.plain else cut_url(line, width)
             out.no_wrap, out.overflow = True, "ignore"
             yield out
 
 
 def url_cell(text: str | Text, wide: bool) -> str | Text | Cut:
-    """Whole (folding) with ``wide``, else cut to the column (:class:`Cut`)."""
-    return text if wide else Cut(text)
+    """Whole (folding) with ``wide``, else cut to the column (:class:`Cut`), which shrinks no
+    narrower than its first URL's scheme-less host:port and one more cell (``127.0.0.1:8631/…``)."""
+    if wide:
+        return text
+    m = _URL.match(str(text).split("\n", 1)[0])
+    host = len(m.group(1)) + len(m.group(3)) + 2 if m else 0
+    return Cut(text, minimum=min(max(CUT_MIN, host), 40))
 
 
 def _page_cell(page: dict) -> Text:
@@ -479,16 +520,21 @@ def crawls_table(crawls: list[dict], wide: bool = False) -> Table:
     if wide:
         table = Table(title="crawls", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
                       collapse_padding=True)
-        for name, fold in (("id", False), ("state", True), ("stop reason", True), ("seeds", True),
-                           ("captured", False), ("started", True), ("elapsed", False)):
-            table.add_column(name, overflow="fold", no_wrap=not fold, ratio=1 if name == "seeds" else None)
+        # every header at least its longest word wide (decision 265: at 80 columns --wide folds
+        # cells, the full id too when the rest needs the room, but never a header mid-word)
+        for name, fold in (("id", True), ("state", True), ("stop reason", True), ("seeds", True),
+                           ("captured", False), ("blocked", True), ("started", True), ("elapsed", False)):
+            table.add_column(name, overflow="fold", no_wrap=not fold, ratio=1 if name == "seeds" else None,
+                             min_width=header_width(name))
     else:
         table = _one_line_table("crawls")
         table.add_column("id", no_wrap=True)
-        table.add_column("state")
-        table.add_column("stop")
+        # state and stop capped (cut at their end): at 80 columns the seeds keep room for a host:port
+        table.add_column("state", max_width=10)
+        table.add_column("stop", max_width=10)
         table.add_column("seeds", ratio=1)
         table.add_column("pages", no_wrap=True, justify="right")
+        table.add_column("blk", no_wrap=True, justify="right")  # blocked pages (/hosts), as the web list (decision 354)
         table.add_column("started UTC", no_wrap=True)
         table.add_column("elapsed", no_wrap=True, justify="right")
     for c in crawls:
@@ -509,8 +555,25 @@ def crawls_table(crawls: list[dict], wide: bool = False) -> Table:
             started = short_time(c.get("startedAt"))[5:16] if c.get("startedAt") else "–"
         table.add_row(crawl_id if wide else short_id(crawl_id), state if wide else Cut(state, minimum=9, end=True),
                       stop if wide else Cut(stop, minimum=9, end=True), url_cell(seeds_txt, wide),
-                      _n(captured_count(c)), started, format_duration(elapsed_s(c)))
+                      _n(captured_count(c)), blocked_cell(c, wide), started, format_duration(elapsed_s(c)))
     return table
+
+
+def blocked_cell(crawl: dict, wide: bool) -> str:
+    """Pages recorded blocked and hosts paused for blocking the crawler (decision 231), as the
+    web list says them (decision 354): ``4 (1 host)`` with ``wide``, else ``4/1h``; ``0`` when
+    none, ``–`` when an older ledger does not say."""
+    pages, hosts = crawl.get("pagesBlocked"), crawl.get("hostsBlocked") or 0
+    if not isinstance(pages, int):
+        return "–"
+    if not hosts:
+        return str(pages)
+    return f"{pages} ({hosts} host{'s' if hosts != 1 else ''})" if wide else f"{pages}/{hosts}h"
+
+
+def header_width(name: str) -> int:
+    """The longest word of a column header: a folding column never narrower (no "stat e")."""
+    return max(len(word) for word in name.split())
 
 
 def _one_line_table(title: str) -> Table:
@@ -530,13 +593,10 @@ def archives_table(archives: list[dict], title: str = "archives", wide: bool = F
     if wide:
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
                       collapse_padding=True)
-        table.add_column("id", no_wrap=True)
-        table.add_column("source url", overflow="fold", ratio=1)
-        table.add_column("captured", overflow="fold")
-        table.add_column("complete", overflow="fold")
-        if signed:
-            table.add_column("signed", overflow="fold")
-        table.add_column("object key", overflow="fold")
+        table.add_column("id", overflow="fold", min_width=8)  # whole when there is room (as in crawls_table)
+        for name in ("source url", "captured", "complete") + (("signed",) if signed else ()) + ("object key",):
+            table.add_column(name, overflow="fold", ratio=1 if name == "source url" else None,
+                             min_width=header_width(name))
     else:
         table = _one_line_table(title)
         table.add_column("id", no_wrap=True)

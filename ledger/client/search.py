@@ -42,9 +42,9 @@ def _marked(snippet_html: str) -> Text:
 
 
 def search_command(
-    query: Annotated[str, typer.Argument(help='What to find: words, "a phrase", -excluded, a OR b.')],
+    query: Annotated[str, typer.Argument(help='What to find: words, "a phrase", -excluded, a OR b (a query may start with -).')],
     crawl: Annotated[Optional[str], typer.Option("--crawl", help="Only pages of this crawl (its id or a unique prefix).")] = None,
-    host: Annotated[Optional[str], typer.Option("--host", help="Only pages of this host, e.g. docs.python.org.")] = None,
+    host: Annotated[Optional[str], typer.Option("--host", help="Only pages of this host, e.g. docs.python.org, or of one port of it: 127.0.0.1:8631.")] = None,
     captured_from: Annotated[Optional[str], typer.Option("--from", help="Captured on or after (2026-09-24 or a date-time).")] = None,
     captured_to: Annotated[Optional[str], typer.Option("--to", help="Captured on or before (a date is the whole day).")] = None,
     page: Annotated[int, typer.Option("--page", min=1, max=100, help="Page of hits, from 1.")] = 1,
@@ -89,4 +89,6 @@ def _quote(text: str) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add ``search`` to the root ``waggle`` app."""
-    app.command("search")(search_command)
+    # a query may start with "-" (``waggle search -async``): an option waggle does not know is
+    # taken as the query rather than refused as "No such option"
+    app.command("search", context_settings={"ignore_unknown_options": True})(search_command)

@@ -37,7 +37,8 @@ PAGE_MAX = 100
 CANDIDATES_MAX = 1000
 RANK_WINDOW = 1000  # newest matches of the caller's scope that are ranked (decision 311)
 HEADLINE_OPTIONS = "StartSel=\x02, StopSel=\x03, MaxWords=30, MinWords=12, MaxFragments=2, FragmentDelimiter=\x04"
-_HOST = re.compile(r"^[A-Za-z0-9._-]{1,253}$")
+_HOST = re.compile(r"^([A-Za-z0-9._-]{1,253})(?::(\d{1,5}))?$")
+_DEFAULT_PORTS = {80: "http", 443: "https"}
 
 
 class BadQuery(ValueError):
@@ -51,6 +52,7 @@ class Query:
     text: str
     crawl: str | None = None
     host: str | None = None
+    port: int | None = None  # with ``host``: only pages whose URL names this port (or its scheme's default)
     captured_from: datetime | None = None
     captured_to: datetime | None = None
     page: int = 1
@@ -100,14 +102,40 @@ def parse(params: Any) -> Query:
             crawl = str(uuid.UUID(crawl))
         except ValueError:
             raise BadQuery("crawl must be a crawl id (UUID), e.g. 3f2b8c1e-8d0a-4d59-9f5e-0c6a1b2d3e4f") from None
-    host = (params.get("host") or "").strip().lower().rstrip(".") or None
-    if host is not None and not _HOST.match(host):
-        raise BadQuery("host must be a host name such as docs.python.org (no scheme, path or port)")
+    host, port = _host_port((params.get("host") or "").strip().lower())
     start, end = _when("from", params.get("from"), False), _when("to", params.get("to"), True)
     if start and end and start > end:
         raise BadQuery("from is after to: give the earlier capture time as from")
-    return Query(text, crawl, host, start, end, _int("page", params.get("page"), 1, 1, PAGE_MAX),
+    return Query(text, crawl, host, port, start, end, _int("page", params.get("page"), 1, 1, PAGE_MAX),
                  _int("size", params.get("size"), PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX))
+
+
+def _host_port(value: str) -> tuple[str | None, int | None]:
+    """``docs.python.org`` → (host, None); ``127.0.0.1:8631`` → (host, 8631); raises :class:`BadQuery`
+    for a scheme, a path or a port outside 1–65535. The index stores the host name alone
+    (``archive_text.host``); a port is matched against the page's URL (:func:`port_pattern`)."""
+    if not value:
+        return None, None
+    m = _HOST.match(value)
+    host = m.group(1).rstrip(".") if m else ""
+    if not host:
+        raise BadQuery("host must be a host name such as docs.python.org, or host:port such as 127.0.0.1:8631"
+                       " (no scheme or path)")
+    port = int(m.group(2)) if m.group(2) else None
+    if port is not None and not 1 <= port <= 65535:
+        raise BadQuery(f"the port of host {value!r} must be 1–65535")
+    return host, port
+
+
+def port_pattern(host: str, port: int) -> str:
+    """A case-insensitive Postgres regular expression matching URLs of ``host`` on ``port``:
+    the port written out, or left out where it is the scheme's default (http 80, https 443)."""
+    h = re.sub(r"([.\\])", r"\\\1", host)
+    auth = "(?:[^/?#@]*@)?"
+    alts = [f"[a-z][a-z0-9+.-]*://{auth}{h}:{port}"]
+    if port in _DEFAULT_PORTS:
+        alts.append(f"{_DEFAULT_PORTS[port]}://{auth}{h}")
+    return f"^(?:{'|'.join(alts)})(?:[/?#]|$)"
 
 
 _PARSED = """
@@ -148,6 +176,9 @@ def candidate_sql(parsed: list[tuple[str, str]], orgs: list[str], shared: list[s
         if value is not None:
             params[name] = value
             filters += f" AND t.{col} {op}"
+    if query.host is not None and query.port is not None:  # the index keeps host names alone
+        params["port_re"] = port_pattern(query.host, query.port)
+        filters += " AND t.url ~* %(port_re)s"
     scopes = []
     for i, org in enumerate(orgs):
         params[f"org{i}"] = org

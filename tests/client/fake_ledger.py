@@ -107,7 +107,21 @@ class FakeCrawl:
             "lastJob": {"id": str(uuid.uuid4()), "depth": min(done, len(self.levels) - 1)},
             "failures": failures,
             "scripts": [],
+            **self.bytes_view(now),
         }
+
+    archive_lag_s: float = 0.0
+    archive_bytes: int = 0  # each archive's size in totalBytes (0: the ledger does not send it)
+
+    def bytes_view(self, now: datetime) -> dict:
+        """``totalBytes`` of the archives admitted so far (as the ledger sums them): an archive
+        counts once it is listable, ``archive_lag_s`` after its level ended."""
+        if not self.archive_bytes:
+            return {}
+        done = self.done_levels(now) if self.state != "failed" else self._done_at_fail
+        admitted = sum(len(lv.captured) for i, lv in enumerate(self.levels[:done])
+                       if self.level_done_at(i) + timedelta(seconds=self.archive_lag_s) <= now)
+        return {"totalBytes": admitted * self.archive_bytes, "bytesUnknown": 0}
 
     _done_at_fail: int = 0
 
@@ -121,6 +135,7 @@ class FakeLedger:
         self.archive_lag_s = archive_lag_s
         self.endless = False
         self.stop_reason = "max_depth"
+        self.archive_bytes = 0  # > 0: crawls send totalBytes, this much per admitted archive
         self.plan: list[Level] = [
             Level(captured=["http://a.test/"]),
             Level(captured=["http://a.test/one", "http://b.test/"], failed=[("http://a.test/broken", "http: 500")],
@@ -149,6 +164,7 @@ class FakeLedger:
         crawl = FakeCrawl(
             id=str(uuid.uuid4()), body=body, started=datetime.now(timezone.utc), levels=list(self.plan),
             level_s=self.level_s, endless=self.endless, stop_reason=self.stop_reason,
+            archive_lag_s=self.archive_lag_s, archive_bytes=self.archive_bytes,
         )
         self.crawls[crawl.id] = crawl
         return crawl

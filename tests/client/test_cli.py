@@ -108,6 +108,22 @@ def test_download_saves_each_wacz(fake_ledger: FakeLedger, client_env, tmp_path)
         assert row["id"][:8] in result.output  # the id the listing shows
 
 
+def test_the_end_summary_reads_the_final_totals(fake_ledger: FakeLedger, client_env):
+    """The summary of `waggle crawl` is read once the archives are listed (CLI trial item 6):
+    archives admitted after the crawl ended count in its archive bytes, as `waggle crawls ID`
+    later says — not the total of the moment the crawl ended."""
+    fake_ledger.archive_lag_s = 0.6  # the last level's archives are admitted after the crawl ends
+    fake_ledger.archive_bytes = 300_000
+    result = run("crawl", "http://a.test/", "--poll-interval", "0.05", "--archive-wait", "10")
+    assert result.exit_code == 0, result.output
+    (crawl,) = fake_ledger.crawls.values()
+    assert "archive bytes" in result.output and "1.2 MB" in result.output, result.output  # 4 archives
+    later = run("crawls", crawl.id)
+    assert "1.2 MB" in later.output and "pages captured" in later.output
+    said = [ln for ln in result.output.splitlines() if "pages captured" in ln]
+    assert said == [ln for ln in later.output.splitlines() if "pages captured" in ln], (said, later.output)
+
+
 def test_a_download_directory_that_cannot_hold_archives_stops_before_the_crawl(
         fake_ledger: FakeLedger, client_env, tmp_path):
     blocker = tmp_path / "afile"
@@ -399,6 +415,8 @@ def test_ctrl_c_without_a_terminal_fails_the_crawl_and_says_so(fake_ledger: Fake
     assert "stdin is not a terminal" in out and f"failing crawl {crawl.id}" in out
     assert crawl.state == "failed"
     assert crawl.fail_reasons == ["stopped by the user (Ctrl-C in `waggle crawl`)"]
+    # captures in flight are still recorded after the fail: the summary says its counts are so far
+    assert "counts so far" in out and f"waggle crawls {crawl.id[:8]}` shows the final totals" in " ".join(out.split())
     assert "Traceback" not in out
 
 

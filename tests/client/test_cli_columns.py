@@ -55,7 +55,8 @@ def test_archives_one_line_each_at_80_columns_whole_with_wide() -> None:
     assert max(map(len, lines)) <= 80, lines
     url_lines = [ln for ln in lines if ln.startswith(ID[:8])]
     assert len(url_lines) == 2 and all("…" in ln and "2026-12-01 03:40:12" in ln for ln in url_lines), lines
-    assert "http://" in url_lines[0] and "futures" in url_lines[0]  # start and end of the URL
+    cell = url_lines[0].split()[1]  # the host (the scheme dropped for room), "…", the URL's end
+    assert cell.startswith("a.test/") and LONG.endswith(cell.split("…")[1]) and len(cell.split("…")[1]) >= 4, lines
     assert len(lines) == 3 + 2 * 2, lines  # title, header, rule; per archive its URL line and what is in it
     assert "incomplete" in lines[-2]
     wide = "\n".join(printed(render.archives_table(rows, wide=True), width=400))
@@ -112,3 +113,57 @@ def test_the_commands_fit_80_columns_and_wide_prints_whole(tmp_path, monkeypatch
             assert "…" in out and LONGER not in out, out
             wide = runner.invoke(app, [*args, "--wide"], env={"COLUMNS": "400"}, catch_exceptions=False).output
             assert LONGER in wide, wide
+
+
+LOCAL = ["http://127.0.0.1:8631/index.html", "http://127.0.0.1:8632/index.html", "http://localhost:8633/docs/x.html"]
+
+
+def test_crawls_list_has_blocked_and_keeps_host_port_of_local_seeds() -> None:
+    """Item 1 and 3 of the CLI trial: a Blocked column (pages, /hosts) within 80 columns, and
+    local seeds that differ only in their port stay told apart (host:port whole, not cut)."""
+    crawls = [{"crawlId": ID, "state": "running", "currentDepth": 2, "stopReason": "max_pages", "seeds": [seed],
+               "pagesCaptured": 1234, "pagesBlocked": n, "hostsBlocked": n and 1,
+               "startedAt": "2026-12-01T03:40:12.345Z"} for n, seed in enumerate(LOCAL)]
+    crawls.append({"crawlId": ID, "state": "succeeded", "seeds": [LONG], "startedAt": "2026-12-01T03:40:12.345Z"})
+    lines = printed(render.crawls_table(crawls))
+    assert max(map(len, lines)) <= 80, lines
+    assert "blk" in lines[1], lines
+    for seed, line in zip(LOCAL, lines[3:]):
+        assert seed.split("/")[2] in line, (seed, line)  # 127.0.0.1:8631, not 127.0…1
+    assert lines[3].split()[-4] == "0" and lines[4].split()[-4] == "1/1h" and lines[6].split()[-4] == "–", lines
+    wide = "\n".join(printed(render.crawls_table(crawls), width=400))
+    assert all(seed in wide for seed in LOCAL)
+    assert "1 (1 host)" in "\n".join(printed(render.crawls_table(crawls, wide=True), width=400))
+
+
+def test_wide_headers_never_break_mid_word_at_80_columns() -> None:
+    """Item 2: ``--wide`` at 80 columns folds cells but every header word stays whole."""
+    crawls = [{"crawlId": ID, "state": "running", "currentDepth": 2, "stopReason": "max_pages", "seeds": [LONGER],
+               "pagesCaptured": 3, "pagesBlocked": 1, "hostsBlocked": 1, "startedAt": "2026-12-01T03:40:12.345Z"}]
+    for table, words in ((render.crawls_table(crawls, wide=True),
+                          ["id", "state", "stop", "reason", "seeds", "captured", "blocked", "started", "elapsed"]),
+                         (render.archives_table([archive(LONGER, signed=True)], wide=True),
+                          ["id", "source", "url", "captured", "complete", "signed", "object", "key"])):
+        lines = printed(table)
+        assert max(map(len, lines)) <= 80, lines
+        head = " ".join(lines[1:lines.index(next(ln for ln in lines if ln.startswith("─")))])
+        assert sorted(head.split()) == sorted(words), lines
+
+
+def test_urls_keep_host_port_and_titles_are_cut_at_their_end() -> None:
+    """Item 3: a URL cut to its column keeps host:port whole (scheme dropped when needed, the
+    path cut in its middle); a title line is cut at its end, not in its middle."""
+    from rich.text import Text
+
+    for url in LOCAL + [LONG, LONGER, "→ https://docs.python.org:8443/3/library/concurrent.futures.html"]:
+        host = url.split("/")[2]
+        for width in range(len(host) + 4, len(url)):
+            cut = render.cut_url(Text(url), width).plain
+            assert len(cut) <= width and host in cut, (url, width, cut)
+            assert "…" in cut or cut.replace("→ ", "") == url.replace("→ ", "").split("://")[1], (url, width, cut)
+    assert render.cut_url(Text("http://a.test/x"), 40).plain == "http://a.test/x"
+    lines = printed(render.archives_table([archive("http://127.0.0.1:8631/3/download/index.html",
+                                                    title="Download — Python 3.13 documentation and more")]))
+    title = next(ln for ln in lines if "“" in ln)
+    assert "“Download — Python" in title and title.rstrip().endswith("…"), lines
+    assert any("127.0.0.1:8631" in ln for ln in lines), lines
