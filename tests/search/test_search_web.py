@@ -61,3 +61,30 @@ def test_a_bad_query_shows_the_reason(page_as_alice):
     page.goto(url + "/#/search?q=the%20and%20of")
     page.wait_for_selector("#search-status.error")
     assert "only stop words" in page.locator("#search-status").inner_text()
+
+
+@pytest.mark.parametrize("length", [501, 600])
+def test_a_long_pasted_query_reaches_the_ledger_whole_and_its_reason_shows(page_as_alice, length):
+    """No maxlength cuts a paste short (a trial's 600 characters became 500 and "No pages you may
+    view said that."): the ledger's 400 says the limit beside the search field."""
+    url, page = page_as_alice
+    query = ("lighthouse keeper " * 40)[:length - 1] + "x"
+    page.goto(url + "/#/archives")
+    page.locator("#search-box-q").fill(query)
+    assert page.locator("#search-box-q").input_value() == query
+    page.locator("#search-box-q").press("Enter")
+    page.wait_for_selector("#search-status.error")
+    said = page.locator("#search-status").inner_text()
+    assert said == f"the query is {length} characters long; at most 500 are searched", said
+    assert page.locator("#search-q").input_value() == query
+    assert page.locator("#search-q").get_attribute("aria-describedby") == "search-status"
+
+
+def test_a_query_of_500_characters_is_searched(page_as_alice):
+    url, page = page_as_alice
+    query = ("lighthouse keeper " * 40)[:499] + "x"
+    page.goto(url + "/#/archives")
+    page.locator("#search-box-q").fill(query)
+    page.locator("#search-box-q").press("Enter")
+    page.wait_for_function("!/Searching/.test(document.getElementById('search-status')?.textContent ?? 'Searching')")
+    assert page.get_attribute("#search-status", "class") == "muted", page.inner_text("#search-status")

@@ -177,6 +177,38 @@ def sign_in(local_stack, page) -> None:
     page.wait_for_selector("table#crawls, #crawls-status")
 
 
+def sign_in_as(local_stack, page, subject: str, organizations: str) -> None:
+    """Signs in through the dev issuer's form as any subject of the given organizations."""
+    page.goto(local_stack.api_url + "/")
+    page.click("#signin-other")
+    page.fill("#subject", subject)
+    page.fill("#organizations", organizations)
+    page.click("#signin")
+    page.wait_for_selector("table#crawls, #crawls-status")
+
+
+def stray_nulls(page, within: str = "body") -> list[str]:
+    """Text nodes under ``within`` reading "null" as a word (outside <pre>, where JSON may say it):
+    an absent part of a view written as text (replaceChildren(null) writes "null"). → their parents' tags and text."""
+    return page.evaluate("""(within) => {
+        const walk = document.createTreeWalker(document.querySelector(within), NodeFilter.SHOW_TEXT);
+        const found = [];
+        for (let t = walk.nextNode(); t; t = walk.nextNode())
+          if (/\\bnull\\b/i.test(t.textContent) && !t.parentElement.closest('pre'))
+            found.push(t.parentElement.tagName + '#' + t.parentElement.id + ': ' + t.textContent.slice(0, 80));
+        return found;
+    }""", within)
+
+
+def facts_apart(page) -> list[dict]:
+    """The crawl view's facts whose value is not right beside its label: on the label's row (tops
+    within 2 px) and starting within 24 px right of it (the grid's 1rem gap). → the misplaced ones."""
+    return page.evaluate("""() => [...document.querySelectorAll('#crawl-facts dt')].map((dt) => {
+        const dd = dt.nextElementSibling, a = dt.getBoundingClientRect(), b = dd.getBoundingClientRect();
+        return {fact: dt.textContent, dt: [Math.round(a.right), Math.round(a.top)], dd: [Math.round(b.left), Math.round(b.top)]};
+      }).filter((f) => Math.abs(f.dt[1] - f.dd[1]) > 2 || f.dd[0] - f.dt[0] < 0 || f.dd[0] - f.dt[0] > 24)""")
+
+
 @pytest.fixture(scope="module")
 def local(local_stack, browser):
     """A page of the local user, signed in. Module-scoped, but xdist's loadgroup may run other

@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.site import Site
 from tests.fixtures.tls import client_tls
-from tests.web.test_browser import Watch, new_page, sign_in, wait_final
+from tests.web.test_browser import Watch, facts_apart, new_page, sign_in, stray_nulls, wait_final
 from tests.web.test_crawl_replay import replayed
 
 pytestmark = pytest.mark.e2e
@@ -78,6 +78,13 @@ def test_the_recrawl_view_counts_changes_and_replays_both_captures(local_stack, 
         summary = page.inner_text("#changes-summary")
         assert "1 changed" in summary and "2 unchanged" in summary and "0 new" in summary and "0 gone" in summary
         assert page.get_attribute("#changes-summary a", "href") == f"#/crawls/{first}"
+        # the empty lists (new, gone, not compared) are left out, not written as "nullnullnull"
+        # (a trial saw it under the Changed table); the open one and the closed one show
+        assert page.locator("details.changes-list").evaluate_all("ds => ds.map((d) => d.dataset.kind)") == ["changed", "unchanged"]
+        assert stray_nulls(page, "main") == []
+        # every fact's value beside its label, Seeds too (it sat in the next row's first column)
+        assert page.inner_text('#crawl-facts dd[data-fact="seeds"]') == site.url + "/index.html"
+        assert facts_apart(page) == []
         row = page.locator('tr.change[data-kind="changed"]')
         assert row.count() == 1 and "a.html" in row.inner_text()
         for side, title in (("before", "Tide tables, first edition"), ("now", "Tide tables, second edition")):

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from tests.e2e.site import Site
-from tests.web.test_browser import FINAL, page_html, sign_in
+from tests.web.test_browser import FINAL, facts_apart, page_html, sign_in, stray_nulls
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,6 +120,10 @@ def check_view(page, name: str, width: int) -> None:
     header_holds_its_controls(page)
     urls_read_whole(page)
     taps_land(page)
+    assert stray_nulls(page) == [], name  # an absent part of the view never reads "null"
+    if name == "crawl":  # each fact's value beside its label (Seeds sat a row below, far left)
+        assert page.locator('#crawl-facts dd[data-fact="seeds"]').inner_text().startswith("http")
+        assert facts_apart(page) == [], width
     axe_clean(page)
     shot = page.screenshot()
     assert shot[:8] == b"\x89PNG\r\n\x1a\n"

@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.site import Site
 from tests.fixtures.tls import client_tls
-from tests.web.test_browser import new_page, page_html, sign_in, wait_final
+from tests.web.test_browser import new_page, page_html, sign_in, sign_in_as, stray_nulls, wait_final
 
 pytestmark = pytest.mark.e2e
 
@@ -50,6 +50,22 @@ def test_create_edit_run_and_delete_a_workflow_on_the_page(local_stack, browser,
         page.wait_for_selector("#grants")
         granted = page.inner_text("#grants")
         assert "(editor)" in granted and "frank (runner)" in granted, granted
+        assert stray_nulls(page, "main") == []
+        # frank, of another organization, sees the workflow granted to him (decision 351) — with
+        # no "New workflow" (he submits nowhere) and no stray "null" where that link would be
+        other, theirs = new_page(browser)
+        try:
+            sign_in_as(local_stack, theirs, "frank", "elsewhere")
+            theirs.goto(local_stack.api_url + "/#/workflows")
+            theirs.wait_for_selector(f'table#workflows tr[data-workflow="{wid}"]')
+            assert theirs.locator("#new-workflow").count() == 0
+            assert stray_nulls(theirs, "main") == []
+            theirs.goto(workflow_url)
+            theirs.wait_for_selector("#grants")
+            assert theirs.inner_text("h1") == "hives weekly" and theirs.locator("#run").count() == 1
+            assert theirs.locator("#edit").count() == 0 and stray_nulls(theirs, "main") == []
+        finally:
+            other.close()
 
         page.click("#edit")
         page.wait_for_selector("#name")

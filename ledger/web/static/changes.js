@@ -2,7 +2,7 @@
 // pages new, changed, unchanged and gone, and the lists; each changed page replays both captures,
 // each inside its own crawl's collection (the #/replay links search hits open).
 import { api, isMissingRoute } from "./api.js";
-import { el, table } from "./dom.js";
+import { el, fill, table } from "./dom.js";
 
 const SHOWN = 100;
 
@@ -50,7 +50,7 @@ export async function changesSection(crawl, box) {
     return;
   }
   const n = c.counts;
-  box.replaceChildren(
+  fill(box,  // an empty list is null: left out
     el("p", { id: "changes-summary" },
       "Since crawl ", el("a", { href: "#/crawls/" + c.since.crawlId }, c.since.crawlId.slice(0, 8)), ": ",
       el("span", { dataset: { count: "new" } }, n.new + " new"), ", ",

@@ -2,7 +2,7 @@
 // flight, its pages with state and reason, fail with confirmation).
 import { api, ApiError, isMissingRoute } from "./api.js";
 import { changesSection } from "./changes.js";
-import { counted, el, elapsed, label, size, stateBadge, table, when } from "./dom.js";
+import { counted, el, elapsed, fill, label, size, stateBadge, table, when } from "./dom.js";
 import { blockedHosts } from "./blocked.js";
 import { linksText } from "./links.js";
 
@@ -148,7 +148,7 @@ function facts(c) {
   ];
   if (c.error) pairs.push(["Error", c.error]);
   return el("dl", { className: "facts", id: "crawl-facts" },
-    pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { dataset: { fact: k.toLowerCase() } }, v)]));
+    pairs.flatMap(([k, v]) => [el("dt", { dataset: { fact: k.toLowerCase() } }, k), el("dd", { dataset: { fact: k.toLowerCase() } }, v)]));
 }
 
 // The level in flight from the flow's capture events (the counts above move at level reports).
@@ -276,7 +276,7 @@ export async function crawlPage(view, ctx, crawlId) {
             } catch (e) { ev.target.disabled = false; window.alert(e.message); }
           } }, "Replay this crawl")
         : null;
-      view.replaceChildren(...[
+      fill(view,
         el("h1", {}, "Crawl ", el("code", {}, crawl.crawlId.slice(0, 8))),
         el("div", { className: "actions" },
           el("a", { className: "button", href: "#/archives?crawl=" + crawl.crawlId, id: "crawl-archives" }, "Archives of this crawl"),
@@ -293,7 +293,7 @@ export async function crawlPage(view, ctx, crawlId) {
         crawl.state !== "running" ? el("h2", {}, "Changes") : null,
         crawl.state !== "running" ? changesBox : null,
         el("h2", {}, "Pages ", filterSelect),
-        pagesBox].filter(Boolean));
+        pagesBox);
     }
     if (!compared && crawl.state !== "running" && crawl.pagesCaptured > 0) {  // once, when its pages are in
       compared = true;

@@ -15,6 +15,13 @@ export function el(tag, attrs, ...children) {
   return node;
 }
 
+// node.replaceChildren(...children) leaving out null / undefined / false parts as el() does
+// (replaceChildren itself writes them as the text "null").
+export function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== undefined && c !== null && c !== false));
+  return node;
+}
+
 export function stateBadge(state) {
   return el("span", { className: "state " + (state || "") }, state || "—");
 }

@@ -16,7 +16,8 @@ export async function searchPage(view, ctx, query) {
   const page = Math.max(1, parseInt(query.get("page") || "1", 10) || 1);
   const input = (name, attrs) => el("input", { id: "search-" + name, name, value: query.get(name) || "", ...attrs });
   const fields = {
-    q: input("q", { type: "search", placeholder: 'words, "a phrase", -excluded, a OR b', size: 40 }),
+    // no maxlength: a long paste reaches the ledger whole and its 400 says the limit (#search-status)
+    q: input("q", { type: "search", placeholder: 'words, "a phrase", -excluded, a OR b', size: 40, "aria-describedby": "search-status" }),
     crawl: input("crawl", { type: "text", placeholder: "crawl id", size: 36 }),
     host: input("host", { type: "text", placeholder: "docs.python.org" }),
     from: input("from", { type: "date" }),

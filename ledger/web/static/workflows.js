@@ -1,7 +1,7 @@
 // Saved crawl workflows (issue 27, decision 201): the list, one workflow with its runs, and the
 // create / edit form — the crawl form of start.js with a name, notes and an optional schedule.
 import { api, ApiError } from "./api.js";
-import { el, stateBadge, table, when } from "./dom.js";
+import { el, fill, stateBadge, table, when } from "./dom.js";
 import { field, showErrors, startForm } from "./start.js";
 
 function scheduleText(wf) {
@@ -33,7 +33,7 @@ export async function workflowList(view, ctx) {
       el("td", {}, last ? stateBadge(last.state) : "—"),
       el("td", {}, el("button", { type: "button", className: "run", onclick: () => runNow(wf, note) }, "Run now")));
   });
-  view.replaceChildren(el("h1", {}, "Workflows"),
+  fill(view, el("h1", {}, "Workflows"),
     ctx.session.canSubmit ? el("p", {}, el("a", { href: "#/workflows/new", id: "new-workflow" }, "New workflow")) : null,
     note,
     workflows.length
@@ -68,7 +68,7 @@ export async function workflowPage(view, ctx, id) {
     el("td", {}, r.crawl ? stateBadge(r.crawl.state) : "—"),
     el("td", { className: "num" }, r.crawl ? String(r.crawl.pagesCaptured) : "—"),
     el("td", {}, r.reason || "")));
-  view.replaceChildren(...[el("h1", {}, wf.name),  // null parts left out: replaceChildren would write "null"
+  fill(view, el("h1", {}, wf.name),
     wf.notes ? el("p", { id: "notes" }, wf.notes) : null,
     el("p", { className: "muted" }, wf.organization + " · by " + wf.createdBy + " · schedule: " + scheduleText(wf)),
     next, actions, note,
@@ -76,7 +76,7 @@ export async function workflowPage(view, ctx, id) {
     el("details", {}, el("summary", {}, "Crawl options"), el("pre", { id: "options" }, JSON.stringify(wf.options, null, 2))),
     el("h2", {}, "Runs"),
     runs.length ? table(["At", "Trigger", "By", "Outcome", "Crawl", "State", { label: "Pages", num: true }, "Reason"],
-      history, { id: "runs" }) : el("p", { className: "muted" }, "Not run yet.")].filter((part) => part !== null));
+      history, { id: "runs" }) : el("p", { className: "muted" }, "Not run yet."));
 }
 
 export async function workflowForm(view, ctx, id) {
