@@ -25,8 +25,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ledger.archive.cdxj import INDEX_MAX_BYTES, cdxj_records
 from ledger.archive.digests import normal
-from ledger.archive.range_file import TAIL_BYTES, _RangeFile
-from ledger.s3 import S3Unavailable, is_missing_object
+from ledger.archive.range_file import open_object
+from ledger.s3 import S3Unavailable
 
 log = logging.getLogger("waggle.archive")
 
@@ -68,20 +68,9 @@ def _read_sync(s3: Any, bucket: str, key: str, urls: Sequence[str]) -> MainDocum
     """The main document of the WACZ at ``s3://bucket/key``; None when the object is missing."""
     client = s3.client
     try:
-        try:
-            size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
-        except ClientError as exc:
-            if is_missing_object(exc):
-                return None
-            raise
-
-        def fetch(start: int, length: int) -> bytes:
-            resp = client.get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")
-            with resp["Body"] as body:
-                return body.read()
-
-        f = _RangeFile(size, fetch)
-        f.prefetch(max(0, size - TAIL_BYTES), TAIL_BYTES)
+        f = open_object(client, bucket, key)
+        if f is None:
+            return None
         text = ""
         try:
             with zipfile.ZipFile(f) as zf:  # type: ignore[arg-type]

@@ -64,3 +64,27 @@ class _RangeFile(io.RawIOBase):
             if start <= pos < start + len(data):
                 return data[pos - start: pos - start + want]
         return None
+
+
+def open_object(client: Any, bucket: str, key: str) -> _RangeFile | None:
+    """A :class:`_RangeFile` over ``s3://bucket/key`` (ranged GETs through boto3 ``client``) with
+    its zip tail already fetched; None when the object is missing. Other S3 errors are raised."""
+    from botocore.exceptions import ClientError
+
+    from ledger.s3 import is_missing_object
+
+    try:
+        size = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
+    except ClientError as exc:
+        if is_missing_object(exc):
+            return None
+        raise
+
+    def fetch(start: int, length: int) -> bytes:
+        resp = client.get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")
+        with resp["Body"] as body:
+            return body.read()
+
+    f = _RangeFile(size, fetch)
+    f.prefetch(max(0, size - TAIL_BYTES), TAIL_BYTES)
+    return f
