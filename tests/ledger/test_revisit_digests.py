@@ -241,6 +241,10 @@ async def test_a_recrawl_at_another_url_names_the_member_holding_its_original(se
         members = {m["name"]: m for m in r.json()["resources"]}
         assert members[revisit.get_header("WARC-Refers-To-Container")]["role"] == "original"
         assert members[f"{mine}.wacz"].get("role") is None
+        t = await h.client.post(f"/api/crawls/{crawl_b}/collection/ticket", headers=WHO)
+        player = (await h.client.get(t.json()["path"])).json()  # the player's page list: B's page only
+        assert [(p["url"], p["filename"]) for p in player["initialPages"]] == [(b_url, f"{mine}.wacz")]
+        assert player["totalPages"] == 1
 
         def fetch(member: dict, path) -> None:
             path.write_bytes(httpx.get(member["path"]).content)
