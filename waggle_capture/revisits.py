@@ -4,8 +4,9 @@ At packaging time the capture's responses are digested as the WARC writes them (
 base32 with padding: :func:`payload_digest`), and the ledger named in the request's ``revisit``
 member (``{"url": <lookup URL>, "token": <bearer>}``) is asked **once** which of them the
 crawl's organization already holds (``POST url {"digests": [...]}`` → ``{"held": {digest:
-{"uri", "date"}}}``). A held one is written as a WARC/1.1 ``revisit`` record (profile
-identical-payload-digest, ``WARC-Refers-To-Target-URI``/``-Date``, its HTTP headers, no body).
+{"uri", "date", "container"?}}}``). A held one is written as a WARC/1.1 ``revisit`` record (profile
+identical-payload-digest, ``WARC-Refers-To-Target-URI``/``-Date``, ``WARC-Refers-To-Container``
+when the ledger named the original's WACZ — decision 322 —, its HTTP headers, no body).
 
 Within one crawl (extension ``recrawl``, decision 321): the lookup also names each
 :func:`skippable` sub-resource as ``(url, digest)`` and each behavior source as

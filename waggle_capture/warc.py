@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import re
 import zlib
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,6 +47,7 @@ EMPTY_SHA256_B32 = "sha256:" + base64.b32encode(hashlib.sha256(b"").digest()).de
 HOP_BY_HOP = {"connection", "keep-alive"}
 ORIG_ONLY = {"content-encoding", "transfer-encoding"}  # kept as X-Archive-Orig-… (the body is decoded)
 DROP_REQUEST = {"connection", "keep-alive", "proxy-connection"}
+CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.wacz")  # a collection member's name, nothing else
 
 
 class _Sha256Digester:
@@ -189,11 +191,16 @@ def _write_metadata(w: WARCWriter, ex: Exchange, pairs: list[tuple[str, str]], r
 
 def _write_revisit(w: WARCWriter, ex: Exchange, digest: str, original: dict[str, str]):
     """A WARC/1.1 ``revisit`` (identical-payload-digest) for ``ex``: its HTTP headers as a
-    response record would carry them (``Content-Length`` = the original body's), no body."""
+    response record would carry them (``Content-Length`` = the original body's), no body.
+    ``WARC-Refers-To-Container`` names the original's WACZ when the lookup gave its name
+    (decision 322): wabac.js opens only that member to resolve an original at another URL."""
     body_len = len(ex.body or b"")
+    warc_headers = {"WARC-Date": _date(ex.started)}
+    container = original.get("container")
+    if isinstance(container, str) and CONTAINER.fullmatch(container):
+        warc_headers["WARC-Refers-To-Container"] = container
     return w.create_revisit_record(ex.url, digest, original["uri"], original["date"],
-                                   http_headers=response_headers(ex, body_len),
-                                   warc_headers_dict={"WARC-Date": _date(ex.started)})
+                                   http_headers=response_headers(ex, body_len), warc_headers_dict=warc_headers)
 
 
 def _write_exchange(w: WARCWriter, ex: Exchange, revisits: Revisits | None = None) -> None:

@@ -66,7 +66,7 @@ async def _answer(crawl_id: uuid.UUID, request: Request) -> Any:
         base = str(request.base_url).rstrip("/")
         body["pagesQueryUrl"] = f"{base}/api/crawls/{crawl_id}/collection/t/{token}/pages"
         body["initialPages"] = replay_pages.initial(body)
-        body["totalPages"] = len(body["resources"])
+        body["totalPages"] = len(replay_pages.own(body))
     # signed URLs inside: no cache may keep them past their expiry. orjson: the stdlib encoder
     # was a fifth of the answer's CPU at 10,000 members (the same compact UTF-8 JSON)
     return Response(orjson.dumps(body), media_type="application/json", headers={"Cache-Control": "no-store"})

@@ -1,8 +1,10 @@
 """The digest lookup of revisit records (decision 181, docs/capture-server.md extension "revisit").
 
 ``POST /api/crawls/{crawl_id}/digests`` ``{"digests": ["sha256:…", …]}`` (1–5,000 strings of
-1–200 characters) → 200 ``{"held": {digest: {"uri", "date"}}}``: the digests the crawl's
-organization already archived, each with its original's URI and WARC-Date (ISO 8601 UTC).
+1–200 characters) → 200 ``{"held": {digest: {"uri", "date", "container"}}}``: the digests the
+crawl's organization already archived, each with its original's URI, WARC-Date (ISO 8601 UTC)
+and WACZ member name ``<archive id>.wacz`` (decision 322: the revisit record names it, so
+ReplayWeb.page finds an original at another URL).
 Only that organization's index is read (``ledger.archive.digests``). Authorization: the flow's
 token, as the level report's (``submitter`` + the crawl in one of the caller's organizations;
 another organization's crawl is as absent as an unknown one: 404). 400 bad body, naming it.

@@ -3,7 +3,8 @@
 :func:`build` merges the crawl's member WACZ files into one: every WARC of every member, copied
 byte for byte (``archive/<archive id>-<name>``, stored, so CDXJ offsets stay valid), one CDXJ
 index sorted across members (``indexes/index.cdx``, each line's ``filename`` renamed), one
-``pages/pages.jsonl`` with every member's pages, and ``datapackage.json`` with each file's
+``pages/pages.jsonl`` with the pages of every member of the crawl's own (a ``role: "original"``
+member — an earlier crawl's archive holding originals of revisits — adds records, not pages), and ``datapackage.json`` with each file's
 ``sha256`` and size plus ``datapackage-digest.json``. The datapackage's ``waggle`` member says
 what the file holds and what it lacks: ``crawlId``, ``members``, ``incomplete`` (members whose
 archive is incomplete, with why) and ``missing`` (pages without a member, with why). A signed
@@ -178,7 +179,7 @@ def _fetched_ahead(members: list[dict], fetch: Callable[[dict, Path], None], tmp
 
 def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Path, *, title: str,
           crawl_id: str, missing: list[dict], main_url: str | None = None) -> Built:
-    """Write the combined WACZ of ``members`` (``{archiveId, url, complete, reason}`` in crawl
+    """Write the combined WACZ of ``members`` (``{archiveId, url, complete, reason, role?}`` in crawl
     order; ``fetch(member, path)`` writes its WACZ to ``path``) to ``out_path``.
 
     ``missing``: the pages without a member (``{url, why, reason}``), said in the datapackage.
@@ -217,7 +218,9 @@ def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Pa
                                        "digest": carried[1]["path"], "warcs": paths})
                     for line in _index_lines(zf):
                         index.write(_renamed(line, names))
-                    if "pages/pages.jsonl" in zf.namelist():
+                    # an earlier crawl's archive holding originals of this crawl's revisits: its
+                    # records stay (self-contained replay), its pages are not this crawl's
+                    if m.get("role") != "original" and "pages/pages.jsonl" in zf.namelist():
                         with zf.open("pages/pages.jsonl") as f:
                             for line in f:
                                 if line.strip() and b'"format"' not in line[:40]:  # each member's header line

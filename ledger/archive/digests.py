@@ -61,19 +61,23 @@ async def record_digests(conn: Any, org_id: str, archive_id: str, found: Indexed
 
 async def held(pool: Any, org_id: str, digests: list[str]) -> dict[str, dict[str, str]]:
     """Of ``digests`` (as the caller wrote them), those ``org_id`` holds → ``{digest: {"uri",
-    "date"}}`` (``date``: the original's WARC-Date, ISO 8601 UTC, seconds)."""
+    "date", "container"}}`` (``date``: the original's WARC-Date, ISO 8601 UTC, seconds;
+    ``container``: ``<archive id>.wacz``, the original's member name in a crawl collection —
+    the revisit record names it in ``WARC-Refers-To-Container`` so ReplayWeb.page opens that
+    member for an original at another URL; decision 322)."""
     by_normal: dict[str, list[str]] = {}
     for d in digests:
         by_normal.setdefault(normal(d), []).append(d)
     async with pool.connection() as conn:
         rows = await (await conn.execute(
-            "SELECT digest, uri, captured_at FROM payload_digests WHERE org_id = %s AND digest = ANY(%s)",
+            "SELECT digest, uri, captured_at, archive_id FROM payload_digests WHERE org_id = %s AND digest = ANY(%s)",
             (org_id, list(by_normal)))).fetchall()
     out: dict[str, dict[str, str]] = {}
     for row in rows:
         date: datetime = row["captured_at"]
         for asked in by_normal[row["digest"]]:
-            out[asked] = {"uri": row["uri"], "date": date.strftime("%Y-%m-%dT%H:%M:%SZ")}
+            out[asked] = {"uri": row["uri"], "date": date.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                          "container": f"{row['archive_id']}.wacz"}
     return out
 
 

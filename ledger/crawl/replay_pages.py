@@ -41,10 +41,16 @@ def _item(archive_id: str, url: str, ts: str, title: Any, status: Any, mime: Any
             "status": status, "mime": mime, "depth": depth, "isSeed": depth == 0}
 
 
+def own(body: dict) -> list[dict]:
+    """The collection's members of the crawl's own pages (not ``role: "original"`` ones: an
+    earlier crawl's archive holding originals of revisits is opened for records, not listed)."""
+    return [m for m in body["resources"] if m.get("role") != "original"]
+
+
 def initial(body: dict) -> list[dict]:
-    """The collection's first :data:`INITIAL_PAGES` members as page-list entries."""
+    """The collection's first :data:`INITIAL_PAGES` page members as page-list entries."""
     return [_item(m["archiveId"], m["url"], m["ts"], m.get("title"), m.get("httpStatus"), m.get("contentType"),
-                  m["depth"]) for m in body["resources"][:INITIAL_PAGES]]
+                  m["depth"]) for m in own(body)[:INITIAL_PAGES]]
 
 
 async def lookup(services: Any, identity: Any, crawl_id: uuid.UUID, url: str, *, exact: bool,

@@ -82,7 +82,8 @@ async def test_digests_are_held_per_organization_and_revisits_refer_to_the_first
         await admit(h, s3_server, first, "acme", wacz("https://s.test/b", PAGE))  # later capture: not kept
         r = await h.client.post(f"/api/crawls/{first}/digests", json={"digests": [digest, "sha256:AAAA"]}, headers=WHO)
         assert r.status_code == 200, r.text
-        assert r.json() == {"held": {digest: {"uri": "https://s.test/a", "date": "2026-11-30T10:00:00Z"}}}
+        assert r.json() == {"held": {digest: {"uri": "https://s.test/a", "date": "2026-11-30T10:00:00Z",
+                                              "container": f"{original}.wacz"}}}
         # BrowserHive drops the base32 padding: the same digest
         r = await h.client.post(f"/api/crawls/{first}/digests", json={"digests": [digest.rstrip("=")]}, headers=WHO)
         assert list(r.json()["held"]) == [digest.rstrip("=")]
@@ -186,6 +187,88 @@ async def test_a_recrawls_collection_holds_the_originals_its_revisits_refer_to(s
         body = r.json()
         assert original not in [m["archiveId"] for m in body["resources"]]
         assert [m["why"] for m in body["missing"] if m["why"] == "original-not-viewable"] == ["original-not-viewable"]
+
+
+def _warc_records(data: bytes) -> list:
+    """The WARC records of a capture server WACZ (``data``), headers read with warcio."""
+    import io
+    import zipfile
+
+    from warcio.archiveiterator import ArchiveIterator
+
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        warc = zf.read("archive/data.warc.gz")
+    return [r.rec_headers for r in ArchiveIterator(io.BytesIO(warc))]
+
+
+async def test_a_recrawl_at_another_url_names_the_member_holding_its_original(settings, s3_server, tmp_path):
+    """Found by a new-user trial: crawl B of a docs copy on another port stored its seed as a
+    revisit of crawl A's capture at another URL; ReplayWeb.page said "Original Archived Page
+    Missing" (wabac.js looks the original up by ``WARC-Refers-To-Target-URI`` only in the
+    revisit's own member, its ``relation.requires`` and ``WARC-Refers-To-Container`` — and the
+    pages query opens A's member for none of B's pages). The lookup now names the original's
+    member; the revisit record carries it, it is a member of B's collection under that name; the
+    combined file keeps A's records but lists only B's pages (decision 322)."""
+    import httpx
+
+    from ledger.archive import combined
+    from ledger.authz.outbox import drain_all
+
+    a_url, b_url = "http://docs.test:8001/index.html", "http://docs.test:8002/index.html"  # one copy, two ports
+    digest = payload_digest(PAGE)
+    store = S3Store(s3_server.endpoint, s3_server.bucket, s3_server.region, s3_server.access_key_id,
+                    s3_server.secret_access_key)
+    async with open_ledger(settings.model_copy(update={"s3_bucket": s3_server.bucket}), s3=store) as h:
+        crawl_a = await start(h, [a_url], 0)
+        original = await admit(h, s3_server, crawl_a, "acme", wacz(a_url, PAGE))
+        crawl_b = await start(h, [b_url], 0)
+        r = await h.client.post(f"/api/crawls/{crawl_b}/digests", json={"digests": [digest]}, headers=WHO)
+        held = r.json()["held"]
+        assert held == {digest: {"uri": a_url, "date": "2026-11-30T10:00:00Z", "container": f"{original}.wacz"}}
+        data = wacz(b_url, PAGE, held)
+        [revisit] = [rec for rec in _warc_records(data) if rec.get_header("WARC-Type") == "revisit"]
+        assert revisit.get_header("WARC-Target-URI") == b_url
+        assert revisit.get_header("WARC-Refers-To-Target-URI") == a_url
+        assert revisit.get_header("WARC-Refers-To-Container") == f"{original}.wacz"
+        mine = await admit(h, s3_server, crawl_b, "acme", data)
+        async with h.services.pool.connection() as conn:  # B's seed page captured into that archive
+            await conn.execute("UPDATE crawl_pages SET state = 'captured', task_id ="
+                               " (SELECT task_id::text FROM archives WHERE id = %s) WHERE crawl_id = %s",
+                               (mine, crawl_b))
+        await drain_all(h.services.pool, h.services.authz)
+
+        r = await h.client.get(f"/api/crawls/{crawl_b}/collection", headers=WHO)
+        members = {m["name"]: m for m in r.json()["resources"]}
+        assert members[revisit.get_header("WARC-Refers-To-Container")]["role"] == "original"
+        assert members[f"{mine}.wacz"].get("role") is None
+        t = await h.client.post(f"/api/crawls/{crawl_b}/collection/ticket", headers=WHO)
+        player = (await h.client.get(t.json()["path"])).json()  # the player's page list: B's page only
+        assert [(p["url"], p["filename"]) for p in player["initialPages"]] == [(b_url, f"{mine}.wacz")]
+        assert player["totalPages"] == 1
+
+        def fetch(member: dict, path) -> None:
+            path.write_bytes(httpx.get(member["path"]).content)
+
+        out = tmp_path / "crawl.wacz"
+        combined.build(r.json()["resources"], fetch, out, title="b", crawl_id=crawl_b, missing=[])
+        import zipfile
+
+        with zipfile.ZipFile(out) as zf:
+            pages = [json.loads(x) for x in zf.read("pages/pages.jsonl").decode().splitlines()[1:]]
+            index = [json.loads(line.split(" ", 2)[2]) for line in zf.read("indexes/index.cdx").decode().splitlines()]
+        assert [p["url"] for p in pages] == [b_url]  # only the crawl's own pages
+        assert sorted((i["url"], i.get("mime")) for i in index) == [(a_url, "text/html"), (b_url, "warc/revisit")]
+
+
+def test_a_container_that_is_not_a_member_name_is_not_written():
+    """Only a plain ``<name>.wacz`` becomes ``WARC-Refers-To-Container`` (no path, no URL)."""
+    digest = payload_digest(PAGE)
+    for bad in ("../x.wacz", "http://s3/x.wacz", "x.warc", "", None):
+        held = {digest: {"uri": "https://s.test/a", "date": "2026-11-30T10:00:00Z", "container": bad}}
+        [revisit] = [rec for rec in _warc_records(wacz("https://s.test/b", PAGE, held))
+                     if rec.get_header("WARC-Type") == "revisit"]
+        assert revisit.get_header("WARC-Refers-To-Container") is None, bad
+        assert revisit.get_header("WARC-Refers-To-Target-URI") == "https://s.test/a"
 
 
 def _hiding(viewable, hidden: str):
