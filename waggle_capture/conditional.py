@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import io
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ from waggle_capture.revisits import payload_digest
 log = logging.getLogger("waggle_capture")
 
 PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.wacz")  # a collection member's name, nothing else
 LOOKUP_TIMEOUT_S = 5.0  # lookup and original read each; past it the request goes unconditionally
 ORIGINAL_MAX_BYTES = 20 * 1024 * 1024  # the compressed record read; larger → unconditional
 # Headers of the original that describe its transfer, not its entity: never replayed to Chromium.
@@ -77,6 +79,7 @@ class Conditional:
     digest: str | None = None
     uri: str | None = None
     date: str | None = None
+    container: str | None = None  # the original's collection member name (decision 322), when given
     original: Original | None = None
     sent: bool = False
     not_modified: bool = False
@@ -151,7 +154,7 @@ class Conditional:
             main.resp_headers = list(self.served_headers)
             main.body, main.truncated = self.original.body, None  # the entity Chromium rendered
             main.incomplete = main.failure = None
-            main.not_modified = {"digest": self.digest, "uri": self.uri, "date": self.date,
+            main.not_modified = {"digest": self.digest, "uri": self.uri, "date": self.date, "container": self.container,
                                  "status": f"304 {self.answer_status_text}", "headers": list(self.answer_headers)}
             names = {k.lower() for k, _ in main.req_headers}
             main.req_headers += [(k, v) for k, v in self.sent_headers if k.lower() not in names]
@@ -191,6 +194,7 @@ async def prepare(spec: dict | None, url: str, *, timeout_s: float = LOOKUP_TIME
             orig = ans["original"]
             c.etag, c.last_modified = ans.get("etag") or None, ans.get("lastModified") or None
             c.digest, c.uri, c.date = str(ans["digest"]), str(ans["uri"]), str(ans["date"])
+            c.container = ans.get("container") if isinstance(ans.get("container"), str) else None
             offset, length = int(orig["offset"]), int(orig["length"])
             if not (c.etag or c.last_modified) or not 0 < length <= ORIGINAL_MAX_BYTES or offset < 0:
                 raise ValueError("the answer has no validators or no usable record range")
@@ -233,6 +237,9 @@ def revisit_record(w: Any, ex: Exchange, http_headers: Any, warc_date: str) -> A
     rec = w.create_revisit_record(ex.url, nm["digest"], nm["uri"], nm["date"], http_headers=http_headers,
                                   warc_headers_dict={"WARC-Date": warc_date})
     rec.rec_headers.replace_header("WARC-Profile", PROFILE)
+    container = nm.get("container")
+    if isinstance(container, str) and CONTAINER.fullmatch(container):  # ReplayWeb.page opens that member
+        rec.rec_headers.add_header("WARC-Refers-To-Container", container)
     return rec
 
 

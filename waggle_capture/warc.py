@@ -26,7 +26,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-import re
 import zlib
 from dataclasses import dataclass
 from datetime import datetime
@@ -47,7 +46,7 @@ EMPTY_SHA256_B32 = "sha256:" + base64.b32encode(hashlib.sha256(b"").digest()).de
 HOP_BY_HOP = {"connection", "keep-alive"}
 ORIG_ONLY = {"content-encoding", "transfer-encoding"}  # kept as X-Archive-Orig-… (the body is decoded)
 DROP_REQUEST = {"connection", "keep-alive", "proxy-connection"}
-CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.wacz")  # a collection member's name, nothing else
+CONTAINER = conditional.CONTAINER  # a collection member's name, nothing else (decision 322)
 
 
 class _Sha256Digester:

@@ -109,10 +109,10 @@ def _range_sync(s3: Any, bucket: str, key: str, uri: str, digest: str) -> tuple[
 
 async def previous(pool: Any, s3: Any, org_id: str, url: str) -> dict[str, Any]:
     """The answer of ``POST /api/crawls/{id}/previous`` for ``url`` in ``org_id``: ``{etag,
-    lastModified, digest, uri, date, original: {url, offset, length}}`` or ``{}``."""
+    lastModified, digest, uri, date, container, original: {url, offset, length}}`` or ``{}``."""
     async with pool.connection() as conn:
         row = await (await conn.execute(
-            "SELECT v.etag, v.last_modified, v.digest, pd.uri, pd.captured_at, a.bucket, a.object_key"
+            "SELECT v.etag, v.last_modified, v.digest, pd.uri, pd.captured_at, a.id AS archive_id, a.bucket, a.object_key"
             " FROM document_validators v"
             " JOIN payload_digests pd ON pd.org_id = v.org_id AND pd.digest = v.digest AND pd.uri = v.url"
             " JOIN archives a ON a.id = pd.archive_id"
@@ -126,5 +126,6 @@ async def previous(pool: Any, s3: Any, org_id: str, url: str) -> dict[str, Any]:
     offset, length = found
     return {"etag": row["etag"], "lastModified": row["last_modified"], "digest": row["digest"], "uri": row["uri"],
             "date": row["captured_at"].strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "container": f"{row['archive_id']}.wacz",  # the original's member name in a collection (decision 322)
             "original": {"url": s3.presign_get(row["object_key"], URL_EXPIRY_S, bucket=row["bucket"]),
                          "offset": offset, "length": length}}
