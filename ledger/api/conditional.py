@@ -2,7 +2,7 @@
 extension "conditional").
 
 ``POST /api/crawls/{crawl_id}/previous`` ``{"url": "<page URL>"}`` (1–8,000 characters, http(s))
-→ 200 ``{"etag", "lastModified", "digest", "uri", "date", "original": {"url", "offset",
+→ 200 ``{"etag", "lastModified", "digest", "uri", "date", "container", "original": {"url", "offset",
 "length"}}`` or ``{}`` (no earlier capture of that URL in the crawl's organization with
 validators, or its original is gone or cannot be ranged). Only that organization's rows are read
 (``ledger.archive.conditional``). Authorization: the flow's token, as the digest lookup's
