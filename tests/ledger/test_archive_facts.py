@@ -17,6 +17,7 @@ from tests.archive.helpers import wacz_bytes
 from tests.fixtures.ledger import ledger_settings, open_ledger
 from tests.ledger.test_host_leases import WHO, start
 from tests.ledger.test_revisit_digests import PAGE, admit, wacz
+from tests.fixtures.s3_store import store_of
 
 pytestmark = pytest.mark.anyio
 
@@ -26,11 +27,6 @@ def settings(migrated_db_url, ledger_fga, fake_webhook, s3_server):
     return ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, s3_bucket=s3_server.bucket)
 
 
-def store_of(s3_server):
-    from ledger.s3 import S3Store
-
-    return S3Store(s3_server.endpoint, s3_server.bucket, s3_server.region,
-                   s3_server.access_key_id, s3_server.secret_access_key)
 
 
 def share(fga, archive_id: str) -> None:

@@ -11,8 +11,8 @@ import uuid
 import psycopg
 import pytest
 
-from ledger.s3 import S3Store
 from tests.fixtures.ledger import LedgerHarness, ledger_settings, open_ledger
+from tests.fixtures.s3_store import store_of
 
 pytestmark = pytest.mark.anyio
 WHO = LedgerHarness.who()
@@ -29,9 +29,6 @@ def settings(migrated_db_url, ledger_fga, fake_webhook, s3_server):
     return ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, s3_bucket=s3_server.bucket)
 
 
-def store_of(s3_server):
-    return S3Store(s3_server.endpoint, s3_server.bucket, s3_server.region,
-                   s3_server.access_key_id, s3_server.secret_access_key)
 
 
 def rows(db_url, sql, *args):
