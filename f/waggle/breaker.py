@@ -17,7 +17,9 @@ Two ways to trip it, in one host's job (its level):
 
 Once tripped, every page of the host not yet submitted is ``blocked`` with the reason
 (:meth:`HostBreaker.held`), and the ledger holds back the host's pages of later levels. A
-capture already in flight when it trips (pipelined: submitted at the previous seal) goes on.
+capture already in flight when it trips (pipelined: submitted at the previous seal, or held behind
+it) goes on; answered 403/429/503 it is ``blocked`` too (:data:`IN_FLIGHT`, decision 402), so every
+page of the host that the block kept from being archived says ``blocked`` and why.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from typing import Any
 BLOCKED = "blocked"
 BLOCKED_STATUSES = frozenset({403, 429, 503})
 BLOCKED_AFTER = 3  # the ledger's WAGGLE_BLOCKED_AFTER (flow input blocked_after) wins
-HELD = "not captured: the host is paused for the rest of the crawl after "
+HELD = "not captured, never requested: the host is paused for the rest of the crawl after "  # decision 402
+# a capture in flight when the breaker tripped (pipelined or held): the site answered it a block too
+IN_FLIGHT = "requested before the pause took effect: in flight when the host was paused after "
 
 
 def challenge_reason(report: Any) -> str | None:
@@ -63,8 +67,14 @@ class HostBreaker:
     def observe(self, result: dict, doc_status: int | None) -> None:
         """Count one concluded page (``result`` its PageResult, ``doc_status`` its main
         document's status when the capture failed on it). The page that trips the breaker by the
-        streak is turned ``blocked`` in place."""
+        streak is turned ``blocked`` in place; so is a page concluded after the trip whose document
+        answered 403/429/503 (decision 402): it was in flight — submitted, or held by the capture
+        server, before the trip was known — and its answer is the block the host gave, not a
+        failure of its own."""
         if self.reason is not None:
+            if result.get("status") == "failed" and doc_status in BLOCKED_STATUSES:
+                why = str(result.get("skipReason") or f"HTTP {doc_status}")
+                result.update(status=BLOCKED, skipReason=f"{IN_FLIGHT}{self.reason}; the site answered: {why}")
             return
         if result.get("status") == BLOCKED:
             self._trip(str(result.get("skipReason") or "a challenge page"))

@@ -74,6 +74,7 @@ from f.waggle.endpoints import HttpEndpoint, build_client, parse_endpoints
 from f.waggle.host_admission import Admission, LedgerReader
 from f.waggle.host_gap import clock
 from f.waggle.host_sequence import capture_host
+from f.waggle.read_token import read_token
 
 # The step's names as they were before the split (issue 30 item 5), for code and tests that import
 # them from here; each lives in the module named.
@@ -116,9 +117,12 @@ def main(
     ca_pem = read_variable(VAR_TLS_CA)  # must exist; empty = plaintext only
     client = build_client(targets, ca_pem)
     on_page = progress_poster(crawl_id, log=lambda text: print(f"[{host}] {text}"))
-    revisit = revisit_member(read_variable(VAR_API_URL), read_variable(VAR_TOKEN), crawl_id)
+    # capture servers read the ledger with a read-only token of this crawl, not the flow's (decision 405)
+    for_servers = read_token(read_variable(VAR_API_URL), read_variable(VAR_TOKEN), crawl_id,
+                             log=lambda text: print(f"[{host}] {text}"))
+    revisit = revisit_member(read_variable(VAR_API_URL), for_servers, crawl_id)
     # each submission reads the host's shared delay again (decision 301)
-    reader = LedgerReader(read_variable(VAR_API_URL), read_variable(VAR_TOKEN), crawl_id)
+    reader = LedgerReader(read_variable(VAR_API_URL), read_variable(VAR_TOKEN), crawl_id, server_token=for_servers)
     try:
         endpoints = [HttpEndpoint(t, client, extensions=pipeline.read_extensions(client, t), revisit=revisit)
                      for t in targets]

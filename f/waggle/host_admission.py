@@ -74,9 +74,11 @@ class LedgerReader:
     with the flow's token over one kept-open connection (the route plan_level reads, decision 029);
     raises on anything but a 200 with a number. :meth:`close` when the job ends."""
 
-    def __init__(self, api_url: str, token: str, crawl_id: str, client: httpx.Client | None = None) -> None:
+    def __init__(self, api_url: str, token: str, crawl_id: str, client: httpx.Client | None = None,
+                 server_token: str | None = None) -> None:
         self._url = f"{api_url.rstrip('/')}/api/crawls/{crawl_id}/politeness"
         self._headers = {"Authorization": f"Bearer {token}"}
+        self._server_token = server_token or token  # the crawl's read token (decision 405), else the flow's
         self._client = client or http_client(api_url, READ_TIMEOUT_S)
 
     def __call__(self, host: str) -> int:
@@ -89,10 +91,11 @@ class LedgerReader:
         return int(value)
 
     def hold_member(self, host: str) -> dict:
-        """``{"url": <this read's URL for host>, "token": <the flow's token>}``: the capture server
-        makes the same read before it releases a held capture (extension ``holdAdmission``)."""
-        return {"url": str(httpx.URL(self._url, params={"host": host})),
-                "token": self._headers["Authorization"].removeprefix("Bearer ")}
+        """``{"url": <this read's URL for host>, "token": <the crawl's read token>}``: the capture
+        server makes the same read before it releases a held capture (extension
+        ``holdAdmission``), with the read-only token of this crawl (decision 405; the flow's
+        token where the ledger gave none)."""
+        return {"url": str(httpx.URL(self._url, params={"host": host})), "token": self._server_token}
 
     def close(self) -> None:
         self._client.close()

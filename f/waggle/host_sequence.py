@@ -88,7 +88,9 @@ def capture_host(
     first wait to what is left of ``initial_delay_ms`` when this job started late (never
     lengthens it). ``sleep``/``now`` are injectable for tests (real timers).
     ``on_page(url, "started")`` / ``on_page(url, "done", result)`` around each capture (progress
-    events, :mod:`f.waggle.progress`); whatever it raises is logged, never fails the page.
+    events, :mod:`f.waggle.progress`), ``on_page(url, "queued")`` first for a capture submitted
+    held behind the previous page (its ``started`` comes once that page sealed: decision 401);
+    whatever it raises is logged, never fails the page.
     ``ignore_robots_meta`` (the crawl's ``ignoreRobotsMeta``): archive noarchive pages and follow
     nofollow pages' links; by default both are honoured where the endpoint reports them
     (extension robotsMeta; a real v12 reports nothing, and nothing changes).
@@ -201,6 +203,14 @@ class HostJob:
         self.say(f"{index + 1}/{len(self.urls)} {self.urls[index]}")
         _notify(self.on_page, self.say, self.urls[index], "started")
 
+    def queued(self, index: int) -> None:
+        """Page ``index`` was submitted held behind the host's loading page (extension
+        ``holdAfter``): nothing of it reaches the site before that page sealed and the gap passed,
+        so progress shows it queued, not capturing (decision 401); :meth:`started` follows."""
+        self.contacted = True
+        self.say(f"{index + 1}/{len(self.urls)} {self.urls[index]} (held behind the previous page)")
+        _notify(self.on_page, self.say, self.urls[index], "queued")
+
     def __post_init__(self) -> None:
         self.results = [None] * len(self.urls)
 
@@ -262,6 +272,9 @@ class ChainPages:
 
     def started(self, index: int) -> None:
         self.job.started(index)
+
+    def queued(self, index: int) -> None:
+        self.job.queued(index)
 
     def skip(self, index: int) -> bool:
         return self.job.duplicate(index)

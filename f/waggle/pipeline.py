@@ -285,6 +285,8 @@ class Pages(Protocol):
 
     def started(self, index: int) -> None: ...
 
+    # optional: def queued(self, index: int) -> None  (submitted held: not started yet; decision 401)
+
     def skip(self, index: int) -> bool: ...  # True: page ``index`` is not captured (recorded by Pages)
 
     def maybe_duplicate(self, index: int) -> bool: ...  # a sealed capture landed at its URL (not answered yet)
@@ -314,6 +316,7 @@ class Chain:
                  sleep: Callable[[float], None] = time.sleep, lead_ms: int = START_LEAD_MS) -> None:
         self.endpoints, self.pages, self.now, self.sleep, self.lead_s = endpoints, pages, now, sleep, lead_ms / 1000
         self._begun: set[int] = set()
+        self._queued: set[int] = set()  # held submissions reported queued, not yet started
 
     def run(self, count: int, gap_from: Optional[float] = None) -> None:
         """Capture pages ``0..count-1`` (and their retries); outcomes go to ``pages.conclude``.
@@ -328,8 +331,9 @@ class Chain:
         held: Flight | None = None
         with ThreadPoolExecutor(max_workers=3, thread_name_prefix="capture") as pool:
             while todo or finishing is not None or held is not None:
-                if held is not None:
+                if held is not None:  # the page it was held behind sealed (or answered): its turn now
                     flight, held = held, None
+                    self._started(flight.index, flight.attempt)
                 else:
                     if not todo:
                         self._conclude(finishing, todo)
@@ -395,16 +399,26 @@ class Chain:
         index, attempt = todo.popleft()
         nxt = Tracker()
         view = Held(endpoint, nxt, tracker.key, self.pages.hold_gaps_ms(), self.now, admission)
-        self._started(index, attempt)
+        self._started(index, attempt, held=True)  # queued behind ``flight``: started at its release
         future = pool.submit(self.pages.attempt_held, index, attempt, view)
         future.add_done_callback(lambda _f: nxt.wake.set())
         return Flight(index, attempt, nxt, future, held=True)
 
-    def _started(self, index: int, attempt: int) -> None:
-        """``pages.started`` once per page (a held submission not taken is submitted again)."""
-        if attempt == 1 and index not in self._begun:
-            self._begun.add(index)
-            self.pages.started(index)
+    def _started(self, index: int, attempt: int, held: bool = False) -> None:
+        """``pages.started`` once per page (a held submission not taken is submitted again). A
+        held submission (``held``) is ``pages.queued`` first (optional member; decision 401): the
+        server keeps it from the site until the previous page sealed and the gap passed, so it is
+        started only when :meth:`run` takes it up, once that page no longer loads."""
+        if attempt != 1 or index in self._begun:
+            return
+        queued = getattr(self.pages, "queued", None)
+        if held and queued is not None:
+            if index not in self._queued:
+                self._queued.add(index)
+                queued(index)
+            return
+        self._begun.add(index)
+        self.pages.started(index)
 
     def _hold_admission(self) -> dict | None:
         member = getattr(self.pages, "hold_admission", None)

@@ -6,7 +6,9 @@
 
 ``POST {waggle_api_url}/api/crawls/{crawl_id}/progress`` with the flow's token, body
 ``{"url", "phase": "started"|"done", "status"?: "captured"|"failed"}`` — one when a page's
-capture starts, one when it ends (issue 15); and ``{"url", "phase": "sealed", "taskId",
+capture starts, one when it ends (issue 15); ``{"url", "phase": "queued"}`` before the ``started``
+of a capture submitted held behind the host's loading page (decision 401: not capturing yet; an
+older ledger that refuses it gets ``started``); and ``{"url", "phase": "sealed", "taskId",
 "manifestLocation"?}`` when the capture server's seal answer names its task (issue 24 item 5:
 a crawl failed before that capture answers still admits it). A captured page's ``done`` also carries the
 capture's ``taskId``, ``manifestLocation`` and ``manifestSummary`` when the result has them, so a
@@ -56,6 +58,7 @@ class ProgressPoster:
         self.no_links = False  # the ledger refused ``links`` once (round 20): never sent again
         self.no_batch = False  # the ledger refused ``events`` once (round 21): one request per event
         self.no_sealed = False  # the ledger refused a ``sealed`` event once (issue 24): never sent again
+        self.no_queued = False  # the ledger refused a ``queued`` event once (decision 401): sent as started
         self.requests = 0
         self._thread = threading.Thread(target=self._run, name="waggle-progress", daemon=True)
         if send is not None:
@@ -112,7 +115,14 @@ class ProgressPoster:
 
     def _send_batch(self, events: list[dict]) -> list[str | None]:
         """Send ``events``; one outcome each: None when recorded, else why not."""
+        if self.no_queued:  # an older ledger: a held capture shows as started, as it did
+            events = [{**e, "phase": "started"} if e.get("phase") == "queued" else e for e in events]
         outcomes = self._send_batch_once(events)
+        if (any(e.get("phase") == "queued" for e in events) and not self.no_queued
+                and any(o is not None and o.startswith("HTTP 400") and "phase" in o for o in outcomes)):
+            self.no_queued = True
+            self._log("the ledger takes no 'queued' progress events (an older ledger): sent as 'started'")
+            return self._send_batch(events)
         sealed = [i for i, e in enumerate(events) if e.get("phase") == "sealed"]
         refused = [o for o in outcomes if o is not None and o.startswith("HTTP 400") and "phase" in o]
         if sealed and refused and not self.no_sealed:  # an older ledger: send the rest without them

@@ -72,12 +72,13 @@ def create_app(settings: Settings, services: Services | None = None, *, periodic
 
     web.mount(app)
     if settings.crawls_enabled:
-        from ledger.api import changes, collection, conditional, crawls, revisits, workflow_grants, workflows
+        from ledger.api import changes, collection, conditional, crawls, read_token, revisits, workflow_grants, workflows
 
         app.include_router(crawls.router)
         app.include_router(collection.router)
         app.include_router(revisits.router)
         app.include_router(conditional.router)
+        app.include_router(read_token.router)
         app.include_router(changes.router)
         app.include_router(workflows.router)
         app.include_router(workflow_grants.router)

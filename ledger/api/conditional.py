@@ -6,7 +6,8 @@ extension "conditional").
 "length"}}`` or ``{}`` (no earlier capture of that URL in the crawl's organization with
 validators, or its original is gone or cannot be ranged). Only that organization's rows are read
 (``ledger.archive.conditional``). Authorization: the flow's token, as the digest lookup's
-(another organization's crawl is as absent as an unknown one: 404). 400 bad body, naming it.
+(another organization's crawl is as absent as an unknown one: 404), or the crawl's read token
+(decision 405: what capture servers are given). 400 bad body, naming it.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from typing import Annotated
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from ledger.api.authorize import submitter
+from ledger.api.read_token import crawl_reader
 from ledger.archive.conditional import previous
-from ledger.crawl.errors import Refused
 
 router = APIRouter()
 
@@ -32,13 +32,8 @@ class PreviousQuery(BaseModel):
 @router.post("/api/crawls/{crawl_id}/previous")
 async def previous_capture(crawl_id: uuid.UUID, body: PreviousQuery, request: Request) -> dict:
     """See the module docstring."""
-    identity = await submitter(request)
+    org = await crawl_reader(request, crawl_id)  # the flow's token or the crawl's read token (decision 405)
     services = request.app.state.services
-    async with services.pool.connection() as conn:
-        row = await (await conn.execute("SELECT org_id FROM crawls WHERE id = %s AND org_id = ANY(%s)",
-                                        (crawl_id, list(identity.organizations)))).fetchone()
-    if row is None:
-        raise Refused(404, "not found")
     if services.s3 is None:  # no store to read an original from: the capture asks unconditionally
         return {}
-    return await previous(services.pool, services.s3, row["org_id"], body.url)
+    return await previous(services.pool, services.s3, org, body.url)

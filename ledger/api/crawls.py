@@ -19,6 +19,7 @@ from typing_extensions import Required, TypedDict
 
 from ledger.api.authorize import submitter
 from ledger.api.identity import Identity
+from ledger.api.read_token import crawl_reader
 from ledger.crawl import crawls as crawl_store
 from ledger.crawl import pages as pages_store
 from ledger.crawl import progress as progress_store
@@ -494,13 +495,14 @@ async def report_level(crawl_id: uuid.UUID, body: LevelReport, request: Request,
 
 
 class ProgressEvent(_Strict):
-    """One capture event of ``crawl_host`` (issue 15): a page's capture started, sealed (its
+    """One capture event of ``crawl_host`` (issue 15): a page's capture queued (submitted held behind
+    the host's loading page, nothing sent to the site yet: decision 401), started, sealed (its
     ``taskId`` and ``manifestLocation``-to-be, so a crawl failed before the capture answers
     still admits it: ledger.crawl.salvage), or ended; a captured page's end may carry its capture (``taskId``, ``manifestLocation``,
     ``manifestSummary``: optional, for a crawl failed before its level report)."""
 
     url: str = Field(min_length=1, max_length=FINAL_URL_MAX_CHARS)
-    phase: Literal["started", "sealed", "done"]
+    phase: Literal["queued", "started", "sealed", "done"]  # queued: held behind the host's loading page (401)
     status: Literal["captured", "failed"] | None = None
     taskId: Annotated[str, AfterValidator(_uuid_text)] | None = None
     manifestLocation: Annotated[str, Field(min_length=1, max_length=LOCATION_MAX_CHARS)] | None = None
@@ -638,8 +640,9 @@ async def get_politeness(crawl_id: uuid.UUID, request: Request,
     """The hosts' politeness now → 200 ``{"hosts": {host: {lastFinishedAt, hostDelayMs}}}`` (the
     flow's token): what plan_level reads before a level's first request to a host, so a crawl
     started meanwhile counts (ledger.crawl.hosts.current). 400 no ``host``, more than 1,000, or
-    one that is not a host; 404 unknown crawl; 409 not running."""
-    await submitter(request)
+    one that is not a host; 404 unknown crawl; 409 not running. Also taken with the crawl's read
+    token (decision 405: a capture server's read before it releases a held capture)."""
+    await crawl_reader(request, crawl_id)
     hosts = host or []
     if not hosts or len(hosts) > host_politeness.HOSTS_MAX:
         raise Refused(400, f"give 1 to {host_politeness.HOSTS_MAX} host query parameters (?host=a.test&host=b.test)")

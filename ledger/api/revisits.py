@@ -7,7 +7,8 @@ and WACZ member name ``<archive id>.wacz`` (decision 322: the revisit record nam
 ReplayWeb.page finds an original at another URL).
 Only that organization's index is read (``ledger.archive.digests``). Authorization: the flow's
 token, as the level report's (``submitter`` + the crawl in one of the caller's organizations;
-another organization's crawl is as absent as an unknown one: 404). 400 bad body, naming it.
+another organization's crawl is as absent as an unknown one: 404), or the crawl's read token
+(decision 405: what capture servers are given). 400 bad body, naming it.
 
 Within the crawl (extension recrawl, decision 321): the body may also carry ``"resources":
 [{"uri", "digest"}, …]`` (0–5,000; ``uri`` 1–2,000 characters); the answer then has
@@ -23,7 +24,7 @@ from typing import Annotated
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from ledger.api.authorize import submitter
+from ledger.api.read_token import crawl_reader
 from ledger.archive.digests import DIGESTS_MAX, URI_MAX, held, written
 from ledger.crawl.errors import Refused
 
@@ -47,16 +48,11 @@ class DigestQuery(BaseModel):
 @router.post("/api/crawls/{crawl_id}/digests")
 async def lookup_digests(crawl_id: uuid.UUID, body: DigestQuery, request: Request) -> dict:
     """See the module docstring."""
-    identity = await submitter(request)
+    org = await crawl_reader(request, crawl_id)  # the flow's token or the crawl's read token (decision 405)
     pool = request.app.state.services.pool
-    async with pool.connection() as conn:
-        row = await (await conn.execute("SELECT org_id FROM crawls WHERE id = %s AND org_id = ANY(%s)",
-                                        (crawl_id, list(identity.organizations)))).fetchone()
-    if row is None:
-        raise Refused(404, "not found")
     if not body.digests and not body.resources:
         raise Refused(400, "digests: give at least one digest or resource")
-    out: dict = {"held": await held(pool, row["org_id"], list(body.digests)) if body.digests else {}}
+    out: dict = {"held": await held(pool, org, list(body.digests)) if body.digests else {}}
     if body.resources:
         pairs = await written(pool, str(crawl_id), [(p.uri, p.digest) for p in body.resources])
         out["written"] = [{"uri": u, "digest": d} for u, d in pairs]

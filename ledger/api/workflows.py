@@ -118,6 +118,8 @@ def _full_view(row: dict, *, can_run: bool | None = None, can_edit: bool | None 
     out = store.view(row)
     if row["schedule_cron"]:
         out["schedule"]["nextRuns"] = schedules.next_runs(row["schedule_cron"], row["schedule_tz"])
+        if warning := schedules.frequency_warning(row["schedule_cron"], row["schedule_tz"]):
+            out["schedule"]["warning"] = warning  # saved as given (decision 403)
     if can_run is not None:
         out["canRun"], out["canEdit"] = can_run, can_edit
     return out
@@ -136,7 +138,8 @@ async def list_workflows(request: Request) -> dict:
 
 @router.post("/api/workflows", status_code=201)
 async def create_workflow(body: NewWorkflow, request: Request) -> JSONResponse:
-    """Save a workflow → 201 (the workflow). 400 names a bad option, cron expression or time
+    """Save a workflow → 201 (the workflow). A schedule that may start crawls less than an hour
+    apart is saved with ``schedule.warning`` (a sentence; decision 403). 400 names a bad option, cron expression or time
     zone; 409 a name the organization already uses; 503 when Windmill does not take the
     schedule (nothing saved). Needs ``can_submit`` on the organization (default: the caller's first)."""
     check_limits(request, body.options)

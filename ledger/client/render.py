@@ -4,7 +4,8 @@ Reads the crawl status body of ``GET /api/crawls/{id}`` (ledger.md §6.8 and iss
 ``stopReason``, ``pagesDiscovered``, ``pagesCaptured``, ``pagesFailed``, ``pagesSkipped``,
 ``lastJob{id, depth}``, ``hostsInFlight``, ``failures[{url, depth, reason}]``, ``error``,
 ``startedAt``/``finishedAt``, and while running ``levelProgress{depth, planned, done, captured,
-failed, capturing[{host, url, since}]}`` (captures as they finish, issue 15) and ``waiting[{host,
+failed, capturing[{host, url, since}], finishing[…]?, queued[…]?}`` (captures as they finish, issue
+15; loading, sealed and held ones apart, decision 401) and ``waiting[{host,
 kind, reason, crawlId?, until?}]`` (why hosts wait: ledger.crawl.waits). Counters the
 ledger does not send are shown as "–".
 """
@@ -147,11 +148,17 @@ def level_pages(progress: dict) -> str:
     return f"{progress.get('done', 0)}/{progress['planned']} pages"
 
 
-def capturing(progress: dict, limit: int = 6) -> str:
-    """The captures running now, one per busy browser: ``host (url), …``."""
-    items = [c for c in progress.get("capturing") or [] if isinstance(c, dict)]
+def capturing(progress: dict, limit: int = 6, key: str = "capturing") -> str:
+    """The captures of ``progress[key]``, ``host (url), …``: ``capturing`` (loading now, one per
+    host), ``finishing`` (sealed, writing the archive) or ``queued`` (held behind the host's
+    loading page, nothing sent yet; decision 401)."""
+    items = [c for c in progress.get(key) or [] if isinstance(c, dict)]
     text = ", ".join(f"{c.get('host')} ({c.get('url')})" for c in items[:limit])
     return text + (" …" if len(items) > limit else "") if items else "–"
+
+
+def _urls(progress: dict, key: str) -> list[str]:
+    return [str(c.get("url") or c.get("host")) for c in progress.get(key) or [] if isinstance(c, dict)]
 
 
 def waiting(crawl: dict, limit: int = 4) -> str | None:
@@ -169,9 +176,11 @@ def status_line(crawl: dict) -> str:
     hosts_txt = _n(len(hosts) if isinstance(hosts, list) else hosts)
     progress = level_progress(crawl)
     if progress is not None:  # one line per finished capture, and what runs now
-        # the pages, not their hosts: a pipelined host has two captures in flight
-        busy = [c.get("url") or c.get("host") for c in progress.get("capturing") or [] if isinstance(c, dict)]
-        hosts_txt += f" · level {level_pages(progress)}" + (f" · capturing {', '.join(map(str, busy))}" if busy else "")
+        # the pages, not their hosts: a pipelined host has one loading, one finishing, one queued
+        hosts_txt += f" · level {level_pages(progress)}"
+        for key, label in (("capturing", "capturing"), ("finishing", "finishing"), ("queued", "queued")):
+            if urls := _urls(progress, key):
+                hosts_txt += f" · {label} {', '.join(urls)}"
     waits = waiting(crawl)
     return (
         f"crawl {crawl.get('crawlId', '?')} {crawl.get('state', '?')}: level {_n(level_of(crawl))}"
@@ -208,6 +217,10 @@ def progress_view(crawl: dict, note: str | None = None) -> Table:
         done = f"{level_pages(progress)} (captured {progress.get('captured', 0)}, failed {progress.get('failed', 0)})"
         grid.add_row("this level", done)
         grid.add_row("capturing now", capturing(progress))
+        if progress.get("finishing"):
+            grid.add_row("finishing", capturing(progress, key="finishing"))  # sealed: no more requests
+        if progress.get("queued"):
+            grid.add_row("queued", capturing(progress, key="queued"))  # held behind its host's loading page
     waits = waiting(crawl, limit=6)
     if waits:
         grid.add_row("waiting", waits)

@@ -89,6 +89,8 @@ def _show(console, wf: dict) -> None:
     if wf.get("notes"):
         console.print(wf["notes"], soft_wrap=True)
     console.print(f"schedule: {_schedule_text(wf)}")
+    if warning := (wf.get("schedule") or {}).get("warning"):  # saved, but too often (decision 403)
+        console.print(Text.assemble(("warning: ", "yellow"), warning))  # no markup read; folded at the width
     for t in (wf.get("schedule") or {}).get("nextRuns") or []:
         console.print(f"  next: {t}")
     console.print("options: " + json.dumps(wf["options"], ensure_ascii=False), soft_wrap=True)

@@ -1,9 +1,10 @@
 """Live progress of the level in flight: capture events from ``crawl_host``, and their summary.
 
-``POST /api/crawls/{id}/progress`` ``{url, phase: started|done, status?: captured|failed}``
+``POST /api/crawls/{id}/progress`` ``{url, phase: queued|started|done, status?: captured|failed}``
 (status only with ``done``) records the latest event of one pending page of the crawl's current
-level (``crawl_progress``, one row per page; a ``started`` never replaces a ``done``, so a
-re-sent or late event changes nothing). The level report stays the record of outcomes; a
+level (``crawl_progress``, one row per page; phases only move forward, queued → started → done,
+so a re-sent or late event changes nothing; ``queued``: a capture submitted held behind the
+host's loading page, decision 401). The level report stays the record of outcomes; a
 captured page's ``done`` may also carry ``taskId``, ``manifestLocation`` and ``manifestSummary``
 (kept for a crawl failed before its report: ledger.crawl.salvage), and ``links``: the page's
 links, put into the frontier during the level (ledger.crawl.report_early, issue 14). Several
@@ -31,17 +32,20 @@ _PAGE = (
 )
 _UPSERT = (
     "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, status, task_id, manifest_location,"
-    " manifest_summary, links_sha256, links_scoped, started_at)"  # started_at: set by 'started', kept by 'done' (160)
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, CASE WHEN %s = 'started' THEN now() END)"
+    " manifest_summary, links_sha256, links_scoped, started_at)"  # started_at: set by the first 'queued'/'started', kept after (160)
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, CASE WHEN %s <> 'done' THEN now() END)"
     " ON CONFLICT (page_id) DO UPDATE SET phase = EXCLUDED.phase, status = EXCLUDED.status, at = now(),"
     " task_id = EXCLUDED.task_id, manifest_location = EXCLUDED.manifest_location,"
     " manifest_summary = EXCLUDED.manifest_summary, links_sha256 = EXCLUDED.links_sha256,"
     " links_scoped = EXCLUDED.links_scoped"
-    " WHERE crawl_progress.phase = 'started'"
+    # queued → started → done, never back (a re-sent or late event changes nothing; decision 401)
+    " WHERE crawl_progress.phase = 'queued' AND EXCLUDED.phase <> 'queued'"
+    " OR crawl_progress.phase = 'started' AND EXCLUDED.phase = 'done'"
 )
 
-_SEALED = ("UPDATE crawl_progress SET task_id = %s, manifest_location = %s"
-           " WHERE page_id = %s AND phase = 'started'")
+# a sealed capture was released: a queued row whose 'started' was lost is started now
+_SEALED = ("UPDATE crawl_progress SET task_id = %s, manifest_location = %s, phase = 'started'"
+           " WHERE page_id = %s AND phase IN ('queued', 'started')")
 
 
 @dataclass
@@ -121,23 +125,32 @@ async def _record_one(conn: Any, crawl: dict, event: Event, settings: Any) -> Re
 
 
 async def level_progress(conn: Any, crawl_id: uuid.UUID, depth: int) -> dict:
-    """``{depth, planned, done, captured, failed, capturing: [{host, url, since}]}`` of level
-    ``depth``: pages planned in it, captures finished, and the captures running now (oldest
-    first; one per busy browser)."""
+    """``{depth, planned, done, captured, failed, capturing, finishing, queued}`` of level
+    ``depth``: pages planned in it, captures finished, and three lists of ``{host, url, since}``
+    (oldest first): ``capturing`` — loading in a browser, the site may be receiving its requests;
+    ``finishing`` — sealed (no request to the site any more), the capture server still writes its
+    archive; ``queued`` — submitted held behind the host's loading page, nothing sent to the site
+    yet (decision 401). One host has at most one page capturing at a time."""
     cur = await conn.execute("SELECT count(*) AS n FROM crawl_pages WHERE crawl_id = %s AND depth = %s",
                              (crawl_id, depth))
     planned = (await cur.fetchone())["n"]
     cur = await conn.execute(
-        "SELECT p.host, p.url, g.phase, g.status, g.at FROM crawl_progress g JOIN crawl_pages p ON p.id = g.page_id"
+        "SELECT p.host, p.url, g.phase, g.status, g.at, g.task_id IS NOT NULL AS sealed"
+        " FROM crawl_progress g JOIN crawl_pages p ON p.id = g.page_id"
         " WHERE g.crawl_id = %s AND g.depth = %s ORDER BY g.at", (crawl_id, depth))
     rows = await cur.fetchall()
     done = [r for r in rows if r["phase"] == "done"]
+
+    def listed(keep: Any) -> list[dict]:
+        return [{"host": r["host"], "url": r["url"], "since": iso_ms(r["at"])} for r in rows if keep(r)]
+
     return {
         "depth": depth,
         "planned": planned,
         "done": len(done),
         "captured": sum(r["status"] == "captured" for r in done),
         "failed": sum(r["status"] == "failed" for r in done),
-        "capturing": [{"host": r["host"], "url": r["url"], "since": iso_ms(r["at"])}
-                      for r in rows if r["phase"] == "started"],
+        "capturing": listed(lambda r: r["phase"] == "started" and not r["sealed"]),
+        "finishing": listed(lambda r: r["phase"] == "started" and r["sealed"]),
+        "queued": listed(lambda r: r["phase"] == "queued"),
     }

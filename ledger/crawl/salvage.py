@@ -95,7 +95,7 @@ _LATE_EVENT = (
     " manifest_summary) VALUES (%s, %s, %s, 'done', 'captured', %s, %s, %s::jsonb)"
     " ON CONFLICT (page_id) DO UPDATE SET phase = 'done', status = 'captured', at = now(),"
     " task_id = EXCLUDED.task_id, manifest_location = EXCLUDED.manifest_location,"
-    " manifest_summary = EXCLUDED.manifest_summary WHERE crawl_progress.phase = 'started'"
+    " manifest_summary = EXCLUDED.manifest_summary WHERE crawl_progress.phase IN ('queued', 'started')"
 )
 
 
@@ -189,8 +189,8 @@ async def record_sealed_late(pool: Any, crawl_id: uuid.UUID, url: str, capture: 
         await conn.execute(
             "INSERT INTO crawl_progress (page_id, crawl_id, depth, phase, task_id, manifest_location, started_at)"
             " VALUES (%s, %s, %s, 'started', %s, %s, now())"
-            " ON CONFLICT (page_id) DO UPDATE SET task_id = EXCLUDED.task_id,"
-            " manifest_location = EXCLUDED.manifest_location WHERE crawl_progress.phase = 'started'",
+            " ON CONFLICT (page_id) DO UPDATE SET task_id = EXCLUDED.task_id, phase = 'started',"
+            " manifest_location = EXCLUDED.manifest_location WHERE crawl_progress.phase IN ('queued', 'started')",
             (page["id"], crawl_id, page["depth"], capture["taskId"], capture.get("manifestLocation")))
         tasks = await record_sealed(conn, crawl, bucket, page_id=page["id"])
     return crawl["current_depth"], tasks

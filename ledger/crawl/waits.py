@@ -42,7 +42,7 @@ _CRAWL_DELAY = re.compile(r"(?im)^\s*crawl-delay\s*:\s*([0-9]+(?:\.[0-9]+)?)")
 
 _HOSTS = """
 WITH g AS (SELECT q.host, max(g.at) FILTER (WHERE g.phase = 'done') AS last_done,
-                  bool_or(g.phase = 'started') AS capturing
+                  bool_or(g.phase IN ('queued', 'started')) AS capturing
            FROM crawl_progress g JOIN crawl_pages q ON q.id = g.page_id
            WHERE g.crawl_id = %(crawl)s AND g.depth = %(depth)s GROUP BY q.host)
 SELECT p.host, l.crawl_id AS holder, l.depth AS holder_depth, l.by_server, w.since AS waits_since, g.last_done,

@@ -70,8 +70,11 @@ async def record(conn: AsyncConnection, workflow_id: uuid.UUID, subject: str, ro
 
 async def put(conn: AsyncConnection, workflow_id: uuid.UUID, subject: str, role: str, by: str) -> tuple[dict, str | None]:
     """Give ``subject`` ``role`` (replacing another role it had) and queue the tuple change.
-    Returns ``(grant, previous role or None)``; nothing is queued when the role is unchanged."""
+    Returns ``(grant, previous role or None)``; nothing is queued when the role is unchanged.
+    Raises :class:`Refused` 404 when the workflow is gone (a delete committed after the caller's
+    Check: decision 404)."""
     async with conn.transaction():
+        await _still_there(conn, workflow_id)
         cur = await conn.execute("SELECT role FROM workflow_grants WHERE workflow_id = %s AND subject = %s FOR UPDATE",
                                  (workflow_id, subject))
         old = await cur.fetchone()
@@ -91,7 +94,9 @@ async def put(conn: AsyncConnection, workflow_id: uuid.UUID, subject: str, role:
 
 
 async def revoke(conn: AsyncConnection, workflow_id: uuid.UUID, subject: str) -> str | None:
-    """Take back ``subject``'s grant and queue its tuple's deletion; its role, or None when it had none."""
+    """Take back ``subject``'s grant and queue its tuple's deletion; its role, or None when it had none.
+    Raises :class:`Refused` 404 when the workflow is gone (as :func:`put`)."""
+    await _still_there(conn, workflow_id)
     cur = await conn.execute("DELETE FROM workflow_grants WHERE workflow_id = %s AND subject = %s RETURNING role",
                              (workflow_id, subject))
     row = await cur.fetchone()
@@ -100,6 +105,21 @@ async def revoke(conn: AsyncConnection, workflow_id: uuid.UUID, subject: str) ->
     await conn.execute("INSERT INTO fga_outbox (payload) VALUES (%s)",
                        (Jsonb({"deletes": [tuple_of(workflow_id, subject, row["role"])]}),))
     return row["role"]
+
+
+GONE = ("this workflow was deleted while its grants were being changed: nothing was granted or taken"
+        " back (`waggle workflows list` shows the workflows that remain)")
+
+
+async def _still_there(conn: AsyncConnection, workflow_id: uuid.UUID) -> None:
+    """Key-share lock the workflow's row for the grant's transaction, or :class:`Refused` 404
+    (:data:`GONE`). A delete holds the row from before it reads the grants it cascades
+    (``ledger.crawl.workflows.delete``), so a grant either waits for it and finds the row gone,
+    or commits first and has its tuple deleted with the others — never a grant row (foreign
+    key: an error 500) or a tuple left on a deleted workflow."""
+    cur = await conn.execute("SELECT 1 FROM workflows WHERE id = %s FOR KEY SHARE", (workflow_id,))
+    if await cur.fetchone() is None:
+        raise Refused(404, GONE)
 
 
 async def tuples_of_all(conn: AsyncConnection, workflow_id: uuid.UUID) -> list[dict]:

@@ -15,7 +15,7 @@ schedules/exists/{path}``, ``POST schedules/create``, ``POST schedules/update/{p
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -28,7 +28,11 @@ from ledger.crawl.watchdog import windmill_base
 SCRIPT_PATH = "f/waggle/run_workflow"
 # Windmill resolves $var: arguments when the job starts: the token and URL stay in its variables
 SCRIPT_ARGS = {"waggle_url": "$var:u/admin/waggle_api_url", "token": "$var:u/admin/waggle_token"}
-CRON_EXAMPLE = "'0 4 * * *' (04:00 every day) or '*/15 * * * 1-5' (every 15 minutes on weekdays)"
+CRON_EXAMPLE = "'0 4 * * *' (04:00 every day) or '0 */6 * * 1-5' (every 6 hours on weekdays)"
+# A schedule that may start crawls closer together than this is saved with a warning (decision 403)
+FREQUENT_BELOW_S = 3600
+FREQUENCY_HORIZON = timedelta(days=8)  # a week of fires (and a day): weekly patterns show their closest pair
+FREQUENCY_FIRES_MAX = 2000  # fires looked at, at most (every minute stops at the second)
 
 
 def _refuse(field: str, message: str) -> Refused:
@@ -65,6 +69,38 @@ def check(cron: str, tz: str) -> str:
     except StopIteration:  # e.g. "0 0 30 2 *": February 30th never comes
         raise _refuse("schedule", f"schedule {cron!r} never fires (no such date)") from None
     return text
+
+
+def _spoken(seconds: float) -> str:
+    minutes = max(1, round(seconds / 60))
+    return "1 minute" if minutes == 1 else f"{minutes} minutes"
+
+
+def frequency_warning(cron: str, tz: str, now: datetime | None = None) -> str | None:
+    """A sentence when a checked schedule may start two crawls less than :data:`FREQUENT_BELOW_S`
+    apart (the closest pair of fires over the next :data:`FREQUENCY_HORIZON`), else None.
+
+    Such a schedule is saved (decision 403: the caller may mean it), but a run that comes while
+    the workflow's previous crawl still runs is skipped, and the site is archived more often
+    than an archive is usually worth."""
+    start = (now or datetime.now(timezone.utc)).astimezone(ZoneInfo(tz))
+    closest: float | None = None
+    previous: datetime | None = None
+    for count, fire in enumerate(CronSim(cron, start)):
+        if fire - start > FREQUENCY_HORIZON or count >= FREQUENCY_FIRES_MAX:
+            break
+        if previous is not None:
+            gap = (fire - previous).total_seconds()
+            closest = gap if closest is None else min(closest, gap)
+            if closest < FREQUENT_BELOW_S:
+                break
+        previous = fire
+    if closest is None or closest >= FREQUENT_BELOW_S:
+        return None
+    return (f"schedule {cron!r} starts a crawl every {_spoken(closest)} at its closest, more often than once an"
+            " hour: a run due while the workflow's previous crawl still runs is skipped (a polite crawl of"
+            " a few hundred pages takes longer than that), and a site archived more often than hourly seldom"
+            " holds anything new; it is saved as given — consider '0 * * * *' (hourly) or '0 4 * * *' (daily)")
 
 
 def next_runs(cron: str, tz: str, count: int = 3, now: datetime | None = None) -> list[str]:

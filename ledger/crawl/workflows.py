@@ -118,7 +118,10 @@ async def update(conn: AsyncConnection, workflow_id: uuid.UUID, changes: dict) -
 async def delete(conn: AsyncConnection, workflow_id: uuid.UUID) -> dict | None:
     """Delete the workflow row (its crawls stay, ``workflow_id`` set to NULL; its run records go)
     and queue the deletion of its tuples (its parent, its creator's and every grant's). Returns
-    the deleted row, or None."""
+    the deleted row, or None. The row is locked first: a grant changed meanwhile either
+    committed before (its tuple is read below) or finds the workflow gone (decision 404)."""
+    if await get(conn, workflow_id, lock=True) is None:
+        return None
     granted = await grants.tuples_of_all(conn, workflow_id)
     cur = await conn.execute("DELETE FROM workflows WHERE id = %s RETURNING *", (workflow_id,))
     row = await cur.fetchone()

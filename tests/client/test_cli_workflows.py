@@ -123,3 +123,27 @@ def test_create_with_crawl_flags_grant_revoke_and_history_at_80_columns(ledger_e
     assert len(rows) == 2 and "skipped [1]" in rows[0] and "started" in rows[1], shown.output
     reason = " ".join(lines[lines.index(next(ln for ln in lines if ln.startswith("[1] "))):])
     assert "never runs twice at once" in reason  # the whole reason, folded, not squeezed into a column
+
+
+def test_a_schedule_more_often_than_hourly_prints_the_ledgers_warning():
+    """Decision 403: ``waggle workflows create|edit|show`` print the answer's ``schedule.warning``
+    (the ledger's sentence, tests/ledger/test_workflows_api.py), and nothing for a calm schedule."""
+    import io
+
+    from rich.console import Console
+
+    from ledger.client.workflows import _show
+
+    def shown(schedule: dict) -> str:
+        out = io.StringIO()
+        wf = {"name": "often", "workflowId": "0" * 32, "organization": "acme", "createdBy": "alice",
+              "options": {"seeds": ["http://site-a.example/"]}, "schedule": schedule}
+        _show(Console(file=out, width=80), wf)
+        return out.getvalue()
+
+    warned = shown({"cron": "* * * * *", "timeZone": "UTC", "nextRuns": [],
+                    "warning": "schedule '* * * * *' starts a crawl every 1 minute at its closest, more often than"
+                               " once an hour: …"})
+    assert "warning: schedule '* * * * *' starts a crawl every 1 minute" in " ".join(warned.split()), warned
+    assert max(map(len, warned.splitlines())) <= 80
+    assert "warning" not in shown({"cron": "0 4 * * *", "timeZone": "UTC", "nextRuns": []})

@@ -52,3 +52,24 @@ def test_the_live_panel_names_the_level_and_each_running_capture():
 def test_a_ledger_without_level_progress_renders_as_before():
     view = {"crawlId": "c1", "state": "running", "hostsInFlight": ["a.test"]}
     assert "pages" not in render.status_line(view).split("hosts in flight")[1]
+
+
+def test_queued_and_finishing_captures_are_shown_apart():
+    """Decision 401: a page held behind its host's loading page is "queued" and a sealed one
+    "finishing" — neither is listed as capturing beside the page the site is being asked for."""
+    view = _view(3, [("a.test", "https://a.test/2")])
+    view["levelProgress"].update(
+        finishing=[{"host": "a.test", "url": "https://a.test/1", "since": "2026-12-01T04:00:00.000Z"}],
+        queued=[{"host": "a.test", "url": "https://a.test/3", "since": "2026-12-01T04:00:01.000Z"}])
+    line = render.status_line(view)
+    assert " · capturing https://a.test/2 · finishing https://a.test/1 · queued https://a.test/3 · " in line, line
+    out = io.StringIO()
+    Console(file=out, width=100).print(render.progress_view(view))
+    rows = {ln.split("  ")[0].strip(): ln for ln in out.getvalue().splitlines() if ln.strip()}
+    assert "a.test (https://a.test/2)" in rows["capturing now"] and "/3" not in rows["capturing now"]
+    assert "a.test (https://a.test/1)" in rows["finishing"] and "a.test (https://a.test/3)" in rows["queued"]
+    calm = _view(3, [("a.test", "https://a.test/2")])  # an older ledger: no such lists, no such rows
+    out = io.StringIO()
+    Console(file=out, width=100).print(render.progress_view(calm))
+    assert "queued" not in out.getvalue() and "finishing" not in out.getvalue()
+    assert "queued" not in render.status_line(calm)

@@ -159,13 +159,14 @@ def ts_compile_handler(req: Req):
 
 class FakeLedger:
     """Records /pages, /progress, /index and /failed; answers like the ledger (index: 404, no search;
-    /politeness: no other crawl on these hosts)."""
+    /politeness: no other crawl on these hosts; /read-token: a read token for the capture servers)."""
 
     def __init__(self) -> None:
         self.pages: list[dict] = []
         self.progress: list[dict] = []
         self.failed: list[dict] = []
         self.index: list[Req] = []
+        self.read_tokens = 0
         self.fake = HttpFake(self.handle)
         self.url = self.fake.url
 
@@ -189,6 +190,9 @@ class FakeLedger:
             return 200, {}, {"closed": True}
         if req.path.partition("?")[0].endswith("/politeness"):  # no other crawl shares these hosts: nothing to raise
             return 200, {}, {"hosts": {}}
+        if req.method == "POST" and req.path.endswith("/read-token"):  # the capture servers' token (decision 405)
+            self.read_tokens += 1
+            return 201, {}, {"token": "wgr_" + "t" * 43, "crawlId": req.path.split("/")[-2]}
         return 404, {}, {"error": "not found"}
 
     def close(self) -> None:

@@ -3,7 +3,7 @@ crawl_host with fake capture endpoints (real timers at millisecond scale)."""
 
 from __future__ import annotations
 
-from f.waggle.breaker import BLOCKED_AFTER, HELD, HostBreaker, blocked_after, challenge_reason
+from f.waggle.breaker import BLOCKED_AFTER, HELD, IN_FLIGHT, HostBreaker, blocked_after, challenge_reason
 from f.waggle.crawl_host import capture_host
 from tests.flow.fakes import FakeEndpoint, capture_reply
 
@@ -108,3 +108,40 @@ def test_the_gap_is_kept_up_to_the_tripping_page() -> None:
     results = run(e, ["a", "b", "c"], delay=150)
     assert [r["status"] for r in results] == ["captured", "blocked", "blocked"]
     assert e.times[1] - e.times[0] >= 0.145
+
+
+def test_pages_in_flight_when_it_trips_are_blocked_too_and_say_why():
+    """Decision 402 (a trial: p3/p4 were ``failed`` beside ``blocked`` p2/p5). Pipelined and held
+    captures (our capture server, a short gap) are in flight when the streak's last answer trips
+    the breaker: answered 403 too, they are ``blocked``, saying they were requested before the
+    pause took effect; the pages never requested say the host is paused."""
+    from tests.flow.test_pipeline import HoldingFake, Visit, crawl
+
+    urls = list("abcdefgh")
+    visits: list[Visit] = []
+    e = HoldingFake("bh-1", visits, replies={u: http(403) for u in urls[1:]})
+    results, logs = crawl([e], urls, 400, blocked_after=3)
+    assert [r["status"] for r in results] == ["captured", "failed", "failed"] + ["blocked"] * 5, \
+        [(r["url"], r["status"], r.get("skipReason")) for r in results]
+    requested = {v.url for v in visits}
+    tripped, *rest = results[3:]
+    assert tripped["skipReason"].startswith("3 blocked answers in a row (HTTP 403, 403, 403); last: ")
+    in_flight = [r for r in rest if r["url"] in requested]
+    never = [r for r in rest if r["url"] not in requested]
+    assert in_flight and never, requested  # both kinds happen here: the test holds the rule
+    for r in in_flight:
+        assert r["skipReason"].startswith(IN_FLIGHT + "3 blocked answers in a row (HTTP 403, 403, 403)"), r
+        assert "the site answered: " in r["skipReason"] and "403" in r["skipReason"].rsplit("answered: ", 1)[1]
+        assert "submittedAt" in r  # it was requested: its politeness evidence stays
+    for r in never:
+        assert r == {"url": r["url"], "status": "blocked", "skipReason": HELD + "3 blocked answers in a row (HTTP 403, 403, 403)"}
+    assert urls.index(never[0]["url"]) > urls.index(in_flight[-1]["url"])  # the pause holds from the trip on
+
+
+def test_after_the_trip_an_in_flight_page_that_answered_otherwise_keeps_its_outcome():
+    b = HostBreaker(after=1, say=lambda _m: None)
+    b.observe({"status": "failed", "skipReason": "http_error: HTTP 403"}, 403)
+    captured, missing = {"status": "captured"}, {"status": "failed", "skipReason": "http_error: HTTP 404"}
+    b.observe(captured, None)
+    b.observe(missing, 404)
+    assert captured == {"status": "captured"} and missing["status"] == "failed"

@@ -74,6 +74,7 @@ def test_one_level_end_to_end(services, sites):
     done = [(e["url"], e["status"]) for e in ledger.progress if e["phase"] == "done"]
     assert sorted(done) == sorted((r["url"], r["status"]) for r in report["results"][:4])
     assert sum(e["phase"] == "started" for e in ledger.progress) == 4
+    assert ledger.read_tokens == 2  # one per host job: the capture servers' read token (decision 405)
     # no expected-404 noise (issue 17 item 5): neither the missing /index nor absent optional variables
     logs = runner.logs(job["id"])
     # a 404 status, not a random port such as 40437

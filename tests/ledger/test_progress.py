@@ -40,7 +40,7 @@ async def test_events_show_the_level_live_and_are_idempotent(settings):
         crawl_id = await _crawl(h)
         view = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()
         assert view["levelProgress"] == {"depth": 0, "planned": 3, "done": 0, "captured": 0, "failed": 0,
-                                         "capturing": []}
+                                         "capturing": [], "finishing": [], "queued": []}
         assert (await _event(h, crawl_id, url=SEEDS[0], phase="started")).json() == {"recorded": True}
         assert (await _event(h, crawl_id, url=SEEDS[2], phase="started")).status_code == 200
         progress = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()["levelProgress"]
@@ -51,6 +51,39 @@ async def test_events_show_the_level_live_and_are_idempotent(settings):
         assert (await _event(h, crawl_id, url=SEEDS[2], phase="done", status="failed")).status_code == 200
         progress = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()["levelProgress"]
         assert (progress["done"], progress["captured"], progress["failed"], progress["capturing"]) == (2, 1, 1, [])
+
+
+async def test_a_held_capture_is_queued_then_capturing_then_finishing(settings):
+    """Decision 401: a capture submitted held behind its host's loading page is listed ``queued``
+    (nothing of it reached the site), ``capturing`` once released, ``finishing`` once sealed; one
+    host's pages are never two ``capturing`` at once, and no phase moves back."""
+    async with open_ledger(settings) as h:
+        crawl_id = await _crawl(h)
+
+        async def lists() -> tuple[list, list, list]:
+            p = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()["levelProgress"]
+            return tuple([c["url"] for c in p[k]] for k in ("capturing", "finishing", "queued"))
+
+        task = str(uuid.uuid4())
+        assert (await _event(h, crawl_id, url=SEEDS[0], phase="started")).status_code == 200
+        assert (await _event(h, crawl_id, url=SEEDS[1], phase="queued")).json() == {"recorded": True}
+        assert await lists() == ([SEEDS[0]], [], [SEEDS[1]])
+        assert (await _event(h, crawl_id, url=SEEDS[0], phase="sealed", taskId=task)).status_code == 200
+        assert (await _event(h, crawl_id, url=SEEDS[1], phase="started")).status_code == 200
+        assert await lists() == ([SEEDS[1]], [SEEDS[0]], [])
+        assert (await _event(h, crawl_id, url=SEEDS[1], phase="queued")).status_code == 200  # late: ignored
+        assert (await _event(h, crawl_id, url=SEEDS[0], phase="queued")).status_code == 200  # ignored too
+        assert await lists() == ([SEEDS[1]], [SEEDS[0]], [])
+        assert (await _event(h, crawl_id, url=SEEDS[0], phase="done", status="captured")).status_code == 200
+        assert (await _event(h, crawl_id, url=SEEDS[1], phase="done", status="failed")).status_code == 200
+        assert (await _event(h, crawl_id, url=SEEDS[1], phase="queued")).status_code == 200  # after done: ignored
+        assert (await _event(h, crawl_id, url=SEEDS[2], phase="queued")).status_code == 200
+        assert (await _event(h, crawl_id, url=SEEDS[2], phase="done", status="captured")).status_code == 200
+        progress = (await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)).json()["levelProgress"]
+        assert (progress["done"], progress["captured"], progress["failed"]) == (3, 2, 1)
+        assert (progress["capturing"], progress["finishing"], progress["queued"]) == ([], [], [])
+        bad = await _event(h, crawl_id, url=SEEDS[2], phase="queued", status="captured")
+        assert bad.status_code == 400 and "status" in bad.json()["error"]
 
 
 @pytest.mark.parametrize("body,needle", [

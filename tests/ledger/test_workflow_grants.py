@@ -112,6 +112,36 @@ async def test_deleting_the_workflow_deletes_every_grant_tuple(settings, s3_serv
     assert rows(settings.database_url, "SELECT count(*) FROM workflow_grants") == [(0,)]
 
 
+@pytest.mark.parametrize("change", ["grant", "revoke"])
+async def test_a_grant_change_racing_a_delete_is_a_404_that_says_so(settings, s3_server, fake_webhook, ledger_fga,
+                                                                    monkeypatch, change):
+    """Decision 404: the grant's Check passed, then the workflow's delete committed before the grant
+    was written — a foreign-key error (500) before; now a 404 saying the workflow was deleted, and
+    neither a grant row nor a tuple left on the deleted workflow."""
+    from ledger.api import workflow_grants as routes
+    from ledger.crawl.workflow_grants import GONE
+
+    checked = routes._editor
+    async with open_ledger_(settings, s3_server) as h:
+        wid = (await created(h))["workflowId"]
+        assert (await grant(h, wid, "frank", "runner")).status_code == 200
+
+        async def then_deleted(request, workflow_id):
+            identity = await checked(request, workflow_id)  # the caller may edit it ...
+            gone = await h.client.delete(f"/api/workflows/{wid}", headers=ERIN)  # ... then it is deleted
+            assert gone.status_code == 200, gone.text
+            return identity
+
+        monkeypatch.setattr(routes, "_editor", then_deleted)
+        r = await (grant(h, wid, "gus", "editor") if change == "grant" else revoke(h, wid, "frank"))
+        monkeypatch.setattr(routes, "_editor", checked)
+        after = await h.client.get(f"/api/workflows/{wid}/grants", headers=WHO)
+    assert r.status_code == 404 and r.json()["error"] == GONE, r.text
+    assert after.status_code == 404
+    assert rows(settings.database_url, "SELECT count(*) FROM workflow_grants") == [(0,)]
+    assert [t for t in ledger_fga.read() if t["object"] == f"workflow:{wid}"] == []
+
+
 def open_ledger_(settings, s3_server):
     from tests.fixtures.ledger import open_ledger
 

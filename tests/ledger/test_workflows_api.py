@@ -159,6 +159,26 @@ async def test_schedule_is_a_windmill_schedule_kept_in_step(settings, s3_server,
         assert fake_webhook.schedules == {}
 
 
+@pytest.mark.parametrize("cron, every", [("* * * * *", "1 minute"), ("*/15 * * * 1-5", "15 minutes"),
+                                         ("0,30 9 * * *", "30 minutes"), ("0 4,5 * * *", None),
+                                         ("0 * * * *", None), ("0 4 * * *", None), ("0 3 * * 0", None)])
+async def test_a_schedule_more_often_than_hourly_is_saved_with_a_warning(settings, s3_server, fake_webhook, cron, every):
+    """Decision 403: crawls closer together than an hour are allowed but answered with
+    ``schedule.warning`` naming how often; an hourly or rarer schedule has none."""
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        wf = await created(h, schedule={"cron": cron})
+        shown = (await h.client.get(f"/api/workflows/{wf['workflowId']}", headers=WHO)).json()
+        edited = (await h.client.patch(f"/api/workflows/{wf['workflowId']}", json={"notes": "n"}, headers=WHO)).json()
+    for answer in (wf, shown, edited):
+        if every is None:
+            assert "warning" not in answer["schedule"], answer["schedule"]
+        else:
+            assert answer["schedule"]["warning"].startswith(
+                f"schedule {cron!r} starts a crawl every {every} at its closest, more often than once an hour"), answer
+            assert "skipped" in answer["schedule"]["warning"] and "'0 * * * *'" in answer["schedule"]["warning"]
+    assert wf["schedule"]["windmillSchedule"] in fake_webhook.schedules  # saved as given
+
+
 async def test_windmill_refusing_the_schedule_saves_nothing(settings, s3_server, fake_webhook):
     fake_webhook.schedules_mode = "error"
     async with open_ledger(settings, s3=store_of(s3_server)) as h:

@@ -75,6 +75,21 @@ def test_create_edit_run_and_delete_a_workflow_on_the_page(local_stack, browser,
         page.click("#start")
         page.wait_for_selector("#options", state="attached")  # inside the closed "Crawl options"
         assert '"maxDepth": 1' in page.locator("#options").text_content()
+        assert page.locator("#schedule-warning").count() == 0  # weekly: no warning
+        # more often than hourly: the form says so before, the saved workflow says so after (decision 403)
+        page.click("#edit")
+        page.wait_for_selector("#schedule")
+        assert "More often than hourly is saved with a warning" in page.inner_text("main")
+        page.fill("#schedule", "*/10 * * * *")
+        page.click("#start")
+        page.wait_for_selector("#schedule-warning")
+        assert "every 10 minutes at its closest, more often than once an hour" in page.inner_text("#schedule-warning")
+        page.click("#edit")
+        page.wait_for_selector("#schedule")
+        page.fill("#schedule", "0 4 * * 1")
+        page.click("#start")
+        page.wait_for_selector("#next-runs li")
+        assert page.locator("#schedule-warning").count() == 0
 
         page.click("#run")
         page.wait_for_url("**/#/crawls/*")

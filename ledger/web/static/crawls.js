@@ -152,16 +152,24 @@ function facts(c) {
 }
 
 // The level in flight from the flow's capture events (the counts above move at level reports).
+// Loading, sealed and held captures are told apart (decision 401): a host's site gets one page at
+// a time, so only one of its pages is ever "capturing".
+const PROGRESS_STATES = [
+  ["capturing", "capturing", "since "],
+  ["finishing", "finishing: sealed, writing its archive", "since "],
+  ["queued", "queued: held behind its host's previous page, not sent yet", "since "],
+];
+
 function levelProgress(p) {
   if (!p) return null;
   const summary = "Level " + p.depth + " in flight: " + p.done + " of " + p.planned + " done ("
     + p.captured + " captured, " + p.failed + " failed)";
+  const items = PROGRESS_STATES.flatMap(([key, label, since]) => (p[key] || []).map((c) =>
+    el("li", { dataset: { state: key } }, el("code", {}, c.host), " ", c.url, " ",
+      el("span", { className: "muted" }, label + " · " + since + when(c.since)))));
   return el("div", { className: "progress", id: "level-progress" },
     el("strong", {}, summary),
-    p.capturing.length
-      ? el("ul", {}, p.capturing.map((c) => el("li", {}, el("code", {}, c.host), " ", c.url, " ",
-          el("span", { className: "muted" }, "since " + when(c.since)))))
-      : null);
+    items.length ? el("ul", {}, items) : null);
 }
 
 // Why hosts are not being captured now (GET /api/crawls/{id} "waiting": another crawl's turn,

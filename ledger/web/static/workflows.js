@@ -71,6 +71,9 @@ export async function workflowPage(view, ctx, id) {
   fill(view, el("h1", {}, wf.name),
     wf.notes ? el("p", { id: "notes" }, wf.notes) : null,
     el("p", { className: "muted" }, wf.organization + " · by " + wf.createdBy + " · schedule: " + scheduleText(wf)),
+    // saved as given, but more often than hourly (decision 403): the ledger's sentence
+    wf.schedule && wf.schedule.warning
+      ? el("p", { className: "warning", id: "schedule-warning", role: "status" }, "Warning: " + wf.schedule.warning) : null,
     next, actions, note,
     grantsLine(wf),
     el("details", {}, el("summary", {}, "Crawl options"), el("pre", { id: "options" }, JSON.stringify(wf.options, null, 2))),
@@ -95,7 +98,8 @@ export async function workflowForm(view, ctx, id) {
     head: [
       field("name", "Name", name, "Unique in the organization."),
       field("notes", "Notes", notes),
-      field("schedule", "Schedule", cron, "Cron: minute hour day-of-month month day-of-week (empty: run by hand only)."),
+      field("schedule", "Schedule", cron, "Cron: minute hour day-of-month month day-of-week (empty: run by hand only)."
+        + " More often than hourly is saved with a warning: a run due while the previous crawl still runs is skipped."),
       field("timeZone", "Time zone", zone, "IANA name, e.g. Europe/Paris."),
     ],
     save: async (options, form) => {
