@@ -43,12 +43,19 @@ def create_app(settings: Settings, services: Services | None = None, *, periodic
         owned = services is None
         app.state.services = services if services is not None else await build_services(settings)
         tasks: list[asyncio.Task] = []
+        # the Public Suffix List (~0.15-0.5 s to load) is read at start-up, off the event loop,
+        # not by the first level report that records its hosts' captures (decision 411)
+        from ledger.crawl.scope import warm_up
+
+        warmed = asyncio.get_running_loop().run_in_executor(None, warm_up)
         if periodic:
             for runner in _periodic_runners(settings):
                 tasks.append(asyncio.create_task(runner(app.state.services), name=runner.__module__))
         try:
             yield
         finally:
+            with contextlib.suppress(BaseException):
+                await warmed
             for task in tasks:
                 task.cancel()
             for task in tasks:

@@ -426,16 +426,17 @@ async def _page_links(conn: Any, crawl_id: Any, depth: int, results: list[dict],
     """Each reporting page's links: discovered, kept, dropped by reason (:mod:`ledger.crawl.link_counts`),
     stored on its row; returns the answer's ``pageLinks``."""
     fates = link_counts.current()
-    pages: list[tuple[dict, list, int]] = []
+    pages: list[tuple[dict, list, int, Any]] = []
     cache: dict = {}
-    for group, links, counts, hops, screen in per_page:
+    for group, links, counts, hops, screen, scoped in per_page:
         cache.update(screen._fate)  # noqa: SLF001 - the report's href verdicts: nothing parsed twice
         start = 0
         for g, (r, n) in enumerate(zip(group, counts)):
-            pages.append((r, links[start:start + n], hops[g] if hops else 0))
+            # a page whose links landed from progress: its stored scope verdicts, not its links again
+            pages.append((r, links[start:start + n], hops[g] if hops else 0, scoped.get(g)))
             start += n
     tallied = link_counts.tally(pages, seeds, crawl_scope, fates, settings.allow_private_hosts, cache)
-    by_id = {id(r): c for (r, _, _), c in zip(pages, tallied)}
+    by_id = {id(r): c for (r, *_), c in zip(pages, tallied)}
     ordered = [by_id.get(id(r)) for r in results]
     await link_counts.store(conn, crawl_id, depth, hashes, ordered)
     return link_counts.answer_items(results, [c or {"discovered": 0} for c in ordered])
@@ -549,14 +550,20 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
             # rows above it are this level's (early rows included)
             held_up_to = early.first_id - 1 if early.first_id is not None else await leases.max_page_id(conn)
             plan, inserted, discovered, drops = None, [], 0, Counter()
-            per_page: list[tuple] = []  # (group, links, counts, hops, screen): each page's link counts
+            # (group, links, counts, hops, screen, {position in group: report_early.Scoped}): each page's
+            # link counts
+            per_page: list[tuple] = []
             for src in sorted(set(sources)) or [depth]:
                 group = [r for r, s in zip(results, sources) if s == src]
                 at = [i for i, s in enumerate(sources) if s == src]  # the group's results' positions
                 # 4. discovered links: inline in the results, else read from S3 (old shape)
                 links, overflow, counts = await discovered_links(group, lambda rs: _read_all_links(services, rs))
                 screen = LinkFilter(seeds, crawl_scope)
-                per_page.append((group, links, counts, [page_hops[i] for i in at] if page_hops else None, screen))
+                # the stored scope verdicts of the group's pages whose links landed unchanged (decoded once)
+                scoped = {g: report_early.Scoped.decode(landed_pages[hashes[i]][1]) for g, i in enumerate(at)
+                          if i in skip}
+                per_page.append((group, links, counts, [page_hops[i] for i in at] if page_hops else None, screen,
+                                 {g: v for g, v in scoped.items() if v is not None}))
                 # 5. scope, nofollow, in-call dedup; the private-host guard (its verdict depends on
                 # the host name only, so it is asked once per host); chunk by chunk, so that when the
                 # budget cannot cut, chunk n + 1 is scoped while Postgres inserts chunk n
@@ -567,8 +574,7 @@ async def _record_level(services: Any, crawl_id: Any, report: dict) -> LevelOutc
                     # 6.–7. every link fits the budget: insert while scoping, plan over what landed
                     reasons: dict[str, str | None] = {}
                     ordered: list[ParsedUrl] = []
-                    pieces = _pieces(counts, {g: report_early.Scoped.decode(landed_pages[hashes[i]][1]) or True
-                                              for g, i in enumerate(at) if i in skip})
+                    pieces = _pieces(counts, {g: v or True for g, v in scoped.items()})
                     chunks = _stream_chunks(screen, links, pieces, verdicts, drops, settings, reasons, ordered)
                     part, landed = await _stream_plan_and_insert(conn, crawl, src + 1, chunks,
                                                                  cap, settings, held, reasons,

@@ -74,20 +74,28 @@ def note_all(candidates: Sequence[Any], cut: str, taken: Sequence[Any]) -> None:
         fates.setdefault(key, KEPT if key in took else cut)
 
 
-def tally(pages: Sequence[tuple[dict, list, int]], seeds: Sequence[Any], scope: Any, fates: dict[str, str],
+def tally(pages: Sequence[tuple], seeds: Sequence[Any], scope: Any, fates: dict[str, str],
           allow_private: bool, href_cache: dict | None = None) -> list[dict]:
-    """One ``{discovered, kept, dropped}`` per ``(result, links, hops)`` in report order (``links``:
-    the result's links as the report read them; ``hops``: how far out of scope its page is).
-    ``href_cache``: the report's LinkFilter href verdicts, reused."""
+    """One ``{discovered, kept, dropped}`` per ``(result, links, hops[, scoped])`` in report order
+    (``links``: the result's links as the report read them; ``hops``: how far out of scope its
+    page is; ``scoped``: what the scope said of exactly these links, a
+    ``ledger.crawl.report_early.Scoped`` stored when they landed from progress, or None).
+    ``href_cache``: the report's LinkFilter href verdicts, reused. A page with ``scoped`` (and
+    hops 0, as it is scoped) is not scoped again: its accepted URLs and drops are those a
+    LinkFilter over its links alone gives (the verdicts are pure), so the counts are the same."""
     claimed: set[str] = set()
     verdicts: dict[str, str | None] = {}
     out: list[dict] = []
-    for result, links, hops in pages:
-        screen = LinkFilter(seeds, scope)
-        if href_cache is not None:
-            screen._fate = href_cache  # noqa: SLF001 - pure verdicts by href, shared with the report
-        accepted = screen.accept(links, hops)
-        dropped: Counter[str] = Counter(screen.drops)
+    for result, links, hops, *rest in pages:
+        scoped = rest[0] if rest else None
+        if scoped is not None and not hops:
+            accepted, dropped = scoped.urls, Counter(scoped.drops)
+        else:
+            screen = LinkFilter(seeds, scope)
+            if href_cache is not None:
+                screen._fate = href_cache  # noqa: SLF001 - pure verdicts by href, shared with the report
+            accepted = screen.accept(links, hops)
+            dropped = Counter(screen.drops)
         overflow = int(result.get("linksOverflow") or 0) if result.get("links") is not None else 0
         if overflow:
             dropped["links_overflow"] += overflow

@@ -73,6 +73,8 @@ def path_walk_of(key: str) -> str | None:
     """The key (``scheme://authority/path[?query]``) with every numeric path segment's digit
     runs masked as ``#`` (``https://h/cal/2026/01/02/`` → ``https://h/cal/#/#/#/``), or None
     when no segment is numeric. The authority and query are kept as they are."""
+    if _HAS_NUMERIC_SEGMENT.search(key) is None:  # no "/<digit>" anywhere: none in the path either
+        return None
     head, sep, rest = key.partition("://")
     slash = rest.find("/")
     if slash < 0:

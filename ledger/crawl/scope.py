@@ -117,6 +117,12 @@ def _psl() -> Any:
     return PublicSuffixList()
 
 
+def warm_up() -> None:
+    """Load the Public Suffix List now (the ledger's start-up, in a worker thread), so no request
+    pays for it; safe to call again."""
+    _psl()
+
+
 @lru_cache(maxsize=65536)
 def registered_domain(name: str) -> str:
     """The registered domain of a hostname (``www.a.example.co.uk`` → ``example.co.uk``, by the

@@ -88,3 +88,18 @@ def test_path_walk_shapes():
     assert pt.shapes_of("https://h/cal/2026/01/02/?m=3").path_walk == "https://h/cal/#/#/#/?m=3"
     assert pt.shapes_of("https://h/cal/2026;jsessionid=AB/").path_walk == "https://h/cal/#/"
     assert pt.needs_counts(["https://h/a", "https://h/cal/1/"]) and not pt.needs_counts(["https://h/a"])
+
+
+@pytest.mark.parametrize("key, want", [
+    ("https://10.0.0.1/a/b", None),  # a digit after "//" is the authority's, not a segment
+    ("https://10.0.0.1/a/7/", "https://10.0.0.1/a/#/"),
+    ("https://h/a?next=/2026/01", None),  # "/<digit>" in the query only: no numeric segment
+    ("https://h/a/12?next=/2026/01", "https://h/a/#?next=/2026/01"),
+    ("https://h:8080/a", None),
+    ("https://h/d4/r0/l0", None),  # segments with digits that do not start with one
+    ("https://h/v1.2/x", None),
+])
+def test_path_walk_of_a_key_with_digits_outside_its_path_segments(key, want):
+    """The quick reject (no ``/<digit>`` anywhere in the key, decision 411) gives what the
+    path's own check gives: digits in the authority, the query or inside a segment are no walk."""
+    assert pt.path_walk_of(key) == want

@@ -105,18 +105,29 @@ def _callers() -> set[str]:
     return names
 
 
+class Scoped(list):
+    """Every href the level's scoping gave ``LinkFilter.accept`` (the list), and apart
+    (``counted``) those the per-page link counts gave it (ledger.crawl.link_counts, decision 232)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted: list[str] = []
+
+    def clear(self) -> None:
+        super().clear()
+        self.counted.clear()
+
+
 @pytest.fixture
 def scoped(monkeypatch):
-    """Every href the level's scoping gave ``LinkFilter.accept``, wherever it runs — except the
-    per-page link counts (ledger.crawl.link_counts, decision 232), which tally every reporting
-    page's links, landed or not (a cost that decision records)."""
-    hrefs: list[str] = []
+    """:class:`Scoped`, filled wherever ``LinkFilter.accept`` runs."""
+    hrefs = Scoped()
     real = LinkFilter.accept
 
     def spy(self, links, *args, **kwargs):  # hops and whatever accept takes besides
         links = list(links)
-        if "ledger.crawl.link_counts" not in _callers():
-            hrefs.extend(link["href"] for link in links)
+        into = hrefs.counted if "ledger.crawl.link_counts" in _callers() else hrefs
+        into.extend(link["href"] for link in links)
         return real(self, links, *args, **kwargs)
 
     monkeypatch.setattr(LinkFilter, "accept", spy)
@@ -133,9 +144,10 @@ def _with_traps(i: int) -> list[dict]:
 
 @pytest.mark.parametrize("verdicts_kept", [True, False])
 async def test_the_report_takes_the_scope_of_landed_links_from_progress(settings, s3_server, scoped, verdicts_kept):
-    """The report does not scope a landed page's links again: the event's verdicts (accepted
-    URLs, trap verdicts, drops) give the same answer, drops and pagesDiscovered. Without them
-    (landed by a ledger before migration 131) the report scopes those links itself."""
+    """The report does not scope a landed page's links again, neither for the frontier nor for
+    its per-page link counts (decision 411): the event's verdicts (accepted URLs, trap verdicts,
+    drops) give the same answer — ``pageLinks`` included —, drops and pagesDiscovered. Without
+    them (landed by a ledger before migration 131) the report scopes those links itself."""
     results = _results(_with_traps)
     async with open_ledger(settings, s3=store_of(s3_server)) as h:
         plain_id = await start(h, seeds=SEEDS, maxDepth=2, maxPages=100)
@@ -152,6 +164,8 @@ async def test_the_report_takes_the_scope_of_landed_links_from_progress(settings
         assert r.json() == want
         again = [link["href"] for i in ((0, 1, 2) if not verdicts_kept else (1,)) for link in _with_traps(i)]
         assert scoped == again
+        assert scoped.counted == again  # the counts scope (from the report's href cache) only those too
+        assert r.json()["pageLinks"] and [p["discovered"] for p in r.json()["pageLinks"]] == [14, 14, 14]
         sql = "SELECT pages_discovered, drops FROM crawls WHERE id = %s"
         assert rows(settings.database_url, sql, crawl_id) == rows(settings.database_url, sql, plain_id)
 
