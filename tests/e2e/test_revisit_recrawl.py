@@ -78,7 +78,7 @@ def left_out(wacz: Path) -> list[str]:
     """The URLs this page loaded that an earlier capture of its crawl wrote (decision 321)."""
     with zipfile.ZipFile(wacz) as z:
         revisits = json.loads(z.read("datapackage.json"))["browserhive:capture"].get("revisits") or {}
-    return [u for u, _ in (revisits.get("sameCrawl") or {}).get("resources", [])]
+    return (revisits.get("sameCrawl") or {}).get("resources", [])
 
 
 def main_record(wacz: bytes) -> tuple[str, str, int]:
