@@ -10,14 +10,16 @@ when the original is in hand is ``If-None-Match`` / ``If-Modified-Since`` added 
 main-frame request of that URL (:mod:`.files` request-stage pause). A ``304`` is answered to
 Chromium with the original (``Fetch.fulfillRequest``: status, headers freshened by the 304 as
 RFC 9111 §4.3.4 says, body), so the page renders, its links are found and its screenshot taken;
-the WARC gets a ``revisit`` record of profile :data:`PROFILE` (:func:`revisit_record`) and the
-304's own status line and headers verbatim in a ``metadata`` record. A ``200`` is recorded as any
+the WARC gets a ``revisit`` record of profile :data:`PROFILE` (:func:`revisit_record`); the
+304's own status line and headers are kept verbatim in the datapackage (``answer``, below; a
+``metadata`` record of them cost ~300 B a page: decision 391). A ``200`` is recorded as any
 response. Never lose the page: any failure of the lookup or of the read sends the request
 unconditionally.
 
 The datapackage's ``browserhive:capture.conditional`` reports ``{lookup, sent, notModified,
-validators}``; ``validators`` (``{url, etag, lastModified, digest}`` of the main document, or
-null) is what the ledger keeps for the next crawl.
+validators}`` and, after a 304, ``answer`` (``{"status": "304 Not Modified", "headers": [[name,
+value], …]}``, as received); ``validators`` (``{url, etag, lastModified, digest}`` of the main
+document, or null) is what the ledger keeps for the next crawl.
 """
 
 from __future__ import annotations
@@ -154,8 +156,7 @@ class Conditional:
             main.resp_headers = list(self.served_headers)
             main.body, main.truncated = self.original.body, None  # the entity Chromium rendered
             main.incomplete = main.failure = None
-            main.not_modified = {"digest": self.digest, "uri": self.uri, "date": self.date, "container": self.container,
-                                 "status": f"304 {self.answer_status_text}", "headers": list(self.answer_headers)}
+            main.not_modified = {"digest": self.digest, "uri": self.uri, "date": self.date, "container": self.container}
             names = {k.lower() for k, _ in main.req_headers}
             main.req_headers += [(k, v) for k, v in self.sent_headers if k.lower() not in names]
             etag = _first(self.answer_headers, "etag") or self.etag
@@ -170,8 +171,12 @@ class Conditional:
             self.validators = {"url": self.url, "etag": etag, "lastModified": modified, "digest": digest}
 
     def report(self) -> dict[str, Any]:
-        return {"lookup": self.lookup, "sent": self.sent, "notModified": self.not_modified,
-                "validators": self.validators}
+        out = {"lookup": self.lookup, "sent": self.sent, "notModified": self.not_modified,
+               "validators": self.validators}
+        if self.not_modified:  # the 304's own head, verbatim (decision 391: not a metadata record)
+            out["answer"] = {"status": f"304 {self.answer_status_text}",
+                             "headers": [[k, v] for k, v in self.answer_headers]}
+        return out
 
 
 async def prepare(spec: dict | None, url: str, *, timeout_s: float = LOOKUP_TIMEOUT_S,
@@ -241,10 +246,3 @@ def revisit_record(w: Any, ex: Exchange, http_headers: Any, warc_date: str) -> A
     if isinstance(container, str) and CONTAINER.fullmatch(container):  # ReplayWeb.page opens that member
         rec.rec_headers.add_header("WARC-Refers-To-Container", container)
     return rec
-
-
-def answer_fields(ex: Exchange) -> list[tuple[str, str]]:
-    """The ``metadata`` record's fields: the 304 status line and its headers as received."""
-    nm = ex.not_modified or {}
-    return [("notModified", nm.get("status", "304 Not Modified"))] + [
-        (f"header-{k}", v) for k, v in nm.get("headers", [])]

@@ -72,7 +72,7 @@ def package(run: Run, recorder: Recorder, title: str | None, document: dict, loa
         package_fields = datapackage(run, recorder, title, document, loaded, dprs, viewport, shots, revisits)
         build_wacz(out, warc=warc, cdxj=cdxj, pages=pages_jsonl(run.task_id, run.url, start_iso, title,
                                                                  document.get("url") or run.url),
-                   extra=extra_members(run, behaviors, loaded.behavior_records, revisits),
+                   extra=extra_members(run, behaviors, revisits),
                    datapackage=package_fields, sign=signer_of(run))
         return out.read_bytes()
 
@@ -143,9 +143,9 @@ async def write_file_capture(ctx: Ctx, run: Run, recorder: Recorder, loaded: Loa
     return out
 
 
-def extra_members(run: Run, behaviors: list[dict] | None, behavior_records: list[dict],
-                  revisits: Revisits | None = None) -> list[Member]:
+def extra_members(run: Run, behaviors: list[dict] | None, revisits: Revisits | None = None) -> list[Member]:
     """``behaviors/*`` (when behaviors ran) and ``preload/scripts.jsonl`` (when preloads were given).
+    The behaviors' reports are the datapackage's ``behaviorReports`` (decision 391), not a member.
     A behavior whose source an earlier capture of the same crawl stored (``revisits.written``,
     extension recrawl) is listed by ``sha256`` without its ``source``; ``custom.jsonl`` is left
     out when every source was, ``runtime.js`` when the crawl stored it (the datapackage's
@@ -157,8 +157,6 @@ def extra_members(run: Run, behaviors: list[dict] | None, behavior_records: list
             extra.append(Member("behaviors/runtime.js", RUNTIME_JS.encode("utf-8")))
         if any(source_stored(b, revisits) for b in behaviors):  # else the datapackage names them all
             extra.append(Member("behaviors/custom.jsonl", _jsonl(_behavior_line(b, revisits) for b in behaviors)))
-        extra.append(Member("behaviors/reports.jsonl", _jsonl(
-            {"profile": "browserhive:behavior-reports/1", **r} for r in behavior_records)))
     if preload:
         extra.append(Member("preload/scripts.jsonl", _jsonl(
             {"profile": "browserhive:preload/1", "id": p["id"], "source": p["source"]} for p in preload)))
@@ -225,6 +223,10 @@ def datapackage(run: Run, recorder: Recorder, title: str | None, document: dict,
             "document": document,
         },
     }
+    if loaded.ran_behaviors:  # each behavior's report (until decision 391 behaviors/reports.jsonl)
+        package["browserhive:capture"]["behaviorReports"] = [
+            json.loads(json.dumps({"profile": "browserhive:behavior-reports/1", **r}, default=str))
+            for r in loaded.behavior_records]
     if loaded.dismissal is not None:
         package["browserhive:capture"]["dismissal"] = loaded.dismissal
     if run.screenshot is not None:  # extension: docs/capture-server.md

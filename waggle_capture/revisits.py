@@ -13,7 +13,7 @@ Within one crawl (extension ``recrawl``, decision 321): the lookup also names ea
 ``(urn:behavior:<id>, sha256:<hex>)``; a pair an earlier capture of the same crawl already wrote
 (``written``) is not written again — no response, no revisit, no request record — as Browsertrix
 does within a crawl: replay finds it by URL in the crawl's collection. What was left out is
-listed in the datapackage (``revisits.sameCrawl``), URL and digest prefix, for provenance; a
+listed in the datapackage (``revisits.sameCrawl``) by URL, for provenance (decision 391); a
 behavior source or the behavior runtime the crawl stored is named by its sha256 only.
 
 Never lose data: any failure of the lookup (refused, timeout, bad answer) stores every body,
@@ -69,15 +69,6 @@ def behavior_uri(behavior_id: str) -> str:
 
 
 RUNTIME_URI = "urn:behaviors:runtime.js"  # the behavior host object (behaviors/runtime.js)
-LEFT_OUT_DIGEST_CHARS = 12  # base32 characters (60 bits) of a left-out payload's digest kept as provenance
-
-
-def left_out_digest(digest: str) -> str:
-    """``sha256:`` + the first :data:`LEFT_OUT_DIGEST_CHARS` of the base32 value: enough to tell
-    which of the crawl's records of that URL the page loaded (the record carries the full digest),
-    at a fifth of the bytes (decision 321: a page's list costs ~100 B, not ~500)."""
-    algo, _, value = digest.partition(":")
-    return f"{algo}:{value[:LEFT_OUT_DIGEST_CHARS]}"
 
 
 def source_digest(source: str) -> str:
@@ -102,7 +93,8 @@ class Revisits:
         out: dict[str, Any] = {"lookup": self.lookup, "count": self.count, "bytesSaved": self.bytes_saved}
         if self.left_out:
             out["sameCrawl"] = {"count": len(self.left_out), "bytesSaved": self.left_out_bytes,
-                                "resources": [[u, left_out_digest(d)] for u, d in self.left_out]}
+                                # URLs only (decision 391): the crawl's record of that URL holds the digest
+                                "resources": [u for u, _ in self.left_out]}
         return out
 
 

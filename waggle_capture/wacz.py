@@ -4,11 +4,13 @@ Layout: ``archive/data.warc.gz`` (ZIP_STORED: already gzip'd, range-readable), `
 (plain-text CDXJ; named ``.cdx`` — not BrowserHive's ``index.cdxj`` — because pywb's
 ``wb-manager add --unpack-wacz`` only picks up ``*.cdx``/``*.cdx.gz`` and otherwise imports the
 WACZ with "no indices", case C8; ReplayWeb.page reads a plain ``.cdx`` too), ``pages/pages.jsonl`` (header line + the page: url, ts = capture start, title),
-optional ``behaviors/runtime.js``, ``behaviors/custom.jsonl``, ``behaviors/reports.jsonl``,
+optional ``behaviors/runtime.js``, ``behaviors/custom.jsonl`` (the behaviors' reports are in the
+datapackage: decision 391),
 ``preload/scripts.jsonl``, then ``datapackage.json`` (profile ``data-package``,
 ``wacz_version`` 1.1.1, ``resources`` with ``sha256:<hex>`` and ``bytes`` for every other file,
-compact JSON + newline: decision 321) and ``datapackage-digest.json`` (hash of the datapackage bytes; with
-``signedData`` when signed, wacz-auth 0.1.0: :mod:`waggle_capture.signing`).
+compact JSON + newline: decision 321) and, only when signed, ``datapackage-digest.json`` (hash of
+the datapackage bytes and ``signedData``, wacz-auth 0.1.0: :mod:`waggle_capture.signing`; contracts.md
+§B.5 "only when signed", decision 391 — unsigned, the resources' hashes and the zip CRCs stand).
 Text members are deflated; the WARC is stored.
 """
 
@@ -68,14 +70,16 @@ def build_wacz(out: Path, *, warc: Path, cdxj: bytes, pages: bytes, extra: list[
     package = {"profile": "data-package", "wacz_version": WACZ_VERSION, **datapackage, "resources": resources}
     # compact: the same JSON, ~120 B less per WACZ once deflated (decision 321)
     package_bytes = (json.dumps(package, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
-    digest: dict[str, Any] = {"path": "datapackage.json", "hash": "sha256:" + hashlib.sha256(package_bytes).hexdigest()}
-    if sign is not None:
+    digest: dict[str, Any] | None = None
+    if sign is not None:  # the digest file only with its signature (contracts.md §B.5; decision 391)
+        digest = {"path": "datapackage.json", "hash": "sha256:" + hashlib.sha256(package_bytes).hexdigest()}
         digest["signedData"] = sign(digest["hash"], package["created"])
     with zipfile.ZipFile(out, "w") as z:
         for m in members:
             z.writestr(m.path, m.data,
                        compress_type=zipfile.ZIP_STORED if m.stored else zipfile.ZIP_DEFLATED)
         z.writestr("datapackage.json", package_bytes, compress_type=zipfile.ZIP_DEFLATED)
-        z.writestr("datapackage-digest.json", (json.dumps(digest, separators=(",", ":")) + "\n").encode(),
-                   compress_type=zipfile.ZIP_DEFLATED)
+        if digest is not None:
+            z.writestr("datapackage-digest.json", (json.dumps(digest, separators=(",", ":")) + "\n").encode(),
+                       compress_type=zipfile.ZIP_DEFLATED)
     return package

@@ -1,6 +1,6 @@
 """WARC 1.1 writing and CDXJ indexing for the capture's WACZ (contracts.md §B.5, cases C8/C9).
 
-Records: ``warcinfo`` first; per recorded exchange a ``response`` then a ``request`` record
+Records: ``warcinfo`` first (``software``, ``format``; decision 391); per recorded exchange a ``response`` then a ``request`` record
 linked by ``WARC-Concurrent-To``; ``metadata`` records for withheld requests (deny/no-archive),
 dropped bodies (``truncated``) and failures (``incomplete``); ``resource`` records for the
 screenshots (extension 15, ``urn:view:<url>``); a ``revisit`` record instead of a ``response``
@@ -75,6 +75,13 @@ class Sha256WARCWriter(WARCWriter):
     @staticmethod
     def _create_digester():  # type: ignore[override]
         return _Sha256Digester()
+
+    def ensure_digest(self, record, block=True, payload=True):  # type: ignore[override]
+        # contracts.md §B.5 digests the payload of responses; a request's empty payload has one
+        # constant digest that tells nothing (~45 B a record gzip'd: decision 391)
+        if record.rec_type == "request" and not record.payload_length:
+            payload = False
+        return super().ensure_digest(record, block=block, payload=payload)
 
     def _write_warc_record(self, out, record):  # type: ignore[override]
         if not self.gzip:
@@ -159,11 +166,10 @@ def write_warc(path: Path, *, task_id: str, url: str, software: str, exchanges: 
     record (:func:`_write_revisit`); its ``count``/``bytes_saved`` are filled here."""
     with open(path, "wb") as fh:
         w = Sha256WARCWriter(fh, gzip=True, warc_version="1.1")
-        info = _fields([
-            ("software", software), ("format", "WARC File Format 1.1"),
-            ("conformsTo", "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"),
-            ("robots-policy", "ignore"), ("description", f"Capture of {url}"),
-        ])
+        # software and format only (decision 391): conformsTo restated the format, description the
+        # page URL every record names, and robots-policy "ignore" was untrue of a crawl that obeys
+        # robots.txt before it asks for a capture
+        info = _fields([("software", software), ("format", "WARC File Format 1.1")])
         w.write_record(w.create_warc_record(
             "", "warcinfo", payload=io.BytesIO(info), length=len(info),
             warc_content_type="application/warc-fields",
@@ -241,8 +247,7 @@ def _write_exchange(w: WARCWriter, ex: Exchange, revisits: Revisits | None = Non
     resp.rec_headers.add_header("WARC-Concurrent-To", req.rec_headers.get_header("WARC-Record-ID"))
     w.write_record(resp)
     w.write_record(req)
-    if ex.not_modified is not None:  # the 304's own status line and headers, verbatim
-        _write_metadata(w, ex, conditional.answer_fields(ex), refers_to=resp_id)
+    # a 304's own status line and headers: in the datapackage (conditional.answer, decision 391)
     if ex.truncated:
         _write_metadata(w, ex, [("truncated", ex.truncated), ("encodedDataLength", str(ex.encoded_length or 0)),
                                 ("reason", ex.failure or "")], refers_to=resp_id)

@@ -6,7 +6,8 @@ docs/capture-server.md extension "conditional").
   etag, lastModified, digest}``); :func:`record_validators` keeps them in ``document_validators``.
 * :func:`previous` — the capture server's question through ``POST /api/crawls/{id}/previous``:
   the newest validators of that URL in the crawl's organization whose original (the digest's
-  first ``response`` record in ``payload_digests``, same organization, same URL) still exists,
+  first ``response`` record in ``payload_digests``, same organization, at any URL: decision 392)
+  still exists,
   with where that record is: a signed GET of its WACZ and the record's byte range in it (from the
   WACZ's CDXJ; only a WACZ whose WARC is stored uncompressed in the zip can be ranged).
 
@@ -114,7 +115,9 @@ async def previous(pool: Any, s3: Any, org_id: str, url: str) -> dict[str, Any]:
         row = await (await conn.execute(
             "SELECT v.etag, v.last_modified, v.digest, pd.uri, pd.captured_at, a.id AS archive_id, a.bucket, a.object_key"
             " FROM document_validators v"
-            " JOIN payload_digests pd ON pd.org_id = v.org_id AND pd.digest = v.digest AND pd.uri = v.url"
+            # the digest's original at any URL of the organization: a page whose earlier capture was
+            # itself a revisit of another URL keeps validators of its own URL (decision 392)
+            " JOIN payload_digests pd ON pd.org_id = v.org_id AND pd.digest = v.digest"
             " JOIN archives a ON a.id = pd.archive_id"
             " WHERE v.org_id = %s AND v.url = %s ORDER BY v.captured_at DESC LIMIT 1",
             (org_id, url))).fetchone()

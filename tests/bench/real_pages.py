@@ -14,7 +14,7 @@ each capture (as a crawl's delay leaves the server) and the server's default set
 * the same two **with the default page scripts** (``+autoscroll``: the catalogue's
   ``autoscroll`` compiled as the crawl compiles it, default options) — what a crawl with the
   default scripts experiences; its report (``stoppedBy``, ``reacts``, steps, elapsed ms) is read
-  from the WACZ's ``behaviors/reports.jsonl``;
+  from the WACZ's behavior reports;
 * **target**: each long page's capture within 1 s of the short page's (median round trip, all
   four modes);
 * ``before``: one capture of ``contents.html`` with autoscroll's ``scrollStatic: true, quickMs:
@@ -115,7 +115,8 @@ def default_autoscroll(**options) -> dict:
 
 
 def _behavior_reports(s3_server, location: str) -> list[dict]:
-    """The lines of a WACZ's ``behaviors/reports.jsonl``."""
+    """A WACZ's behavior reports (datapackage ``browserhive:capture.behaviorReports``; before
+    decision 391 the member ``behaviors/reports.jsonl``)."""
     import io
     import json
     import zipfile
@@ -123,7 +124,9 @@ def _behavior_reports(s3_server, location: str) -> list[dict]:
     key = location.split("/", 3)[3]
     data = s3_server.client().get_object(Bucket=s3_server.bucket, Key=key)["Body"].read()
     with zipfile.ZipFile(io.BytesIO(data)) as z:
-        return [json.loads(x) for x in z.read("behaviors/reports.jsonl").decode().splitlines()]
+        if "behaviors/reports.jsonl" in z.namelist():
+            return [json.loads(x) for x in z.read("behaviors/reports.jsonl").decode().splitlines()]
+        return json.loads(z.read("datapackage.json"))["browserhive:capture"].get("behaviorReports", [])
 
 
 def _one(client: httpx.Client, base: str, url: str, formats: dict, arrivals: list[float],

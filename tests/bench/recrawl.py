@@ -9,10 +9,14 @@ payloads). The copy is crawled twice in one organization with the real client ``
 Metrics: ``stored_bytes_ratio`` = the second crawl's WACZ bytes / the first's (target ≤ 0.10,
 issue 27), and the capture servers' CPU per page of the second crawl / the first's (target
 ≤ 1.10: a revisit must not cost capture time).
+
+``BENCH_KEEP_WACZ=DIR`` keeps both crawls' WACZs in ``DIR/first`` and ``DIR/again`` (for
+``python -m tests.bench.wacz_bytes --one``: where one unchanged page's bytes go).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -50,6 +54,8 @@ def recrawl(ctx: Context) -> None:
                 for label, c in (("first", first), ("again", again)):  # where the bytes go (decision 321)
                     b = breakdown(c["files"])
                     ctx.detail(f"bytes_{label}", {k: dict(v.most_common()) for k, v in b.items()})
+                    if os.environ.get("BENCH_KEEP_WACZ"):
+                        shutil.copytree(root / label, Path(os.environ["BENCH_KEEP_WACZ"]) / label, dirs_exist_ok=True)
             finally:
                 site.stop()
         finally:

@@ -2,14 +2,19 @@
 member takes in the file: compressed size + its local header and central-directory entry) and,
 inside ``archive/data.warc.gz``, by WARC record kind (gzip member bytes per record).
 
-``python -m tests.bench.wacz_bytes DIR...`` prints one table per directory of ``*.wacz``.
+``python -m tests.bench.wacz_bytes DIR...`` prints one table per directory of ``*.wacz``;
+``python -m tests.bench.wacz_bytes --one FILE.wacz`` one WACZ member by member, record by record
+(gzip member bytes, each header line's share) and ``datapackage.json`` key by key (what deflating
+the document without that key saves).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import sys
 import zipfile
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -71,7 +76,71 @@ def table(files: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def _deflated(data: bytes) -> int:
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)  # raw deflate at zipfile's default level: a member's size
+    return len(c.compress(data) + c.flush())
+
+
+def _gzipped(data: bytes) -> int:
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)  # gzip at the WARC writer's level (warc._Gzip6)
+    return len(c.compress(data) + c.flush())
+
+
+def _key_costs(doc: dict, prefix: str = "") -> list[tuple[str, int]]:
+    """(key path, deflated bytes the document saves without it) for each key, two levels deep."""
+    def size(d: dict) -> int:
+        return _deflated(json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+
+    whole, out = size(doc), []
+    for k in doc:
+        out.append((prefix + k, whole - size({kk: v for kk, v in doc.items() if kk != k})))
+        if isinstance(doc[k], dict) and not prefix:
+            for kk in doc[k]:
+                inner = {**doc, k: {x: v for x, v in doc[k].items() if x != kk}}
+                out.append((f"{k}.{kk}", whole - size(inner)))
+    return out
+
+
+def one(path: Path) -> str:
+    """One WACZ, member by member, record by record, and its datapackage key by key."""
+    data = path.read_bytes()
+    lines = [f"{path.name}: {len(data):,} bytes"]
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        accounted = 0
+        for info in z.infolist():
+            head = ZIP_LOCAL_HEADER + ZIP_CENTRAL_ENTRY + 2 * len(info.filename.encode()) + len(info.extra)
+            accounted += info.compress_size + head
+            lines.append(f"  member {info.filename:32} {info.compress_size + head:>6,} B"
+                         f" (data {info.compress_size:,} of {info.file_size:,}, zip entry {head})")
+        lines.append(f"  zip end record {len(data) - accounted} B")
+        warc = z.read("archive/data.warc.gz")
+        doc = json.loads(z.read("datapackage.json"))
+    it = ArchiveIterator(io.BytesIO(warc))
+    for rec in it:
+        kind = rec.rec_headers.get_header("WARC-Type")
+        rest = (rec.http_headers.to_bytes() if rec.http_headers else b"") + rec.content_stream().read()
+        it.read_to_end()
+
+        def plain(headers: list) -> bytes:
+            return ("WARC/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n").encode() + rest
+
+        whole = plain(rec.rec_headers.headers)
+        lines.append(f"  record {kind:10} {it.get_record_length():>6,} B gzip'd ({len(whole):,} B plain,"
+                     f" HTTP head + payload {len(rest):,} B)")
+        for k, _ in rec.rec_headers.headers:
+            without = _gzipped(plain([(kk, vv) for kk, vv in rec.rec_headers.headers if kk != k]))
+            lines.append(f"      {k:28} {_gzipped(whole) - without:>4} B")
+    lines.append("  datapackage.json keys (deflated bytes without the key):")
+    for k, n in sorted(_key_costs(doc), key=lambda kv: -kv[1]):
+        lines.append(f"      {k:40} {n:>5} B")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--one"]:
+        for f in sys.argv[2:]:
+            print(one(Path(f)))
+        sys.exit(0)
     for d in sys.argv[1:]:
         print(d)
         print(table(sorted(Path(d).glob("*.wacz"))))

@@ -64,6 +64,13 @@ def wacz_members(data: bytes) -> dict[str, bytes]:
         return {n: z.read(n) for n in z.namelist()}
 
 
+def behavior_reports(members: dict[str, bytes]) -> list[dict]:
+    """The behaviors' reports of a WACZ (its datapackage's ``browserhive:capture.behaviorReports``;
+    until decision 391 the member ``behaviors/reports.jsonl``, which is no longer written)."""
+    assert "behaviors/reports.jsonl" not in members
+    return json.loads(members["datapackage.json"])["browserhive:capture"]["behaviorReports"]
+
+
 def cdxj_lines(index: bytes) -> list[tuple[str, str, dict]]:
     out = []
     for line in index.decode().splitlines():

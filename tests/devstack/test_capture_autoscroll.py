@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from waggle_capture.scrollhooks import HOOKS_JS
-from tests.devstack.helpers import ONLY_WACZ, capture, cdxj_lines, s3_get, script, wacz_members
+from tests.devstack.helpers import ONLY_WACZ, behavior_reports, capture, cdxj_lines, s3_get, script, wacz_members
 from tests.devstack.site import tiny_png
 from tests.fixtures.loopback import LoopbackSite
 
@@ -130,7 +130,7 @@ def _capture(capture_server: str, s3_server, url: str, autoscroll: dict, **extra
     rep = r.json()["report"]
     assert rep["status"] == "success", rep
     members = wacz_members(s3_get(s3_server, rep["artifacts"]["wacz"]))
-    (line,) = [json.loads(x) for x in members["behaviors/reports.jsonl"].decode().splitlines()]
+    (line,) = behavior_reports(members)
     assert line["id"] == "autoscroll", line
     urls = {u for _, _, rec in cdxj_lines(members["indexes/index.cdx"]) for u in [rec["url"]]}
     return line, urls

@@ -12,7 +12,7 @@ import pytest
 from devstack.serving import start_module
 from tests.devstack.conftest import FAST_SETTLE
 from tests.devstack.helpers import (
-    ALL_FORMATS, ONLY_WACZ, capture, capture_server_process, faults, s3_get, script, task_keys, wacz_members,
+    ALL_FORMATS, ONLY_WACZ, behavior_reports, capture, capture_server_process, faults, s3_get, script, task_keys, wacz_members,
 )
 from tests.fixtures.loopback import LoopbackSite
 
@@ -217,8 +217,7 @@ def test_a_behavior_that_never_finishes_is_cut_at_the_budget(capture_server, tes
     rep = r.json()["report"]
     assert time.monotonic() - t0 < 6.0 + 12
     assert rep["status"] == "success"  # behaviors are cooperative; the capture still archives
-    reports = wacz_members(s3_get(s3_server, rep["artifacts"]["wacz"]))["behaviors/reports.jsonl"]
-    (line,) = [json.loads(x) for x in reports.decode().splitlines()]
+    (line,) = behavior_reports(wacz_members(s3_get(s3_server, rep["artifacts"]["wacz"])))
     assert line["id"] == "never" and "did not finish" in line["error"]
 
 

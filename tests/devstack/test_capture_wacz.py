@@ -15,7 +15,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.devstack.helpers import (
-    ALL_FORMATS, ONLY_WACZ, capture, cdxj_lines, s3_get, script, wacz_members, warc_records,
+    ALL_FORMATS, ONLY_WACZ, behavior_reports, capture, cdxj_lines, s3_get, script, wacz_members, warc_records,
 )
 from tests.devstack.site import FETCHED_MESSAGE, GZIP_TEXT
 
@@ -98,16 +98,15 @@ def test_wacz_layout_and_datapackage(site_capture):
         info = {i.filename: i for i in z.infolist()}
     assert info["archive/data.warc.gz"].compress_type == zipfile.ZIP_STORED
     assert {"archive/data.warc.gz", "indexes/index.cdx", "pages/pages.jsonl", "datapackage.json",
-            "datapackage-digest.json", "behaviors/runtime.js", "behaviors/custom.jsonl",
-            "preload/scripts.jsonl"} <= set(m)
+            "behaviors/runtime.js", "behaviors/custom.jsonl", "preload/scripts.jsonl"} <= set(m)
+    # unsigned: no datapackage-digest.json (contracts.md §B.5 "only when signed"; decision 391)
+    assert "datapackage-digest.json" not in m
     pkg = json.loads(m["datapackage.json"])
     assert m["datapackage.json"].endswith(b"}\n") and pkg["profile"] == "data-package" and pkg["wacz_version"] == "1.1.1"
     listed = {r["path"]: r for r in pkg["resources"]}
-    assert set(listed) == set(m) - {"datapackage.json", "datapackage-digest.json"}
+    assert set(listed) == set(m) - {"datapackage.json"}
     for path, res in listed.items():
         assert res["hash"] == "sha256:" + hashlib.sha256(m[path]).hexdigest() and res["bytes"] == len(m[path])
-    digest = json.loads(m["datapackage-digest.json"])
-    assert digest["hash"] == "sha256:" + hashlib.sha256(m["datapackage.json"]).hexdigest()
     header, page = [json.loads(x) for x in m["pages/pages.jsonl"].decode().splitlines()]
     rep = site_capture["body"]["report"]
     assert header["format"] == "json-pages-1.0"
@@ -119,7 +118,7 @@ def test_wacz_layout_and_datapackage(site_capture):
     assert cap["settings"]["preload"] == [{"id": "mark"}] and cap["settings"]["urlPolicies"] == []
     assert [json.loads(x)["source"] for x in m["behaviors/custom.jsonl"].decode().splitlines()] == [SCROLL]
     assert [json.loads(x)["source"] for x in m["preload/scripts.jsonl"].decode().splitlines()] == [PRELOAD]
-    reports = [json.loads(x) for x in m["behaviors/reports.jsonl"].decode().splitlines()]
+    reports = behavior_reports(m)
     assert reports[0]["id"] == "scroll" and reports[0]["data"]["y"] > 1000
     assert reports[0]["data"]["budgetLeft"] is True and reports[0]["data"]["opt"] == 7
     # preload ran once in the main frame and once in the iframe; __bh exists only in the main frame
@@ -166,6 +165,10 @@ def test_warc_records_are_http11_with_decoded_bodies(site_capture, test_site):
         elif rec.rec_type == "request":
             requests[rec.rec_headers.get_header("WARC-Target-URI")] = rec
     assert types[0] == "warcinfo"
+    info = next(iter(ArchiveIterator(io.BytesIO(warc))))
+    fields = info.content_stream().read().decode().splitlines()
+    assert [f.split(":")[0] for f in fields] == ["software", "format"]  # decision 391
+    assert info.rec_headers.get_header("WARC-Filename") == f"{site_capture['body']['taskId']}.warc.gz"
     redirect, _ = responses[test_site.url("/start")]
     assert redirect.http_headers.get_statuscode() == "302"
     assert redirect.http_headers.get_header("Location") == "/page"
@@ -177,6 +180,10 @@ def test_warc_records_are_http11_with_decoded_bodies(site_capture, test_site):
         assert rec.rec_headers.get_header("WARC-Payload-Digest").startswith("sha256:")
         req = requests[url]
         assert req.rec_headers.get_header("WARC-Concurrent-To") == rec.rec_headers.get_header("WARC-Record-ID")
+        # a GET's empty payload has no payload digest (decision 391); the block is still digested
+        if req.http_headers.protocol == "GET":  # warcio keeps a request line's method as its protocol
+            assert req.rec_headers.get_header("WARC-Payload-Digest") is None
+        assert req.rec_headers.get_header("WARC-Block-Digest").startswith("sha256:")
     assert FETCHED_MESSAGE.encode() in responses[test_site.url("/api/data.json")][1]
     assert responses[test_site.url("/img/lazy.png")][1].startswith(b"\x89PNG")
     assert "sid=abc" in responses[test_site.url("/page")][0].http_headers.get_header("Set-Cookie")

@@ -1,7 +1,7 @@
 """The capture server's side of extension ``conditional`` (decision 331) without a browser: the
 validators go on the page's first GET only and only with the original in hand; a failed lookup or
 read, or an original whose digest differs, sends nothing conditional; a 304 becomes a
-``server-not-modified`` revisit (the 304's own head kept in a metadata record) that warcio reads.
+``server-not-modified`` revisit (the 304's own head kept in the datapackage's report) that warcio reads.
 The browser path is tests/e2e/test_conditional_recrawl.py."""
 
 from __future__ import annotations
@@ -121,6 +121,10 @@ def test_a_304_is_written_as_a_server_not_modified_revisit(tmp_path):
     assert revisit[0].get_header("WARC-Payload-Digest") == payload_digest(BODY) and revisit[2] == b""
     request = next(r for r in recs if r[0].get_header("WARC-Type") == "request")
     assert request[1].get_header("If-Modified-Since") == "Tue, 01 Dec 2026 09:00:00 GMT"
-    meta = next(r for r in recs if r[0].get_header("WARC-Type") == "metadata")
-    assert b"notModified: 304 Not Modified" in meta[2] and b"header-Date: Wed, 02 Dec 2026" in meta[2]
+    # the 304's own head, verbatim, in the datapackage's report, not a metadata record (decision 391)
+    assert not [r for r in recs if r[0].get_header("WARC-Type") == "metadata"]
+    assert c.report()["answer"] == {"status": "304 Not Modified",
+                                    "headers": [["Date", "Wed, 02 Dec 2026 04:00:00 GMT"]]}
+    assert request[0].get_header("WARC-Payload-Digest") is None  # an empty request body: no payload digest
+    assert request[0].get_header("WARC-Block-Digest").startswith("sha256:")
     assert not [r for r in recs if r[0].get_header("WARC-Type") == "response"]  # the body is not stored again

@@ -14,7 +14,7 @@ import pytest
 
 from waggle_capture.conditional import read_original
 from waggle_capture.recorder import Exchange
-from waggle_capture.revisits import payload_digest
+from waggle_capture.revisits import Revisits, payload_digest
 from waggle_capture.wacz import build_wacz, pages_jsonl
 from waggle_capture.warc import cdxj_index, write_warc
 from ledger.s3 import S3Store
@@ -113,3 +113,55 @@ async def test_no_validators_or_no_original_means_no_conditional_request(setting
             await conn.execute("DELETE FROM archives WHERE id = %s", (kept,))
         r = await h.client.post(f"/api/crawls/{crawl}/previous", json={"url": "https://s.test/gone"}, headers=WHO)
         assert r.json() == {}
+
+
+def revisit_wacz(url: str, body: bytes, original_uri: str, validators: dict) -> bytes:
+    """A capture server WACZ whose main document ``url`` is a ``revisit`` of ``original_uri``'s
+    payload (decision 181: dedup at any URL), its datapackage reporting ``validators``."""
+    ex = Exchange(url=url, method="GET", started=WHEN, status=200, status_text="OK",
+                  resp_headers=[("Content-Type", "text/html"), ("ETag", ETAG), ("Last-Modified", MODIFIED)], body=body)
+    held = {payload_digest(body): {"uri": original_uri, "date": "2026-11-30T10:00:00Z"}}
+    revisits = Revisits(held=held, lookup="ok")
+    with tempfile.TemporaryDirectory() as tmp:
+        warc = Path(tmp) / "data.warc.gz"
+        write_warc(warc, task_id="t", url=url, software="test", exchanges=[ex], denied=[], created=WHEN,
+                   revisits=revisits)
+        pkg = {"browserhive:capture": {"revisits": revisits.report(),
+                                       "conditional": {"lookup": "none", "sent": False, "notModified": False,
+                                                       "validators": validators}}}
+        out = Path(tmp) / "x.wacz"
+        build_wacz(out, warc=warc, cdxj=cdxj_index(warc), pages=pages_jsonl("t", url, "2026-11-30T10:00:00Z", "x"),
+                   extra=[], datapackage=pkg)
+        return out.read_bytes()
+
+
+@pytest.mark.parametrize("same_crawl", [False, True], ids=["earlier-crawl", "same-crawl"])
+async def test_a_page_first_archived_as_a_revisit_of_another_url_is_asked_conditionally(settings, s3_server,
+                                                                                        same_crawl):
+    """Decision 392: page B's earlier capture was a revisit of page A's payload (another URL,
+    another crawl or the same one); B's validators were kept, and B's next crawl is answered with
+    them and the range of A's record (the digest's original, at A's URL) — which the capture
+    server's reader accepts for that URI and digest. Neighbours: A itself is answered with its own
+    record; an organization that holds neither learns nothing."""
+    a, b = "https://s.test/a", "https://s.test/b"
+    async with open_ledger(settings, s3=store(s3_server)) as h:
+        first = await start(h, ["https://s.test/"], 0)
+        await admit(h, s3_server, first, "acme", wacz(a, PAGE, validators(a, PAGE)))
+        second = first if same_crawl else await start(h, ["https://s.test/"], 0)
+        await admit(h, s3_server, second, "acme", revisit_wacz(b, PAGE, a, validators(b, PAGE)))
+        third = await start(h, ["https://s.test/"], 0)
+        r = await h.client.post(f"/api/crawls/{third}/previous", json={"url": b}, headers=WHO)
+        assert r.status_code == 200, r.text
+        ans = r.json()
+        assert (ans["etag"], ans["lastModified"], ans["uri"]) == (ETAG, MODIFIED, a), ans
+        o = ans["original"]
+        got = httpx.get(o["url"], headers={"range": f"bytes={o['offset']}-{o['offset'] + o['length'] - 1}"},
+                        timeout=10)
+        assert got.status_code == 206
+        original = read_original(got.content, ans["uri"], ans["digest"])
+        assert original.body == PAGE and original.status == 200
+        mine = (await h.client.post(f"/api/crawls/{third}/previous", json={"url": a}, headers=WHO)).json()
+        assert mine["uri"] == a and mine["original"]["offset"] == o["offset"]
+        theirs = await start_as(h, GLOBEX)
+        r = await h.client.post(f"/api/crawls/{theirs}/previous", json={"url": b}, headers=GLOBEX)
+        assert r.status_code == 200 and r.json() == {}

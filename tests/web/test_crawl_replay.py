@@ -72,7 +72,7 @@ def chain_crawl(local_stack, chain_site) -> str:
     for m in body["resources"]:  # the seed stored chain.css; a and b left it out (decision 321)
         with zipfile.ZipFile(io.BytesIO(httpx.get(m["path"], timeout=30, verify=client_tls()).content)) as z:
             pkg = json.loads(z.read("datapackage.json"))["browserhive:capture"]
-        left = [u for u, _ in (pkg.get("revisits") or {}).get("sameCrawl", {}).get("resources", [])]
+        left = (pkg.get("revisits") or {}).get("sameCrawl", {}).get("resources", [])
         assert left == ([] if m["url"].endswith("index.html") else [chain_site.url + "/chain.css"]), (m["url"], pkg)
     return crawl_id
 
