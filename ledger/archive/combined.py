@@ -46,6 +46,9 @@ BLOCK = 1024 * 1024
 FETCH_AHEAD = 8  # members fetched from S3 at once while one is merged
 RUN_BYTES = 1024 * 1024  # index lines sorted in memory at once (bytes): a run, whatever the crawl's size
 SPILL_EVERY = 64  # zip entries whose central directory records are moved to disk at once
+# the build's own files (pages, index, spooled records and lists) read back in blocks this size:
+# 1 MiB blocks held up to 1 MiB of them, i.e. memory grew with the crawl up to that size
+SPOOL_BLOCK = 64 * 1024
 
 
 @dataclass
@@ -113,7 +116,7 @@ class _SpoolingZip(zipfile.ZipFile):
     def _write_end_record(self) -> None:
         self.spill()
         self._spool.seek(0)
-        while block := self._spool.read(BLOCK):
+        while block := self._spool.read(SPOOL_BLOCK):
             self.fp.write(block)
         self.filelist = _Sized(self._spooled)  # type: ignore[assignment]
         super()._write_end_record()
@@ -142,20 +145,21 @@ class _JsonList:
         self.f.flush()
         self.f.seek(0)
         yield b"["
-        while block := self.f.read(BLOCK):
+        while block := self.f.read(SPOOL_BLOCK):
             yield block
         yield b"\n  ]" if self.count else b"]"
 
 
-def _copy_member(out: zipfile.ZipFile, name: str, src: IO[bytes], *, stored: bool, label: str | None = None) -> dict:
+def _copy_member(out: zipfile.ZipFile, name: str, src: IO[bytes], *, stored: bool, label: str | None = None,
+                 block: int = BLOCK) -> dict:
     """Stream ``src`` into ``out`` as ``name`` → its datapackage resource (named ``label``, else
     the file's name: resource names must be unique in a datapackage)."""
     info = zipfile.ZipInfo(name, date_time=datetime.now(timezone.utc).timetuple()[:6])
     info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
     with out.open(info, "w", force_zip64=True) as dst:
         h = _Hashing(dst)
-        while block := src.read(BLOCK):
-            h.write(block)
+        while data := src.read(block):
+            h.write(data)
     return {"name": label or PurePosixPath(name).name, "path": name, "hash": "sha256:" + h.sha.hexdigest(), "bytes": h.size}
 
 
@@ -204,9 +208,10 @@ def _renamed(line: bytes, names: dict[str, str]) -> bytes:
     return key + b" " + ts + b" " + json.dumps(data, separators=(", ", ": ")).encode() + b"\n"
 
 
-def _sorted(lines_file: Path, tmp: Path, run_bytes: int = RUN_BYTES) -> Iterator[bytes]:
-    """The lines of ``lines_file`` sorted bytewise, with runs on disk (memory ≈ ``run_bytes``)."""
+def _sorted(lines_file: Path, tmp: Path) -> Iterator[bytes]:
+    """The lines of ``lines_file`` sorted bytewise, with runs on disk (memory ≈ :data:`RUN_BYTES`)."""
     runs: list[Path] = []
+    run_bytes = RUN_BYTES
     with lines_file.open("rb") as f:
         while True:
             chunk, size = [], 0
@@ -326,8 +331,10 @@ def _merge(members: Iterable[dict], fetch: Callable[[dict, Path], None], out: _S
                 out.spill()
     with pages_file.open("rb") as body:
         header = json.dumps({"format": "json-pages-1.0", "id": "pages", "title": "All pages"}).encode() + b"\n"
-        resources.add(_copy_member(out, "pages/pages.jsonl", _Chain(io.BytesIO(header), body), stored=False))
-    resources.add(_copy_member(out, "indexes/index.cdx", _LinesReader(_sorted(index_file, tmp)), stored=False))
+        resources.add(_copy_member(out, "pages/pages.jsonl", _Chain(io.BytesIO(header), body), stored=False,
+                                   block=SPOOL_BLOCK))
+    resources.add(_copy_member(out, "indexes/index.cdx", _LinesReader(_sorted(index_file, tmp)), stored=False,
+                               block=SPOOL_BLOCK))
     complete = not incomplete.count and not missing and not built.skipped
     package = {
         "profile": "data-package",

@@ -37,7 +37,8 @@ import asyncio
 import time
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
@@ -145,6 +146,7 @@ class Member:
     object_key: str
     ts: str
     encoded: bytes
+    i: int  # its place in the snapshot's members (a caller's decisions are a mask over them)
 
     @property
     def resource(self) -> dict:
@@ -165,10 +167,13 @@ class Snapshot:
     pages_total: int
     running: bool
     settled: bool  # every member measured: may be reused
+    serial: int = field(default_factory=lambda: next(_serials))  # which read this is (decisions refer to it)
 
 
 _snapshots: OrderedDict[str, Snapshot] = OrderedDict()  # crawl id → its members (finished crawls)
-_decisions: OrderedDict[tuple, tuple] = OrderedDict()  # (crawl, subject, orgs) → (snapshot, stamp, made, allowed)
+# (crawl, subject, orgs) → (snapshot serial, outbox stamp, made, mask): 1 byte per member each
+_decisions: OrderedDict[tuple, tuple] = OrderedDict()
+_serials = itertools.count(1)
 SNAPSHOTS_KEPT = 4  # crawls (≈ 0.7 kB per member each)
 DECISIONS_KEPT = 256
 
@@ -286,7 +291,8 @@ async def _read(services: Any, crawl_id: uuid.UUID) -> Snapshot | None:
             "reason": incomplete_reason(r),
             **({"role": "original"} if original else {}),  # an earlier crawl's, for this crawl's revisits
         }
-        m = Member(aid, r["url"], r["depth"], original, r["bucket"], r["object_key"], ts, orjson.dumps(resource))
+        m = Member(aid, r["url"], r["depth"], original, r["bucket"], r["object_key"], ts, orjson.dumps(resource),
+                   len(members))
         entries.append(m)
         members.append(m)
     return Snapshot(crawl=crawl, stamp=None, made=made, entries=entries, members=members, pages_total=len(rows),
@@ -294,12 +300,12 @@ async def _read(services: Any, crawl_id: uuid.UUID) -> Snapshot | None:
                     len(measured) == len(unmeasured))
 
 
-async def _viewable(services: Any, identity: Any, snap: Snapshot, stamp: tuple | None) -> set[str]:
-    """The members of ``snap`` the caller may view: OpenFGA's answer now, or (more than
-    ``BATCH_MAX`` members, the same snapshot) its answer of less than ``WAGGLE_COLLECTION_CACHE_S``
-    ago while ``fga_outbox`` is unchanged."""
+async def _viewable(services: Any, identity: Any, snap: Snapshot, stamp: tuple | None) -> bytes:
+    """Which members of ``snap`` the caller may view, as a mask (``mask[m.i]``): OpenFGA's answer
+    now, or (more than ``BATCH_MAX`` members, the same snapshot) its answer of less than
+    ``WAGGLE_COLLECTION_CACHE_S`` ago while ``fga_outbox`` is unchanged."""
     if not snap.members:
-        return set()
+        return b""
     from ledger.authz.fga import BATCH_MAX
 
     key = (str(snap.crawl["id"]), identity.subject, tuple(identity.organizations))
@@ -307,14 +313,15 @@ async def _viewable(services: Any, identity: Any, snap: Snapshot, stamp: tuple |
     big = len(snap.members) > BATCH_MAX and ttl > 0 and stamp is not None
     if big:
         kept = _decisions.get(key)
-        if kept is not None and kept[0] is snap and kept[1] == stamp and time.monotonic() - kept[2] < ttl:
+        if kept is not None and kept[0] == snap.serial and kept[1] == stamp and time.monotonic() - kept[2] < ttl:
             _decisions.move_to_end(key)
             return kept[3]
     made = time.monotonic()
     allowed = await services.authz.viewable(identity, [m.aid for m in snap.members])
+    mask = bytes(m.aid in allowed for m in snap.members)
     if big:
-        _keep(_decisions, key, (snap, stamp, made, allowed), DECISIONS_KEPT)
-    return allowed
+        _keep(_decisions, key, (snap.serial, stamp, made, mask), DECISIONS_KEPT)
+    return mask
 
 
 def _not_viewable(m: Member) -> dict:
@@ -323,7 +330,7 @@ def _not_viewable(m: Member) -> dict:
                       if m.original else "its archive is not shared with you"}
 
 
-async def _prepared(services: Any, identity: Any, crawl_id: uuid.UUID) -> tuple[Snapshot, set[str]] | None:
+async def _prepared(services: Any, identity: Any, crawl_id: uuid.UUID) -> tuple[Snapshot, bytes] | None:
     stamps = await _stamps(services.pool, crawl_id)
     if stamps is None:
         return None
@@ -339,12 +346,12 @@ def _head(snap: Snapshot, expiry_s: int) -> dict:
             "running": snap.running, "expiresIn": expiry_s}
 
 
-def _split(snap: Snapshot, allowed: set[str]) -> tuple[list[Member], list[dict]]:
+def _split(snap: Snapshot, allowed: bytes) -> tuple[list[Member], list[dict]]:
     members, missing = [], []
     for e in snap.entries:
         if type(e) is dict:
             missing.append(e)
-        elif e.aid in allowed:
+        elif allowed[e.i]:
             members.append(e)
         else:
             missing.append(_not_viewable(e))

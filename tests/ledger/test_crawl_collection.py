@@ -73,16 +73,13 @@ async def test_members_signed_with_size_and_hash_and_the_missing_said_why(settin
         crawl_id = await start(h, seeds)
         seed_id, seed_wacz = capture(db, s3_server, ledger_fga, crawl_id, seeds[0])
         inc_id, inc_wacz = capture(db, s3_server, ledger_fga, crawl_id, seeds[1], complete=False)
-        capture(db, s3_server, ledger_fga, crawl_id, seeds[2], viewable=False)
+        hidden_id, _ = capture(db, s3_server, ledger_fga, crawl_id, seeds[2], viewable=False)
         set_state(db, crawl_id, seeds[3], "failed", "http_error: HTTP 500")
         capture(db, s3_server, ledger_fga, crawl_id, seeds[5], admitted=False)
         set_state(db, crawl_id, seeds[6], "skipped", "robots")
         r = await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)
         twin = await h.client.get(f"/api/crawls/{crawl_id}/collection.json", headers=WHO)
         reads = [await h.client.get(m["path"], headers=WHO) for m in r.json()["resources"]]
-        hidden_id = str(psycopg.connect(db).execute(
-            "SELECT a.id FROM archives a JOIN crawl_pages p ON p.task_id = a.task_id::text WHERE p.url = %s",
-            (seeds[2],)).fetchone()[0])
         hidden = await h.client.get(f"/api/crawls/{crawl_id}/members/{hidden_id}.wacz", headers=WHO)
         outsider = await h.client.get(f"/api/crawls/{crawl_id}/members/{seed_id}.wacz", headers=OUTSIDER)
         other = await start(h, ["https://elsewhere.test/"])  # a member of this crawl, asked through another
