@@ -167,6 +167,7 @@ class Snapshot:
     pages_total: int
     running: bool
     settled: bool  # every member measured: may be reused
+    measured_now: bool = False  # this read measured members (archive_files rows written)
     serial: int = field(default_factory=lambda: next(_serials))  # which read this is (decisions refer to it)
 
 
@@ -227,6 +228,9 @@ async def snapshot(services: Any, crawl_id: uuid.UUID, stamp: tuple | None = Non
     snap = await _read(services, crawl_id)
     if snap is None:
         return None
+    if snap.measured_now and stamp is not None:  # its own measures changed the stamp: kept as it is now
+        stamps = await _stamps(services.pool, crawl_id)
+        stamp = stamps[0] if stamps is not None else None
     snap.stamp = stamp
     if ttl > 0 and stamp is not None and snap.settled and not snap.running:
         _keep(_snapshots, key, snap, SNAPSHOTS_KEPT)
@@ -297,7 +301,7 @@ async def _read(services: Any, crawl_id: uuid.UUID) -> Snapshot | None:
         members.append(m)
     return Snapshot(crawl=crawl, stamp=None, made=made, entries=entries, members=members, pages_total=len(rows),
                     running=running, settled=not unmeasured or len(unmeasured) <= MEASURE_INLINE and
-                    len(measured) == len(unmeasured))
+                    len(measured) == len(unmeasured), measured_now=bool(measured))
 
 
 async def _viewable(services: Any, identity: Any, snap: Snapshot, stamp: tuple | None) -> bytes:
