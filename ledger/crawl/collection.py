@@ -304,10 +304,26 @@ async def _read(services: Any, crawl_id: uuid.UUID) -> Snapshot | None:
                     len(measured) == len(unmeasured), measured_now=bool(measured))
 
 
-async def _viewable(services: Any, identity: Any, snap: Snapshot, stamp: tuple | None) -> bytes:
+def _kept_decisions(services: Any, identity: Any, snap: Snapshot | None, crawl_id: str, stamp: tuple | None) -> bytes | None:
+    """The caller's kept mask over ``snap``'s members, when still good (same read of the members,
+    ``fga_outbox`` unchanged, younger than ``WAGGLE_COLLECTION_CACHE_S``); else None."""
+    from ledger.authz.fga import BATCH_MAX
+
+    ttl = _cache_s(services)
+    if snap is None or len(snap.members) <= BATCH_MAX or ttl <= 0 or stamp is None:
+        return None
+    kept = _decisions.get((crawl_id, identity.subject, tuple(identity.organizations)))
+    if kept is not None and kept[0] == snap.serial and kept[1] == stamp and time.monotonic() - kept[2] < ttl:
+        return kept[3]
+    return None
+
+
+async def _viewable(services: Any, identity: Any, snap: Snapshot, stamp: tuple | None,
+                    listed: Any = None) -> bytes:
     """Which members of ``snap`` the caller may view, as a mask (``mask[m.i]``): OpenFGA's answer
     now, or (more than ``BATCH_MAX`` members, the same snapshot) its answer of less than
-    ``WAGGLE_COLLECTION_CACHE_S`` ago while ``fga_outbox`` is unchanged."""
+    ``WAGGLE_COLLECTION_CACHE_S`` ago while ``fga_outbox`` is unchanged. ``listed``: the
+    caller's ListObjects, already asked while the members were read (``Authz.viewable``)."""
     if not snap.members:
         return b""
     from ledger.authz.fga import BATCH_MAX
@@ -315,13 +331,14 @@ async def _viewable(services: Any, identity: Any, snap: Snapshot, stamp: tuple |
     key = (str(snap.crawl["id"]), identity.subject, tuple(identity.organizations))
     ttl = _cache_s(services)
     big = len(snap.members) > BATCH_MAX and ttl > 0 and stamp is not None
-    if big:
-        kept = _decisions.get(key)
-        if kept is not None and kept[0] == snap.serial and kept[1] == stamp and time.monotonic() - kept[2] < ttl:
-            _decisions.move_to_end(key)
-            return kept[3]
+    kept = _kept_decisions(services, identity, snap, key[0], stamp)
+    if kept is not None:
+        _decisions.move_to_end(key)
+        return kept
     made = time.monotonic()
-    allowed = await services.authz.viewable(identity, [m.aid for m in snap.members])
+    ids = [m.aid for m in snap.members]
+    allowed = await (services.authz.viewable(identity, ids, listed=listed) if listed is not None
+                     else services.authz.viewable(identity, ids))
     mask = bytes(m.aid in allowed for m in snap.members)
     if big:
         _keep(_decisions, key, (snap.serial, stamp, made, mask), DECISIONS_KEPT)
@@ -335,13 +352,31 @@ def _not_viewable(m: Member) -> dict:
 
 
 async def _prepared(services: Any, identity: Any, crawl_id: uuid.UUID) -> tuple[Snapshot, bytes] | None:
+    from ledger.authz.fga import BATCH_MAX
+
     stamps = await _stamps(services.pool, crawl_id)
     if stamps is None:
         return None
-    snap = await snapshot(services, crawl_id, stamps[0])
-    if snap is None:
-        return None
-    return snap, await _viewable(services, identity, snap, stamps[1])
+    # decisions to ask over many archives: OpenFGA's ListObjects (which needs no ids) runs while
+    # the members are read, not after (a cold answer waits for the slower of the two, not both)
+    key, listing = str(crawl_id), None
+    kept = _snapshots.get(key)
+    reusable = kept is not None and kept.stamp == stamps[0] and \
+        _kept_decisions(services, identity, kept, key, stamps[1]) is not None
+    timed = getattr(services.authz, "timed_list_viewable", None)
+    if not reusable and timed is not None and identity.subject and stamps[0][4] > BATCH_MAX:
+        listing = asyncio.get_running_loop().create_task(timed(identity))
+        listing.add_done_callback(lambda t: t.cancelled() or t.exception())  # an unused one's error: retrieved
+    try:
+        snap = await snapshot(services, crawl_id, stamps[0])
+        if snap is None:
+            return None
+        mask = await _viewable(services, identity, snap, stamps[1],
+                               listing if listing is not None and len(snap.members) > BATCH_MAX else None)
+    finally:
+        if listing is not None and not listing.done():
+            listing.cancel()  # not needed after all (decisions kept, or few members)
+    return snap, mask
 
 
 def _head(snap: Snapshot, expiry_s: int) -> dict:
