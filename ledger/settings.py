@@ -133,6 +133,9 @@ class Settings(BaseSettings):
     # collection again when one expires), and how long a replay ticket lets the player ask
     collection_url_expiry_s: int = Field(300, ge=1, le=604800)
     collection_ticket_ttl_s: int = Field(8 * 3600, ge=60, le=7 * 86400)
+    # how long a finished crawl's members, and a caller's decisions over more than 50 of them
+    # (while fga_outbox is unchanged), are reused by the collection answer (decision 371); 0: never
+    collection_cache_s: int = Field(30, ge=0, le=3600)
 
     # -- background work -------------------------------------------------------
     drain_interval_s: float = 5.0  # outbox worker period

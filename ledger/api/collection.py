@@ -2,9 +2,13 @@
 
 * ``GET /api/crawls/{id}/collection`` and its twin ``…/collection.json`` (ReplayWeb.page picks
   the loader by the name's extension) — the crawl's admitted archives the caller may view as one
-  multi-WACZ collection (``ledger.crawl.collection``), each member signed for
-  ``WAGGLE_COLLECTION_URL_EXPIRY_S`` (300 s); asking again signs again. Authorization as every
-  crawl route (``can_submit`` and the crawl's organization; else 404), or ``?ticket=``.
+  multi-WACZ collection (``ledger.crawl.collection``), each member's ``path`` a ledger path.
+  Authorization as every crawl route (``can_submit`` and the crawl's organization; else 404),
+  or ``?ticket=``.
+* ``GET|HEAD /api/crawls/{id}/members/{archive id}.wacz`` (with a ticket:
+  ``…/collection/t/{ticket}/members/{archive id}.wacz``) → 302 to the member's S3 object signed
+  now for ``WAGGLE_COLLECTION_URL_EXPIRY_S`` (300 s), after a Check ``can_view``; 404 otherwise
+  (decision 371). A player reading a member at any time of its session gets a fresh URL.
 * ``POST /api/crawls/{id}/download`` → 200 ``{"url", "expiresIn", "name", "bytes", "members",
   "missingCount"}`` (a signed GET of the crawl's combined WACZ, saved as ``name``) once built, 202
   ``{"state": "building", "retryAfterS"}`` while it is built (first request for this set of
@@ -21,7 +25,6 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, Request
-import orjson
 from fastapi.responses import JSONResponse, Response
 
 from ledger.api.authorize import may_submit, submitter
@@ -31,7 +34,7 @@ from ledger.crawl import crawls as crawl_store
 from ledger.crawl import tickets
 from ledger.crawl import download
 from ledger.crawl import replay_pages
-from ledger.crawl.collection import collection
+from ledger.crawl.collection import collection_json, member_location, viewable_members
 from ledger.crawl.errors import Refused
 
 router = APIRouter()
@@ -56,26 +59,53 @@ async def _caller(request: Request, crawl_id: uuid.UUID, token: str | None = Non
 async def _answer(crawl_id: uuid.UUID, request: Request) -> Any:
     identity = await _caller(request, crawl_id)
     services = request.app.state.services
-    if services.s3 is None:
-        raise Refused(503, "S3 is not configured on this ledger (WAGGLE_S3_*): nothing can be signed")
-    body = await collection(services, identity, crawl_id, expiry_s=services.settings.collection_url_expiry_s)
+    token = request.query_params.get("ticket")
+    extra = None
+    if token is not None:  # the player's form: it looks pages up by URL; members through the ticket
+        base = str(request.base_url).rstrip("/")
+        extra = lambda members: replay_pages.player_keys(base, str(crawl_id), token, members)  # noqa: E731
+    body = await collection_json(services, identity, crawl_id, expiry_s=services.settings.collection_url_expiry_s,
+                                 ticket=token, extra=extra)
     if body is None:
         raise Refused(404, "not found")
-    token = request.query_params.get("ticket")
-    if token is not None:  # the player's form: it looks pages up by URL, and re-signs members lazily
-        base = str(request.base_url).rstrip("/")
-        body["pagesQueryUrl"] = f"{base}/api/crawls/{crawl_id}/collection/t/{token}/pages"
-        body["initialPages"] = replay_pages.initial(body)
-        body["totalPages"] = len(replay_pages.own(body))
-    # signed URLs inside: no cache may keep them past their expiry. orjson: the stdlib encoder
-    # was a fifth of the answer's CPU at 10,000 members (the same compact UTF-8 JSON)
-    return Response(orjson.dumps(body), media_type="application/json", headers={"Cache-Control": "no-store"})
+    # no signature inside (members are ledger paths), but who may view what changes: never kept
+    return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
+
+
+async def _member(crawl_id: uuid.UUID, archive_id: uuid.UUID, request: Request, ticket: str | None) -> Response:
+    """302 to the member's S3 object, signed now for ``WAGGLE_COLLECTION_URL_EXPIRY_S`` — after
+    the crawl route's rule (404 for an outsider), the archive's membership of the crawl and a
+    Check ``can_view`` (404 when any fails). The ledger never streams the bytes."""
+    identity = await _caller(request, crawl_id, ticket)
+    services = request.app.state.services
+    if services.s3 is None:
+        raise Refused(503, "S3 is not configured on this ledger (WAGGLE_S3_*): nothing can be signed")
+    aid = str(archive_id)
+    where = await member_location(services, crawl_id, aid)
+    if where is None or not await services.authz.can_view(identity, aid):
+        raise Refused(404, "not found")
+    url = services.s3.presign_get(where[1], services.settings.collection_url_expiry_s, bucket=where[0])
+    return Response(status_code=302, headers={"Location": url, "Cache-Control": "no-store"})
+
+
+@router.api_route("/api/crawls/{crawl_id}/members/{archive_id}.wacz", methods=["GET", "HEAD"])
+async def get_member(crawl_id: uuid.UUID, archive_id: uuid.UUID, request: Request) -> Response:
+    """302 to a freshly signed S3 GET of one member of the crawl's collection; 404 for an
+    outsider, an archive that is not the crawl's member, or one the caller may not view."""
+    return await _member(crawl_id, archive_id, request, None)
+
+
+@router.api_route("/api/crawls/{crawl_id}/collection/t/{ticket}/members/{archive_id}.wacz", methods=["GET", "HEAD"],
+                  include_in_schema=False)
+async def get_member_with_ticket(crawl_id: uuid.UUID, ticket: str, archive_id: uuid.UUID, request: Request) -> Response:
+    """The same for the replay origin's player: the ticket in the path, as for its page lookup."""
+    return await _member(crawl_id, archive_id, request, ticket)
 
 
 @router.get("/api/crawls/{crawl_id}/collection")
 async def get_collection(crawl_id: uuid.UUID, request: Request) -> Any:
     """200 the multi-WACZ collection (see ``ledger.crawl.collection``); 401 without identity;
-    404 for an outsider, an unknown crawl or a bad ticket; 503 without S3."""
+    404 for an outsider, an unknown crawl or a bad ticket."""
     return await _answer(crawl_id, request)
 
 
@@ -127,18 +157,19 @@ async def post_download(crawl_id: uuid.UUID, request: Request) -> JSONResponse:
     if services.s3 is None:
         raise Refused(503, "S3 is not configured on this ledger (WAGGLE_S3_*): nothing can be signed")
     expiry = services.settings.collection_url_expiry_s
-    body = await collection(services, identity, crawl_id, expiry_s=expiry, with_rows=True)
-    if body is None:
+    got = await viewable_members(services, identity, crawl_id)
+    if got is None:
         raise Refused(404, "not found")
-    if not body["resources"]:
-        raise Refused(409, "this crawl has no archive you may view yet: nothing to download", missingCount=body["missingCount"])
-    state, key, size = await download.prepare(services, body)
+    head, members, missing = got
+    if not members:
+        raise Refused(409, "this crawl has no archive you may view yet: nothing to download", missingCount=len(missing))
+    state, key, size = await download.prepare(services, head, members, missing)
     if state == "building":
         return JSONResponse({"state": "building", "retryAfterS": 2}, status_code=202, headers={"Retry-After": "2"})
     if state == "failed":
         return JSONResponse({"error": key}, status_code=502)
-    name = download.file_name(body)
+    name = download.file_name(head)
     url = services.s3.presign_get(key, expiry, download_name=name)
     return JSONResponse({"url": url, "expiresIn": expiry, "name": name, "bytes": size,
-                         "members": len(body["resources"]), "missingCount": body["missingCount"]},
+                         "members": len(members), "missingCount": len(missing)},
                         headers={"Cache-Control": "no-store"})

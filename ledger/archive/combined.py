@@ -13,10 +13,14 @@ member's ``datapackage.json`` and ``datapackage-digest.json`` are carried unchan
 ``signedMembers`` with the paths its WARCs have here (decision 342): the combined file is not
 signed as a whole, its members' signatures still verify.
 
-Memory is flat in the crawl's size: members are read from S3 to temporary files (a window of
-:data:`FETCH_AHEAD` in flight, merged in order one at a time),
-WARC bytes stream through in 1 MiB blocks, index lines and pages go to temporary files and the
-index is sorted on disk (runs of :data:`RUN_LINES` lines, then one k-way merge).
+Memory is flat in the crawl's size (decision 372): members are read from S3 to temporary files
+(a window of :data:`FETCH_AHEAD` in flight, merged in order one at a time), WARC bytes stream
+through in 1 MiB blocks, index lines and pages go to temporary files and the index is sorted on
+disk (runs of at most :data:`RUN_BYTES`, then one k-way merge); the datapackage's per-member
+lists (``resources``, ``incomplete``, ``signedMembers``) are spooled to temporary files and
+streamed into ``datapackage.json``, and the zip's central directory is spooled to disk as the
+entries are written (:class:`_SpoolingZip`) instead of one ``ZipInfo`` per entry held to the end.
+``members`` may be any iterable (a generator: one member's dict alive at a time).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import json
 import tempfile
 import zipfile
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -40,12 +44,18 @@ from typing import IO, Any
 WACZ_VERSION = "1.1.1"
 BLOCK = 1024 * 1024
 FETCH_AHEAD = 8  # members fetched from S3 at once while one is merged
-RUN_LINES = 100_000  # index lines sorted in memory at once (~30 MB at most)
+RUN_BYTES = 1024 * 1024  # index lines sorted in memory at once (bytes): a run, whatever the crawl's size
+SPILL_EVERY = 64  # zip entries whose central directory records are moved to disk at once
+# the build's own files (pages, index, spooled records and lists) read back in blocks this size:
+# 1 MiB blocks held up to 1 MiB of them, i.e. memory grew with the crawl up to that size
+SPOOL_BLOCK = 64 * 1024
 
 
 @dataclass
 class Built:
-    """What :func:`build` wrote: the datapackage and the bytes it copied from the members' WARCs."""
+    """What :func:`build` wrote: the datapackage (its per-member lists as counts —
+    ``resources``, ``incomplete``, ``signedMembers`` — the file holds them whole) and the bytes it
+    copied from the members' WARCs."""
 
     datapackage: dict[str, Any]
     warc_bytes: int = 0
@@ -68,15 +78,88 @@ class _Hashing(io.RawIOBase):
         return self.inner.write(data)
 
 
-def _copy_member(out: zipfile.ZipFile, name: str, src: IO[bytes], *, stored: bool, label: str | None = None) -> dict:
+class _Sized:
+    """Stands for the zip's entry list at its end record: iterates nothing (the records are
+    already written), has the length of every entry."""
+
+    def __init__(self, count: int):
+        self.count = count
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return self.count
+
+
+class _SpoolingZip(zipfile.ZipFile):
+    """A ``ZipFile`` for writing that moves the central directory records of written entries to
+    a temporary file (:meth:`spill`) and copies them back at close: memory stays flat however
+    many entries (``zipfile`` keeps one ``ZipInfo`` per entry until it closes). The records are
+    made by ``zipfile``'s own writer, so zip64 fields come out as it makes them."""
+
+    def __init__(self, path: Path, spool: IO[bytes]):
+        super().__init__(path, "w", allowZip64=True)
+        self._spool, self._spooled = spool, 0
+
+    def spill(self) -> None:
+        """Move the records of the entries written so far to the spool."""
+        if not self.filelist:
+            return
+        buf = io.BytesIO()
+        view = _RecordsOnly(self.filelist, buf)
+        zipfile.ZipFile._write_end_record(view)  # type: ignore[arg-type]  # the records, then a 22-byte end record
+        self._spool.write(buf.getvalue()[:-22])
+        self._spooled += len(self.filelist)
+        self.filelist, self.NameToInfo = [], {}
+
+    def _write_end_record(self) -> None:
+        self.spill()
+        self._spool.seek(0)
+        while block := self._spool.read(SPOOL_BLOCK):
+            self.fp.write(block)
+        self.filelist = _Sized(self._spooled)  # type: ignore[assignment]
+        super()._write_end_record()
+
+
+class _RecordsOnly:
+    """What ``ZipFile._write_end_record`` reads, for writing ``filelist``'s records to ``fp``."""
+
+    def __init__(self, filelist: list, fp: IO[bytes]):
+        self.filelist, self.fp, self.start_dir = filelist, fp, 0
+        self._allowZip64, self._comment, self.mode = True, b"", "w"
+
+
+class _JsonList:
+    """A JSON array written item by item to a temporary file, read back as its bytes."""
+
+    def __init__(self, tmp: Path, name: str):
+        self.path, self.count = tmp / name, 0
+        self.f = self.path.open("w+b")
+
+    def add(self, item: Any) -> None:
+        self.f.write((b",\n    " if self.count else b"\n    ") + json.dumps(item, ensure_ascii=False).encode())
+        self.count += 1
+
+    def chunks(self) -> Iterator[bytes]:
+        self.f.flush()
+        self.f.seek(0)
+        yield b"["
+        while block := self.f.read(SPOOL_BLOCK):
+            yield block
+        yield b"\n  ]" if self.count else b"]"
+
+
+def _copy_member(out: zipfile.ZipFile, name: str, src: IO[bytes], *, stored: bool, label: str | None = None,
+                 block: int = BLOCK) -> dict:
     """Stream ``src`` into ``out`` as ``name`` → its datapackage resource (named ``label``, else
     the file's name: resource names must be unique in a datapackage)."""
     info = zipfile.ZipInfo(name, date_time=datetime.now(timezone.utc).timetuple()[:6])
     info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
     with out.open(info, "w", force_zip64=True) as dst:
         h = _Hashing(dst)
-        while block := src.read(BLOCK):
-            h.write(block)
+        while data := src.read(block):
+            h.write(data)
     return {"name": label or PurePosixPath(name).name, "path": name, "hash": "sha256:" + h.sha.hexdigest(), "bytes": h.size}
 
 
@@ -126,11 +209,17 @@ def _renamed(line: bytes, names: dict[str, str]) -> bytes:
 
 
 def _sorted(lines_file: Path, tmp: Path) -> Iterator[bytes]:
-    """The lines of ``lines_file`` sorted bytewise, with runs on disk (memory ≤ RUN_LINES lines)."""
+    """The lines of ``lines_file`` sorted bytewise, with runs on disk (memory ≈ :data:`RUN_BYTES`)."""
     runs: list[Path] = []
+    run_bytes = RUN_BYTES
     with lines_file.open("rb") as f:
         while True:
-            chunk = [line for _, line in zip(range(RUN_LINES), f)]
+            chunk, size = [], 0
+            for line in f:
+                chunk.append(line)
+                size += len(line)
+                if size >= run_bytes:
+                    break
             if not chunk:
                 break
             chunk.sort()
@@ -142,7 +231,7 @@ def _sorted(lines_file: Path, tmp: Path) -> Iterator[bytes]:
         yield from heapq.merge(*files)
 
 
-def _fetched_ahead(members: list[dict], fetch: Callable[[dict, Path], None], tmp: Path) -> Iterator[tuple[dict, Path]]:
+def _fetched_ahead(members: Iterable[dict], fetch: Callable[[dict, Path], None], tmp: Path) -> Iterator[tuple[dict, Path]]:
     """``(member, local WACZ)`` in ``members``' order, fetched by :data:`FETCH_AHEAD` threads: one
     member's S3 round trip overlaps the others' and the zip work (each is latency-bound; a member
     of a page is a few kB). At most FETCH_AHEAD + 1 files are on disk at once; each is deleted
@@ -177,81 +266,117 @@ def _fetched_ahead(members: list[dict], fetch: Callable[[dict, Path], None], tmp
                 path.unlink(missing_ok=True)
 
 
-def build(members: list[dict], fetch: Callable[[dict, Path], None], out_path: Path, *, title: str,
+def build(members: Iterable[dict], fetch: Callable[[dict, Path], None], out_path: Path, *, title: str,
           crawl_id: str, missing: list[dict], main_url: str | None = None) -> Built:
     """Write the combined WACZ of ``members`` (``{archiveId, url, complete, reason, role?}`` in crawl
-    order; ``fetch(member, path)`` writes its WACZ to ``path``) to ``out_path``.
+    order, any iterable; ``fetch(member, path)`` writes its WACZ to ``path``) to ``out_path``.
 
     ``missing``: the pages without a member (``{url, why, reason}``), said in the datapackage.
     A member that is not a readable WACZ is skipped and said there too (``skipped``)."""
     built = Built(datapackage={})
-    resources: list[dict] = []
-    incomplete: list[dict] = []
-    signed: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="waggle-combine-") as tmpdir, \
-            zipfile.ZipFile(out_path, "w", allowZip64=True) as out:
+    with tempfile.TemporaryDirectory(prefix="waggle-combine-") as tmpdir:
         tmp = Path(tmpdir)
-        index_file, pages_file = tmp / "index.unsorted", tmp / "pages"
-        with index_file.open("wb") as index, pages_file.open("wb") as pages:
-            for m, local in _fetched_ahead(members, fetch, tmp):
-                try:
-                    zf = zipfile.ZipFile(local)
-                except zipfile.BadZipFile:
-                    built.skipped.append({"archiveId": m["archiveId"], "url": m.get("url"), "why": "not a WACZ"})
-                    continue
-                with zf:
-                    names: dict[str, str] = {}
-                    paths: dict[str, str] = {}  # member path → path here
-                    for name in zf.namelist():
-                        if name.startswith("archive/") and not name.endswith("/"):
-                            new = f"archive/{m['archiveId']}-{PurePosixPath(name).name}"
-                            names[PurePosixPath(name).name] = PurePosixPath(new).name
-                            paths[name] = new
-                            with zf.open(name) as src:
-                                res = _copy_member(out, new, src, stored=True)
-                            resources.append(res)
-                            built.warc_bytes += res["bytes"]
-                    carried = _carry_signature(out, zf, m["archiveId"])
-                    if carried:
-                        resources += carried
-                        signed.append({"archiveId": m["archiveId"], "datapackage": carried[0]["path"],
-                                       "digest": carried[1]["path"], "warcs": paths})
-                    for line in _index_lines(zf):
-                        index.write(_renamed(line, names))
-                    # an earlier crawl's archive holding originals of this crawl's revisits: its
-                    # records stay (self-contained replay), its pages are not this crawl's
-                    if m.get("role") != "original" and "pages/pages.jsonl" in zf.namelist():
-                        with zf.open("pages/pages.jsonl") as f:
-                            for line in f:
-                                if line.strip() and b'"format"' not in line[:40]:  # each member's header line
-                                    pages.write(line.rstrip(b"\r\n") + b"\n")
-                built.members += 1
-                if m.get("complete") is False:
-                    incomplete.append({"archiveId": m["archiveId"], "url": m.get("url"), "reason": m.get("reason")})
-        with pages_file.open("rb") as body:
-            header = json.dumps({"format": "json-pages-1.0", "id": "pages", "title": "All pages"}).encode() + b"\n"
-            resources.append(_copy_member(out, "pages/pages.jsonl", _Chain(io.BytesIO(header), body), stored=False))
-        resources.append(_copy_member(out, "indexes/index.cdx", _LinesReader(_sorted(index_file, tmp)), stored=False))
-        package = {
-            "profile": "data-package",
-            "wacz_version": WACZ_VERSION,
-            "title": title,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
-            "software": "waggle (one WACZ per crawl, docs/decisions/154)",
-            **({"mainPageUrl": main_url} if main_url else {}),
-            "resources": resources,
-            "waggle": {"crawlId": crawl_id, "members": built.members, "complete": not incomplete and not missing
-                       and not built.skipped, "incomplete": incomplete, "missing": missing, "skipped": built.skipped,
-                       # the members' own signatures, carried as signed (decision 342): this file
-                       # as a whole is not signed; `waggle verify` checks each and its WARCs here
-                       "signedMembers": signed},
-        }
-        package_bytes = (json.dumps(package, indent=2, ensure_ascii=False) + "\n").encode()
-        out.writestr("datapackage.json", package_bytes, compress_type=zipfile.ZIP_DEFLATED)
-        digest = {"path": "datapackage.json", "hash": "sha256:" + hashlib.sha256(package_bytes).hexdigest()}
-        out.writestr("datapackage-digest.json", json.dumps(digest, indent=2) + "\n", compress_type=zipfile.ZIP_DEFLATED)
+        resources, incomplete, signed = (_JsonList(tmp, n) for n in ("resources", "incomplete", "signed"))
+        with (tmp / "central-directory").open("w+b") as spool, _SpoolingZip(out_path, spool) as out, \
+                resources.f, incomplete.f, signed.f:
+            package = _merge(members, fetch, out, tmp, built, resources, incomplete, signed, title=title,
+                             crawl_id=crawl_id, missing=missing, main_url=main_url)
     built.datapackage = package
     return built
+
+
+def _merge(members: Iterable[dict], fetch: Callable[[dict, Path], None], out: _SpoolingZip, tmp: Path, built: Built,
+           resources: _JsonList, incomplete: _JsonList, signed: _JsonList, *, title: str, crawl_id: str,
+           missing: list[dict], main_url: str | None) -> dict[str, Any]:
+    """:func:`build`'s work inside its temporary directory and zip → the datapackage (lists as counts)."""
+    index_file, pages_file = tmp / "index.unsorted", tmp / "pages"
+    with index_file.open("wb") as index, pages_file.open("wb") as pages:
+        for m, local in _fetched_ahead(members, fetch, tmp):
+            try:
+                zf = zipfile.ZipFile(local)
+            except zipfile.BadZipFile:
+                built.skipped.append({"archiveId": m["archiveId"], "url": m.get("url"), "why": "not a WACZ"})
+                continue
+            with zf:
+                names: dict[str, str] = {}
+                paths: dict[str, str] = {}  # member path → path here
+                for name in zf.namelist():
+                    if name.startswith("archive/") and not name.endswith("/"):
+                        new = f"archive/{m['archiveId']}-{PurePosixPath(name).name}"
+                        names[PurePosixPath(name).name] = PurePosixPath(new).name
+                        paths[name] = new
+                        with zf.open(name) as src:
+                            res = _copy_member(out, new, src, stored=True)
+                        resources.add(res)
+                        built.warc_bytes += res["bytes"]
+                carried = _carry_signature(out, zf, m["archiveId"])
+                if carried:
+                    for res in carried:
+                        resources.add(res)
+                    signed.add({"archiveId": m["archiveId"], "datapackage": carried[0]["path"],
+                                "digest": carried[1]["path"], "warcs": paths})
+                for line in _index_lines(zf):
+                    index.write(_renamed(line, names))
+                # an earlier crawl's archive holding originals of this crawl's revisits: its
+                # records stay (self-contained replay), its pages are not this crawl's
+                if m.get("role") != "original" and "pages/pages.jsonl" in zf.namelist():
+                    with zf.open("pages/pages.jsonl") as f:
+                        for line in f:
+                            if line.strip() and b'"format"' not in line[:40]:  # each member's header line
+                                pages.write(line.rstrip(b"\r\n") + b"\n")
+            built.members += 1
+            if m.get("complete") is False:
+                incomplete.add({"archiveId": m["archiveId"], "url": m.get("url"), "reason": m.get("reason")})
+            if len(out.filelist) >= SPILL_EVERY:
+                out.spill()
+    with pages_file.open("rb") as body:
+        header = json.dumps({"format": "json-pages-1.0", "id": "pages", "title": "All pages"}).encode() + b"\n"
+        resources.add(_copy_member(out, "pages/pages.jsonl", _Chain(io.BytesIO(header), body), stored=False,
+                                   block=SPOOL_BLOCK))
+    resources.add(_copy_member(out, "indexes/index.cdx", _LinesReader(_sorted(index_file, tmp)), stored=False,
+                               block=SPOOL_BLOCK))
+    complete = not incomplete.count and not missing and not built.skipped
+    package = {
+        "profile": "data-package",
+        "wacz_version": WACZ_VERSION,
+        "title": title,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "software": "waggle (one WACZ per crawl, docs/decisions/154)",
+        **({"mainPageUrl": main_url} if main_url else {}),
+        "resources": _LIST,
+        "waggle": {"crawlId": crawl_id, "members": built.members, "complete": complete, "incomplete": _LIST,
+                   "missing": missing, "skipped": built.skipped,
+                   # the members' own signatures, carried as signed (decision 342): this file
+                   # as a whole is not signed; `waggle verify` checks each and its WARCs here
+                   "signedMembers": _LIST},
+    }
+    # datapackage.json streamed: its three per-member lists come from their spools
+    text = json.dumps(package, indent=2, ensure_ascii=False)
+    pieces = text.encode().split(json.dumps(_LIST).encode())
+    assert len(pieces) == 4, "the placeholder must appear exactly three times"
+    lists = (resources, incomplete, signed)
+
+    def chunks() -> Iterator[bytes]:
+        for i, piece in enumerate(pieces):
+            yield piece
+            if i < 3:
+                yield from lists[i].chunks()
+        yield b"\n"
+
+    info = zipfile.ZipInfo("datapackage.json", date_time=datetime.now(timezone.utc).timetuple()[:6])
+    info.compress_type = zipfile.ZIP_DEFLATED
+    with out.open(info, "w", force_zip64=True) as dst:
+        h = _Hashing(dst)
+        for chunk in chunks():
+            h.write(chunk)
+    digest = {"path": "datapackage.json", "hash": "sha256:" + h.sha.hexdigest()}
+    out.writestr("datapackage-digest.json", json.dumps(digest, indent=2) + "\n", compress_type=zipfile.ZIP_DEFLATED)
+    package["resources"], package["waggle"]["incomplete"], package["waggle"]["signedMembers"] = (
+        resources.count, incomplete.count, signed.count)
+    return package
+
+
+_LIST = "\u0000waggle-spooled-list\u0000"  # where a spooled list goes in datapackage.json (never in real data)
 
 
 class _Chain(io.RawIOBase):

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import ssl
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -267,7 +267,8 @@ class Authz:
         res = await self._call(api.check, body=req)
         return res.allowed is True
 
-    async def viewable(self, identity: IdentityLike, archive_ids: Iterable[str]) -> set[str]:
+    async def viewable(self, identity: IdentityLike, archive_ids: Iterable[str],
+                       listed: Awaitable[tuple[set[str], float]] | None = None) -> set[str]:
         """The subset of ``archive_ids`` (bare ids) the caller may view (decision 142).
 
         Up to :data:`BATCH_MAX` ids (a page of the archives list): one BatchCheck request, whose
@@ -280,15 +281,18 @@ class Authz:
         server answered with an error (e.g. ``deadline_exceeded`` when overloaded) are asked once
         more, and an item still in error counts as not viewable (logged). Empty input → empty set
         without calling OpenFGA. Raises :class:`FgaUnavailable` when OpenFGA does not answer.
+
+        ``listed``: that ListObjects already asked (:meth:`timed_list_viewable`, started while the
+        caller read its ids), used instead of asking again when there are more than BATCH_MAX ids.
         """
         ids = list(dict.fromkeys(archive_ids))
         if not ids or not identity.subject:
             return set()
         allowed: set[str] = set()
         if len(ids) > BATCH_MAX:
-            t0 = time.monotonic()
-            allowed = await self.list_viewable(identity) & set(ids)
-            if time.monotonic() - t0 < LIST_OBJECTS_DEADLINE_S:
+            listing, took = await (listed if listed is not None else self.timed_list_viewable(identity))
+            allowed = listing & set(ids)
+            if took < LIST_OBJECTS_DEADLINE_S:
                 return allowed  # the server's own time was shorter: not cut off by its deadline
             log.info("ListObjects reached its deadline; BatchCheck for the rest", extra={"listed": len(allowed)})
             ids = [i for i in ids if i not in allowed]
@@ -323,6 +327,13 @@ class Authz:
             elif item.allowed is True:
                 allowed.add(aid)
         return failed
+
+    async def timed_list_viewable(self, identity: IdentityLike) -> tuple[set[str], float]:
+        """:meth:`list_viewable` of archives and the seconds it took (what :meth:`viewable` compares
+        with the server's deadline)."""
+        t0 = time.monotonic()
+        got = await self.list_viewable(identity)
+        return got, time.monotonic() - t0
 
     async def list_viewable(self, identity: IdentityLike, type: str = "archive") -> set[str]:
         """Every ``type`` object the caller may view (bare ids): one ListObjects ``user:<sub>

@@ -226,7 +226,8 @@ class LedgerClient:
 
     def collection(self, crawl_id: str) -> dict:
         """``GET /api/crawls/{id}/collection`` → the crawl's viewable archives as one multi-WACZ
-        collection (members signed for 300 s, the missing pages with why; ledger.crawl.collection)."""
+        collection (each member's ``path`` a ledger path that redirects to a freshly signed S3 URL
+        — :func:`download` with ``via``; the missing pages with why; ledger.crawl.collection)."""
         return self._call("GET", f"/api/crawls/{crawl_id}/collection").json()
 
     def changes(self, crawl_id: str, since: str | None = None) -> dict:
@@ -255,13 +256,17 @@ class LedgerClient:
         return self._call("POST", f"/api/archives/{archive_id}/url").json()
 
 
-def download(url: str, dest: Path, timeout_s: float = 120.0) -> int:
-    """Stream ``url`` (a signed S3 URL) to ``dest``; returns the byte count; raises ApiError on
-    non-200 or when ``dest`` cannot be written."""
+def download(url: str, dest: Path, timeout_s: float = 120.0, *, via: LedgerClient | None = None) -> int:
+    """Stream ``url`` (a signed S3 URL; with ``via``, a ledger path such as a collection member's,
+    asked with the client's token and followed to the signed URL it redirects to — httpx drops
+    the token on a redirect to another origin) to ``dest``; returns the byte count; raises
+    ApiError on non-200 or when ``dest`` cannot be written."""
     part = dest.with_name(dest.name + ".part")
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        with httpx.stream("GET", url, timeout=timeout_s) as resp:
+        opened = (via._http.stream("GET", url, timeout=timeout_s, follow_redirects=True) if via is not None
+                  else httpx.stream("GET", url, timeout=timeout_s))
+        with opened as resp:
             if resp.status_code != 200:
                 raise ApiError(resp.status_code, f"download failed: GET {url.split('?')[0]} → {resp.status_code}")
             size = 0

@@ -388,7 +388,7 @@ def replay_command(
                 for m in body["resources"]:
                     path = home / "archives" / f"{m['archiveId']}.wacz"
                     if not replay.have(path, m.get("bytes"), m.get("hash")):  # a crawl replayed again: only new members
-                        fetch(m["path"], path)
+                        fetch(m["path"], path, via=client)  # a ledger path: 302 to a signed URL
                     waczs.append(path)
                 console.print(f"crawl {render.short_id(crawl_id)}: {len(waczs)} archive(s) in one collection"
                               + (f", {body['missingCount']} page(s) not in it" if body.get("missingCount") else ""))

@@ -18,12 +18,14 @@ import hashlib
 import logging
 import tempfile
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 from botocore.exceptions import ClientError
 
 from ledger.archive import combined
+from ledger.crawl.collection import MISSING_LISTED
 
 log = logging.getLogger("waggle.download")
 PREFIX = "combined"
@@ -32,12 +34,22 @@ _building: dict[str, asyncio.Task] = {}
 _failed: dict[str, str] = {}
 
 
-def fingerprint(resources: list[dict]) -> str:
-    """SHA-256 over the members' ``archiveId`` and ``hash``, in order (hex)."""
+def fingerprint(members: list[Any]) -> str:
+    """SHA-256 over the members' (``ledger.crawl.collection.Member``) archive ids and hashes, in
+    order (hex) — the same text as when they were the answer's resources."""
     h = hashlib.sha256()
-    for m in resources:
-        h.update(f"{m['archiveId']} {m.get('hash') or ''}\n".encode())
+    for m in members:
+        h.update(f"{m.aid} {m.resource['hash'] or ''}\n".encode())
     return h.hexdigest()
+
+
+def _build_members(members: list[Any]) -> Iterator[dict]:
+    """What :func:`ledger.archive.combined.build` reads of each member, one small dict at a time
+    (a generator: the build's memory does not grow with the crawl, decision 372)."""
+    for m in members:
+        r = m.resource
+        yield {"archiveId": m.aid, "url": m.url, "complete": r["complete"], "reason": r["reason"],
+               "bucket": m.bucket, "object_key": m.object_key, **({"role": "original"} if m.original else {})}
 
 
 def file_name(body: dict) -> str:
@@ -60,14 +72,12 @@ def _size(s3: Any, key: str) -> int | None:
         raise
 
 
-def _build_sync(s3: Any, body: dict, members: list[dict], key: str) -> int:
+def _build_sync(s3: Any, head: dict, members: list[Any], missing: list[dict], key: str) -> int:
     """Build the combined WACZ on local disk, upload it (multipart, from disk) → its size."""
-    locations = {m["archiveId"]: (m["bucket"], m["object_key"]) for m in members}
 
     def fetch(member: dict, path: Path) -> None:
         # one GET streamed to disk (download_file adds a HEAD and a thread pool per object)
-        bucket, obj = locations[member["archiveId"]]
-        body = s3.client.get_object(Bucket=bucket, Key=obj)["Body"]
+        body = s3.client.get_object(Bucket=member["bucket"], Key=member["object_key"])["Body"]
         try:
             with path.open("wb") as out:
                 while block := body.read(1024 * 1024):
@@ -77,34 +87,33 @@ def _build_sync(s3: Any, body: dict, members: list[dict], key: str) -> int:
 
     with tempfile.TemporaryDirectory(prefix="waggle-download-") as tmp:
         out = Path(tmp) / "crawl.wacz"
-        missing = [{k: p[k] for k in ("url", "why", "reason")} for p in body["missing"]]
-        seed = body["resources"][0]["url"] if body["resources"] else None
-        combined.build(body["resources"], fetch, out, title=f"waggle crawl {body['title']}",
-                       crawl_id=body["crawlId"], missing=missing, main_url=seed)
+        said = [{k: p[k] for k in ("url", "why", "reason")} for p in missing[:MISSING_LISTED]]
+        seed = members[0].url if members else None
+        combined.build(_build_members(members), fetch, out, title=f"waggle crawl {head['title']}",
+                       crawl_id=head["crawlId"], missing=said, main_url=seed)
         s3.client.upload_file(str(out), s3.bucket, key, ExtraArgs={"ContentType": "application/wacz"})
         return out.stat().st_size
 
 
-async def prepare(services: Any, body: dict) -> tuple[str, str | None, int | None]:
-    """``(state, key or reason, size)`` for the collection ``body`` (as
-    ``ledger.crawl.collection.collection`` answered it for this caller, with ``_rows``)."""
+async def prepare(services: Any, head: dict, members: list[Any], missing: list[dict]) -> tuple[str, str | None, int | None]:
+    """``(state, key or reason, size)`` for the collection as this caller may see it
+    (``ledger.crawl.collection.viewable_members``: its head, members and missing pages)."""
     s3 = services.s3
-    print_ = fingerprint(body["resources"])
-    key = object_key(body["crawlId"], print_)
+    print_ = fingerprint(members)
+    key = object_key(head["crawlId"], print_)
     size = await anyio.to_thread.run_sync(_size, s3, key)
     if size is not None:
         return "ready", key, size
     if print_ in _failed:
         return "failed", _failed.pop(print_), None
     if print_ not in _building:
-        members = body["_rows"]
 
         async def run() -> None:
             try:
-                built = await anyio.to_thread.run_sync(_build_sync, s3, body, members, key)
-                log.info("combined WACZ built", extra={"crawlId": body["crawlId"], "key": key, "bytes": built})
+                built = await anyio.to_thread.run_sync(_build_sync, s3, head, members, missing, key)
+                log.info("combined WACZ built", extra={"crawlId": head["crawlId"], "key": key, "bytes": built})
             except Exception as exc:  # noqa: BLE001 - said to the next request, logged here
-                log.exception("combined WACZ build failed", extra={"crawlId": body["crawlId"]})
+                log.exception("combined WACZ build failed", extra={"crawlId": head["crawlId"]})
                 _failed[print_] = f"the combined file could not be built: {type(exc).__name__}: {exc}"
             finally:
                 _building.pop(print_, None)

@@ -2,9 +2,8 @@
 ``pagesQueryUrl``; decision 152).
 
 With a pages query the player opens a member only when a page of it is shown (the page → member
-map comes from here), and when a member's signed URL has expired it re-reads the collection and
-re-opens the member at its new URL (``WACZFile.init(path)``); without one it would keep reading
-through the expired URL. Items are ``{id, url, ts, title, filename, status, mime, depth,
+map comes from here); each member's path is a ledger path that signs afresh on every read
+(decision 371), so nothing the player holds expires. Items are ``{id, url, ts, title, filename, status, mime, depth,
 isSeed}``: ``filename`` is the member's ``name`` in the collection (``<archive id>.wacz``).
 """
 
@@ -39,6 +38,16 @@ def _iso(value: Any) -> str:
 def _item(archive_id: str, url: str, ts: str, title: Any, status: Any, mime: Any, depth: int) -> dict:
     return {"id": archive_id, "url": url, "ts": ts, "title": title or url, "filename": f"{archive_id}.wacz",
             "status": status, "mime": mime, "depth": depth, "isSeed": depth == 0}
+
+
+def player_keys(base: str, crawl_id: str, ticket: str, members: list) -> dict:
+    """``pagesQueryUrl``, ``initialPages`` and ``totalPages`` for the player, of ``members``
+    (``ledger.crawl.collection.Member``, the viewable ones in answer order)."""
+    pages = [m for m in members if not m.original]
+    return {"pagesQueryUrl": f"{base}/api/crawls/{crawl_id}/collection/t/{ticket}/pages",
+            "initialPages": [_item(m.aid, m.url, m.ts, r.get("title"), r.get("httpStatus"), r.get("contentType"), m.depth)
+                             for m in pages[:INITIAL_PAGES] for r in (m.resource,)],
+            "totalPages": len(pages)}
 
 
 def own(body: dict) -> list[dict]:

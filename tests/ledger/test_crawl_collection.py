@@ -1,9 +1,9 @@
 """The crawl as one collection (issue 25 item 1 and 7): ``GET /api/crawls/{id}/collection`` lists
-the crawl's admitted archives the caller may view, each signed (the URL really fetches the
-WACZ), with its size and SHA-256; the pages without a member are listed with why; outsiders
-get 404; a ticket opens the collection for the replay origin; a signed URL that expired mid
-session is replaced by asking again — against the real ledger, Postgres, OpenFGA stand-in and
-S3 stand-in."""
+the crawl's admitted archives the caller may view, each a ledger path that Checks and redirects
+to a freshly signed URL (which really fetches the WACZ), with its size and SHA-256; the pages
+without a member are listed with why; outsiders get 404; a ticket opens the collection for the
+replay origin; a session outlives the signed URLs (each read signs afresh) — against the real
+ledger, Postgres, OpenFGA and S3 stand-in."""
 
 from __future__ import annotations
 
@@ -73,12 +73,17 @@ async def test_members_signed_with_size_and_hash_and_the_missing_said_why(settin
         crawl_id = await start(h, seeds)
         seed_id, seed_wacz = capture(db, s3_server, ledger_fga, crawl_id, seeds[0])
         inc_id, inc_wacz = capture(db, s3_server, ledger_fga, crawl_id, seeds[1], complete=False)
-        capture(db, s3_server, ledger_fga, crawl_id, seeds[2], viewable=False)
+        hidden_id, _ = capture(db, s3_server, ledger_fga, crawl_id, seeds[2], viewable=False)
         set_state(db, crawl_id, seeds[3], "failed", "http_error: HTTP 500")
         capture(db, s3_server, ledger_fga, crawl_id, seeds[5], admitted=False)
         set_state(db, crawl_id, seeds[6], "skipped", "robots")
         r = await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)
         twin = await h.client.get(f"/api/crawls/{crawl_id}/collection.json", headers=WHO)
+        reads = [await h.client.get(m["path"], headers=WHO) for m in r.json()["resources"]]
+        hidden = await h.client.get(f"/api/crawls/{crawl_id}/members/{hidden_id}.wacz", headers=WHO)
+        outsider = await h.client.get(f"/api/crawls/{crawl_id}/members/{seed_id}.wacz", headers=OUTSIDER)
+        other = await start(h, ["https://elsewhere.test/"])  # a member of this crawl, asked through another
+        not_member = await h.client.get(f"/api/crawls/{other}/members/{seed_id}.wacz", headers=WHO)
     assert r.status_code == 200, r.text
     assert twin.status_code == 200 and twin.json()["crawlId"] == crawl_id
     assert r.headers["cache-control"] == "no-store"
@@ -90,7 +95,12 @@ async def test_members_signed_with_size_and_hash_and_the_missing_said_why(settin
         assert member["name"] == member["archiveId"] + ".wacz" and member["crawlId"] == crawl_id
         assert member["bytes"] == len(data)
         assert member["hash"] == "sha256:" + hashlib.sha256(data).hexdigest()
-        assert httpx.get(member["path"]).content == data  # the signed URL reads the very object
+        assert member["path"] == f"/api/crawls/{crawl_id}/members/{member['archiveId']}.wacz"
+    for read, data in zip(reads, (seed_wacz, inc_wacz)):  # Check, then 302 to a URL signed now
+        assert read.status_code == 302 and read.headers["cache-control"] == "no-store"
+        assert httpx.get(read.headers["location"]).content == data  # it reads the very object
+    # not shared with this caller, an outsider, an archive of another crawl: 404 as every crawl route
+    assert [x.status_code for x in (hidden, outsider, not_member)] == [404, 404, 404]
     assert body["resources"][0]["complete"] is True and body["resources"][0]["reason"] is None
     assert body["resources"][1]["complete"] is False and "2 without a body" in body["resources"][1]["reason"]
     assert {m["url"]: m["why"] for m in body["missing"]} == {
@@ -170,22 +180,28 @@ async def test_a_ticket_opens_one_crawls_collection_only(settings, s3_server, le
     assert forged_query.status_code == 404 and bad.status_code == 400 and "url" in bad.json()["error"]
 
 
-async def test_an_expired_member_url_is_replaced_by_asking_again(migrated_db_url, ledger_fga, fake_webhook, s3_server):
-    """A replay session longer than the URLs' life: the first URL stops working at its expiry
-    (S3 answers 403, what makes the player ask the collection again), the re-asked collection
-    holds a fresh URL that works."""
+async def test_a_session_outlives_the_signed_urls(migrated_db_url, ledger_fga, fake_webhook, s3_server):
+    """A replay session longer than the URLs' life: the URL a member's path redirected to stops
+    working at its expiry (S3 answers 403), and reading the same path again — the collection not
+    asked again — redirects to a freshly signed URL that works. Through a ticket as the player reads."""
     settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, s3_bucket=s3_server.bucket,
                                collection_url_expiry_s=2)
     async with open_ledger(settings, s3=store_of(s3_server)) as h:
         crawl_id = await start(h, ["https://f.test/"])
         _, data = capture(settings.database_url, s3_server, ledger_fga, crawl_id, "https://f.test/")
-        first = (await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)).json()["resources"][0]["path"]
+        ticket = (await h.client.post(f"/api/crawls/{crawl_id}/collection/ticket", headers=WHO)).json()["path"]
+        [member] = (await h.client.get(ticket)).json()["resources"]
+        assert member["path"].startswith(f"/api/crawls/{crawl_id}/collection/t/") and "/members/" in member["path"]
+        first = (await h.client.get(member["path"])).headers["location"]  # no identity header: the ticket
         assert httpx.get(first).content == data
         time.sleep(3.1)  # real time: past the 2 s signature (whole seconds in X-Amz-Date)
         stale = httpx.get(first)
-        second = (await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)).json()["resources"][0]["path"]
+        again = await h.client.get(member["path"])
+        head = await h.client.head(member["path"])
     assert stale.status_code == 403 and b"expired" in stale.content
-    assert second != first and httpx.get(second).content == data
+    assert again.status_code == 302 and again.headers["location"] != first
+    assert httpx.get(again.headers["location"]).content == data
+    assert head.status_code == 302
 
 
 async def test_what_is_in_each_page_and_the_crawls_total_bytes(settings, s3_server, ledger_fga):

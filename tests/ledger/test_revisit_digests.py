@@ -178,7 +178,7 @@ async def test_a_recrawls_collection_holds_the_originals_its_revisits_refer_to(s
         assert r.status_code == 200, r.text
         originals = [m for m in r.json()["resources"] if m.get("role") == "original"]
         assert [m["archiveId"] for m in originals] == [original]
-        assert originals[0]["path"].startswith("http")  # signed like every member
+        assert originals[0]["path"].endswith(f"/members/{originals[0]['archiveId']}.wacz")  # a member path like every member
 
         async with h.services.pool.connection() as conn:  # the original no longer viewable by acme
             await conn.execute("DELETE FROM fga_outbox")
@@ -246,8 +246,14 @@ async def test_a_recrawl_at_another_url_names_the_member_holding_its_original(se
         assert [(p["url"], p["filename"]) for p in player["initialPages"]] == [(b_url, f"{mine}.wacz")]
         assert player["totalPages"] == 1
 
+        signed = {}  # each member's path, the original's too: Check, then 302 to a signed URL
+        for m in r.json()["resources"]:
+            read = await h.client.get(m["path"], headers=WHO)
+            assert read.status_code == 302, (m, read.text)
+            signed[m["archiveId"]] = read.headers["location"]
+
         def fetch(member: dict, path) -> None:
-            path.write_bytes(httpx.get(member["path"]).content)
+            path.write_bytes(httpx.get(signed[member["archiveId"]]).content)
 
         out = tmp_path / "crawl.wacz"
         combined.build(r.json()["resources"], fetch, out, title="b", crawl_id=crawl_b, missing=[])

@@ -1,8 +1,8 @@
 // Replays with ReplayWeb.page (its service worker under /replay/, served by the ledger from the
 // pinned npm package) either one archived page (?source=<signed S3 URL of its WACZ>) or a whole
 // crawl (?collection=<the collection's path with its ticket>, docs/decisions/151): the player
-// loads the crawl's multi-WACZ JSON from this origin and asks it again whenever a member's
-// signed URL has expired, so a session outlives the URLs' 300 s.
+// loads the crawl's multi-WACZ JSON from this origin and reads each member through its ledger
+// path, which redirects to a URL signed at that read (decision 371): a session outlives 300 s.
 const params = new URLSearchParams(location.search);
 const collection = params.get("collection");
 // only a path of this ledger's collection route: the page never loads an address it was handed
