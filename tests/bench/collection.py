@@ -221,11 +221,18 @@ def crawl_collection(ctx: Context) -> None:
             reads, redirected = _timed_reads(led.url, body["resources"][:REQUESTS], infra.who(BOB, ORG))
             assert redirected == len(reads), (redirected, len(reads))
             ctx.metric("member read p95 (302 to a URL signed now, one Check)", round(percentile(reads, 95), 1), "ms")
+            colds: dict[str, float] = {}
             for who, label in ((ALICE, "all"), (BOB, "half")):  # nothing reused: past the window
                 time.sleep(CACHE_S + 1)
                 cold, _ = _timed_gets(url, infra.who(who, ORG), 1)
+                colds[label] = round(cold[0], 1)
                 ctx.metric(f"cold collection answer ({label} of {n:,} viewable; members read, OpenFGA asked)",
-                           round(cold[0], 1), "ms")
+                           colds[label], "ms")
+            # a player's first answer is usually cold (nothing kept from the last 30 s): the
+            # issue's 300 ms holds it to the same bound as the p95
+            cold_worst = max(colds, key=colds.get)
+            ctx.metric("cold collection answer, the worse viewer", colds[cold_worst], "ms", 300, "<=",
+                       f"viewer of {cold_worst} of {n:,}; nothing reused", key="cold_answer_ms")
             worst = max(p95s, key=p95s.get)
             ctx.metric("collection answer p95, the worse viewer", p95s[worst], "ms", 300, "<=",
                        f"viewer of {worst} of {n:,}", key="answer_p95_ms")
