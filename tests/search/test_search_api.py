@@ -447,3 +447,43 @@ def test_a_query_is_checked_and_parsed_in_one_round_trip(indexed):
     assert (n1, n2, n3, n4) == (1, 1, 1, 1)
     assert {c for c, _ in parsed} >= {"english", "german"} and "only stop words" in stop
     assert "only excludes" in neg and "no words" in none
+
+
+def test_common_and_rare_texts_find_the_same_newest_window(indexed):
+    """Decision 381: a text the planner expects in ≥ 1 % of the pages is matched by
+    ``ts_match_vq`` (the GIN hidden: every branch walks newest first); the candidates are the
+    same, in the same order, as with ``@@`` and the planner's own plan, for words, phrases,
+    exclusions, OR and filters; with no statistics yet (``reltuples`` ≤ 0) the planner decides."""
+    import asyncio
+
+    from ledger.db.pool import open_pool
+    from ledger.search.query import candidate_sql, parse, parsed_and_pages, walk_only
+
+    s = indexed
+    with psycopg.connect(s.db_url, autocommit=True) as conn:
+        conn.execute("ANALYZE archive_text")
+    texts = [{"q": "lighthouse"}, {"q": "keeper"}, {"q": '"lighthouse keeper"'}, {"q": "lighthouse -museum"},
+             {"q": "tide OR museum"}, {"q": "lighthouse", "host": "harbour.example"},
+             {"q": "lighthouse", "from": "2026-01-01", "to": "2026-12-31"}, {"q": "Leuchttürme"}]
+
+    async def go():
+        pool = await open_pool(s.db_url, max_size=1)
+        out = []
+        try:
+            async with pool.connection() as conn:
+                for params in texts:
+                    query = parse(params)
+                    parsed, pages = await parsed_and_pages(conn, query.text)
+                    got = []
+                    for walk in (False, True):
+                        sql, args = candidate_sql(parsed, ["acme", "contoso"], [], query, walk)
+                        assert ("ts_match_vq" in sql) is walk and ("@@" in sql) is not walk
+                        got.append([r["id"] for r in await (await conn.execute(sql, args, prepare=False)).fetchall()])
+                    out.append((params, got, pages, await walk_only(conn, parsed, pages), await walk_only(conn, parsed, -1)))
+        finally:
+            await pool.close()
+        return out
+
+    for params, (planned, walked), pages, walk, unknown in asyncio.run(go()):
+        assert planned == walked and planned, params
+        assert pages > 0 and walk is True and unknown is False  # any matching word is ≥ 1 % of a few pages
