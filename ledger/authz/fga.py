@@ -191,9 +191,11 @@ class Authz:
         self._sdk()
         assert self._conf is not None
         if self._api is None:
+            # set before the first await: callers running at once (search asks its scope with two
+            # calls together) share this client; each built its own before, and one leaked
             api_client = ApiClient(self._conf)
-            await skip_env_lookups(api_client, self.api_url)
             self._api = OpenFgaApi(api_client)
+            await skip_env_lookups(api_client, self.api_url)  # swaps the session before its own await
         return self._api, self._conf
 
     async def close(self) -> None:

@@ -34,6 +34,7 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
+import httpx
 import psycopg
 
 from tests.bench.harness import Context, percentile
@@ -236,8 +237,21 @@ def _load(db_url: str, n: int, ctx: Context, store) -> dict:
     started = time.perf_counter()
     from concurrent.futures import ThreadPoolExecutor
 
+    def write(chunk: list[dict]) -> None:
+        """One Write; a 5xx (the first 1,000,000-page run got one right after the index phase,
+        while Postgres flushed gigabytes: a Write past OpenFGA's request timeout) is tried
+        again up to 3 times, tuples already stored ignored (a Write is one transaction)."""
+        for attempt in range(4):
+            try:
+                store.write(chunk, ignore_existing=attempt > 0)
+                return
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code < 500 or attempt == 3:
+                    raise
+                time.sleep(2 ** attempt)
+
     with ThreadPoolExecutor(4) as pool:  # TUPLES_PER_WRITE a Write (the bench server's cap, raised), 4 in flight
-        list(pool.map(store.write, (tuples[k: k + TUPLES_PER_WRITE] for k in range(0, len(tuples), TUPLES_PER_WRITE))))
+        list(pool.map(write, (tuples[k: k + TUPLES_PER_WRITE] for k in range(0, len(tuples), TUPLES_PER_WRITE))))
     print(f"search bench: {len(tuples):,} tuples written, load {os.getloadavg()}", file=sys.stderr, flush=True)
     ctx.detail("tuples_written", len(tuples))
     ctx.detail("tuple_write_s", round(time.perf_counter() - started, 1))
