@@ -352,10 +352,12 @@ async def _query_cpu(pool, store) -> dict[str, dict[int, float]]:
     return {"postgres": backends, "openfga": {store.pid: _cpu_s(store.pid)}, "client": {0: own}}
 
 
-# Tuples a Write while loading: OpenFGA's default cap is 100, which made the 2,000,000 tuples of
-# the size ~20,000 Writes (longer than the indexing itself); the bench's own server is
-# started with its cap raised (OPENFGA_MAX_TUPLES_PER_WRITE). Setup only: nothing measured writes.
-TUPLES_PER_WRITE = 1000
+# Tuples a Write while loading (WAGGLE_BENCH_SEARCH_TUPLES_PER_WRITE, default 100: OpenFGA's
+# default cap). The bench's own server is started with its cap raised to this. Both
+# 1,000,000-page runs with 1,000 a Write died on OpenFGA 500s right after the index phase
+# (1,000-tuple Writes passed on an idle server in 0.09 s; the server's log went with its temp
+# dir): decision 381. Setup only: nothing measured writes.
+TUPLES_PER_WRITE = int(os.environ.get("WAGGLE_BENCH_SEARCH_TUPLES_PER_WRITE") or 100)
 
 
 @contextlib.contextmanager
