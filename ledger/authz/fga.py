@@ -6,7 +6,7 @@ Calls (reference/ledger.md §4.2):
 * :meth:`Authz.can_view` — ``user:<sub> can_view archive:<id>`` with one contextual
   ``member`` tuple per organization of the caller and context ``current_time``.
 * :meth:`Authz.viewable` — up to 50 ids one BatchCheck of the same, more one ListObjects ∩ the
-  ids (decision 142); BatchCheck results matched by the SDK's correlation ids back to each
+  ids (decision 142); BatchCheck results matched by correlation ids back to each
   request's object, never by position.
 * :meth:`Authz.list_viewable` — one ListObjects of the same: every archive the caller may view.
 * :meth:`Authz.write` — one Write; errors surface as ``openfga_sdk`` ``ApiException`` or an
@@ -30,16 +30,18 @@ from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_f
 from openfga_sdk import ApiClient, OpenFgaApi, OpenFgaClient
 from openfga_sdk.client.configuration import ClientConfiguration
 from openfga_sdk.client.models import (
-    ClientBatchCheckItem,
-    ClientBatchCheckRequest,
     ClientCheckRequest,
     ClientListObjectsRequest,
     ClientTuple,
 )
 from openfga_sdk.credentials import CredentialConfiguration, Credentials
 from openfga_sdk.exceptions import ApiException
+from openfga_sdk.models.batch_check_item import BatchCheckItem
+from openfga_sdk.models.batch_check_request import BatchCheckRequest
 from openfga_sdk.models.check_request import CheckRequest
+from openfga_sdk.models.check_request_tuple_key import CheckRequestTupleKey
 from openfga_sdk.models.contextual_tuple_keys import ContextualTupleKeys
+from openfga_sdk.models.list_objects_request import ListObjectsRequest
 from openfga_sdk.models.tuple_key import TupleKey
 from openfga_sdk.models.write_request import WriteRequest
 from openfga_sdk.models.write_request_deletes import WriteRequestDeletes
@@ -189,9 +191,11 @@ class Authz:
         self._sdk()
         assert self._conf is not None
         if self._api is None:
+            # set before the first await: callers running at once (search asks its scope with two
+            # calls together) share this client; each built its own before, and one leaked
             api_client = ApiClient(self._conf)
-            await skip_env_lookups(api_client, self.api_url)
             self._api = OpenFgaApi(api_client)
+            await skip_env_lookups(api_client, self.api_url)  # swaps the session before its own await
         return self._api, self._conf
 
     async def close(self) -> None:
@@ -304,29 +308,54 @@ class Authz:
         return allowed
 
     async def _batch_check(self, identity: IdentityLike, ids: list[str], allowed: set[str]) -> dict[str, str]:
-        """One BatchCheck round over ``ids``: allowed ids are added to ``allowed``; returns the
-        ids the server answered with an error → that error."""
-        members, now = self._members(identity), now_iso()
-        checks = [
-            ClientBatchCheckItem(
-                user=f"user:{identity.subject}",
-                relation="can_view",
-                object=f"archive:{i}",
-                contextual_tuples=members or None,
-                context={"current_time": now},
-            )
-            for i in ids
-        ]
-        res = await self._call(self._sdk().batch_check, ClientBatchCheckRequest(checks=checks),
-                               {"max_parallel_requests": BATCH_IN_FLIGHT})
+        """One BatchCheck round of ``can_view`` over archive ``ids``: allowed ids are added to
+        ``allowed``; returns the ids the server answered with an error → that error."""
+        got, failed = await self._batch_allowed(identity, "can_view", [f"archive:{i}" for i in ids],
+                                                {"current_time": now_iso()})
+        allowed.update(o.removeprefix("archive:") for o in got)
+        return {o.removeprefix("archive:"): e for o, e in failed.items()}
+
+    def _member_keys(self, identity: IdentityLike, conf: ClientConfiguration) -> list[TupleKey]:
+        user = f"user:{identity.subject}"
+        return [TupleKey(user=user, relation="member", object=f"organization:{o}", local_vars_configuration=conf)
+                for o in self._member_orgs(identity)]
+
+    async def _batch_allowed(self, identity: IdentityLike, relation: str, objects: list[str],
+                             context: dict | None) -> tuple[set[str], dict[str, str]]:
+        """BatchCheck ``user:<sub> relation object`` for each of ``objects`` (``type:id``) with
+        the caller's contextual ``member`` tuples: :data:`BATCH_MAX` a request,
+        :data:`BATCH_IN_FLIGHT` requests at a time. Built on the SDK's generated API with one
+        shared configuration, like :meth:`can_view`: ``OpenFgaClient.batch_check`` builds every
+        model with a fresh Configuration (each Check × each contextual tuple), which was most
+        of the ledger's CPU per search (decision 381). Results are matched by correlation id
+        (the object's position in its request), never by the order of the answer.
+        Returns (objects allowed, object → error for items the server answered with an error)."""
+        api, conf = await self._check_api()
+        user = f"user:{identity.subject}"
+        members = self._member_keys(identity, conf)
+        contextual = ContextualTupleKeys(tuple_keys=members, local_vars_configuration=conf) if members else None
+        gate = asyncio.Semaphore(BATCH_IN_FLIGHT)
+        allowed: set[str] = set()
         failed: dict[str, str] = {}
-        for item in res.result:
-            aid = item.request.object.removeprefix("archive:")
-            if item.error:
-                failed[aid] = str(item.error)
-            elif item.allowed is True:
-                allowed.add(aid)
-        return failed
+
+        async def one(part: list[str]) -> None:
+            checks = [BatchCheckItem(tuple_key=CheckRequestTupleKey(user=user, relation=relation, object=o,
+                                                                    local_vars_configuration=conf),
+                                     contextual_tuples=contextual, context=context, correlation_id=str(k),
+                                     local_vars_configuration=conf)
+                      for k, o in enumerate(part)]
+            body = BatchCheckRequest(checks=checks, authorization_model_id=self.model_id, local_vars_configuration=conf)
+            async with gate:
+                res = await self._call(api.batch_check, body=body)
+            for cid, item in (res.result or {}).items():
+                obj = part[int(cid)]
+                if item.error:
+                    failed[obj] = str(item.error)
+                elif item.allowed is True:
+                    allowed.add(obj)
+
+        await asyncio.gather(*(one(objects[k: k + BATCH_MAX]) for k in range(0, len(objects), BATCH_MAX)))
+        return allowed, failed
 
     async def timed_list_viewable(self, identity: IdentityLike) -> tuple[set[str], float]:
         """:meth:`list_viewable` of archives and the seconds it took (what :meth:`viewable` compares
@@ -359,14 +388,8 @@ class Authz:
         orgs = self._member_orgs(identity)
         if not orgs or not identity.subject:
             return []
-        members = self._members(identity)
-        checks = [ClientBatchCheckItem(user=f"user:{identity.subject}", relation="member", object=f"organization:{o}",
-                                       contextual_tuples=members) for o in orgs]
-        res = await self._call(self._sdk().batch_check, ClientBatchCheckRequest(checks=checks),
-                               {"max_parallel_requests": BATCH_IN_FLIGHT})
-        allowed = {item.request.object.removeprefix("organization:") for item in res.result
-                   if item.allowed is True and not item.error}
-        return [o for o in orgs if o in allowed]
+        allowed, _ = await self._batch_allowed(identity, "member", [f"organization:{o}" for o in orgs], None)
+        return [o for o in orgs if f"organization:{o}" in allowed]
 
     async def shared_with(self, identity: IdentityLike) -> set[str]:
         """Archives the caller may view *other than* as a member of their organizations: direct
@@ -377,13 +400,19 @@ class Authz:
         submitter's owned jobs grow with what they crawled: decision 311's limits)."""
         if not identity.subject:
             return set()
+        api, conf = await self._check_api()
         user, now = f"user:{identity.subject}", {"current_time": now_iso()}
-        granted = ClientListObjectsRequest(user=user, relation="viewer", type="archive",
-                                           contextual_tuples=self._members(identity) or None, context=now)
-        owned = ClientListObjectsRequest(user=user, relation="can_view", type="archive", context=now)
-        sdk = self._sdk()
-        got = await asyncio.gather(self._call(sdk.list_objects, granted, dict(HIGHER)),
-                                   self._call(sdk.list_objects, owned, dict(HIGHER)))
+        members = self._member_keys(identity, conf)
+
+        def request(relation: str, contextual: list[TupleKey] | None) -> ListObjectsRequest:
+            return ListObjectsRequest(
+                authorization_model_id=self.model_id, type="archive", relation=relation, user=user,
+                contextual_tuples=ContextualTupleKeys(tuple_keys=contextual, local_vars_configuration=conf)
+                if contextual else None,
+                context=now, consistency=HIGHER["consistency"], local_vars_configuration=conf)
+
+        got = await asyncio.gather(self._call(api.list_objects, body=request("viewer", members)),
+                                   self._call(api.list_objects, body=request("can_view", None)))
         return {o.removeprefix("archive:") for res in got for o in res.objects or [] if o.startswith("archive:")}
 
     async def checked_viewable(self, identity: IdentityLike, archive_ids: Iterable[str]) -> set[str]:

@@ -39,8 +39,11 @@ STAGE_COLUMNS = ("archive_id", "crawl_id", "task_id", "host", "url", "captured_a
 STAGE = """
 CREATE TEMP TABLE IF NOT EXISTS archive_text_stage (
     archive_id uuid, crawl_id uuid, task_id uuid, host text, url text, captured_at timestamptz, title text,
-    lang text, config text, headings text, body text, problem text) ON COMMIT DELETE ROWS
+    lang text, config text, headings text, body text, problem text)
+    WITH (toast_tuple_target = 8160) ON COMMIT DELETE ROWS
 """
+# (toast_tuple_target: a staged row up to a page is kept as it came — a value compressed here
+# would be copied compressed into archive_text, whose body is stored uncompressed; migration 380.)
 INSERT_STAGED = """
 INSERT INTO archive_text (archive_id, crawl_id, org_id, host, url, captured_at, title, lang, config, body, problem, tsv)
 SELECT s.archive_id, s.crawl_id, COALESCE(c.org_id, cs.org_id), s.host, s.url, s.captured_at, s.title, s.lang, g.cfg,
@@ -66,6 +69,9 @@ async def insert_texts(conn: Any, rows: list[tuple]) -> dict[str, str]:
         return {}
     await conn.execute(STAGE)
     await conn.execute("TRUNCATE archive_text_stage")  # rows of an earlier statement in this transaction
+    # the GIN pending-list cleanup this insert may run merges in work_mem: 64 MB takes the whole
+    # 16 MB list (migration 380) in one pass (decision 381: −0.04 ms of CPU per page with it)
+    await conn.execute("SET LOCAL work_mem = '64MB'")
     async with conn.cursor() as cur:
         async with cur.copy(f"COPY archive_text_stage ({', '.join(STAGE_COLUMNS)}) FROM STDIN") as cp:
             for r in rows:

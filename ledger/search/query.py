@@ -138,10 +138,17 @@ def port_pattern(host: str, port: int) -> str:
     return f"^(?:{'|'.join(alts)})(?:[/?#]|$)"
 
 
+# One round trip (decision 381): the checks of the whole text (simple: any word at all; english:
+# not only stop words; only exclusions) and its parse by each configuration in use (none yet:
+# one row with NULL config).
 _PARSED = """
-SELECT c.config::text AS config, q.query::text AS query, numnode(q.query) AS nodes,
-       querytree(q.query) AS tree
-FROM search_configs c, LATERAL (SELECT websearch_to_tsquery(c.config, %(q)s) AS query) q
+SELECT k.simple, k.english, k.negated, k.pages, c.config::text AS config, q.query::text AS query,
+       numnode(q.query) AS nodes, querytree(q.query) AS tree
+FROM (SELECT numnode(websearch_to_tsquery('simple', %(q)s)) AS simple,
+             numnode(websearch_to_tsquery('english', %(q)s)) AS english,
+             querytree(websearch_to_tsquery('simple', %(q)s)) = 'T' AS negated,
+             (SELECT reltuples FROM pg_class WHERE oid = 'archive_text'::regclass) AS pages) k
+LEFT JOIN (search_configs c CROSS JOIN LATERAL (SELECT websearch_to_tsquery(c.config, %(q)s) AS query) q) ON TRUE
 """
 
 # Candidates (decision 311). One branch per (scope, configuration): a scope is one of the
@@ -152,7 +159,7 @@ FROM search_configs c, LATERAL (SELECT websearch_to_tsquery(c.config, %(q)s) AS 
 # (org_id, captured_at DESC) and tests `@@` row by row, for a rare word it takes the GIN bitmap
 # and sorts the few matches. Only that window is ranked by ts_rank_cd.
 _BRANCH = """(SELECT t.archive_id, t.captured_at, t.tsv, %({tsq})s::tsquery AS query FROM archive_text t
-WHERE {scope} AND t.config = %({cfg})s::regconfig AND t.tsv @@ %({tsq})s::tsquery{filters}
+WHERE {scope} AND t.config = %({cfg})s::regconfig AND {match}{filters}
 ORDER BY t.captured_at DESC LIMIT %(window)s)"""
 _RANKED = """
 WITH w AS (SELECT u.archive_id, u.captured_at, u.tsv, u.query FROM ({branches}) u
@@ -163,10 +170,41 @@ LIMIT %(limit)s
 """
 
 
-def candidate_sql(parsed: list[tuple[str, str]], orgs: list[str], shared: list[str], query: "Query") -> tuple[str, dict]:
+# A text that matches at least this share of the pages (the planner's estimate) is found by
+# newest-first walks only (decision 381): its 1,000 newest matches are within ~1,000 / share
+# rows of a walk, whatever the table's size, while a GIN bitmap visits (and, for a phrase,
+# rechecks) every match of every branch, and reads the GIN once per branch — at 100,000 pages
+# `"context manager"` (7 % of the pages) spent 66 ms in ten GIN scans alone. Each branch is
+# planned for its own LIMIT, so the planner cannot know that most branches give one row. The
+# planner's estimate of a phrase or of several words is 2–3× low (their words come together),
+# of a word outside its statistics 0.5 %: those stay with the planner's plan (GIN for rare).
+WALK_SHARE_MIN = 0.01
+# The planner's estimate of the rows matching the text (any configuration in use).
+_ESTIMATE = "EXPLAIN (FORMAT JSON) SELECT 1 FROM archive_text t WHERE {cond}"
+
+
+async def walk_only(conn: Any, parsed: list[tuple[str, str]], rows: float) -> bool:
+    """True when the planner estimates that the text matches at least :data:`WALK_SHARE_MIN`
+    of the ``rows`` indexed pages (then :func:`candidate_sql` hides the GIN index)."""
+    if not parsed or rows <= 0:
+        return False
+    params: dict[str, Any] = {}
+    conds = []
+    for k, (config, tsq) in enumerate(parsed):
+        params[f"cfg{k}"], params[f"tsq{k}"] = config, tsq
+        conds.append(f"(t.config = %(cfg{k})s::regconfig AND t.tsv @@ %(tsq{k})s::tsquery)")
+    got = await (await conn.execute(_ESTIMATE.format(cond=" OR ".join(conds)), params, prepare=False)).fetchone()
+    plan = got["QUERY PLAN"] if isinstance(got, dict) else got[0]
+    return plan[0]["Plan"]["Plan Rows"] >= WALK_SHARE_MIN * rows
+
+
+def candidate_sql(parsed: list[tuple[str, str]], orgs: list[str], shared: list[str], query: "Query",
+                  walk: bool = False) -> tuple[str, dict]:
     """The ranked-candidates statement and its parameters for ``parsed`` (configuration,
     tsquery text) pairs over the scopes ``orgs`` (organization ids) and ``shared`` (archive
-    ids); None-free filters of ``query`` are added to every branch."""
+    ids); None-free filters of ``query`` are added to every branch. ``walk``: the match is
+    written as ``ts_match_vq(tsv, query)`` — the same test as ``@@``, which the GIN index
+    cannot serve, so every branch walks its newest-first b-tree (:func:`walk_only`)."""
     params: dict[str, Any] = {"window": RANK_WINDOW, "limit": CANDIDATES_MAX}
     filters = ""
     for name, col, op in (("crawl", "crawl_id", "= %(crawl)s::uuid"), ("host", "host", "= %(host)s::text"),
@@ -189,7 +227,9 @@ def candidate_sql(parsed: list[tuple[str, str]], orgs: list[str], shared: list[s
     branches = []
     for k, (config, tsq) in enumerate(parsed):
         params[f"cfg{k}"], params[f"tsq{k}"] = config, tsq
-        branches += [_BRANCH.format(scope=scope, cfg=f"cfg{k}", tsq=f"tsq{k}", filters=filters) for scope in scopes]
+        match = f"ts_match_vq(t.tsv, %(tsq{k})s::tsquery)" if walk else f"t.tsv @@ %(tsq{k})s::tsquery"
+        branches += [_BRANCH.format(scope=scope, cfg=f"cfg{k}", tsq=f"tsq{k}", match=match, filters=filters)
+                     for scope in scopes]
     return _RANKED.format(branches="\nUNION ALL\n".join(branches)), params
 
 
@@ -206,17 +246,21 @@ async def usable_configs(conn: Any, text: str) -> list[str]:
 
 
 async def parsed_queries(conn: Any, text: str) -> list[tuple[str, str]]:
-    """(configuration, tsquery text) for each configuration whose parse of ``text`` can be searched; raises :class:`BadQuery` for
-    no words at all (only punctuation or operators), only stop words, or only exclusions.
+    """See :func:`parsed_and_pages` (its first part)."""
+    return (await parsed_and_pages(conn, text))[0]
+
+
+async def parsed_and_pages(conn: Any, text: str) -> tuple[list[tuple[str, str]], float]:
+    """((configuration, tsquery text) for each configuration whose parse of ``text`` can be
+    searched, the planner's count of indexed pages — ``pg_class.reltuples``, ≤ 0 unknown) in one
+    round trip; raises :class:`BadQuery` for no words at all (only punctuation or operators), only stop words, or only exclusions.
 
     Stop words: refused when the query is empty as English parses it (the default language of
     the web page and of most pages), or as every language configuration in use parses it
     (``der die das`` over German pages). A word one language drops may be a word in another:
     a query that English keeps is searched in every configuration that keeps it."""
-    rows = await (await conn.execute(_PARSED, {"q": text})).fetchall()
-    checks = await (await conn.execute(
-        "SELECT numnode(websearch_to_tsquery('simple', %(q)s)) AS simple,"
-        " numnode(websearch_to_tsquery('english', %(q)s)) AS english", {"q": text})).fetchone()
+    got = await (await conn.execute(_PARSED, {"q": text})).fetchall()
+    checks, rows = got[0], [r for r in got if r["config"] is not None]
     if checks["simple"] == 0:
         raise BadQuery("the query has no words to search for (only punctuation or operators)")
     languages = [r for r in rows if r["config"] != "simple"]
@@ -224,15 +268,16 @@ async def parsed_queries(conn: Any, text: str) -> list[tuple[str, str]]:
         raise BadQuery("the query has only stop words (such as 'the', 'and', 'of'), which are not indexed;"
                        " add a word that says what the page is about")
     searched = [r for r in rows if r["nodes"] > 0 and r["tree"] != "T"]
-    if not searched and any(r["nodes"] > 0 for r in rows) or not rows and checks["english"] and await _only_exclusions(conn, text):
+    if not searched and any(r["nodes"] > 0 for r in rows) or not rows and checks["english"] and checks["negated"]:
         raise BadQuery("the query only excludes words (-word); add a word or phrase the pages must have")
-    return [(r["config"], r["query"]) for r in searched]
+    return [(r["config"], r["query"]) for r in searched], float(checks["pages"] or 0)
 
 
-async def _only_exclusions(conn: Any, text: str) -> bool:
-    row = await (await conn.execute("SELECT querytree(websearch_to_tsquery('simple', %(q)s)) = 'T' AS neg",
-                                    {"q": text})).fetchone()
-    return bool(row["neg"])
+async def _page_rows(pool: Any, text: str, ids: list[str]) -> dict[str, dict]:
+    """archive id → its hit row (``url, title, captured_at, crawl_id, lang, snippet``) for ``ids``."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(_PAGE, {"q": text, "ids": ids, "opts": HEADLINE_OPTIONS})).fetchall()
+    return {r["id"]: r for r in rows}
 
 
 def _snippet(raw: str | None) -> tuple[str, str]:
@@ -263,7 +308,8 @@ async def search(pool: Any, authz: Any, identity: Any, query: Query) -> dict:
     scope = asyncio.ensure_future(asyncio.gather(authz.member_organizations(identity), authz.shared_with(identity)))
     try:
         async with pool.connection() as conn:
-            parsed = await parsed_queries(conn, query.text)
+            parsed, pages = await parsed_and_pages(conn, query.text)
+            walk = await walk_only(conn, parsed, pages)
         orgs, shared = await scope
     finally:
         if not scope.done():
@@ -272,36 +318,48 @@ async def search(pool: Any, authz: Any, identity: Any, query: Query) -> dict:
                 await scope
     candidates: list[str] = []
     if parsed and (orgs or shared):
-        sql, params = candidate_sql(parsed, orgs, sorted(shared), query)
+        sql, params = candidate_sql(parsed, orgs, sorted(shared), query, walk)
         async with pool.connection() as conn:
             # never prepared: a generic plan cannot see the words, and a common word's walk is a
             # rare word's disaster (psycopg prepares a text after 5 runs; the plan then goes generic)
             candidates = [r["id"] for r in await (await conn.execute(sql, params, prepare=False)).fetchall()]
     need = (query.page - 1) * query.size + query.size + 1
-    viewable: list[str] = []
-    checked, chunk = 0, need + max(4, need // 4)  # over-fetch a little: most candidates are allowed
-    while len(viewable) < need and checked < len(candidates):
-        part = candidates[checked: checked + chunk]
-        allowed = await authz.checked_viewable(identity, part)
-        viewable.extend(i for i in part if i in allowed)
-        checked += len(part)
-        chunk = max(chunk, 2 * (need - len(viewable)))
     start = (query.page - 1) * query.size
-    page_ids = viewable[start: start + query.size]
+    # The page's rows (title, URL, snippet) are read while OpenFGA checks the candidates,
+    # assuming the page is the candidates at its positions (it is unless some are refused):
+    # one round trip less on the way (decision 381); rows of a page that moved are read after.
+    guess = candidates[start: start + query.size]
+    rows_task = asyncio.ensure_future(_page_rows(pool, query.text, guess)) if guess else None
+    try:
+        viewable: list[str] = []
+        checked, chunk = 0, need + max(4, need // 4)  # over-fetch a little: most candidates are allowed
+        while len(viewable) < need and checked < len(candidates):
+            part = candidates[checked: checked + chunk]
+            allowed = await authz.checked_viewable(identity, part)
+            viewable.extend(i for i in part if i in allowed)
+            checked += len(part)
+            chunk = max(chunk, 2 * (need - len(viewable)))
+        page_ids = viewable[start: start + query.size]
+        by_id = await rows_task if rows_task is not None else {}
+    finally:
+        if rows_task is not None and not rows_task.done():
+            rows_task.cancel()
+            with contextlib.suppress(BaseException):
+                await rows_task
+    by_id = {i: r for i, r in by_id.items() if i in page_ids}  # never a row of a refused candidate
+    missing = [i for i in page_ids if i not in by_id]
+    if missing:
+        by_id.update(await _page_rows(pool, query.text, missing))
     hits: list[dict] = []
-    if page_ids:
-        async with pool.connection() as conn:
-            rows = await (await conn.execute(_PAGE, {"q": query.text, "ids": page_ids, "opts": HEADLINE_OPTIONS})).fetchall()
-        by_id = {r["id"]: r for r in rows}
-        for i in page_ids:
-            r = by_id.get(i)
-            if r is None:  # deleted meanwhile
-                continue
-            plain, marked = _snippet(r["snippet"])
-            captured = iso_ms(r["captured_at"])
-            hits.append({"archiveId": i, "url": r["url"], "title": r["title"], "capturedAt": captured,
-                         "crawlId": r["crawl_id"], "lang": r["lang"], "snippet": plain, "snippetHtml": marked,
-                         "replay": replay_link(i, r["crawl_id"], r["url"], captured)})
+    for i in page_ids:
+        r = by_id.get(i)
+        if r is None:  # deleted meanwhile
+            continue
+        plain, marked = _snippet(r["snippet"])
+        captured = iso_ms(r["captured_at"])
+        hits.append({"archiveId": i, "url": r["url"], "title": r["title"], "capturedAt": captured,
+                     "crawlId": r["crawl_id"], "lang": r["lang"], "snippet": plain, "snippetHtml": marked,
+                     "replay": replay_link(i, r["crawl_id"], r["url"], captured)})
     return {"hits": hits, "page": query.page, "size": query.size, "more": len(viewable) > start + query.size,
             "incomplete": len(viewable) < need and len(candidates) >= CANDIDATES_MAX
             and checked >= len(candidates), "rankedNewest": len(candidates) >= RANK_WINDOW}

@@ -355,6 +355,84 @@ def test_can_view_sends_what_the_sdk_client_check_sends(monkeypatch) -> None:
     assert "contextual_tuples" not in seen[2][2] and seen[2][2]["tuple_key"]["user"] == "user:eve"
 
 
+def test_batch_check_and_list_objects_send_what_the_sdk_client_sends(monkeypatch) -> None:
+    """Search's BatchChecks and ListObjects are built on the SDK's generated API with one shared
+    configuration (decision 381: the SDK client's per-model Configuration was most of the
+    ledger's CPU per search); each request must be the one ``OpenFgaClient`` sends (same path,
+    authorization, JSON body but for the correlation ids, which only have to be unique)."""
+    from openfga_sdk import OpenFgaClient
+    from openfga_sdk.client.configuration import ClientConfiguration
+    from openfga_sdk.client.models import ClientBatchCheckItem, ClientBatchCheckRequest, ClientListObjectsRequest, ClientTuple
+    from openfga_sdk.credentials import CredentialConfiguration, Credentials
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from ledger.authz import fga
+    from tests.fixtures.ledger import ServerThread
+
+    seen: list[tuple[str, str | None, dict]] = []
+
+    async def batch(request):
+        body = await request.json()
+        seen.append(("batch-check", request.headers.get("authorization"), body))
+        return JSONResponse({"result": {c["correlation_id"]: {"allowed": True} for c in body["checks"]}})
+
+    async def listing(request):
+        seen.append(("list-objects", request.headers.get("authorization"), await request.json()))
+        return JSONResponse({"objects": ["archive:x1"]})
+
+    monkeypatch.setattr(fga, "now_iso", lambda: "2026-07-29T00:00:00.000Z")
+    server = ServerThread(Starlette(routes=[Route("/stores/{sid}/batch-check", batch, methods=["POST"]),
+                                            Route("/stores/{sid}/list-objects", listing, methods=["POST"])]),
+                          lifespan="off").start()
+    store, model = "01HZ0000000000000000000001", "01HZ0000000000000000000002"
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    orgs, now = ("acme", "contoso"), {"current_time": "2026-07-29T00:00:00.000Z"}
+    members = [ClientTuple("user:bob", "member", f"organization:{o}") for o in orgs]
+    try:
+        async def go():
+            az = Authz(server.url, store, model, "s3cret")
+            sdk = OpenFgaClient(ClientConfiguration(
+                api_url=server.url, store_id=store, authorization_model_id=model,
+                credentials=Credentials(method="api_token", configuration=CredentialConfiguration(api_token="s3cret"))))
+            who = Who("bob", list(orgs))
+            try:
+                got = (await az.checked_viewable(who, ids), await az.member_organizations(who), await az.shared_with(who))
+                await sdk.batch_check(ClientBatchCheckRequest(checks=[ClientBatchCheckItem(
+                    user="user:bob", relation="can_view", object=f"archive:{i}", contextual_tuples=members, context=now)
+                    for i in ids]))
+                await sdk.batch_check(ClientBatchCheckRequest(checks=[ClientBatchCheckItem(
+                    user="user:bob", relation="member", object=f"organization:{o}", contextual_tuples=members)
+                    for o in orgs]))
+                for relation, ctx in (("viewer", members), ("can_view", None)):
+                    await sdk.list_objects(ClientListObjectsRequest(user="user:bob", relation=relation, type="archive",
+                                                                    contextual_tuples=ctx, context=now),
+                                           {"consistency": "HIGHER_CONSISTENCY"})
+                return got
+            finally:
+                await az.close()
+                await sdk.close()
+
+        viewable, member_of, shared = run(go())
+    finally:
+        server.stop()
+    assert viewable == set(ids) and member_of == list(orgs) and shared == {"x1"}
+
+    def same(body: dict) -> dict:
+        for check in body.get("checks", []):
+            check["correlation_id"] = "-"
+        return body
+
+    ours, theirs = seen[:4], seen[4:]
+    assert len(seen) == 8 and all(auth == "Bearer s3cret" for _, auth, _ in seen)
+    assert all(len({c["correlation_id"] for c in body["checks"]}) == len(body["checks"]) for _, _, body in ours[:2])
+    assert [(path, same(body)) for path, _, body in ours[:2]] == [(path, same(body)) for path, _, body in theirs[:2]]
+    # the two ListObjects run at once: compare them as a set, by relation
+    assert sorted((json.dumps(body, sort_keys=True) for _, _, body in ours[2:])) == \
+        sorted((json.dumps(body, sort_keys=True) for _, _, body in theirs[2:]))
+
+
 def test_check_session_skips_env_lookups_only_when_nothing_applies(monkeypatch, tmp_path) -> None:
     """No proxy variable and no ~/.netrc entry for OpenFGA's host → the Check session does not
     look them up per request; a proxy that applies keeps the SDK's env-reading session."""

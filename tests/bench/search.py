@@ -24,6 +24,7 @@ target size is 1,000,000 (see tests/bench/README.md for what ran).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import glob
 import os
 import random
@@ -33,6 +34,7 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
+import httpx
 import psycopg
 
 from tests.bench.harness import Context, percentile
@@ -111,11 +113,11 @@ INDEX_BATCH = 2000
 INDEX_CONNECTIONS = 2  # the machine's cores: tsvector building is CPU in Postgres
 
 
-async def _index(db_url: str, batches, copy_archives) -> tuple[int, float]:
-    """Index ``batches`` (lists of staging tuples) through :func:`ledger.search.indexer.insert_texts`
-    on :data:`INDEX_CONNECTIONS` connections at once; ``copy_archives(batch)`` writes their
-    ``archives`` rows first (not timed). Returns (pages, wall seconds of the index statements,
-    first start to last end, CPU seconds of the index backends)."""
+async def _index(db_url: str, batches) -> tuple[int, float, float]:
+    """Index ``batches`` (lists of staging tuples; their ``archives`` rows already written)
+    through :func:`ledger.search.indexer.insert_texts` on :data:`INDEX_CONNECTIONS` connections
+    at once. Returns (pages, wall seconds of the index statements, first start to last end, CPU
+    seconds of the index backends)."""
     from ledger.search.indexer import insert_texts
 
     conns = [await psycopg.AsyncConnection.connect(db_url) for _ in range(INDEX_CONNECTIONS)]
@@ -145,10 +147,7 @@ async def _index(db_url: str, batches, copy_archives) -> tuple[int, float]:
             free.put_nowait(conn)
 
     def produce():
-        batch = next(batches, None)
-        if batch is not None:
-            copy_archives(batch)
-        return batch
+        return next(batches, None)
 
     tasks = []
     try:
@@ -170,8 +169,21 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _ids(n: int, crawls: list[str], base: datetime):
+    """Yields (archive id, crawl id, task id, host, url, captured_at, crawl index) of page 0 … n-1: random
+    (version 4, like the ledger's) but the same on every pass, so the archives written before
+    the index phase are the ones it indexes."""
+    rnd = random.Random(2611)
+    for i in range(n):
+        c = _crawl_of_page(i, n)
+        host = f"site{c}.example"
+        yield (uuid.UUID(int=rnd.getrandbits(128), version=4), crawls[c], uuid.UUID(int=rnd.getrandbits(128), version=4),
+               host, f"https://{host}/p/{i}", base + timedelta(minutes=i * 525600 // n), c)
+
+
 def _load(db_url: str, n: int, ctx: Context, store) -> dict:
-    """Archives + archive_text rows (the indexer's set-based insert, GIN maintained) + tuples."""
+    """Archives + their tuples (not timed), then archive_text rows by the indexer's set-based
+    insert (GIN maintained), timed alone: the archives exist before a real index call."""
     crawls = [str(uuid.UUID(int=c + 1)) for c in range(CRAWLS)]
     base = datetime(2026, 1, 1, tzinfo=timezone.utc)
     tuples: list[dict] = []
@@ -183,34 +195,31 @@ def _load(db_url: str, n: int, ctx: Context, store) -> dict:
             for c, crawl in enumerate(crawls):
                 cp.write_row((crawl, [f"https://site{c}.example/"], "same-host", 1, 1000, 0, 1, f"org{_org_of_crawl(c)}",
                               "bench", "succeeded", "completed", base))
+        with conn.cursor() as cur, cur.copy("COPY archives (id, task_id, correlation_id, bucket, object_key, source_url,"
+                                            " captured_at, indexed_at) FROM STDIN") as cp:
+            for aid, crawl, task, _host, url, captured, c in _ids(n, crawls, base):
+                cp.write_row((aid, task, crawl, "b", f"k/{aid}", url, captured, captured))
+                tuples.append({"user": f"capture_job:{task}", "relation": "parent", "object": f"archive:{aid}"})
+                tuples.append({"user": f"organization:org{_org_of_crawl(c)}",
+                               "relation": "parent", "object": f"capture_job:{task}"})
         conn.commit()
-
-        def copy_archives(batch: list[tuple]) -> None:
-            with conn.cursor() as cur:
-                with cur.copy("COPY archives (id, task_id, correlation_id, bucket, object_key, source_url, captured_at,"
-                              " indexed_at) FROM STDIN") as cp:
-                    for r in batch:  # staging order: archive_id, crawl_id, task_id, host, url, captured_at, …
-                        cp.write_row((r[0], r[2], r[1], "b", f"k/{r[0]}", r[4], r[5], r[5]))
-            conn.commit()
+        conn.autocommit = True
+        conn.execute("VACUUM ANALYZE archives")
+        conn.autocommit = False
+        print(f"search bench: {n:,} archives written, load {os.getloadavg()}", file=sys.stderr, flush=True)
 
         def batches():
             batch: list[tuple] = []
-            for i, title, heads, body in _corpus(n):
-                c = _crawl_of_page(i, n)
-                aid, task = uuid.uuid4(), uuid.uuid4()
-                host = f"site{c}.example"
-                batch.append((aid, crawls[c], task, host, f"https://{host}/p/{i}",
-                              base + timedelta(minutes=i * 525600 // n), title, "en", "english", heads, body, None))
-                tuples.append({"user": f"capture_job:{task}", "relation": "parent", "object": f"archive:{aid}"})
-                tuples.append({"user": f"organization:org{_org_of_crawl(c)}", "relation": "parent",
-                               "object": f"capture_job:{task}"})
+            for (aid, crawl, task, host, url, captured, _c), (_i, title, heads, body) in zip(_ids(n, crawls, base),
+                                                                                           _corpus(n)):
+                batch.append((aid, crawl, task, host, url, captured, title, "en", "english", heads, body, None))
                 if len(batch) >= INDEX_BATCH:
                     yield batch
                     batch = []
             if batch:
                 yield batch
 
-        done, index_s, index_cpu = asyncio.run(_index(db_url, iter(batches()), copy_archives))
+        done, index_s, index_cpu = asyncio.run(_index(db_url, iter(batches())))
         conn.commit()
         conn.autocommit = True
         conn.execute("VACUUM ANALYZE archive_text")
@@ -228,8 +237,21 @@ def _load(db_url: str, n: int, ctx: Context, store) -> dict:
     started = time.perf_counter()
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(4) as pool:  # 100 tuples a Write (OpenFGA's cap), 4 in flight
-        list(pool.map(store.write, (tuples[k: k + 100] for k in range(0, len(tuples), 100))))
+    def write(chunk: list[dict]) -> None:
+        """One Write; a 5xx (the first 1,000,000-page run got one right after the index phase,
+        while Postgres flushed gigabytes: a Write past OpenFGA's request timeout) is tried
+        again up to 3 times, tuples already stored ignored (a Write is one transaction)."""
+        for attempt in range(4):
+            try:
+                store.write(chunk, ignore_existing=attempt > 0)
+                return
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code < 500 or attempt == 3:
+                    raise
+                time.sleep(2 ** attempt)
+
+    with ThreadPoolExecutor(4) as pool:  # TUPLES_PER_WRITE a Write (the bench server's cap, raised), 4 in flight
+        list(pool.map(write, (tuples[k: k + TUPLES_PER_WRITE] for k in range(0, len(tuples), TUPLES_PER_WRITE))))
     print(f"search bench: {len(tuples):,} tuples written, load {os.getloadavg()}", file=sys.stderr, flush=True)
     ctx.detail("tuples_written", len(tuples))
     ctx.detail("tuple_write_s", round(time.perf_counter() - started, 1))
@@ -330,6 +352,28 @@ async def _query_cpu(pool, store) -> dict[str, dict[int, float]]:
     return {"postgres": backends, "openfga": {store.pid: _cpu_s(store.pid)}, "client": {0: own}}
 
 
+# Tuples a Write while loading (WAGGLE_BENCH_SEARCH_TUPLES_PER_WRITE, default 100: OpenFGA's
+# default cap). The bench's own server is started with its cap raised to this. Both
+# 1,000,000-page runs with 1,000 a Write died on OpenFGA 500s right after the index phase
+# (1,000-tuple Writes passed on an idle server in 0.09 s; the server's log went with its temp
+# dir): decision 381. Setup only: nothing measured writes.
+TUPLES_PER_WRITE = int(os.environ.get("WAGGLE_BENCH_SEARCH_TUPLES_PER_WRITE") or 100)
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str):
+    """``os.environ[name] = value`` inside the block (read by the OpenFGA server started there)."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
 def search_bench(ctx: Context) -> None:
     """Search: index rate/size and query p50/p95 for 1 %/10 %/100 % viewers vs no authorization."""
     from ledger.db.migrate import migrate
@@ -338,7 +382,7 @@ def search_bench(ctx: Context) -> None:
     ctx.detail("pages", n)
     ctx.size = f"{n:,} pages (the issue's size is 1,000,000; WAGGLE_BENCH_SEARCH_PAGES)"
     _extract_cost(ctx)
-    with postgres() as pg, fga(pg) as store:
+    with postgres() as pg, _env("OPENFGA_MAX_TUPLES_PER_WRITE", str(TUPLES_PER_WRITE)), fga(pg) as store:
         db_url = pg.new_db()
         migrate(db_url)
         loaded = _load(db_url, n, ctx, store)

@@ -386,3 +386,104 @@ def test_the_candidate_statement_is_planned_for_its_own_words_never_prepared(ind
     seen, prepared = asyncio.run(go())
     assert prepared == 0
     assert seen[0] == seen[5] and "https://harbour.example/keeper" in seen[0] and seen[3] == ["https://coast.example/old"]
+
+
+def test_a_pages_tsvector_stays_in_its_row_and_its_body_goes_out_of_line(indexed):
+    """Decision 381: tsv stays in the row uncompressed (every `@@` of a newest-first walk, every
+    phrase recheck and every ts_rank_cd reads it) and the body goes out of line uncompressed
+    (read only for a page's snippets). A page of 200 distinct words (~3 KB of body, ~3 KB of
+    tsv): with Postgres' defaults both were compressed and tsv moved to TOAST."""
+    s = indexed
+    words = " ".join(f"quay{n:03d} jetty" for n in range(200))
+    url = "https://coast.example/long"
+    s.admit("long", org="acme", crawl=s.crawls["b"], url=url, timestamp="2026-09-24T12:00:00Z",
+            body=html_page(url, f"<html lang=en><title>Long page</title><body><p>{words}</p></body></html>"))
+    s.wait_outbox()
+    assert index(s, s.crawls["b"]).json()["indexed"] == 1
+    with psycopg.connect(s.db_url) as conn:
+        toast = conn.execute("SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'archive_text'::regclass").fetchone()[0]
+        row = conn.execute("SELECT pg_column_compression(tsv), pg_column_compression(body), octet_length(body),"
+                           " length(tsv) FROM archive_text WHERE archive_id = %s", (s.archives["long"],)).fetchone()
+        toasted = conn.execute(f"SELECT coalesce(sum(octet_length(chunk_data)), 0) FROM {toast}").fetchone()[0]
+    assert row[0] is None and row[1] is None  # neither compressed
+    assert row[2] > 2500 and row[3] >= 200
+    assert toasted == row[2]  # the TOAST table holds this body and nothing else: its tsv is in the row
+    assert urls(find(s, q="\"quay150 jetty\"")) == [url]
+
+
+def test_a_query_is_checked_and_parsed_in_one_round_trip(indexed):
+    """The checks (no words, only stop words, only exclusions) and the parse by every
+    configuration in use are one statement: a round trip less before the candidates."""
+    import asyncio
+
+    from ledger.db.pool import open_pool
+    from ledger.search.query import BadQuery, parsed_queries
+
+    class Counting:
+        def __init__(self, conn):
+            self.conn, self.calls = conn, 0
+
+        async def execute(self, *args, **kwargs):
+            self.calls += 1
+            return await self.conn.execute(*args, **kwargs)
+
+    async def go():
+        pool = await open_pool(indexed.db_url, max_size=1)
+        out = []
+        try:
+            for text in ("lighthouse keeper", "the and of", "-lighthouse", "!!!"):
+                async with pool.connection() as conn:
+                    counting = Counting(conn)
+                    try:
+                        got = await parsed_queries(counting, text)
+                    except BadQuery as exc:
+                        got = str(exc)
+                    out.append((counting.calls, got))
+        finally:
+            await pool.close()
+        return out
+
+    (n1, parsed), (n2, stop), (n3, neg), (n4, none) = asyncio.run(go())
+    assert (n1, n2, n3, n4) == (1, 1, 1, 1)
+    assert {c for c, _ in parsed} >= {"english", "german"} and "only stop words" in stop
+    assert "only excludes" in neg and "no words" in none
+
+
+def test_common_and_rare_texts_find_the_same_newest_window(indexed):
+    """Decision 381: a text the planner expects in ≥ 1 % of the pages is matched by
+    ``ts_match_vq`` (the GIN hidden: every branch walks newest first); the candidates are the
+    same, in the same order, as with ``@@`` and the planner's own plan, for words, phrases,
+    exclusions, OR and filters; with no statistics yet (``reltuples`` ≤ 0) the planner decides."""
+    import asyncio
+
+    from ledger.db.pool import open_pool
+    from ledger.search.query import candidate_sql, parse, parsed_and_pages, walk_only
+
+    s = indexed
+    with psycopg.connect(s.db_url, autocommit=True) as conn:
+        conn.execute("ANALYZE archive_text")
+    texts = [{"q": "lighthouse"}, {"q": "keeper"}, {"q": '"lighthouse keeper"'}, {"q": "lighthouse -museum"},
+             {"q": "tide OR museum"}, {"q": "lighthouse", "host": "harbour.example"},
+             {"q": "lighthouse", "from": "2026-01-01", "to": "2026-12-31"}, {"q": "Leuchttürme"}]
+
+    async def go():
+        pool = await open_pool(s.db_url, max_size=1)
+        out = []
+        try:
+            async with pool.connection() as conn:
+                for params in texts:
+                    query = parse(params)
+                    parsed, pages = await parsed_and_pages(conn, query.text)
+                    got = []
+                    for walk in (False, True):
+                        sql, args = candidate_sql(parsed, ["acme", "contoso"], [], query, walk)
+                        assert ("ts_match_vq" in sql) is walk and ("@@" in sql) is not walk
+                        got.append([r["id"] for r in await (await conn.execute(sql, args, prepare=False)).fetchall()])
+                    out.append((params, got, pages, await walk_only(conn, parsed, pages), await walk_only(conn, parsed, -1)))
+        finally:
+            await pool.close()
+        return out
+
+    for params, (planned, walked), pages, walk, unknown in asyncio.run(go()):
+        assert planned == walked and planned, params
+        assert pages > 0 and walk is True and unknown is False  # any matching word is ≥ 1 % of a few pages
