@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from tests.fixtures.loopback import LoopbackSite
+from tests.fixtures.crawl_api import start_crawl, wait_for_end
 
 pytestmark = pytest.mark.e2e
 
@@ -87,15 +88,8 @@ def test_a_host_that_starts_challenging_is_paused_and_nothing_of_it_archived(loc
     headers = {"Authorization": f"Bearer {local_stack.token()}"}
     with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30) as api:
         body = {"seeds": [f"{site.url}/"], "maxDepth": 2, "maxPages": 30, "scripts": [], "perHostDelayMs": DELAY_MS}
-        deadline = time.monotonic() + 120
-        while (r := api.post("/api/crawls", json=body)).status_code in (409, 429) and time.monotonic() < deadline:
-            time.sleep(1)  # an earlier test's crawl may still hold the organization's slot
-        assert r.status_code == 202, r.text
-        crawl_id = r.json()["crawlId"]
-        deadline = time.monotonic() + 240
-        while (view := api.get(f"/api/crawls/{crawl_id}").json())["state"] == "running":
-            assert time.monotonic() < deadline, view
-            time.sleep(0.5)
+        crawl_id = start_crawl(api, body)
+        view = wait_for_end(api, crawl_id, 240)
         pages = {p["url"].removeprefix(site.url): p
                  for p in api.get(f"/api/crawls/{crawl_id}/pages", params={"limit": 100}).json()["pages"]}
         deadline = time.monotonic() + 30  # archives are listed once their tuples reached OpenFGA (outbox)

@@ -5,13 +5,13 @@ the site's own access log shows it was asked. Real Chromium, the real ledger and
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import httpx
 import pytest
 
 from tests.e2e.site import Site
+from tests.fixtures.crawl_api import start_crawl, wait_for_end
 from tests.web.test_browser import page_html
 
 pytestmark = pytest.mark.e2e
@@ -37,17 +37,9 @@ def test_a_held_page_is_queued_and_one_page_of_the_host_captures_at_a_time(local
     with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30) as api:
         body = {"seeds": [f"{site.url}/index.html"], "maxDepth": 1, "maxPages": 20, "scripts": [],
                 "perHostDelayMs": DELAY_MS}
-        deadline = time.monotonic() + 120
-        while (r := api.post("/api/crawls", json=body)).status_code in (409, 429) and time.monotonic() < deadline:
-            time.sleep(1)  # an earlier test's crawl may still hold the organization's slot
-        assert r.status_code == 202, r.text
-        crawl_id = r.json()["crawlId"]
-        deadline = time.monotonic() + 240
-        while (view := api.get(f"/api/crawls/{crawl_id}").json())["state"] == "running":
-            assert time.monotonic() < deadline, view
-            if view.get("levelProgress"):
-                samples.append(view["levelProgress"])
-            time.sleep(0.05)
+        crawl_id = start_crawl(api, body)
+        view = wait_for_end(api, crawl_id, 240, poll_s=0.05,
+                            on_view=lambda v: v.get("levelProgress") and samples.append(v["levelProgress"]))
     assert view["state"] == "succeeded" and view["pagesCaptured"] == 1 + len(PAGES), view
     level_1 = [s for s in samples if s["depth"] == 1]
     assert level_1, samples

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from tests.fixtures.loopback import LoopbackSite
+from tests.fixtures.crawl_api import start_crawl, wait_for_end
 
 pytestmark = pytest.mark.e2e
 
@@ -83,15 +84,8 @@ def _crawl(local_stack, seed: str, **extra) -> tuple[dict, dict[str, dict], list
     headers = {"Authorization": f"Bearer {local_stack.token()}"}
     with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30) as api:
         body = {"seeds": [seed], "maxDepth": 2, "maxPages": 30, "scripts": [], "perHostDelayMs": DELAY_MS, **extra}
-        deadline = time.monotonic() + 120
-        while (r := api.post("/api/crawls", json=body)).status_code in (409, 429) and time.monotonic() < deadline:
-            time.sleep(1)  # an earlier test's crawl may still hold the organization's slot
-        assert r.status_code == 202, r.text
-        crawl_id = r.json()["crawlId"]
-        deadline = time.monotonic() + 300
-        while (view := api.get(f"/api/crawls/{crawl_id}").json())["state"] == "running":
-            assert time.monotonic() < deadline, view
-            time.sleep(0.5)
+        crawl_id = start_crawl(api, body)
+        view = wait_for_end(api, crawl_id, 300)
         pages = {p["url"].removeprefix(seed.rstrip("/")): p
                  for p in api.get(f"/api/crawls/{crawl_id}/pages", params={"limit": 100}).json()["pages"]}
         deadline = time.monotonic() + 30  # archives are listed once their tuples reached OpenFGA (outbox)
