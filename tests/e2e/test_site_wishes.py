@@ -18,8 +18,8 @@ import httpx
 import psycopg
 import pytest
 
-from tests.fixtures.loopback import LoopbackSite
 from tests.fixtures.crawl_api import start_crawl, wait_for_end
+from tests.fixtures.loopback import LoopbackSite
 
 pytestmark = pytest.mark.e2e
 
