@@ -83,7 +83,9 @@ async def held(pool: Any, org_id: str, digests: list[str]) -> dict[str, dict[str
 
 async def written(pool: Any, crawl_id: str, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Of ``pairs`` ``(uri, digest as the caller wrote it)``, those an admitted, complete archive
-    of crawl ``crawl_id`` already holds (a 200 response or revisit, or a behavior source)."""
+    of crawl ``crawl_id`` already holds (a 200 response or revisit, or a behavior source). Each
+    such row is marked ``shared``: the caller leaves it out, so its archive becomes one the
+    crawl's collection preloads (decision 421)."""
     asked: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for uri, digest in pairs:
         asked.setdefault((uri, normal(digest)), []).append((uri, digest))
@@ -91,11 +93,23 @@ async def written(pool: Any, crawl_id: str, pairs: list[tuple[str, str]]) -> lis
         return []
     async with pool.connection() as conn:
         rows = await (await conn.execute(
-            "SELECT r.uri, r.digest FROM crawl_resources r"
-            " JOIN jsonb_to_recordset(%s::jsonb) AS v(u text, d text) ON r.uri = v.u AND r.digest = v.d"
-            " WHERE r.crawl_id = %s",
-            (Jsonb([{"u": u, "d": d} for u, d in asked]), crawl_id))).fetchall()
+            "WITH found AS (SELECT r.uri, r.digest, r.shared FROM crawl_resources r"
+            "   JOIN jsonb_to_recordset(%s::jsonb) AS v(u text, d text) ON r.uri = v.u AND r.digest = v.d"
+            "   WHERE r.crawl_id = %s),"
+            " mark AS (UPDATE crawl_resources r SET shared = true FROM found f"
+            "   WHERE r.crawl_id = %s AND r.uri = f.uri AND r.digest = f.digest AND NOT f.shared)"
+            " SELECT uri, digest FROM found",
+            (Jsonb([{"u": u, "d": d} for u, d in asked]), crawl_id, crawl_id))).fetchall()
     return [p for row in rows for p in asked.get((row["uri"], row["digest"]), [])]
+
+
+async def shared_archives(pool: Any, crawl_id: str) -> set[str]:
+    """Ids of the crawl's archives holding a resource a later capture of the crawl left out."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT DISTINCT archive_id FROM crawl_resources WHERE crawl_id = %s AND shared",
+            (crawl_id,))).fetchall()
+    return {str(r["archive_id"]) for r in rows}
 
 
 async def referred_archives(pool: Any, crawl_id: str) -> list[str]:

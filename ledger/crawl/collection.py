@@ -11,7 +11,8 @@ the form Browsertrix serves as ``replay.json``::
                     "complete", "reason"}],
      "pages": {"total", "inCollection", "missing"},
      "missing": [{"url", "depth", "why", "reason"}],  # the first MISSING_LISTED, seed first
-     "missingCount": <int>}
+     "missingCount": <int>,
+     "preloadResources": [{"name": "<archive id>.wacz"}]}  # decision 421
 
 Members are the archives of the crawl's pages (``crawl_pages.task_id`` → ``archives``) that the
 caller may view (one batched ``authz.viewable``). A member's ``path`` is a ledger path
@@ -45,7 +46,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from ledger.archive.digests import referred_archives
+from ledger.archive.digests import referred_archives, shared_archives
 from ledger.archive.facts import FACTS_COLUMNS, FACTS_JOIN, REVISIT_MIME
 from ledger.archive.files import measure_missing
 from ledger.crawl.pages import incomplete_reason
@@ -55,6 +56,9 @@ MEASURE_INLINE = 200  # members measured within one answer; more go on in the ba
 _measuring: dict[str, asyncio.Task] = {}  # crawl id → its background measuring (one at a time)
 UUID_TEXT = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 MISSING_LISTED = 1000
+# Members named in preloadResources (decision 421): the player looks in these first for every
+# resource, so a few — the pages that first stored what later pages left out — and never all.
+PRELOAD_MAX = 20
 
 _MEMBERS = """
 SELECT p.id AS page_id, p.url, p.final_url, p.depth, p.state, p.failure_class, p.skip_reason, p.task_id,
@@ -168,6 +172,7 @@ class Snapshot:
     running: bool
     settled: bool  # every member measured: may be reused
     measured_now: bool = False  # this read measured members (archive_files rows written)
+    shared: frozenset = frozenset()  # ids of members holding what other captures left out (decision 421)
     serial: int = field(default_factory=lambda: next(_serials))  # which read this is (decisions refer to it)
 
 
@@ -252,6 +257,7 @@ async def _read(services: Any, crawl_id: uuid.UUID) -> Snapshot | None:
             return None
         rows = await (await conn.execute(_MEMBERS, (crawl_id,))).fetchall()
     referred = await referred_archives(services.pool, str(crawl_id))
+    shared = frozenset(await shared_archives(services.pool, str(crawl_id)))
     originals: list[dict] = []
     if referred:
         async with services.pool.connection() as conn:
@@ -301,7 +307,7 @@ async def _read(services: Any, crawl_id: uuid.UUID) -> Snapshot | None:
         members.append(m)
     return Snapshot(crawl=crawl, stamp=None, made=made, entries=entries, members=members, pages_total=len(rows),
                     running=running, settled=not unmeasured or len(unmeasured) <= MEASURE_INLINE and
-                    len(measured) == len(unmeasured), measured_now=bool(measured))
+                    len(measured) == len(unmeasured), measured_now=bool(measured), shared=shared)
 
 
 def _kept_decisions(services: Any, identity: Any, snap: Snapshot | None, crawl_id: str, stamp: tuple | None) -> bytes | None:
@@ -423,8 +429,12 @@ async def collection_json(services: Any, identity: Any, crawl_id: uuid.UUID, *, 
     prefix = _prefix(str(crawl_id), ticket).encode()
     parts = [b'{"name":"%s.wacz","path":"%s%s.wacz",%s' % (a, prefix, a, m.encoded[1:])
              for m in members for a in (m.aid.encode(),)]
+    # ReplayWeb.page looks for a page's resources in its own member, then in the members of the
+    # page the session started from: opened straight at a page that left a style sheet out
+    # (decision 321), the sheet's member must be named here or the page shows unstyled
+    preload = [{"name": f"{m.aid}.wacz"} for m in members if m.aid in snap.shared][:PRELOAD_MAX]
     tail = {"pages": {"total": snap.pages_total, "inCollection": len(members), "missing": len(missing)},
-            "missing": missing[:MISSING_LISTED], "missingCount": len(missing),
+            "missing": missing[:MISSING_LISTED], "missingCount": len(missing), "preloadResources": preload,
             **(extra(members) if extra is not None else {})}
     return (orjson.dumps(_head(snap, expiry_s))[:-1] + b',"resources":[' + b",".join(parts) + b"],"
             + orjson.dumps(tail)[1:])

@@ -184,6 +184,14 @@ def summary(hits: list[Hit]) -> dict:
             "conditional": sorted(h.path for h in hits if h.conditional)}
 
 
+def member_bytes(stack, member: dict) -> bytes:
+    """A collection member's WACZ: its path is a ledger path that answers 302 to a signed URL (decision 371)."""
+    r = httpx.get(f"{stack.api_url}{member['path']}", follow_redirects=True, timeout=30,
+                  headers={"Authorization": f"Bearer {stack.token()}"})
+    r.raise_for_status()
+    return r.content
+
+
 @pytest.mark.parametrize("etag", [False, True], ids=["last-modified", "etag"])
 def test_recrawl_asks_conditionally_and_replays_in_full(local_stack, tmp_path, etag) -> None:
     root, mark = tmp_path / "site", uuid.uuid4().hex
@@ -229,7 +237,7 @@ def test_recrawl_asks_conditionally_and_replays_in_full(local_stack, tmp_path, e
     members = {m["archiveId"]: m for m in coll["resources"]}
     own = [m for m in coll["resources"] if m.get("role") != "original"]
     for m in own:
-        kinds.update(main_records(httpx.get(m["path"], timeout=30).content, titles))
+        kinds.update(main_records(member_bytes(local_stack, m), titles))
     short = {u.rsplit("/", 1)[1]: k for u, k in kinds.items() if u.startswith(site.url)}
     assert short["index.html"] == ("revisit", PROFILE) and short["a.html"] == ("revisit", PROFILE), short
     assert short["b.html"][0] == short["c.html"][0] == short["d.html"][0] == "response", short
@@ -249,7 +257,7 @@ def test_recrawl_asks_conditionally_and_replays_in_full(local_stack, tmp_path, e
     files = []
     for i, m in enumerate(coll["resources"]):
         f = tmp_path / f"m{i}.wacz"
-        f.write_bytes(httpx.get(m["path"], timeout=30).content)
+        f.write_bytes(member_bytes(local_stack, m))
         files.append(str(f))
     pywb = tmp_path / "pywb"
     pywb.mkdir()

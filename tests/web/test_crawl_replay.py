@@ -163,6 +163,58 @@ def test_replay_from_the_archives_list_opens_the_page_in_its_crawl(local_stack, 
     replayed(local, "Chain B", watch)
 
 
+WIDE = [f"p{i}.html" for i in range(1, 10)]
+
+
+@pytest.fixture(scope="module")
+def wide_crawl(local_stack, tmp_path_factory) -> Iterator[tuple[str, dict]]:
+    """index → p1 … p9, every page with the shared style sheet, crawled to depth 1: 10 members,
+    the sheet stored by the seed's capture only (decision 321) → (crawl id, its collection)."""
+    root = tmp_path_factory.mktemp("wide")
+    links = "".join(f'<a href="{n}">{n}</a> ' for n in WIDE)
+    (root / "index.html").write_text(chain_html("Wide 0", None).replace("</body>", links + "</body>"))
+    for n in WIDE:
+        (root / n).write_text(chain_html("Wide " + n, None))
+    (root / "chain.css").write_text(f"h1 {{ color: {SHARED_COLOR}; }}\n")
+    site = Site(root, "User-agent: *\nAllow: /\n")
+    headers = {"Authorization": "Bearer " + local_stack.token()}
+    try:
+        with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30, verify=client_tls()) as api:
+            r = api.post("/api/crawls", json={"seeds": [site.url + "/index.html"], "maxDepth": 1, "perHostDelayMs": 200})
+            assert r.status_code == 202, r.text
+            crawl_id = r.json()["crawlId"]
+            deadline = time.monotonic() + 240
+            while True:
+                assert time.monotonic() < deadline, "the wide site was not crawled in time"
+                coll = api.get(f"/api/crawls/{crawl_id}/collection").json()
+                if api.get(f"/api/crawls/{crawl_id}").json()["state"] != "running" and len(coll["resources"]) == 10:
+                    break
+                time.sleep(1)
+        yield crawl_id, coll
+    finally:
+        site.stop()
+
+
+def test_a_page_opened_first_is_styled_by_the_sheet_another_page_stored(local_stack, browser, wide_crawl) -> None:
+    """A fresh browser (nothing of the collection loaded) opens p9 straight from the archives
+    list. Its style sheet is in the seed's member only; the player looks in the page's own member,
+    then in a few others — not all 10. The collection names the seed's member in
+    preloadResources (decision 421), so p9 shows styled (the trial saw 14 resources 404)."""
+    crawl_id, coll = wide_crawl
+    seed = next(m for m in coll["resources"] if m["url"].endswith("/index.html"))
+    assert coll["preloadResources"] == [{"name": seed["name"]}], coll["preloadResources"]
+    context, page = new_page(browser)
+    try:
+        sign_in(local_stack, page)
+        page.goto(local_stack.api_url + f"/#/archives?crawl={crawl_id}&url=p9.html")
+        page.wait_for_function("document.querySelectorAll('tr.archive').length === 1")
+        watch = Watch(page.context)
+        page.locator("tr.archive button.replay").click()
+        page.wait_for_url(re.compile(r"^http://localhost:\d+/replay\.html\?collection=.*"))
+        styled(replayed(page, "Wide p9.html", watch), watch)
+    finally:
+        context.close()
+
 def test_the_pages_list_says_what_is_in_each_page(local_stack, local, chain_crawl) -> None:
     """Issue 25 item 5 on the page: each captured page's title, HTTP status, content type and
     size; the crawl's archive bytes."""
