@@ -95,6 +95,18 @@ def captured_count(crawl: dict) -> int | None:
     return count(crawl, "pagesCaptured", "captured")
 
 
+def captured_live(crawl: dict) -> str:
+    """Captured pages as the live views say it: ``pagesCaptured`` moves when a level reports, so
+    a running crawl's level in flight (its progress line) is added — never less than the line
+    beside it, as the web page says it (issue 30 item 4): ``"5 (4 in the level in flight)"``."""
+    n = captured_count(crawl)
+    progress = level_progress(crawl) if crawl.get("state") == "running" else None
+    flight = progress.get("captured", 0) if progress is not None else 0
+    if not isinstance(n, int) or not isinstance(flight, int) or flight <= 0:
+        return _n(n)
+    return f"{_n(n + flight)} ({flight} in the level in flight)"
+
+
 def hosts_in_flight(crawl: dict) -> list[str] | int | None:
     value = crawl.get("hostsInFlight")
     if isinstance(value, (list, int)):
@@ -184,7 +196,7 @@ def status_line(crawl: dict) -> str:
     waits = waiting(crawl)
     return (
         f"crawl {crawl.get('crawlId', '?')} {crawl.get('state', '?')}: level {_n(level_of(crawl))}"
-        f" · captured {_n(captured_count(crawl))} · failed {_n(failed_count(crawl))}"
+        f" · captured {captured_live(crawl)} · failed {_n(failed_count(crawl))}"
         f" · skipped {_n(skipped_count(crawl))}{blocked_text(crawl)} · discovered {_n(count(crawl, 'pagesDiscovered'))}"
         f" · hosts in flight {hosts_txt}" + (f" · waiting: {waits}" if waits else "")
         + f" · elapsed {format_duration(elapsed_s(crawl))}"
@@ -201,7 +213,7 @@ def progress_view(crawl: dict, note: str | None = None) -> Table:
     level = _n(level_of(crawl)) + (f" of {max_depth}" if isinstance(max_depth, int) else "")
     grid.add_row("level", level)
     max_pages = crawl.get("maxPages")
-    captured = _n(captured_count(crawl)) + (f" / budget {max_pages}" if isinstance(max_pages, int) else "")
+    captured = captured_live(crawl) + (f" / budget {max_pages}" if isinstance(max_pages, int) else "")
     grid.add_row("captured", captured)
     grid.add_row("failed", _n(failed_count(crawl)))
     grid.add_row("skipped", _n(skipped_count(crawl)))

@@ -73,3 +73,15 @@ def test_queued_and_finishing_captures_are_shown_apart():
     Console(file=out, width=100).print(render.progress_view(calm))
     assert "queued" not in out.getvalue() and "finishing" not in out.getvalue()
     assert "queued" not in render.status_line(calm)
+
+
+def test_captured_counts_the_level_in_flight_as_the_web_page_does():
+    """pagesCaptured moves when a level reports; the live line and panel add the level in
+    flight's captures (the trial saw "captured 1" beside "level 17/19 pages")."""
+    view = _view(4, [("a.test", "https://a.test/5")])  # 1 reported + 4 of the level in flight
+    assert " · captured 5 (4 in the level in flight) · " in render.status_line(view)
+    out = io.StringIO()
+    Console(file=out, width=120, force_terminal=False).print(render.progress_view(view))
+    assert "5 (4 in the level in flight)" in out.getvalue()
+    done = {**_view(4, []), "state": "succeeded", "pagesCaptured": 5}
+    assert " · captured 5 · " in render.status_line(done)  # a finished crawl: the reported count alone
