@@ -10,7 +10,8 @@
   now for ``WAGGLE_COLLECTION_URL_EXPIRY_S`` (300 s), after a Check ``can_view``; 404 otherwise
   (decision 371). A player reading a member at any time of its session gets a fresh URL.
 * ``POST /api/crawls/{id}/download`` → 200 ``{"url", "expiresIn", "name", "bytes", "members",
-  "missingCount"}`` (a signed GET of the crawl's combined WACZ, saved as ``name``) once built, 202
+  "originals", "missingCount"}`` (``originals``: how many of the members are earlier crawls' archives
+  holding the originals of this crawl's revisits, so the file stands alone) (a signed GET of the crawl's combined WACZ, saved as ``name``) once built, 202
   ``{"state": "building", "retryAfterS"}`` while it is built (first request for this set of
   members), 502 ``{"error"}`` when the build failed (the next request tries again); 409 when the
   caller may view no archive of the crawl (``ledger.crawl.download``).
@@ -171,5 +172,6 @@ async def post_download(crawl_id: uuid.UUID, request: Request) -> JSONResponse:
     name = download.file_name(head)
     url = services.s3.presign_get(key, expiry, download_name=name)
     return JSONResponse({"url": url, "expiresIn": expiry, "name": name, "bytes": size,
-                         "members": len(members), "missingCount": len(missing)},
+                         "members": len(members), "originals": sum(m.original for m in members),
+                         "missingCount": len(missing)},
                         headers={"Cache-Control": "no-store"})

@@ -273,7 +273,10 @@ def save_crawl(client: LedgerClient, crawl_id: str, dest_dir: Path, console: Con
     path = dest_dir / got["name"]
     size = fetch(got["url"], path)
     lacks = f"; {got['missingCount']} page(s) not in it (see its datapackage.json)" if got.get("missingCount") else ""
-    console.print(f"saved {path} ({size} bytes, {got['members']} archive(s){lacks})", soft_wrap=True)
+    originals = got.get("originals") or 0  # an older ledger does not say
+    held = (f": {got['members'] - originals} of this crawl, {originals} of earlier crawls holding the originals"
+            " of its revisits (the file stands alone)") if originals else ""
+    console.print(f"saved {path} ({size} bytes, {got['members']} archive(s){held}{lacks})", soft_wrap=True)
     return True
 
 
@@ -390,7 +393,10 @@ def replay_command(
                     if not replay.have(path, m.get("bytes"), m.get("hash")):  # a crawl replayed again: only new members
                         fetch(m["path"], path, via=client)  # a ledger path: 302 to a signed URL
                     waczs.append(path)
+                originals = sum(1 for m in body["resources"] if m.get("role") == "original")
                 console.print(f"crawl {render.short_id(crawl_id)}: {len(waczs)} archive(s) in one collection"
+                              + (f" ({len(waczs) - originals} of this crawl, {originals} of earlier crawls holding"
+                                 " the originals of its revisits)" if originals else "")
                               + (f", {body['missingCount']} page(s) not in it" if body.get("missingCount") else ""))
                 for miss in body.get("missing", [])[:10]:
                     console.print(f"  not in it: {miss['url']} ({miss['why']}: {miss['reason']})", soft_wrap=True,

@@ -5,6 +5,8 @@ organization only; the archives a recrawl's revisits refer to."""
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 import tempfile
 import uuid
@@ -179,6 +181,14 @@ async def test_a_recrawls_collection_holds_the_originals_its_revisits_refer_to(s
         originals = [m for m in r.json()["resources"] if m.get("role") == "original"]
         assert [m["archiveId"] for m in originals] == [original]
         assert originals[0]["path"].endswith(f"/members/{originals[0]['archiveId']}.wacz")  # a member path like every member
+        for _ in range(120):  # the one-file download says how many members are originals (it stands alone)
+            d = await h.client.post(f"/api/crawls/{again}/download", headers=WHO)
+            if d.status_code != 202:
+                break
+            await asyncio.sleep(0.5)
+        assert d.status_code == 200, d.text
+        listed = r.json()["resources"]
+        assert (d.json()["members"], d.json()["originals"]) == (len(listed), len(originals)) and originals, d.json()
 
         async with h.services.pool.connection() as conn:  # the original no longer viewable by acme
             await conn.execute("DELETE FROM fga_outbox")
