@@ -62,7 +62,9 @@ _SPEC = create_app(
     )
 ).openapi()
 SCHEMA = schemathesis.openapi.from_dict(_SPEC)
-OPERATIONS = [result.ok() for result in SCHEMA.get_all_operations()]
+# sorted: a route of several methods (GET and HEAD of a collection member) is a set in FastAPI,
+# listed in a per-process order — xdist workers must collect the same tests in the same order
+OPERATIONS = sorted((result.ok() for result in SCHEMA.get_all_operations()), key=lambda op: op.label)
 
 
 def _negatable(operation) -> bool:
