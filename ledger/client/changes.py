@@ -33,6 +33,8 @@ def report_lines(body: dict, base: str) -> list[str]:
              f" (started {render.short_time(since['startedAt'])}, {body['sinceChosen']}):",
              f"  {c['new']} new, {c['changed']} changed, {c['unchanged']} unchanged, {c['gone']} gone"
              + (f", {c['notCompared']} not compared" if c["notCompared"] else "")]
+    if body.get("goneNote") and c["gone"]:  # an older ledger does not say
+        lines.append(f"  note: {body['goneNote']}")
     for entry in body["changed"][:SHOWN]:
         lines += [f"changed  {entry['url']}",
                   f"    now:    {_link(base, entry['now'])}",

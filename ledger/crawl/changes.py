@@ -43,7 +43,32 @@ WHERE p.crawl_id = %s
 ORDER BY p.depth, p.id
 """
 
-_CRAWL = "SELECT id, org_id, seeds, state, started_at, finished_at FROM crawls WHERE id = %s"
+_CRAWL = "SELECT * FROM crawls WHERE id = %s"
+
+# The options that bound which pages a crawl reaches (column → the API's name): two crawls run
+# with different ones list as "gone" pages the later one never reached (round 26's trial read
+# 15 pages as gone that a --max-pages 5 run had simply not reached).
+LIMITS = {"scope": "scope", "max_depth": "maxDepth", "max_pages": "maxPages", "scope_include": "include",
+          "scope_exclude": "exclude", "extra_hops": "extraHops", "max_pages_per_host": "maxPagesPerHost",
+          "time_limit_s": "timeLimitS", "max_bytes": "maxBytes", "use_sitemap": "useSitemap"}
+STOPPED_SHORT = ("max_pages", "time_limit", "size_limit", "stopped", "failed")
+
+
+def limits_note(crawl: dict, since: dict) -> tuple[list[dict], str | None]:
+    """(``[{option, now, before}]`` of the limits the two crawls differ in, a sentence when "gone"
+    may hold pages this crawl never reached — different limits or a crawl stopped short — else None)."""
+    differ = [{"option": name, "now": crawl.get(col), "before": since.get(col)}
+              for col, name in LIMITS.items() if col in crawl and crawl.get(col) != since.get(col)]
+    reasons = []
+    if differ:
+        reasons.append("the crawls ran with different limits (" + ", ".join(
+            f"{d['option']} {d['now']!r} now, {d['before']!r} before" for d in differ) + ")")
+    if crawl.get("stop_reason") in STOPPED_SHORT:
+        reasons.append(f"this crawl stopped short ({crawl['stop_reason']})")
+    if not reasons:
+        return differ, None
+    return differ, ("; ".join(reasons) + ": a page listed as gone may only be one this crawl did not reach"
+                    " — it is not necessarily gone from the site")
 
 
 def _iso(value: Any) -> str | None:
@@ -154,7 +179,8 @@ def _why_not_compared(now: dict, before: dict) -> dict:
 async def changes(services: Any, identity: Any, crawl_id: uuid.UUID, since_id: uuid.UUID, how: str) -> dict | None:
     """The pages of crawl ``crawl_id`` compared with crawl ``since_id`` as ``identity`` may see
     them (both crawls already checked to be the caller's organizations'), or None when either
-    crawl does not exist. Shape: ``{crawl, since, sinceChosen, counts: {new, changed, unchanged,
+    crawl does not exist. Shape: ``{crawl, since, sinceChosen, limitsDiffer: [{option, now, before}],
+    goneNote: str | null (:func:`limits_note`), counts: {new, changed, unchanged,
     gone, notCompared}, new: [...], ..., notCompared: [...], listed}`` — each entry ``{url, now,
     before}`` (a side: ``{url, finalUrl, depth, state, archiveId, capturedAt, httpStatus, digest,
     revisit, replay, missing}`` or null); ``notCompared`` entries add ``why`` and ``reason``.
@@ -204,10 +230,13 @@ async def changes(services: Any, identity: Any, crawl_id: uuid.UUID, since_id: u
             kind = "notCompared"
             entry.update(_why_not_compared(now, before))
         lists[kind].append(entry)
+    differ, note = limits_note(crawl, since)
     return {
         "crawl": _summary(crawl),
         "since": _summary(since),
         "sinceChosen": how,
+        "limitsDiffer": differ,
+        "goneNote": note,
         "counts": {k: len(v) for k, v in lists.items()},
         **{k: v[:LISTED] for k, v in lists.items()},
         "listed": LISTED,

@@ -157,6 +157,18 @@ async def test_new_changed_unchanged_and_gone_are_counted_and_each_change_replay
             conn.execute("UPDATE archive_main_documents SET http_status = 299")
         again = (await h.client.get(f"/api/crawls/{second}/changes", params={"since": first}, headers=WHO)).json()
         assert kept == 9 and again["changed"][0]["now"]["httpStatus"] == 299
+        assert (got["limitsDiffer"], got["goneNote"]) == ([], None)  # same limits, not stopped short
+
+        # run with a smaller budget that it used up: "gone" may be pages it never reached — said so
+        with psycopg.connect(db) as conn:
+            conn.execute("UPDATE crawls SET max_pages = 5, stop_reason = 'max_pages' WHERE id = %s", (second,))
+        narrow = (await h.client.get(f"/api/crawls/{second}/changes", params={"since": first}, headers=WHO)).json()
+        [differ] = narrow["limitsDiffer"]
+        assert differ["option"] == "maxPages" and differ["now"] == 5 and differ["before"] != 5, differ
+        assert "maxPages 5 now" in narrow["goneNote"] and "stopped short (max_pages)" in narrow["goneNote"]
+        assert "not necessarily gone from the site" in narrow["goneNote"]
+        from ledger.client.changes import report_lines
+        assert any(line.startswith("  note: ") for line in report_lines(narrow, "http://x/"))
 
 
 async def test_the_default_is_the_previous_finished_crawl_of_the_same_seeds(settings, s3_server, ledger_fga):

@@ -58,6 +58,7 @@ export async function changesSection(crawl, box) {
       el("span", { dataset: { count: "unchanged" } }, n.unchanged + " unchanged"), ", ",
       el("span", { dataset: { count: "gone" } }, n.gone + " gone"),
       n.notCompared ? ", " + n.notCompared + " not compared" : ""),
+    c.goneNote && n.gone ? el("p", { id: "changes-gone-note", className: "muted" }, "Note: " + c.goneNote + ".") : null,
     list("Changed", c.changed, "changed", n.changed, true),
     list("New", c.new, "new", n.new, false),
     list("Gone", c.gone, "gone", n.gone, false),
