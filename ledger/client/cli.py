@@ -321,7 +321,7 @@ def archives_command(
         more = f"waggle archives --before {older}" + (f" --crawl {crawl_id}" if crawl_id else "")
         console.print(f"older archives may exist: {more}")
     if missing:
-        console.print(render.missing_table(rows))
+        console.print(render.missing_view(rows))
 
 
 def resolve_archive_id(client: LedgerClient, given: str) -> str:

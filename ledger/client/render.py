@@ -685,6 +685,13 @@ def with_revisits(cell: str | Text, a: dict) -> str | Text:
     return cell + f", {n} revisit{'s' if n != 1 else ''}"  # str or Text alike
 
 
+def missing_view(archives: list[dict]) -> Table | str:
+    """:func:`missing_table`, or a sentence when it would be empty (an empty table reads like a
+    failure to list)."""
+    table = missing_table(archives)
+    return table if table.row_count else "nothing missing: every archive listed holds every body it recorded"
+
+
 def missing_table(archives: list[dict]) -> Table:
     """``waggle archives --missing``: per incomplete archive, the URLs without a body in it
     (``without body``: failed or still pending when the capture stopped; ``cut``: a size cap

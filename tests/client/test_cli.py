@@ -210,6 +210,8 @@ def test_crawls_archives_and_url(fake_ledger: FakeLedger, client_env, tmp_path):
     listed = run("archives", "--missing")
     assert listed.exit_code == 0, listed.output
     assert incomplete["missingBodyUrls"][0] in listed.output and "… 2 more" in listed.output
+    complete = [r for r in fake_ledger.archives() if r["waczComplete"]]
+    assert render.missing_view(complete).startswith("nothing missing")  # not an empty table
 
     signed = run("url", row["id"], "--download", str(tmp_path))
     assert signed.exit_code == 0
