@@ -129,7 +129,7 @@ function serversText(c) {
 
 function facts(c) {
   const pairs = [
-    ["State", stateBadge(c.state)], ["Stop reason", stopText(c, "—")], ["Level", level(c)],
+    ["State", stateBadge(c.state)], [c.state === "running" && c.stopReason ? "Stopping" : "Stop reason", stopText(c, "—")], ["Level", level(c)],
     ["Captured", capturedText(c)], ["Failed", String(c.pagesFailed)], ["Skipped", String(c.pagesSkipped)],
     ["Pending", String(c.pagesPending)], ["Blocked", String(c.pagesBlocked ?? 0)], ["Discovered", String(c.pagesDiscovered)],
     ["Max pages", String(c.maxPages)], ["Scope", scopeText(c)], ["Delay per host", c.perHostDelayMs + " ms"],
