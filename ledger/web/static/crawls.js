@@ -190,6 +190,8 @@ function contents(p) {
     el("span", { className: "title" }, p.title ? "“" + p.title + "”" : "title unknown"),
     " · ", el("span", { className: "http" }, p.httpStatus ? "HTTP " + p.httpStatus : "status unknown"),
     " · ", el("span", { className: "type" }, unknown(p.contentType, "type")),
+    // a revisit's bytes are its record's, its type the original's: say so, as the CLI does
+    p.revisit ? [" · ", el("span", { className: "revisit", title: "stored as a revisit: the body is in an earlier archive" }, "revisit")] : null,
     " · ", el("span", { className: "bytes" }, size(p.bytes)));
 }
 
