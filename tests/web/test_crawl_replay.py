@@ -79,6 +79,23 @@ def chain_crawl(local_stack, chain_site) -> str:
     return crawl_id
 
 
+def crawled(local_stack, seed: str, members: int) -> tuple[str, dict]:
+    """``seed`` crawled to depth 1 → (crawl id, its collection) once it ended with ``members``
+    archives admitted."""
+    headers = {"Authorization": "Bearer " + local_stack.token()}
+    with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30, verify=client_tls()) as api:
+        r = api.post("/api/crawls", json={"seeds": [seed], "maxDepth": 1, "perHostDelayMs": 200})
+        assert r.status_code == 202, r.text
+        crawl_id = r.json()["crawlId"]
+        deadline = time.monotonic() + 240
+        while True:
+            assert time.monotonic() < deadline, f"{seed} was not crawled in time"
+            coll = api.get(f"/api/crawls/{crawl_id}/collection").json()
+            if api.get(f"/api/crawls/{crawl_id}").json()["state"] != "running" and len(coll["resources"]) == members:
+                return crawl_id, coll
+            time.sleep(1)
+
+
 def replayed(page, title: str, watch: Watch, timeout_s: float = 120):
     """The player's innermost frame under /replay/w/ once its h1 is ``title``."""
     deadline = time.monotonic() + timeout_s
@@ -177,20 +194,8 @@ def wide_crawl(local_stack, tmp_path_factory) -> Iterator[tuple[str, dict]]:
         (root / n).write_text(chain_html("Wide " + n, None))
     (root / "chain.css").write_text(f"h1 {{ color: {SHARED_COLOR}; }}\n")
     site = Site(root, "User-agent: *\nAllow: /\n")
-    headers = {"Authorization": "Bearer " + local_stack.token()}
     try:
-        with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30, verify=client_tls()) as api:
-            r = api.post("/api/crawls", json={"seeds": [site.url + "/index.html"], "maxDepth": 1, "perHostDelayMs": 200})
-            assert r.status_code == 202, r.text
-            crawl_id = r.json()["crawlId"]
-            deadline = time.monotonic() + 240
-            while True:
-                assert time.monotonic() < deadline, "the wide site was not crawled in time"
-                coll = api.get(f"/api/crawls/{crawl_id}/collection").json()
-                if api.get(f"/api/crawls/{crawl_id}").json()["state"] != "running" and len(coll["resources"]) == 10:
-                    break
-                time.sleep(1)
-        yield crawl_id, coll
+        yield crawled(local_stack, site.url + "/index.html", 10)
     finally:
         site.stop()
 
@@ -243,18 +248,8 @@ def big_chain_crawl(local_stack, tmp_path_factory) -> Iterator[str]:
         ballast = "<!-- " + base64.b64encode(os.urandom(150_000)).decode() + " -->"
         (root / name).write_text(chain_html(title, link).replace("</body>", ballast + "</body>"))
     site = Site(root, "User-agent: *\nAllow: /\n")
-    headers = {"Authorization": "Bearer " + local_stack.token()}
     try:
-        with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30, verify=client_tls()) as api:
-            r = api.post("/api/crawls", json={"seeds": [site.url + "/index.html"], "maxDepth": 1, "perHostDelayMs": 200})
-            assert r.status_code == 202, r.text
-            crawl_id = r.json()["crawlId"]
-            deadline = time.monotonic() + 240
-            while not (api.get(f"/api/crawls/{crawl_id}").json()["state"] != "running"
-                       and len(api.get(f"/api/crawls/{crawl_id}/collection").json()["resources"]) == 2):
-                assert time.monotonic() < deadline, "the big chain was not crawled in time"
-                time.sleep(1)
-        yield crawl_id
+        yield crawled(local_stack, site.url + "/index.html", 2)[0]
     finally:
         site.stop()
 

@@ -1,5 +1,6 @@
 // autoscroll (behavior): scroll to the bottom in steps so lazy content loads before capture.
-// Stops when the page height has not grown for `settleRounds` steps at the bottom with no page request in flight, when
+// Stops when the page height has not grown for `settleRounds` steps at the bottom with no page request in flight
+// and no image in view still loading, when
 // `maxSteps` is reached, or when the host's cooperative budget (`__bh.remainingMs`) runs below
 // `reserveMs`. A page that fits its viewport is not scrolled at all (`stoppedBy: "fits"`):
 // scrolling it fires no scroll event and reveals nothing, and its idle rounds would only hold
@@ -89,6 +90,13 @@
   // Only scroll listeners (none at all: a static page stepped through for `scrollStatic`, no jump).
   const listenersOnly = (found: string[]): boolean =>
     found.length > 0 && found.every((r) => r === "scrollListeners" || r === "onscroll");
+  // An image in view still loading (a scroll listener just set its src): the page's own hooks
+  // count fetch and XHR only, and a capture sealed now would lack it.
+  const imagesLoading = (): boolean => Array.from(document.images).some((img) => {
+    if (img.complete || !(img.currentSrc || img.getAttribute("src"))) return false;
+    const r = img.getBoundingClientRect();
+    return r.top < window.innerHeight && r.bottom > 0;
+  });
   const busy = (beforeHeight: number, beforeFinished: number): boolean =>
     height() > beforeHeight || finished > beforeFinished || (hooks !== undefined && hooks.pending > 0);
 
@@ -142,9 +150,10 @@
     if (now > lastHeight) {
       unchanged = 0;
       lastHeight = now;
-    } else if (atBottom && !(hooks !== undefined && hooks.pending > 0)) {
-      // a fetch still in flight may yet grow the page (a loaded machine answers late):
-      // such a round is no settle round; maxSteps and the budget still bound the wait
+    } else if (atBottom && !(hooks !== undefined && hooks.pending > 0) && !imagesLoading()) {
+      // a fetch still in flight may yet grow the page (a loaded machine answers late), an image
+      // in view may still be loading: such a round is no settle round; maxSteps and the budget
+      // still bound the wait
       unchanged += 1;
       if (unchanged >= settleRounds) {
         break;
