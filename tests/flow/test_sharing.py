@@ -16,6 +16,7 @@ import pytest
 
 from f.waggle.common import parse_iso
 from f.waggle.crawl_host import Answer, busy_window, capture_host
+from f.waggle.host_gap import clock
 from f.waggle.plan_level import CAPTURE_ESTIMATE_MS, parallelism_for
 from tests.flow.fakes import FakeEndpoint, HttpFake, capture_reply
 
@@ -123,7 +124,9 @@ def test_busy_rounds_do_not_move_submitted_at_earlier():
     holder.start()  # another host holds the only browser for 0.3 s…
     while not browser._lock.locked():
         time.sleep(0.001)
-    wall0, mono0 = time.time(), time.monotonic()
+    # the code's own clock (epoch read off monotonic): time.time() beside time.monotonic() can be
+    # milliseconds apart under load, and the anchor taken at import is another such pair
+    wall0, mono0 = clock(), time.monotonic()
     [r] = capture_host([browser], "h", ["h/a"], "c1", formats=FORMATS, signing=False, scripts=[],
                        delay_ms=0, busy_jitter_ms=(30, 50), log=lambda _m: None)
     holder.join()

@@ -6,12 +6,12 @@ earlier crawl's collection, the new text from the recrawl's."""
 from __future__ import annotations
 
 import re
-import time
 
 import httpx
 import pytest
 
 from tests.e2e.site import Site
+from tests.fixtures.crawl_api import start_crawl, wait_for_collection
 from tests.fixtures.tls import client_tls
 from tests.web.test_browser import Watch, facts_apart, new_page, sign_in, stray_nulls, wait_final
 from tests.web.test_crawl_replay import replayed
@@ -28,17 +28,10 @@ def html(title: str, links: list[str] = ()) -> str:
 def crawl(local_stack, seed: str) -> str:
     headers = {"Authorization": "Bearer " + local_stack.token()}
     with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30, verify=client_tls()) as api:
-        r = api.post("/api/crawls", json={"seeds": [seed], "maxDepth": 1, "perHostDelayMs": 100})
-        assert r.status_code == 202, r.text
-        crawl_id = r.json()["crawlId"]
-        deadline = time.monotonic() + 240
-        while (state := api.get(f"/api/crawls/{crawl_id}").json()["state"]) == "running":
-            assert time.monotonic() < deadline
-            time.sleep(1)
+        crawl_id = start_crawl(api, {"seeds": [seed], "maxDepth": 1, "perHostDelayMs": 100})
+        # every archive admitted: the recrawl's revisits need them
+        state, _c = wait_for_collection(api, crawl_id, lambda c: all(m["why"] != "not-admitted-yet" for m in c["missing"]))
         assert state == "succeeded"
-        while any(m["why"] == "not-admitted-yet" for m in api.get(f"/api/crawls/{crawl_id}/collection").json()["missing"]):
-            assert time.monotonic() < deadline  # every archive admitted: the recrawl's revisits need them
-            time.sleep(1)
     return crawl_id
 
 

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.e2e.site import Site
+from tests.fixtures.crawl_api import start_crawl, wait_for_collection
 from tests.fixtures.tls import client_tls
 from tests.web.test_browser import Watch, new_page, sign_in, wait_final
 
@@ -55,18 +56,9 @@ def chain_crawl(local_stack, chain_site) -> str:
     admitted and visible: the collection lists 3 members."""
     headers = {"Authorization": "Bearer " + local_stack.token()}
     with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30, verify=client_tls()) as api:
-        r = api.post("/api/crawls", json={"seeds": [chain_site.url + "/index.html"], "maxDepth": 2,
-                                          "perHostDelayMs": 200})
-        assert r.status_code == 202, r.text
-        crawl_id = r.json()["crawlId"]
-        deadline = time.monotonic() + 240
-        while True:
-            assert time.monotonic() < deadline, api.get(f"/api/crawls/{crawl_id}").text
-            state = api.get(f"/api/crawls/{crawl_id}").json()["state"]
-            body = api.get(f"/api/crawls/{crawl_id}/collection").json()
-            if state != "running" and len(body["resources"]) == 3:
-                break
-            time.sleep(1)
+        crawl_id = start_crawl(api, {"seeds": [chain_site.url + "/index.html"], "maxDepth": 2,
+                                     "perHostDelayMs": 200})
+        state, body = wait_for_collection(api, crawl_id, lambda c: len(c["resources"]) == 3)
     assert state == "succeeded"
     assert sorted(m["url"].rsplit("/", 1)[1] for m in body["resources"]) == ["a.html", "b.html", "index.html"]
     for m in body["resources"]:  # the seed stored chain.css; a and b left it out (decision 321)
@@ -84,16 +76,9 @@ def crawled(local_stack, seed: str, members: int) -> tuple[str, dict]:
     archives admitted."""
     headers = {"Authorization": "Bearer " + local_stack.token()}
     with httpx.Client(base_url=local_stack.api_url, headers=headers, timeout=30, verify=client_tls()) as api:
-        r = api.post("/api/crawls", json={"seeds": [seed], "maxDepth": 1, "perHostDelayMs": 200})
-        assert r.status_code == 202, r.text
-        crawl_id = r.json()["crawlId"]
-        deadline = time.monotonic() + 240
-        while True:
-            assert time.monotonic() < deadline, f"{seed} was not crawled in time"
-            coll = api.get(f"/api/crawls/{crawl_id}/collection").json()
-            if api.get(f"/api/crawls/{crawl_id}").json()["state"] != "running" and len(coll["resources"]) == members:
-                return crawl_id, coll
-            time.sleep(1)
+        crawl_id = start_crawl(api, {"seeds": [seed], "maxDepth": 1, "perHostDelayMs": 200})
+        _state, coll = wait_for_collection(api, crawl_id, lambda c: len(c["resources"]) == members)
+        return crawl_id, coll
 
 
 def replayed(page, title: str, watch: Watch, timeout_s: float = 120):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import re
-import time
 import zipfile
 from collections.abc import Iterator
 
@@ -20,6 +19,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.e2e.site import Site
+from tests.fixtures.crawl_api import start_crawl, wait_for_collection
 from tests.fixtures.tls import client_tls
 from tests.web.test_browser import Watch, new_page, sign_in, wait_final
 from tests.web.test_crawl_replay import replayed
@@ -43,17 +43,9 @@ def two_ports(tmp_path_factory) -> Iterator[tuple[Site, Site]]:
 
 
 def crawl(api: httpx.Client, seed: str) -> tuple[str, dict]:
-    r = api.post("/api/crawls", json={"seeds": [seed], "maxDepth": 0, "perHostDelayMs": 200})
-    assert r.status_code == 202, r.text
-    crawl_id = r.json()["crawlId"]
-    deadline = time.monotonic() + 240
-    while True:
-        assert time.monotonic() < deadline, api.get(f"/api/crawls/{crawl_id}").text
-        state = api.get(f"/api/crawls/{crawl_id}").json()["state"]
-        body = api.get(f"/api/crawls/{crawl_id}/collection").json()
-        if state != "running" and any(m.get("role") != "original" for m in body["resources"]):
-            return crawl_id, body
-        time.sleep(1)
+    crawl_id = start_crawl(api, {"seeds": [seed], "maxDepth": 0, "perHostDelayMs": 200})
+    _state, body = wait_for_collection(api, crawl_id, lambda c: any(m.get("role") != "original" for m in c["resources"]))
+    return crawl_id, body
 
 
 def test_replay_this_crawl_shows_a_revisit_of_an_original_at_another_url(local_stack, browser, two_ports) -> None:
