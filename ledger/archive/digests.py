@@ -96,8 +96,12 @@ async def written(pool: Any, crawl_id: str, pairs: list[tuple[str, str]]) -> lis
             "WITH found AS (SELECT r.uri, r.digest, r.shared FROM crawl_resources r"
             "   JOIN jsonb_to_recordset(%s::jsonb) AS v(u text, d text) ON r.uri = v.u AND r.digest = v.d"
             "   WHERE r.crawl_id = %s),"
-            " mark AS (UPDATE crawl_resources r SET shared = true FROM found f"
-            "   WHERE r.crawl_id = %s AND r.uri = f.uri AND r.digest = f.digest AND NOT f.shared)"
+            # rows locked in one order (uri, digest) whoever asks: two captures of the crawl
+            # marking overlapping resources in their own orders could otherwise deadlock
+            " target AS (SELECT r.ctid AS row_id FROM crawl_resources r JOIN found f"
+            "   ON r.uri = f.uri AND r.digest = f.digest WHERE r.crawl_id = %s AND NOT f.shared"
+            "   ORDER BY r.uri, r.digest FOR UPDATE OF r),"
+            " mark AS (UPDATE crawl_resources r SET shared = true FROM target t WHERE r.ctid = t.row_id)"
             " SELECT uri, digest FROM found",
             (Jsonb([{"u": u, "d": d} for u, d in asked]), crawl_id, crawl_id))).fetchall()
     return [p for row in rows for p in asked.get((row["uri"], row["digest"]), [])]

@@ -260,7 +260,11 @@ def download(url: str, dest: Path, timeout_s: float = 120.0, *, via: LedgerClien
     """Stream ``url`` (a signed S3 URL; with ``via``, a ledger path such as a collection member's,
     asked with the client's token and followed to the signed URL it redirects to — httpx drops
     the token on a redirect to another origin) to ``dest``; returns the byte count; raises
-    ApiError on non-200 or when ``dest`` cannot be written."""
+    ApiError on non-200 or when ``dest`` cannot be written. An absolute ``url`` (an older ledger's
+    member, already signed) is fetched without the token whatever ``via`` is: the token is the
+    ledger's alone, and an object store refuses a request carrying two authorizations."""
+    if via is not None and not url.startswith("/"):
+        via = None
     part = dest.with_name(dest.name + ".part")
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)

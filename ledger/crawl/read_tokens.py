@@ -5,7 +5,8 @@ A capture server reads three ledger routes while it captures a crawl's pages: ``
 conditional) and ``GET /api/crawls/{id}/politeness`` (extension holdAdmission). It used to be
 handed the flow's own token, which may also report levels, fail crawls and start new ones. The
 flow now asks ``POST /api/crawls/{id}/read-token`` (with its own token) for a token that only
-those three routes accept, for that crawl only, until it expires (:data:`TTL_S`).
+those three routes accept, for that crawl only, until the crawl ends or the token expires
+(:data:`TTL_S`): once the crawl has ended its tokens are refused, and deleted at the next issue.
 
 A token is :data:`PREFIX` + 32 random bytes (URL-safe); the ledger keeps its SHA-256 only, so
 a database read gives nobody a usable token. It is no JWT: every other route answers 401 to it.
@@ -20,7 +21,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 PREFIX = "wgr_"  # tells a read token from a JWT before any lookup
-TTL_S = 24 * 3600  # outlives the longest crawl_host job (a level of one host); a new job asks again
+# a backstop only: the crawl's end is what ends a token. A crawl_host job (a level of one host)
+# may run past a day (150 pages at the 600 s delay cap is 25 h); a new job asks again
+TTL_S = 7 * 24 * 3600
 TOKEN_MAX = 100
 
 
@@ -39,20 +42,21 @@ async def issue(pool: Any, crawl_id: uuid.UUID, issued_to: str, ttl_s: int = TTL
     token = PREFIX + secrets.token_urlsafe(32)
     expires = datetime.now(timezone.utc) + timedelta(seconds=ttl_s)
     async with pool.connection() as conn:
-        await conn.execute("DELETE FROM crawl_read_tokens WHERE expires_at < now()")
+        await conn.execute("DELETE FROM crawl_read_tokens t WHERE t.expires_at < now() OR EXISTS"
+                           " (SELECT 1 FROM crawls c WHERE c.id = t.crawl_id AND c.state NOT IN ('running', 'paused'))")
         await conn.execute("INSERT INTO crawl_read_tokens (token_hash, crawl_id, issued_to, expires_at)"
                            " VALUES (%s, %s, %s, %s)", (_hash(token), crawl_id, issued_to[:200], expires))
     return token, expires
 
 
 async def organization_of(pool: Any, crawl_id: uuid.UUID, token: str) -> str | None:
-    """The organization of ``crawl_id`` when ``token`` is a live read token of that crawl, else
-    None (unknown, another crawl's, or expired)."""
+    """The organization of ``crawl_id`` when ``token`` is a live read token of that crawl and the
+    crawl is running, else None (unknown, another crawl's, expired, or the crawl has ended)."""
     if not looks_like(token):
         return None
     async with pool.connection() as conn:
         row = await (await conn.execute(
             "SELECT c.org_id FROM crawl_read_tokens t JOIN crawls c ON c.id = t.crawl_id"
-            " WHERE t.token_hash = %s AND t.crawl_id = %s AND t.expires_at > now()",
+            " WHERE t.token_hash = %s AND t.crawl_id = %s AND t.expires_at > now() AND c.state IN ('running', 'paused')",
             (_hash(token), crawl_id))).fetchone()
     return None if row is None else row["org_id"]

@@ -102,6 +102,12 @@ async def test_an_expired_or_unknown_read_token_is_refused_and_only_running_craw
     async with open_ledger(settings) as h:
         crawl_id = await _crawl(h, flow)
         token = (await h.client.post(f"/api/crawls/{crawl_id}/read-token", headers=flow)).json()["token"]
+        # a token of a crawl that has ended reads nothing, though it has not expired
+        other = await _crawl(h, flow)
+        other_token = (await h.client.post(f"/api/crawls/{other}/read-token", headers=flow)).json()["token"]
+        assert await _reads(h, other, {"authorization": f"Bearer {other_token}"}) == [200, 200, 200]
+        await h.client.post(f"/api/crawls/{other}/failed", json={"reason": "done"}, headers=flow)
+        ended = await _reads(h, other, {"authorization": f"Bearer {other_token}"})
         forged = {"authorization": "Bearer wgr_" + "A" * 43}
         assert await _reads(h, crawl_id, forged) == [401, 401, 401]
         _run(settings.database_url, "UPDATE crawl_read_tokens SET expires_at = now() - interval '1 second'")
@@ -111,6 +117,7 @@ async def test_an_expired_or_unknown_read_token_is_refused_and_only_running_craw
         await h.client.post(f"/api/crawls/{crawl_id}/failed", json={"reason": "done"}, headers=flow)
         closed = await h.client.post(f"/api/crawls/{crawl_id}/read-token", headers=flow)
         nobody = await h.client.post(f"/api/crawls/{crawl_id}/read-token")
+    assert ended == [401, 401, 401]
     assert not_ours.status_code == unknown.status_code == 404
     assert closed.status_code == 409 and "not running" in closed.json()["error"]
     assert nobody.status_code == 401
