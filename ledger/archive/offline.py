@@ -77,7 +77,7 @@ def verify_file(path: Path, trusted_roots: str | None) -> FileVerdict:
         combined = _combined_verdict(path, trusted_roots, check)
         if combined is not None:
             return combined
-        return FileVerdict(EXIT_UNSIGNED, [f"{path}: not signed (no signedData in datapackage-digest.json);"
+        return FileVerdict(EXIT_UNSIGNED, [f"{path}: not signed (no datapackage-digest.json with signedData);"
                                            " every file datapackage.json lists matches its hash"], check)
     return FileVerdict(EXIT_VERIFIED, [
         f"{path}: signature verified",

@@ -452,7 +452,7 @@ async def member_location(services: Any, crawl_id: uuid.UUID, archive_id: str) -
     async with services.pool.connection() as conn:
         row = await (await conn.execute(
             "SELECT a.bucket, a.object_key FROM archives a WHERE a.id = %s AND EXISTS"
-            " (SELECT 1 FROM crawl_pages p WHERE p.crawl_id = %s AND p.task_id = a.task_id::text)",
+            " (SELECT 1 FROM crawl_pages p WHERE p.crawl_id = %s AND lower(p.task_id) = a.task_id::text)",
             (archive_id, crawl_id))).fetchone()
     if row is None and archive_id in await referred_archives(services.pool, str(crawl_id)):
         async with services.pool.connection() as conn:
