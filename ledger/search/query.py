@@ -156,8 +156,9 @@ LEFT JOIN (search_configs c CROSS JOIN LATERAL (SELECT websearch_to_tsquery(c.co
 # the caller (ListObjects: grants, organization shares, owned capture jobs). Each branch is a
 # plain filtered SELECT, so the planner flattens the UNION ALL into a Merge Append over
 # newest-first branches and stops after RANK_WINDOW rows: for a common word it walks
-# (org_id, captured_at DESC) and tests `@@` row by row, for a rare word it takes the GIN bitmap
-# and sorts the few matches. Only that window is ranked by ts_rank_cd.
+# (org_id, captured_at DESC) and tests `@@` row by row; a rare word (no walk) has one branch for
+# all the organizations, a single GIN bitmap whose few matches are sorted (decision 431). Only
+# that window is ranked by ts_rank_cd.
 _BRANCH = """(SELECT t.archive_id, t.captured_at, t.tsv, %({tsq})s::tsquery AS query FROM archive_text t
 WHERE {scope} AND t.config = %({cfg})s::regconfig AND {match}{filters}
 ORDER BY t.captured_at DESC LIMIT %(window)s)"""
@@ -219,11 +220,16 @@ def candidate_sql(parsed: list[tuple[str, str]], orgs: list[str], shared: list[s
         params["port_re"] = port_pattern(query.host, query.port)
         filters += " AND t.url ~* %(port_re)s"
     scopes = []
-    for i, org in enumerate(orgs):
-        params[f"org{i}"] = org
-        scopes.append(f"t.org_id = %(org{i})s")
+    if walk:  # one newest-first walk per organization, merged (Merge Append stops at the window)
+        for i, org in enumerate(orgs):
+            params[f"org{i}"] = org
+            scopes.append(f"t.org_id = %(org{i})s")
+    elif orgs:  # one GIN bitmap for them all: per organization it read the GIN and ANDed an
+        # organization's b-tree bitmap once each (decision 431: zipimport at 100 % scope 130 → 45 ms)
+        params["orgs"] = list(orgs)
+        scopes.append("t.org_id = ANY(%(orgs)s::text[])")
     if shared:  # not those of the organizations' branches: each archive in one branch only
-        params["shared"], params["orgs"] = shared, orgs
+        params["shared"], params["orgs"] = shared, list(orgs)
         scopes.append("t.archive_id = ANY(%(shared)s::uuid[]) AND (t.org_id IS NULL OR t.org_id <> ALL(%(orgs)s::text[]))")
     branches = []
     for k, (config, tsq) in enumerate(parsed):
