@@ -125,11 +125,14 @@ def _measure_sync(s3: Any, bucket: str, key: str, url: str | None = None,
 COLUMNS = ("bytes", "sha256", "title", "http_status", "content_type", "screenshot_bucket", "screenshot_key")
 
 
-async def measure_missing(pool: Any, s3: Any, members: Sequence[dict]) -> dict[str, dict[str, Any]]:
+async def measure_missing(pool: Any, s3: Any, members: Sequence[dict],
+                          gone: set[str] | None = None) -> dict[str, dict[str, Any]]:
     """Measure ``members`` (rows with ``archive_id``, ``bucket``, ``object_key`` and optionally
     ``url``, ``manifest_key``) at most :data:`CONCURRENCY` at a time, store them in
     ``archive_files`` and return ``{archive id: {bytes, sha256, title, …}}`` for those measured.
-    An object that is missing or unreadable is left out (logged): its entry says unknown."""
+    An object that is missing or unreadable is left out (logged): its entry says unknown.
+    ``gone`` (optional) gets the ids whose object the store says is missing (not those it did
+    not answer for)."""
     found: dict[str, dict[str, Any]] = {}
     if not members or s3 is None:
         return found
@@ -144,6 +147,8 @@ async def measure_missing(pool: Any, s3: Any, members: Sequence[dict]) -> dict[s
             return
         if got is None:
             log.warning("an admitted archive's object is missing", extra={"archiveId": str(m["archive_id"])})
+            if gone is not None:
+                gone.add(str(m["archive_id"]))
             return
         found[str(m["archive_id"])] = got
 

@@ -268,7 +268,8 @@ async def _read(services: Any, crawl_id: uuid.UUID) -> Snapshot | None:
     running = crawl["state"] == "running"
     with_archive = [r for r in rows if r["aid"] is not None and _missing(r, running) is None] + originals
     unmeasured = [{**r, "url": r["final_url"] or r["url"]} for r in with_archive if r["sha256"] is None]
-    measured = await measure_missing(services.pool, services.s3, unmeasured[:MEASURE_INLINE]) if unmeasured else {}
+    gone: set[str] = set()  # objects the store says are missing: measuring again will not find them
+    measured = await measure_missing(services.pool, services.s3, unmeasured[:MEASURE_INLINE], gone) if unmeasured else {}
     later = unmeasured[MEASURE_INLINE:]
     key = str(crawl_id)
     if later and key not in _measuring:  # a bounded answer; its next ones carry the rest
@@ -307,7 +308,7 @@ async def _read(services: Any, crawl_id: uuid.UUID) -> Snapshot | None:
         members.append(m)
     return Snapshot(crawl=crawl, stamp=None, made=made, entries=entries, members=members, pages_total=len(rows),
                     running=running, settled=not unmeasured or len(unmeasured) <= MEASURE_INLINE and
-                    len(measured) == len(unmeasured), measured_now=bool(measured), shared=shared)
+                    len(measured) + len(gone) == len(unmeasured), measured_now=bool(measured), shared=shared)
 
 
 def _kept_decisions(services: Any, identity: Any, snap: Snapshot | None, crawl_id: str, stamp: tuple | None) -> bytes | None:

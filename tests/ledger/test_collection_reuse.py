@@ -100,3 +100,33 @@ async def test_a_finished_crawls_members_are_read_again_when_they_change(migrate
     assert [m["archiveId"] for m in first["resources"]] == ids
     assert [m["why"] for m in first["missing"]] == ["not-captured"]
     assert [m["archiveId"] for m in second["resources"]] == ids + [late] and second["missing"] == []
+
+
+async def test_a_member_whose_object_is_gone_does_not_stop_the_members_being_kept(migrated_db_url, ledger_fga,
+                                                                                  fake_webhook, s3_server, monkeypatch):
+    """An admitted archive whose object the store says is missing is measured once: the finished
+    crawl's members are kept all the same, and the next answer asks the store nothing."""
+    import ledger.crawl.collection as collection
+
+    settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, s3_bucket=s3_server.bucket,
+                               collection_cache_s=300)
+    db = settings.database_url
+    measured: list[int] = []
+    real = collection.measure_missing
+
+    async def counting(pool, s3, members, *rest):
+        measured.append(len(members))
+        return await real(pool, s3, members, *rest)
+
+    monkeypatch.setattr(collection, "measure_missing", counting)
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        crawl_id, ids, _ = await finished_crawl(h, db, s3_server, ledger_fga, 3)
+        with psycopg.connect(db) as conn:
+            key = conn.execute("SELECT object_key FROM archives WHERE id = %s", (ids[1],)).fetchone()[0]
+        s3_server.client().delete_object(Bucket=s3_server.bucket, Key=key)
+        first = (await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)).json()
+        second = (await h.client.get(f"/api/crawls/{crawl_id}/collection", headers=WHO)).json()
+    assert measured == [3]  # the first answer measured the three; the second reused them
+    assert first == second
+    gone = next(m for m in first["resources"] if m["archiveId"] == ids[1])
+    assert gone["bytes"] is None and gone["hash"] is None  # unknown, said so
