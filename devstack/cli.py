@@ -23,6 +23,7 @@ def _state_dir(given: Path | None) -> Path:
 def up_cmd(
     captures: int = typer.Option(None, "--captures", min=1, max=16, help="capture servers (default 2, or as last time)"),
     state_dir: Path = StateDir,
+    hint: bool = typer.Option(True, "--hint/--no-hint", help="end with what to try next (scripts/demo goes on by itself)"),
 ) -> None:
     """Start the whole stack (idempotent: running services are reused) and write stack.json."""
     from devstack.stack import StackError, config_from_state, up
@@ -35,6 +36,8 @@ def up_cmd(
         typer.echo(f"logs: {sd / 'logs'}; stop what started with `waggle dev down`.", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"\nledger API: {info['services']['ledger']}  (you are '{info['subject']}' in '{info['organization']}')")
+    if not hint:
+        return
     typer.echo("next: serve a site on loopback, e.g. the Python docs copy:\n"
                "  python3 -m http.server --bind 127.0.0.1 8600 --directory /usr/share/doc/python3.11/html &\n"
                "  .venv/bin/waggle crawl http://127.0.0.1:8600/index.html --depth 1 --max-pages 5")

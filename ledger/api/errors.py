@@ -53,12 +53,46 @@ def describe_validation(exc: RequestValidationError) -> str:
             parts.append(_not_an_object(err.get("input")))
         elif kind == "int_type":  # strict numeric settings: "500", 500.0 and true are not coerced
             parts.append(f"{where}: must be a JSON integer, {_not_an_integer(err.get('input'))}")
+        elif kind in _PLAIN:
+            parts.append(f"{where}: {_PLAIN[kind](err.get('ctx') or {}, err.get('input'))}")
         else:
             msg = err.get("msg", "is invalid")
             if msg.startswith("Value error, "):
                 msg = msg[len("Value error, "):]
             parts.append(f"{where}: {msg}")
     return "; ".join(dict.fromkeys(parts)) or "invalid request"
+
+
+def _count(n: object, one: str) -> str:
+    return f"{n} {one}" + ("" if n == 1 else "s")
+
+
+def _shown(given: object) -> str:
+    """``given`` as the caller sent it, cut at 40 characters: a string quoted, JSON as JSON."""
+    if isinstance(given, str):
+        return json.dumps(given[:40] + ("…" if len(given) > 40 else ""), ensure_ascii=False)
+    text = json.dumps(given, default=str, ensure_ascii=False)
+    return text[:40] + ("…" if len(text) > 40 else "")
+
+
+# pydantic's wording ("List should have at least 1 item after validation, not 0") as a sentence
+# a person acts on; keyed by pydantic's error type, given its ctx and the input
+_PLAIN: dict[str, Any] = {
+    "too_short": lambda c, _i: "give at least " + _count(c.get("min_length"), "item"),
+    "too_long": lambda c, _i: "give at most " + _count(c.get("max_length"), "item"),
+    "string_too_short": lambda c, _i: ("must not be empty" if c.get("min_length") == 1
+                                       else "must have at least " + _count(c.get("min_length"), "character")),
+    "string_too_long": lambda c, _i: "must have at most " + _count(c.get("max_length"), "character"),
+    "uuid_parsing": lambda _c, i: f"must be an id (a UUID such as 3f2b8c1e-8d0a-4d59-9f5e-0c6a1b2d3e4f), not {_shown(i)}",
+    "uuid_type": lambda _c, i: f"must be an id (a UUID such as 3f2b8c1e-8d0a-4d59-9f5e-0c6a1b2d3e4f), not {_shown(i)}",
+    "greater_than_equal": lambda c, _i: f"must be at least {c.get('ge')}",
+    "greater_than": lambda c, _i: f"must be more than {c.get('gt')}",
+    "less_than_equal": lambda c, _i: f"must be at most {c.get('le')}",
+    "less_than": lambda c, _i: f"must be less than {c.get('lt')}",
+    "string_type": lambda _c, i: f"must be a string, not {_shown(i)}",
+    "bool_type": lambda _c, i: f"must be true or false, not {_shown(i)}",
+    "list_type": lambda _c, i: f"must be a list, not {_shown(i)}",
+}
 
 
 def _not_an_object(given: object) -> str:

@@ -6,8 +6,10 @@ its signature, :mod:`ledger.archive.signature`): every file ``datapackage.json``
 against the trusted roots. Nothing is fetched: the certificates are in the file.
 
 Trusted roots, first found: ``--trusted-roots``, ``WAGGLE_SIGNING_TRUSTED_ROOTS``, the local
-stack's (``signing_trusted_roots`` in ``$WAGGLE_STATE_DIR/stack.json``), else authsign's bundled
-public roots (Let's Encrypt, public timestamp authorities).
+stack's (``signing_trusted_roots`` in ``$WAGGLE_STATE_DIR/stack.json``, else in the ``.waggle``
+of the checkout the command runs in, else of the checkout ``waggle`` itself lives in), else
+authsign's bundled public roots (Let's Encrypt, public timestamp authorities). A signature
+refused at authsign's trusted-root step is said as such (the file's hashes still match).
 
 A crawl's combined WACZ (decision 342) is not signed as a whole; its members' signatures, carried
 inside, are checked instead (:mod:`ledger.archive.combined_verify`) and the verdict says how many
@@ -46,12 +48,25 @@ def default_trusted_roots(env: dict[str, str] | None = None) -> str | None:
         return env["WAGGLE_SIGNING_TRUSTED_ROOTS"]
     from ledger.settings import default_state_dir
 
-    state = Path(env["WAGGLE_STATE_DIR"]) if env.get("WAGGLE_STATE_DIR") else default_state_dir()
-    try:
-        roots = json.loads((state / "stack.json").read_text()).get("signing_trusted_roots")
-    except (OSError, ValueError):
-        return None
-    return roots if roots and Path(roots).exists() else None
+    from ledger.settings import CHECKOUT
+
+    if env.get("WAGGLE_STATE_DIR"):
+        states = [Path(env["WAGGLE_STATE_DIR"])]
+    else:  # run from outside the checkout: this program's own checkout's stack, if it has one
+        states = list(dict.fromkeys([default_state_dir(), CHECKOUT / ".waggle"]))
+    for state in states:
+        try:
+            roots = json.loads((state / "stack.json").read_text()).get("signing_trusted_roots")
+        except (OSError, ValueError):
+            continue
+        if roots and Path(roots).exists():
+            return roots
+    return None
+
+
+def _untrusted_root(refusal: str) -> bool:
+    """Whether authsign refused the signature at a trusted-root step (the file may be intact)."""
+    return "authsign: Trusted" in refusal and "Root Cert" in refusal
 
 
 def verify_file(path: Path, trusted_roots: str | None) -> FileVerdict:
@@ -69,6 +84,15 @@ def verify_file(path: Path, trusted_roots: str | None) -> FileVerdict:
         check = check_zip(size, fetch, hash_max_bytes=1 << 62, trusted_roots=trusted_roots)
     sig = check.signature
     roots = trusted_roots or "authsign's bundled public roots"
+    if check.refusal is not None and _untrusted_root(check.refusal):
+        return FileVerdict(EXIT_FAILED, [
+            f"{path}: signature NOT verified: its signer does not chain to a trusted root"
+            f" ({check.refusal.rsplit('authsign: ', 1)[-1]})",
+            "every file datapackage.json lists matches its hash",
+            f"trusted roots: {roots}",
+            "a WACZ signed by a local stack (waggle dev) verifies against that stack's roots: run waggle verify"
+            " inside its checkout, or give --trusted-roots (signing_trusted_roots in .waggle/stack.json)",
+        ], check)
     if check.refusal is not None:
         return FileVerdict(EXIT_FAILED, [f"{path}: does NOT verify: {check.refusal}", f"trusted roots: {roots}"], check)
     if check.problem is not None:

@@ -198,7 +198,9 @@ def check_zip(size: int, fetch: Callable[[int, int], bytes], *, hash_max_bytes: 
                 validators = validators_of(zf) if problem is None else None  # a complete WACZ only
                 facts = facts_of_zip(zf, size, index_text)
             if signature.signed and signature.problem is not None:
-                refusal = signature.problem
+                # a file that does not match its hash says more than a signature that fails
+                # because of it (or whose root is not trusted here): said first
+                refusal = refusal or signature.problem
                 problem = problem or signature.problem
                 digests = IndexedDigests((), digests.revisits)  # a broken signature holds no originals nor pairs
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as exc:

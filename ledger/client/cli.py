@@ -358,7 +358,13 @@ def url_command(
             if download is not None:
                 from ledger.client.api import download as fetch
 
-                path = download / f"{archive_id}.wacz"
+                from urllib.parse import unquote, urlsplit
+
+                from ledger.client.follow import archive_filename
+
+                # named as `waggle crawl --download` names it (the object key is the signed URL's path)
+                key = unquote(urlsplit(signed["url"]).path)
+                path = download / archive_filename({"id": archive_id, "objectKey": key})
                 size = fetch(signed["url"], path)
                 err.print(f"saved {path} ({size} bytes)")
     except (ApiError, ClientConfigError) as exc:

@@ -180,7 +180,8 @@ async def changes(services: Any, identity: Any, crawl_id: uuid.UUID, since_id: u
     """The pages of crawl ``crawl_id`` compared with crawl ``since_id`` as ``identity`` may see
     them (both crawls already checked to be the caller's organizations'), or None when either
     crawl does not exist. Shape: ``{crawl, since, sinceChosen, limitsDiffer: [{option, now, before}],
-    goneNote: str | null (:func:`limits_note`), counts: {new, changed, unchanged,
+    goneNote: str | null (:func:`limits_note`; null too when every gone page was reached and
+    failed, skipped or blocked here), counts: {new, changed, unchanged,
     gone, notCompared}, new: [...], ..., notCompared: [...], listed}`` — each entry ``{url, now,
     before}`` (a side: ``{url, finalUrl, depth, state, archiveId, capturedAt, httpStatus, digest,
     revisit, replay, missing}`` or null); ``notCompared`` entries add ``why`` and ``reason``.
@@ -208,6 +209,7 @@ async def changes(services: Any, identity: Any, crawl_id: uuid.UUID, since_id: u
     before_by_key = {r["url_key"]: r for r in before_rows}
     lists: dict[str, list[dict]] = {k: [] for k in KINDS}
     running = crawl["state"] in ("running", "paused")
+    unreached = 0
     for key in list(now_by_key) + [k for k in before_by_key if k not in now_by_key]:
         n_row, b_row = now_by_key.get(key), before_by_key.get(key)
         n_cap = n_row is not None and n_row["state"] == "captured"
@@ -224,6 +226,7 @@ async def changes(services: Any, identity: Any, crawl_id: uuid.UUID, since_id: u
                 entry.update(why="not-captured-yet", reason="this crawl has not captured it yet")
             else:
                 kind = "gone"
+                unreached += n_row is None  # a page this crawl reached and failed is gone for sure
         elif now["digest"] and before["digest"]:  # known only for archives the caller may view
             kind = "changed" if now["digest"] != before["digest"] else "unchanged"
         else:
@@ -231,6 +234,8 @@ async def changes(services: Any, identity: Any, crawl_id: uuid.UUID, since_id: u
             entry.update(_why_not_compared(now, before))
         lists[kind].append(entry)
     differ, note = limits_note(crawl, since)
+    if not unreached:  # every gone page was reached and answered otherwise: no doubt to state
+        note = None
     return {
         "crawl": _summary(crawl),
         "since": _summary(since),

@@ -91,7 +91,10 @@ def parse(params: Any) -> Query:
     raises :class:`BadQuery`."""
     text = (params.get("q") or "").strip()
     if not text:
-        raise BadQuery("give words to search for: q=archive \"exact phrase\" -excluded")
+        raise BadQuery("the query is empty: give words to search for, e.g. archive \"exact phrase\" -excluded")
+    words = [w.strip('"-').upper() for w in text.split()]
+    if "OR" in words and all(w in ("OR", "") for w in words):
+        raise BadQuery("OR joins two words or phrases (tide OR harbour): give words to search for around it")
     if len(text) > QUERY_MAX_CHARS:
         raise BadQuery(f"the query is {len(text)} characters long; at most {QUERY_MAX_CHARS} are searched")
     if "\x00" in text:

@@ -156,6 +156,26 @@ def test_waggle_verify_accepts_the_good_file_and_names_the_fault_of_a_tampered_o
     assert done.returncode == EXIT_UNSIGNED and "not signed" in done.stdout, done.stdout + done.stderr
 
 
+def test_waggle_verify_tells_an_untrusted_root_from_a_tampered_file(good, signing_stack, tmp_path):
+    """Against roots that do not hold the signer's (authsign's bundled ones, run outside the
+    checkout that signed): the intact file is said to be unverified for its root, hashes
+    matching; the tampered one is said to be tampered, whatever the root."""
+    roots = yaml.safe_load(signing_stack.trusted_roots.read_text())
+    other = tmp_path / "roots.yaml"
+    other.write_text(yaml.safe_dump({"domain_cert_roots": ["00" * 32],
+                                     "timestamp_cert_roots": roots["timestamp_cert_roots"]}))
+    ok = tmp_path / "good.wacz"
+    ok.write_bytes(good)
+    done = waggle_verify(ok, other)
+    assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
+    assert "does not chain to a trusted root" in done.stdout and "matches its hash" in done.stdout, done.stdout
+    bad = tmp_path / "tampered.wacz"
+    bad.write_bytes(rezip(good, flip_last_byte("pages/pages.jsonl")))
+    done = waggle_verify(bad, other)
+    assert done.returncode == EXIT_FAILED and "pages/pages.jsonl: sha256 does not match" in done.stdout, done.stdout
+    assert "trusted root" not in done.stdout.splitlines()[0]
+
+
 # -- admission: both paths ----------------------------------------------------------------------
 
 def _stage(s3_server, data: bytes) -> tuple[str, str, dict]:

@@ -216,7 +216,9 @@ def test_crawls_archives_and_url(fake_ledger: FakeLedger, client_env, tmp_path):
     signed = run("url", row["id"], "--download", str(tmp_path))
     assert signed.exit_code == 0
     assert re.search(rf"^{re.escape(fake_ledger.base_url)}/s3/browserhive/{row['objectKey']}\?", signed.stdout, re.M)
-    assert (tmp_path / f"{row['id']}.wacz").read_bytes() == wacz_bytes(row["sourceUrl"])
+    # named as `waggle crawl --download` names it: the short id, then the object key's last segment
+    saved = tmp_path / f"{row['id'][:8]}-{row['objectKey'].rsplit('/', 1)[-1]}"
+    assert saved.read_bytes() == wacz_bytes(row["sourceUrl"])
 
     missing = run("url", "00000000-0000-4000-8000-000000000000")
     assert missing.exit_code == 1 and "not found" in missing.output

@@ -159,9 +159,14 @@ async def test_new_changed_unchanged_and_gone_are_counted_and_each_change_replay
         assert kept == 9 and again["changed"][0]["now"]["httpStatus"] == 299
         assert (got["limitsDiffer"], got["goneNote"]) == ([], None)  # same limits, not stopped short
 
-        # run with a smaller budget that it used up: "gone" may be pages it never reached — said so
+        # run with a smaller budget that it used up: a gone page it reached and failed is gone for
+        # sure (no note); one it never reached may be there still — said so
         with psycopg.connect(db) as conn:
             conn.execute("UPDATE crawls SET max_pages = 5, stop_reason = 'max_pages' WHERE id = %s", (second,))
+        reached = (await h.client.get(f"/api/crawls/{second}/changes", params={"since": first}, headers=WHO)).json()
+        assert reached["limitsDiffer"] and reached["goneNote"] is None, reached["goneNote"]
+        with psycopg.connect(db) as conn:
+            conn.execute("DELETE FROM crawl_pages WHERE crawl_id = %s AND url = %s", (second, u["gone"]))
         narrow = (await h.client.get(f"/api/crawls/{second}/changes", params={"since": first}, headers=WHO)).json()
         [differ] = narrow["limitsDiffer"]
         assert differ["option"] == "maxPages" and differ["now"] == 5 and differ["before"] != 5, differ

@@ -146,6 +146,7 @@ def test_paging(indexed):
 @pytest.mark.parametrize("params, says", [
     ({"q": ""}, "give words"), ({"q": "   "}, "give words"), ({}, "give words"),
     ({"q": "the and of"}, "only stop words"), ({"q": "-lighthouse"}, "only excludes"),
+    ({"q": "OR"}, "OR joins two words"), ({"q": '"OR" or'}, "OR joins two words"),
     ({"q": '""'}, "no words"), ({"q": "!!! ---"}, "no words"), ({"q": "x" * 501}, "at most 500"),
     ({"q": "tide", "crawl": "nope"}, "crawl must be"), ({"q": "tide", "host": "http://a/"}, "host must be"),
     ({"q": "tide", "from": "yesterday"}, "from must be"), ({"q": "tide", "from": "2026-02-02", "to": "2026-01-01"}, "from is after"),

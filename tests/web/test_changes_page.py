@@ -54,8 +54,9 @@ def test_the_recrawl_view_counts_changes_and_replays_both_captures(local_stack, 
         errors: list[str] = []
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
-        page.goto(local_stack.api_url + f"/#/crawls/{first}")
+        page.goto(local_stack.api_url + f"/#/crawls/{first[:8]}")  # the short id, as titles and the CLI show it
         assert wait_final(page) == "succeeded"
+        assert page.url.endswith(f"#/crawls/{first}")  # the one crawl it starts, by its full id
         page.wait_for_selector("#changes-none:not(:empty)", timeout=60_000)
         assert "no earlier finished crawl" in page.inner_text("#changes-none")
         assert page.get_attribute("#changes-none", "class") == "muted"

@@ -60,6 +60,8 @@ export async function archiveList(view, ctx, query) {
     .then((c) => { total = c.count; say(); }, () => { /* an older ledger: the shown count only */ });
   function say() {
     const shown = tbody.children.length;
+    listed.hidden = !shown;  // no empty table header
+    if (total === 0) more.hidden = true;  // the count says there is nothing further to page to
     status.className = "muted";
     if (!shown) status.textContent = total ? "None of " + counted(total, "archive") + " on this page: press More." : "No archives you may view.";
     else status.textContent = total !== null && total >= shown

@@ -119,6 +119,19 @@ function capturedText(c) {
   return String(capturedCount(c)) + (p && p.captured ? " (" + p.captured + " in the level in flight)" : "");
 }
 
+// Failed and Pending agree with the progress line the same way: a page the level in flight has
+// ended is failed (or no longer pending) before its level reports
+function failedText(c) {
+  const p = c.state === "running" ? c.levelProgress : null;
+  const inFlight = p && p.failed ? p.failed : 0;
+  return String(c.pagesFailed + inFlight) + (inFlight ? " (" + inFlight + " in the level in flight)" : "");
+}
+
+function pendingText(c) {
+  const p = c.state === "running" ? c.levelProgress : null;
+  return String(Math.max(0, c.pagesPending - (p && p.done ? p.done : 0)));
+}
+
 // Hosts that are one server share one gap and one lease (decision 241); a slow one waits longer (242).
 function serversText(c) {
   const groups = (c.servers || []).map((s) => s.server + ": " + s.hosts.join(", "));
@@ -130,8 +143,8 @@ function serversText(c) {
 function facts(c) {
   const pairs = [
     ["State", stateBadge(c.state)], [c.state === "running" && c.stopReason ? "Stopping" : "Stop reason", stopText(c, "—")], ["Level", level(c)],
-    ["Captured", capturedText(c)], ["Failed", String(c.pagesFailed)], ["Skipped", String(c.pagesSkipped)],
-    ["Pending", String(c.pagesPending)], ["Blocked", String(c.pagesBlocked ?? 0)], ["Discovered", String(c.pagesDiscovered)],
+    ["Captured", capturedText(c)], ["Failed", failedText(c)], ["Skipped", String(c.pagesSkipped)],
+    ["Pending", pendingText(c)], ["Blocked", String(c.pagesBlocked ?? 0)], ["Discovered", String(c.pagesDiscovered)],
     ["Max pages", String(c.maxPages)], ["Scope", scopeText(c)], ["Delay per host", c.perHostDelayMs + " ms"],
     ["Servers", serversText(c)],
     ["Formats", c.formats ? c.formats.join(", ") : "the deployment's default"],
@@ -242,8 +255,21 @@ async function pagesSection(crawl, box, filter) {
   }
 }
 
+const FULL_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const ID_PREFIX = /^[0-9a-f][0-9a-f-]{3,35}$/i;
+
 export async function crawlPage(view, ctx, crawlId) {
   view.replaceChildren(el("p", { className: "muted" }, "Loading…"));
+  if (!FULL_ID.test(crawlId) && ID_PREFIX.test(crawlId)) {
+    // a short id, as the page titles and the CLI show it (#/crawls/7092de95): the one crawl it starts
+    try {
+      const found = (await api("GET", "/api/crawls?limit=2&idPrefix=" + encodeURIComponent(crawlId.toLowerCase()))).crawls;
+      if (found.length === 1) {
+        history.replaceState(null, "", "#/crawls/" + found[0].crawlId);
+        crawlId = found[0].crawlId;
+      }
+    } catch (e) { /* not a submitter: said below, as for any id */ }
+  }
   let filter = "";
   let tick = 0;
   let took = 0;  // ms the last GET of the crawl took

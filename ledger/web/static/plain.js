@@ -5,6 +5,14 @@
 
 const RULES = [
   [/^must be a JSON integer\b/, (l) => `${l} must be a whole number.`],
+  // the API's own wording (ledger.api.errors._PLAIN), then pydantic's (an older ledger)
+  [/^must be at least (-?\d+)$/, (l, n) => `${l} must be ${n} or more.`],
+  [/^must be at most (-?\d+)$/, (l, n) => `${l} must be ${n} or less.`],
+  [/^give at least 1 item$/, (l, _n, field) => field === "seeds" ? "Give at least one seed URL." : `${l} needs at least one entry.`],
+  [/^give at least (\d+) items$/, (l, n) => `${l} needs at least ${n} entries.`],
+  [/^give at most (\d+) items?$/, (l, n) => `${l} takes at most ${n} entries.`],
+  [/^must be true or false\b/, (l) => `${l} must be ticked or not.`],
+  [/^must (.+?)\.?$/, (l, rest) => `${l} must ${rest}.`],
   [/^Input should be greater than or equal to (-?\d+)$/, (l, n) => `${l} must be ${n} or more.`],
   [/^Input should be less than or equal to (-?\d+)$/, (l, n) => `${l} must be ${n} or less.`],
   [/^Input should be greater than (-?\d+)$/, (l, n) => `${l} must be more than ${n}.`],

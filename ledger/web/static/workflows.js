@@ -12,8 +12,17 @@ async function runNow(wf, note) {
   note.textContent = "";
   try {
     const started = await api("POST", "/api/workflows/" + wf.workflowId + "/run", { trigger: "manual" });
+    try {  // a runner of another organization may start its crawls but not see them (decision 351)
+      await api("GET", "/api/crawls/" + started.crawlId);
+    } catch (e) {
+      note.className = "muted";
+      note.textContent = "Started crawl " + started.crawlId.slice(0, 8) + ". Its crawls belong to the workflow's"
+        + " organization: you may run it, but only its members see what it captures.";
+      return;
+    }
     location.hash = "#/crawls/" + started.crawlId;
   } catch (e) {
+    note.className = "error";
     note.replaceChildren(e instanceof ApiError && e.body.runningCrawl
       ? el("span", {}, "Skipped: ", el("a", { href: "#/crawls/" + e.body.runningCrawl }, "a crawl of it"),
           " is still running; a workflow never runs twice at once.")
