@@ -202,7 +202,10 @@ def crawls_command(
     wide: Wide = False,
     as_json: Annotated[bool, typer.Option("--json", help="The ledger's JSON on stdout (for scripts): the recent crawls, one crawl, or with --pages its pages.")] = False,
 ) -> None:
-    """List recent crawls, or show / follow / fail one (an id or a unique prefix of it), or list its pages."""
+    """List recent crawls, or show / follow / fail one (an id or a unique prefix of it), or list its pages.
+
+    Exit code when showing or following one crawl: 0 it succeeded or still runs, 1 it failed (or
+    the ledger refused); --stop and --fail on a crawl that has already ended say so and exit 0."""
     console = _console()
     actions = [name for name, on in (("stop", stop_it), ("pause", pause_it), ("resume", resume_it), ("fail", fail_it)) if on]
     if len(actions) > 1:
@@ -237,7 +240,14 @@ def crawls_command(
                 _print_json(client.get_crawl(crawl_id))
                 return
             if actions and actions[0] != "fail":
-                answer = client.control_crawl(crawl_id, actions[0])
+                try:
+                    answer = client.control_crawl(crawl_id, actions[0])
+                except ApiError as exc:
+                    # a crawl that has ended is stopped already: said as --fail says it, exit 0
+                    if exc.status == 409 and actions[0] == "stop":
+                        console.print(f"crawl {crawl_id} had already ended; nothing to stop. ({exc})")
+                        return
+                    raise
                 said = {"stop": "stopped (succeeded, stop reason stopped).", "pausing": "pausing: it pauses when its"
                         " level in flight has reported.", "paused": "paused.", "resume": "running."}
                 console.print(f"crawl {crawl_id} " + said.get(answer.get("state") if actions[0] == "pause" else actions[0], ""))

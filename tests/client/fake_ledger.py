@@ -269,6 +269,11 @@ class FakeLedger:
                     return resp
                 if crawl_id not in fake.crawls:
                     return JSONResponse({"error": "not found"}, status_code=404)
+                ended = fake.crawls[crawl_id]
+                ended.refresh(datetime.now(timezone.utc))
+                if ended.state not in ("running", "paused"):  # as ledger.crawl.control refuses
+                    return JSONResponse({"error": f"the crawl is {ended.state} already; only a running or paused"
+                                                  " crawl can be stopped", "state": ended.state}, status_code=409)
                 fake.controls.append((crawl_id, action))
                 return {"state": state}
             app.post(f"/api/crawls/{{crawl_id}}/{action}")(control)

@@ -572,6 +572,18 @@ def test_crawls_stop_pause_resume_post_the_action(fake_ledger: FakeLedger, clien
     assert len(fake_ledger.controls) == 3
 
 
+def test_stopping_or_failing_an_ended_crawl_says_so_and_exits_0(fake_ledger: FakeLedger, client_env):
+    crawl = fake_ledger.start_crawl({"seeds": ["http://a.test/"]})
+    run("crawls", crawl.id, "--follow")  # to its end
+    stop = run("crawls", crawl.id, "--stop")
+    assert stop.exit_code == 0 and "had already ended; nothing to stop" in stop.output, stop.output
+    fail = run("crawls", crawl.id, "--fail")
+    assert fail.exit_code == 0 and "nothing to fail" in fail.output, fail.output
+    pause = run("crawls", crawl.id, "--pause")  # a pause cannot be had: an error
+    assert pause.exit_code == 1 and "already" in pause.output, pause.output
+    assert fake_ledger.controls == []
+
+
 def test_a_paused_crawl_is_not_a_failure():
     from rich.console import Console
     from ledger.client.cli import finish
