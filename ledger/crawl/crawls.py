@@ -120,18 +120,20 @@ def parse_seeds(raw: list[str], allow_private: bool, field: str = "seeds") -> li
         if why:
             refused.append(f"{shown} ({why})")
         parsed.append(p)
+    # every kind of problem at once: a form that named one per submit made people submit four times
+    problems = []
     if bad:
-        raise _seed_refusal(f"every {noun} must be an http(s) URL; unusable: "
-                            + ", ".join(traps.shown(repr(b)) for b in bad), field)
+        problems.append(f"every {noun} must be an http(s) URL; unusable: " + ", ".join(traps.shown(repr(b)) for b in bad))
     if too_long:
-        raise _seed_refusal(f"{noun}s longer than {traps.MAX_URL_LENGTH:,} characters are refused (a crawl never"
-                            " follows so long a URL; shorten it): " + ", ".join(too_long), field)
+        problems.append(f"{noun}s longer than {traps.MAX_URL_LENGTH:,} characters are refused (a crawl never"
+                        " follows so long a URL; shorten it): " + ", ".join(too_long))
     if refused:
-        raise _seed_refusal(f"{noun}s on private or local hosts are refused: " + "; ".join(refused)
-                            + " (set WAGGLE_ALLOW_PRIVATE_HOSTS=1 to crawl local sites)", field)
+        problems.append(f"{noun}s on private or local hosts are refused: " + "; ".join(refused)
+                        + " (set WAGGLE_ALLOW_PRIVATE_HOSTS=1 to crawl local sites)")
     if secret:
-        raise _seed_refusal(f"{noun}s with user:password@ are refused ({USERINFO_REFUSED}): "
-                            + ", ".join(secret), field)
+        problems.append(f"{noun}s with user:password@ are refused ({USERINFO_REFUSED}): " + ", ".join(secret))
+    if problems:
+        raise _seed_refusal(". ".join(problems), field)
     return parsed
 
 

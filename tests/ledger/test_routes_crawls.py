@@ -132,6 +132,19 @@ async def test_a_seed_with_credentials_is_refused_and_nothing_created(migrated_d
         assert fake_webhook.bodies() == []
 
 
+async def test_every_unusable_seed_is_named_in_one_answer(migrated_db_url, ledger_fga, fake_webhook):
+    """Not one kind of problem per submit (the trial's form took four): a seed that is no URL and
+    one with credentials are both named at once, nothing created."""
+    settings = ledger_settings(migrated_db_url, ledger_fga, fake_webhook.url, allow_private_hosts=True)
+    async with open_ledger(settings) as h:
+        r = await h.client.post("/api/crawls", json={"seeds": ["not a url", "http://user:pw@127.0.0.1:8765/"],
+                                                     "scripts": []}, headers=WHO)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert "unusable: 'not a url'" in error and "user:password@ are refused" in error and ":pw@" not in error, error
+    assert rows(settings.database_url, "SELECT count(*) FROM crawls")[0][0] == 0
+
+
 async def test_a_saved_target_with_credentials_refuses_the_crawl(settings, fake_webhook):
     with psycopg.connect(settings.database_url) as conn:  # saved before targets add refused such URLs
         conn.execute("INSERT INTO capture_targets (url, org_id) VALUES (%s, 'acme')", ("https://u:pw@a.test/",))

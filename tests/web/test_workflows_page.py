@@ -4,6 +4,8 @@ edit it (the form shows the saved options), run it, see the run in its history, 
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
@@ -99,6 +101,22 @@ def test_create_edit_run_and_delete_a_workflow_on_the_page(local_stack, browser,
         row = page.locator("table#runs tbody tr").first.inner_text()
         assert "manual" in row and "started" in row and "succeeded" in row
 
+        # frank runs it too: the crawl is the workflow's organization's, which he may not open —
+        # he stays on the workflow, told so, not sent to "No such crawl"; its last run is no link
+        other, theirs = new_page(browser)
+        try:
+            sign_in_as(local_stack, theirs, "frank", "elsewhere")
+            theirs.goto(local_stack.api_url + "/#/workflows")
+            theirs.wait_for_selector(f'table#workflows tr[data-workflow="{wid}"]')
+            assert theirs.locator(f'table#workflows tr[data-workflow="{wid}"] a[href^="#/crawls/"]').count() == 0
+            theirs.goto(workflow_url)
+            theirs.click("#run")
+            theirs.wait_for_function("(document.getElementById('run-note')?.textContent ?? '').includes('Started crawl')")
+            assert theirs.url == workflow_url and "only its members see" in theirs.inner_text("#run-note")
+        finally:
+            other.close()
+        wait_for_end_of_runs(local_stack, wid)
+
         page.on("dialog", lambda d: d.accept())
         page.click("#delete")
         page.wait_for_url("**/#/workflows")
@@ -107,3 +125,14 @@ def test_create_edit_run_and_delete_a_workflow_on_the_page(local_stack, browser,
     finally:
         context.close()
         site.stop()
+
+
+def wait_for_end_of_runs(local_stack, wid: str) -> None:
+    """Until no crawl of the organization runs, workflow ``wid``'s included (the next module on
+    this stack may start crawls)."""
+    with httpx.Client(base_url=local_stack.api_url, headers={"Authorization": "Bearer " + local_stack.token()},
+                      timeout=30, verify=client_tls()) as api:
+        deadline = time.monotonic() + 180
+        while any(c["state"] == "running" for c in api.get("/api/crawls?limit=20").json()["crawls"]):
+            assert time.monotonic() < deadline
+            time.sleep(1)

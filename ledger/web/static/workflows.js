@@ -38,7 +38,9 @@ export async function workflowList(view, ctx) {
     return el("tr", { dataset: { workflow: wf.workflowId } },
       el("td", {}, el("a", { href: "#/workflows/" + wf.workflowId }, wf.name)),
       el("td", {}, scheduleText(wf)),
-      el("td", {}, last ? el("a", { href: "#/crawls/" + last.crawlId }, when(last.startedAt)) : "never run"),
+      // a runner of another organization cannot open its crawls (decision 351): the date, no link
+      el("td", {}, !last ? "never run" : wf.organization === undefined || (ctx.session.organizations || []).includes(wf.organization)
+        ? el("a", { href: "#/crawls/" + last.crawlId }, when(last.startedAt)) : when(last.startedAt)),
       el("td", {}, last ? stateBadge(last.state) : "—"),
       el("td", {}, el("button", { type: "button", className: "run", onclick: () => runNow(wf, note) }, "Run now")));
   });
