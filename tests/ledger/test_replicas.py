@@ -80,6 +80,11 @@ def test_two_replicas_race_on_one_level_report(replicas, migrated_db_url, fake_w
                 "seeds": ["https://a.test/"], "scripts": [], "maxDepth": 2})
             assert r.status_code == 202, r.text
             crawl_id = r.json()["crawlId"]
+            # level 0 dispatched first (a background task of the start; under load it came after
+            # the reports below, which a real flow cannot outrun — then level 0 was never sent)
+            deadline = time.monotonic() + 10
+            while not fake_webhook.bodies(crawl_id) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
             with psycopg.connect(migrated_db_url, autocommit=True) as conn:  # level 1 already holds a page
                 conn.execute("INSERT INTO crawl_pages (crawl_id, url, url_key, depth, host) VALUES"
                              " (%s, 'https://b.test/', 'https://b.test/', 1, 'b.test')", (crawl_id,))

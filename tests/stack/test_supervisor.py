@@ -31,13 +31,29 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _listening(port: int) -> bool:
-    """Whether a TCP socket listens on ``port`` (/proc/net/tcp, state 0A). Not a connect: on
-    loopback a connect to a free ephemeral port can meet itself (TCP simultaneous open) and
-    succeed, which made a freed port look taken under two test workers."""
+def _listening(port: int, group: int | None = None) -> bool:
+    """Whether a TCP socket listens on ``port`` (/proc/net/tcp, state 0A) — with ``group``, one
+    held by a process of that process group. Not a connect: on loopback a connect to a free
+    ephemeral port can meet itself (TCP simultaneous open) and succeed, which made a freed port
+    look taken under two test workers; and a freed port may be taken at once by another worker's
+    server (CI, load 10), which says nothing of the group that was stopped."""
+    inodes = set()
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
         if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            inodes.add(fields[9])
+    if group is None or not inodes:
+        return bool(inodes)
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            owned = {os.readlink(fd) for fd in (proc / "fd").iterdir()}
+        except OSError:
+            continue
+        if any(f"socket:[{i}]" in owned for i in inodes):
             return True
     return False
 
@@ -65,7 +81,7 @@ def test_start_is_idempotent_and_stop_ends_the_process_group(tmp_path: Path) -> 
     while (_alive(rec["pid"]) or _alive(child)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(rec["pid"]) and not _alive(child)
-    assert not _listening(svc.port)
+    assert not _listening(svc.port, group=rec["pid"])
     assert sup.record("web") is None
     assert sup.stop("web") is False
 
@@ -155,7 +171,7 @@ def test_a_kept_service_that_dies_is_started_again_and_counted(tmp_path: Path) -
     assert sup.stop("web") is True
     assert _wait_until(lambda: not _alive(keeper) and not _alive(second), 10)
     time.sleep(1.0)  # longer than the keeper's first wait: nothing came back
-    assert not _listening(svc.port) and sup.restarts("web") is None
+    assert not _listening(svc.port, group=keeper) and sup.restarts("web") is None
 
 
 def test_a_kept_service_that_dies_at_start_fails_fast(tmp_path: Path) -> None:
