@@ -75,6 +75,10 @@ def _shown(given: object) -> str:
     return text[:40] + ("…" if len(text) > 40 else "")
 
 
+def _not_an_id(_ctx: dict, given: object) -> str:
+    return f"must be an id (a UUID such as 3f2b8c1e-8d0a-4d59-9f5e-0c6a1b2d3e4f), not {_shown(given)}"
+
+
 # pydantic's wording ("List should have at least 1 item after validation, not 0") as a sentence
 # a person acts on; keyed by pydantic's error type, given its ctx and the input
 _PLAIN: dict[str, Any] = {
@@ -83,8 +87,8 @@ _PLAIN: dict[str, Any] = {
     "string_too_short": lambda c, _i: ("must not be empty" if c.get("min_length") == 1
                                        else "must have at least " + _count(c.get("min_length"), "character")),
     "string_too_long": lambda c, _i: "must have at most " + _count(c.get("max_length"), "character"),
-    "uuid_parsing": lambda _c, i: f"must be an id (a UUID such as 3f2b8c1e-8d0a-4d59-9f5e-0c6a1b2d3e4f), not {_shown(i)}",
-    "uuid_type": lambda _c, i: f"must be an id (a UUID such as 3f2b8c1e-8d0a-4d59-9f5e-0c6a1b2d3e4f), not {_shown(i)}",
+    "uuid_parsing": _not_an_id,
+    "uuid_type": _not_an_id,
     "greater_than_equal": lambda c, _i: f"must be at least {c.get('ge')}",
     "greater_than": lambda c, _i: f"must be more than {c.get('gt')}",
     "less_than_equal": lambda c, _i: f"must be at most {c.get('le')}",

@@ -20,6 +20,8 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ledger.crawl.workflows import ACTIVE  # the states in which a crawl has not ended
+
 PREFIX = "wgr_"  # tells a read token from a JWT before any lookup
 # a backstop only: the crawl's end is what ends a token. A crawl_host job (a level of one host)
 # may run past a day (150 pages at the 600 s delay cap is 25 h); a new job asks again
@@ -43,7 +45,7 @@ async def issue(pool: Any, crawl_id: uuid.UUID, issued_to: str, ttl_s: int = TTL
     expires = datetime.now(timezone.utc) + timedelta(seconds=ttl_s)
     async with pool.connection() as conn:
         await conn.execute("DELETE FROM crawl_read_tokens t WHERE t.expires_at < now() OR EXISTS"
-                           " (SELECT 1 FROM crawls c WHERE c.id = t.crawl_id AND c.state NOT IN ('running', 'paused'))")
+                           " (SELECT 1 FROM crawls c WHERE c.id = t.crawl_id AND c.state <> ALL(%s))", (list(ACTIVE),))
         await conn.execute("INSERT INTO crawl_read_tokens (token_hash, crawl_id, issued_to, expires_at)"
                            " VALUES (%s, %s, %s, %s)", (_hash(token), crawl_id, issued_to[:200], expires))
     return token, expires
@@ -57,6 +59,6 @@ async def organization_of(pool: Any, crawl_id: uuid.UUID, token: str) -> str | N
     async with pool.connection() as conn:
         row = await (await conn.execute(
             "SELECT c.org_id FROM crawl_read_tokens t JOIN crawls c ON c.id = t.crawl_id"
-            " WHERE t.token_hash = %s AND t.crawl_id = %s AND t.expires_at > now() AND c.state IN ('running', 'paused')",
-            (_hash(token), crawl_id))).fetchone()
+            " WHERE t.token_hash = %s AND t.crawl_id = %s AND t.expires_at > now() AND c.state = ANY(%s)",
+            (_hash(token), crawl_id, list(ACTIVE)))).fetchone()
     return None if row is None else row["org_id"]

@@ -109,26 +109,30 @@ function sitemapText(c) {
 
 // pagesCaptured moves when a level reports; the level in flight's captures (its progress line)
 // are added, so Captured never says less than the line below it (issue 30 item 4).
+function inFlight(c) {
+  return c.state === "running" ? c.levelProgress : null;
+}
+
 export function capturedCount(c) {
-  const p = c.state === "running" ? c.levelProgress : null;
+  const p = inFlight(c);
   return c.pagesCaptured + (p ? p.captured : 0);
 }
 
 function capturedText(c) {
-  const p = c.state === "running" ? c.levelProgress : null;
+  const p = inFlight(c);
   return String(capturedCount(c)) + (p && p.captured ? " (" + p.captured + " in the level in flight)" : "");
 }
 
 // Failed and Pending agree with the progress line the same way: a page the level in flight has
 // ended is failed (or no longer pending) before its level reports
 function failedText(c) {
-  const p = c.state === "running" ? c.levelProgress : null;
-  const inFlight = p && p.failed ? p.failed : 0;
-  return String(c.pagesFailed + inFlight) + (inFlight ? " (" + inFlight + " in the level in flight)" : "");
+  const p = inFlight(c);
+  const failed = p && p.failed ? p.failed : 0;
+  return String(c.pagesFailed + failed) + (failed ? " (" + failed + " in the level in flight)" : "");
 }
 
 function pendingText(c) {
-  const p = c.state === "running" ? c.levelProgress : null;
+  const p = inFlight(c);
   return String(Math.max(0, c.pagesPending - (p && p.done ? p.done : 0)));
 }
 
