@@ -30,12 +30,12 @@ pytest_plugins = [
 STACKS = 2
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into node ids
 def pytest_configure(config: pytest.Config) -> None:
     # pgserver's warning of an unset XDG_RUNTIME_DIR (ledger/__init__.py says why it is harmless)
     config.addinivalue_line("filterwarnings", "ignore:.*XDG_RUNTIME_DIR.*")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups for pytest-xdist's ``--dist loadgroup`` (scripts/test): a module's tests stay on one
     worker, so a module fixture (a Chromium, a capture server) starts once. The local stack's

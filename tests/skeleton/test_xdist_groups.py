@@ -77,3 +77,22 @@ def test_the_split_keeps_the_test_counts_close():
         counts[split[module]] = counts.get(split[module], 0) + 1
     assert sorted(counts) == ["local_stack-1", "local_stack-2"]
     assert abs(counts["local_stack-1"] - counts["local_stack-2"]) <= 1
+
+
+def test_a_real_xdist_run_keeps_a_module_on_one_worker():
+    """The grouping reaches xdist's scheduler: our hook must run before xdist's, which copies the
+    groups into the node ids it schedules by (an untimely hook left every module spread over all
+    workers, and each worker started a local stack of its own)."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = Path(__file__).with_name("groups_probe.py")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup",
+                          "--no-loadscope-reorder", "-v", str(probe)],
+                         capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[2])
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    workers = re.findall(r"\[(gw\d+)\][^\n]*PASSED[^\n]*test_probe", out.stdout)
+    assert len(workers) == 6, out.stdout[-2000:]
+    assert len(set(workers)) == 1, f"one module ran on {sorted(set(workers))}"
