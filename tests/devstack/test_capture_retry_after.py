@@ -67,11 +67,15 @@ class RateLimitedSite(LoopbackSite):
                 for k, v in {"Content-Type": "text/html", "Content-Length": str(len(HTML)), **extra}.items():
                     self.send_header(k, v)
                 self.end_headers()
+                # the answer's end, stamped before the body's write: that write releases the GIL,
+                # and a stamp after it may come late under load (the client cannot have read the
+                # last byte before this moment; tests/fixtures/logged_site.py does the same)
+                end = time.monotonic()
                 self.wfile.write(HTML)
                 self.wfile.flush()
                 with site._lock:
                     site._pending -= 1
-                    site.hits.append(Hit(path, self._start, time.monotonic()))
+                    site.hits.append(Hit(path, self._start, end))
 
         self._lock = threading.Lock()
         self._pending = 0
