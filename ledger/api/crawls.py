@@ -385,11 +385,16 @@ async def start_crawl(body: CrawlRequest, request: Request, background: Backgrou
 
 
 def check_limits(request: Request, body: CrawlRequest) -> None:
-    """What the model cannot check alone (it depends on settings): 400 naming the field."""
-    limit = request.app.state.services.settings.max_pages
+    """What the model cannot check alone (it depends on settings): 400 naming the field. The
+    seeds too (:func:`ledger.crawl.crawls.parse_seeds`), so a workflow saved with a seed no run
+    could use is refused when saved, not at every scheduled run."""
+    settings = request.app.state.services.settings
+    limit = settings.max_pages
     if body.maxPages is not None and body.maxPages > limit:
         why = f"maxPages must be between 1 and {limit} (WAGGLE_MAX_PAGES)"
         raise Refused(400, why, fields={"maxPages": why})
+    if body.seeds:
+        crawl_store.parse_seeds(body.seeds, settings.allow_private_hosts)
 
 
 async def launch(request: Request, body: CrawlRequest, background: BackgroundTasks, *, subject: str, org_id: str,

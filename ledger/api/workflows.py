@@ -139,9 +139,9 @@ async def list_workflows(request: Request) -> dict:
 @router.post("/api/workflows", status_code=201)
 async def create_workflow(body: NewWorkflow, request: Request) -> JSONResponse:
     """Save a workflow → 201 (the workflow). A schedule that may start crawls less than an hour
-    apart is saved with ``schedule.warning`` (a sentence; decision 403). 400 names a bad option, cron expression or time
-    zone; 409 a name the organization already uses; 503 when Windmill does not take the
-    schedule (nothing saved). Needs ``can_submit`` on the organization (default: the caller's first)."""
+    apart is saved with ``schedule.warning`` (a sentence; decision 403). 400 names a bad option,
+    an unusable seed, a cron expression or time zone; 409 a name the organization already uses;
+    503 when Windmill does not take the schedule (nothing saved). Needs ``can_submit`` on the organization (default: the caller's first)."""
     check_limits(request, body.options)
     cron, tz = _schedule(body.schedule)
     identity = await authenticate(request)

@@ -128,6 +128,8 @@ async def test_invalid_time_zone_is_a_400(settings, s3_server, fake_webhook, tz)
     ({"seeds": ["https://a.test/"], "fromTargets": {}}, "options"),
     ({"seeds": ["https://a.test/"], "sitemapz": True}, "options"),
     ({"seeds": ["https://a.test/"], "maxPages": 10**9}, "maxPages"),
+    ({"seeds": ["htp://typo"]}, "seeds"),  # saved, every scheduled run would be refused (trial)
+    ({"seeds": ["https://a.test/", "ftp://x"]}, "seeds"),
 ])
 async def test_bad_options_are_refused_like_post_crawls(settings, s3_server, fake_webhook, options, field):
     async with open_ledger(settings, s3=store_of(s3_server)) as h:
@@ -135,6 +137,16 @@ async def test_bad_options_are_refused_like_post_crawls(settings, s3_server, fak
         direct = await h.client.post("/api/crawls", json=options, headers=WHO)
     assert r.status_code == direct.status_code == 400, r.text
     assert field in r.json()["fields"]
+
+
+async def test_an_edit_to_an_unusable_seed_is_refused_and_changes_nothing(settings, s3_server, fake_webhook):
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        wid = (await created(h))["workflowId"]
+        before = (await h.client.get(f"/api/workflows/{wid}", headers=WHO)).json()
+        r = await h.client.patch(f"/api/workflows/{wid}", json={"options": {"seeds": ["htp://typo"]}}, headers=WHO)
+        after = (await h.client.get(f"/api/workflows/{wid}", headers=WHO)).json()
+    assert r.status_code == 400 and "htp://typo" in r.json()["error"] and "seeds" in r.json()["fields"], r.text
+    assert after["options"] == before["options"]
 
 
 async def test_schedule_is_a_windmill_schedule_kept_in_step(settings, s3_server, fake_webhook):
