@@ -11,7 +11,9 @@ built with). A page is *captured* in a crawl when its state is ``captured``; the
   original's digest, so an unchanged page stored as a revisit compares equal;
 * ``notCompared`` — captured in both but a digest is unknown (archive not admitted yet, not
   viewable by the caller, its index names no record of the page), or captured before and still
-  pending in a running crawl. ``why`` says which.
+  pending in a running crawl, or captured in one crawl and listed but never tried in the other
+  because that crawl ended first (stopped or failed: ``not-reached`` / ``not-reached-before``;
+  such a page is neither gone nor new). ``why`` says which.
 
 Pages captured in neither crawl are in no list. Each side (``now`` / ``before``) carries a
 ``replay`` link (the web page's ``#/replay`` inside that crawl's collection, as search hits
@@ -28,6 +30,7 @@ from typing import Any
 
 from ledger.archive.main_document import MainDocument, main_documents
 from ledger.crawl.collection import UUID_TEXT
+from ledger.crawl.salvage import CLOSED_BEFORE_CAPTURE, STOPPED_BEFORE_CAPTURE
 from ledger.search.links import replay_link
 
 LISTED = 1000  # entries per list; the counts are always complete
@@ -69,6 +72,21 @@ def limits_note(crawl: dict, since: dict) -> tuple[list[dict], str | None]:
         return differ, None
     return differ, ("; ".join(reasons) + ": a page listed as gone may only be one this crawl did not reach"
                     " — it is not necessarily gone from the site")
+
+
+ENDED_FIRST = (STOPPED_BEFORE_CAPTURE, CLOSED_BEFORE_CAPTURE)  # skip reasons of a page never tried
+
+
+def _never_tried(row: dict | None, crawl: dict) -> str | None:
+    """Why a listed page was never tried because its crawl ended first (stopped or failed), else
+    None. A stopped crawl's skipped pages read as "gone" in a trial, then as "new" next run."""
+    if row is None:
+        return None
+    if row["state"] == "skipped" and row["skip_reason"] in ENDED_FIRST:
+        return row["skip_reason"]
+    if row["state"] == "pending" and crawl["state"] not in ("running", "paused"):
+        return "the crawl ended before this page was captured"
+    return None
 
 
 def _iso(value: Any) -> str | None:
@@ -219,11 +237,18 @@ async def changes(services: Any, identity: Any, crawl_id: uuid.UUID, since_id: u
         now, before = now_side.side(n_row), before_side.side(b_row)
         entry: dict[str, Any] = {"url": (n_row or b_row)["url"], "now": now, "before": before}
         if n_cap and not b_cap:
-            kind = "new"
+            if why := _never_tried(b_row, since):
+                kind = "notCompared"
+                entry.update(why="not-reached-before", reason=f"in the earlier crawl: {why}")
+            else:
+                kind = "new"
         elif not n_cap:
             if running and n_row is not None and n_row["state"] == "pending":
                 kind = "notCompared"
                 entry.update(why="not-captured-yet", reason="this crawl has not captured it yet")
+            elif why := _never_tried(n_row, crawl):
+                kind = "notCompared"
+                entry.update(why="not-reached", reason=f"in this crawl: {why}")
             else:
                 kind = "gone"
                 unreached += n_row is None  # a page this crawl reached and failed is gone for sure

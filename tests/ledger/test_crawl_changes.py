@@ -176,6 +176,35 @@ async def test_new_changed_unchanged_and_gone_are_counted_and_each_change_replay
         assert any(line.startswith("  note: ") for line in report_lines(narrow, "http://x/"))
 
 
+async def test_pages_a_stopped_crawl_never_tried_are_neither_gone_nor_new(settings, s3_server, ledger_fga):
+    """A trial stopped a crawl after 11 of 23 pages: the 12 it never tried read as gone, and as new
+    in the next full run compared with it. They are not compared, with the reason, both ways."""
+    db = settings.database_url
+    u = {n: SITE + n for n in ("a", "b", "c")}
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        full = await start(h, list(u.values()))
+        for n in u:
+            capture(db, s3_server, ledger_fga, full, u[n], body(n))
+        finish(db, full)
+        stopped = await start(h, list(u.values()))
+        capture(db, s3_server, ledger_fga, stopped, u["a"], body("a"))
+        r = await h.client.post(f"/api/crawls/{stopped}/stop", headers=WHO)
+        assert r.status_code == 200, r.text
+        again = await start(h, list(u.values()))
+        for n in u:
+            capture(db, s3_server, ledger_fga, again, u[n], body(n))
+        finish(db, again)
+
+        short = (await h.client.get(f"/api/crawls/{stopped}/changes", params={"since": full}, headers=WHO)).json()
+        after = (await h.client.get(f"/api/crawls/{again}/changes", params={"since": stopped}, headers=WHO)).json()
+    assert short["counts"] == {"new": 0, "changed": 0, "unchanged": 1, "gone": 0, "notCompared": 2}, short["counts"]
+    assert {(e["url"], e["why"]) for e in short["notCompared"]} == {(u["b"], "not-reached"), (u["c"], "not-reached")}
+    assert all("stopped before this page was captured" in e["reason"] for e in short["notCompared"])
+    assert after["counts"] == {"new": 0, "changed": 0, "unchanged": 1, "gone": 0, "notCompared": 2}, after["counts"]
+    assert {e["why"] for e in after["notCompared"]} == {"not-reached-before"}
+    assert after["notCompared"][0]["reason"].startswith("in the earlier crawl: the crawl was stopped")
+
+
 async def test_the_default_is_the_previous_finished_crawl_of_the_same_seeds(settings, s3_server, ledger_fga):
     db = settings.database_url
     seeds = [SITE + "a", SITE + "b"]
