@@ -210,13 +210,21 @@ def edit_command(
 
 @app.command("run")
 def run_command(workflow: Annotated[str, typer.Argument(help="Id, start of the id, or name.")],
+                follow_it: Annotated[bool, typer.Option("--follow", help="Follow the crawl live until it ends, as `waggle crawl` does (its exit code).")] = False,
                 as_json: AsJson = False) -> None:
     """Run the workflow now (a crawl with its saved options); skipped (exit 3) while one of its crawls runs."""
+    from ledger.client.cli import follow_to_end
+    from ledger.client.follow import POLL_INTERVAL_S
+
     console = _console()
     try:
         with _client() as client:
             wid = _resolve(client, workflow)["workflowId"]
             out = client._call("POST", f"/api/workflows/{wid}/run", json={"trigger": "manual"}).json()
+            if follow_it and not as_json:  # a trial's "run, wait, then changes" needed a polling loop
+                console.print(f"crawl {out['crawlId']} started")
+                code = follow_to_end(client, out["crawlId"], console, None, 30.0, POLL_INTERVAL_S)
+                raise typer.Exit(code)
     except ApiError as exc:
         if exc.status == 409 and isinstance(exc.body, dict) and exc.body.get("runningCrawl"):
             reason = str(exc.body["error"]).removeprefix("skipped: ")  # the ledger's reason may say it already

@@ -147,3 +147,14 @@ def test_a_schedule_more_often_than_hourly_prints_the_ledgers_warning():
     assert "warning: schedule '* * * * *' starts a crawl every 1 minute" in " ".join(warned.split()), warned
     assert max(map(len, warned.splitlines())) <= 80
     assert "warning" not in shown({"cron": "0 4 * * *", "timeZone": "UTC", "nextRuns": []})
+
+
+def test_run_follow_waits_for_the_crawl_and_ends_with_its_summary(ledger_env: RealLedger):
+    """A trial's "run, wait, then changes" needed a polling loop: --follow follows as `waggle crawl` does."""
+    name = f"follow {uuid.uuid4().hex[:6]}"
+    made = waggle("create", name, "--seed", "http://site-a.example/", "--depth", "1", "--delay-ms", "0", "--no-scripts")
+    assert made.exit_code == 0, made.output
+    ran = waggle("run", name, "--follow")
+    assert ran.exit_code == 0, ran.output
+    crawl_id = re.search(r"crawl (\S+) started", ran.output).group(1)
+    assert re.search(rf"crawl {crawl_id} succeeded: level 1 · captured 2", ran.output), ran.output
