@@ -283,6 +283,8 @@ def summary_view(crawl: dict, so_far: bool = False) -> Group:
     table.add_row("state", Text(state + pausing, style=style))
     table.add_row("stop reason", stop_reason_text(crawl))
     table.add_row("seeds", "\n".join(crawl.get("seeds") or []) or "–")
+    if crawl.get("workflow"):  # a trial: nothing named the workflow that ran a crawl
+        table.add_row("workflow", f"{crawl['workflow']['name']} ({short_id(crawl['workflow']['workflowId'])})")
     table.add_row("levels", _n(level_of(crawl)) + (f" (max depth {crawl['maxDepth']})" if "maxDepth" in crawl else ""))
     if crawl.get("scope"):
         table.add_row("scope", scope_text(crawl))

@@ -309,7 +309,8 @@ def crawl_view(crawl: dict, failures: list[dict]) -> dict:
 
 
 async def get_crawl(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> dict | None:
-    """The crawl's view with its 5 newest failures (``[{url, depth, reason, failureClass}]``), or None;
+    """The crawl's view with its 5 newest failures (``[{url, depth, reason, failureClass}]``) and its
+    ``workflow`` (``{workflowId, name}`` or null), or None;
     while it runs also ``levelProgress`` and ``waiting`` (why hosts wait: ledger.crawl.waits, which
     names another crawl only when it belongs to one of the caller's organizations ``orgs``)."""
     async with pool.connection() as conn:
@@ -324,6 +325,11 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> dict | N
             (crawl_id,),
         )
         failures = [dict(r) for r in await cur.fetchall()]
+        workflow = None
+        if crawl.get("workflow_id"):  # its name: a member of the crawl's organization may view it (model.fga)
+            cur = await conn.execute("SELECT name FROM workflows WHERE id = %s", (crawl["workflow_id"],))
+            named = await cur.fetchone()
+            workflow = {"workflowId": str(crawl["workflow_id"]), "name": named["name"]} if named else None
         cur = await conn.execute(
             "SELECT state, count(*) AS n FROM crawl_pages WHERE crawl_id = %s GROUP BY state", (crawl_id,)
         )
@@ -345,6 +351,7 @@ async def get_crawl(pool: Any, crawl_id: uuid.UUID, orgs: list[str]) -> dict | N
             cur = await conn.execute("SELECT clock_timestamp() AS now")
             waiting = await waits.waiting(conn, crawl, (await cur.fetchone())["now"], orgs)
     view = crawl_view(crawl, failures)
+    view["workflow"] = workflow  # {workflowId, name} of the workflow that ran it, or null (decision 201)
     if crawl["state"] == "running":
         view["levelProgress"] = level
         view["waiting"] = waiting  # why hosts are not being captured now (ledger.crawl.waits)

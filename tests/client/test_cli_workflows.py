@@ -158,3 +158,5 @@ def test_run_follow_waits_for_the_crawl_and_ends_with_its_summary(ledger_env: Re
     assert ran.exit_code == 0, ran.output
     crawl_id = re.search(r"crawl (\S+) started", ran.output).group(1)
     assert re.search(rf"crawl {crawl_id} succeeded: level 1 · captured 2", ran.output), ran.output
+    shown = runner.invoke(app, ["crawls", crawl_id[:8]], catch_exceptions=False)
+    assert shown.exit_code == 0 and re.search(rf"workflow\W+{re.escape(name)} \(", shown.output), shown.output

@@ -65,6 +65,7 @@ async def test_save_view_list_and_run_with_the_saved_options(settings, s3_server
         listed = (await h.client.get("/api/workflows", headers=WHO)).json()["workflows"]
     assert (crawl["workflowId"], crawl["seeds"], crawl["maxDepth"], crawl["scope"]) == (
         wid, ["https://a.test/"], 1, "origin")
+    assert crawl["workflow"] == {"workflowId": wid, "name": wf["name"]}  # the crawl names its workflow
     assert fake_webhook.bodies(crawl_id)[0]["frontier"][0]["hostDelayMs"] == 3000  # a saved option reached the flow
     assert listed[0]["lastCrawl"]["crawlId"] == crawl_id
     assert rows(settings.database_url, "SELECT workflow_id::text FROM crawls") == [(wid,)]
@@ -243,7 +244,7 @@ async def test_delete_keeps_the_crawls_and_archives(settings, s3_server, fake_we
         assert r.json() == {"deleted": wid, "crawlsKept": 1}
         assert (await h.client.get(f"/api/workflows/{wid}", headers=WHO)).status_code == 404
         crawl = await h.client.get(f"/api/crawls/{crawl_id}", headers=WHO)
-    assert crawl.status_code == 200 and crawl.json()["workflowId"] is None
+    assert crawl.status_code == 200 and crawl.json()["workflowId"] is None and crawl.json()["workflow"] is None
     assert fake_webhook.schedules == {}
     assert rows(settings.database_url, "SELECT count(*) FROM workflow_runs") == [(0,)]
 

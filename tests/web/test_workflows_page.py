@@ -96,6 +96,8 @@ def test_create_edit_run_and_delete_a_workflow_on_the_page(local_stack, browser,
         page.click("#run")
         page.wait_for_url("**/#/crawls/*")
         assert wait_final(page) == "succeeded"
+        # the crawl names the workflow that ran it, linked back to it
+        assert page.locator(f'dd[data-fact="workflow"] a[href="#/workflows/{wid}"]').count() == 1
         page.goto(workflow_url)
         page.wait_for_selector("table#runs tbody tr")
         row = page.locator("table#runs tbody tr").first.inner_text()

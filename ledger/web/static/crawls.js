@@ -163,6 +163,7 @@ function facts(c) {
       : size(c.totalBytes) + (c.bytesUnknown ? " (+ " + c.bytesUnknown + " not measured yet)" : "")],
     ["Organization", c.organization], ["Requested by", c.requestedBy], ["Seeds", (c.seeds || []).join(" ")],
   ];
+  if (c.workflow) pairs.push(["Workflow", el("a", { href: "#/workflows/" + c.workflow.workflowId }, c.workflow.name)]);
   if (c.error) pairs.push(["Error", c.error]);
   return el("dl", { className: "facts", id: "crawl-facts" },
     pairs.flatMap(([k, v]) => [el("dt", { dataset: { fact: k.toLowerCase() } }, k), el("dd", { dataset: { fact: k.toLowerCase() } }, v)]));
