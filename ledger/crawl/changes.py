@@ -105,7 +105,8 @@ async def default_since(pool: Any, crawl_id: uuid.UUID) -> tuple[str, str] | Non
     """``(crawl id, how)`` of the crawl to compare ``crawl_id`` with when none is given: the
     latest earlier finished crawl of the same workflow (``how`` = ``"workflow"``) when the crawl
     has one, else the latest earlier finished crawl of its organization with the same set of
-    seeds (``"same-seeds"``); None when there is none."""
+    seeds (``"same-seeds"``), one run with the same limits (:data:`LIMITS`) before any other;
+    None when there is none."""
     async with pool.connection() as conn:
         crawl = await (await conn.execute(_CRAWL, (crawl_id,))).fetchone()
         if crawl is None:
@@ -117,11 +118,15 @@ async def default_since(pool: Any, crawl_id: uuid.UUID) -> tuple[str, str] | Non
                 " ORDER BY b.started_at DESC LIMIT 1", (crawl_id,))).fetchone()
             if row is not None:
                 return str(row["id"]), "workflow"
+        # among them, one run with the same limits first: a deleted workflow's crawls were compared
+        # with another deleted workflow's one-page crawl of the same seed (a trial)
+        same_limits = " AND ".join(f"b.{col} IS NOT DISTINCT FROM c.{col}" for col in LIMITS if col in crawl)
         row = await (await conn.execute(
-            "SELECT id FROM crawls WHERE org_id = %s AND id <> %s AND started_at < %s AND finished_at IS NOT NULL"
-            " AND (SELECT array_agg(DISTINCT s ORDER BY s) FROM unnest(seeds) AS s) = %s::text[]"
-            " ORDER BY started_at DESC LIMIT 1",
-            (crawl["org_id"], crawl_id, crawl["started_at"], sorted(set(crawl["seeds"]))))).fetchone()
+            "SELECT b.id FROM crawls b JOIN crawls c ON c.id = %s WHERE b.org_id = c.org_id AND b.id <> c.id"
+            " AND b.started_at < c.started_at AND b.finished_at IS NOT NULL"
+            " AND (SELECT array_agg(DISTINCT s ORDER BY s) FROM unnest(b.seeds) AS s) = %s::text[]"
+            f" ORDER BY ({same_limits or 'true'}) DESC, b.started_at DESC LIMIT 1",
+            (crawl_id, sorted(set(crawl["seeds"]))))).fetchone()
     return (str(row["id"]), "same-seeds") if row is not None else None
 
 

@@ -235,6 +235,23 @@ async def test_the_default_is_the_previous_finished_crawl_of_the_same_seeds(sett
                 ["notCompared"]] == ["not-captured-yet"]
 
 
+async def test_among_crawls_of_the_same_seeds_one_with_the_same_limits_comes_first(settings, s3_server, ledger_fga):
+    """A trial deleted two workflows of one seed: the full crawl's changes were then taken since the
+    other workflow's newer one-page crawl. The same limits now win over recency."""
+    db = settings.database_url
+    async with open_ledger(settings, s3=store_of(s3_server)) as h:
+        full = await start(h, [SITE])
+        finish(db, full)
+        r = await h.client.post("/api/crawls", headers=WHO, json={"seeds": [SITE], "scripts": [], "perHostDelayMs": 0,
+                                                                   "maxPages": 1})
+        assert r.status_code == 202, r.text
+        one_page = r.json()["crawlId"]
+        finish(db, one_page)
+        again = await start(h, [SITE])
+        asked = (await h.client.get(f"/api/crawls/{again}/changes/since", headers=WHO)).json()
+    assert (asked["since"], asked["sinceChosen"]) == (full, "same-seeds")
+
+
 async def test_outsiders_and_bad_since_are_refused(settings, s3_server, ledger_fga):
     async with open_ledger(settings, s3=store_of(s3_server)) as h:
         mine = await start(h, [SITE])
