@@ -25,8 +25,9 @@ def _link(base: str, side: dict | None) -> str:
     return f"not replayable: {missing['why']} ({missing['reason']})" if missing else side.get("state", "–")
 
 
-def report_lines(body: dict, base: str) -> list[str]:
-    """The changes as plain lines (what the command prints): the counts, then each list."""
+def report_lines(body: dict, base: str, unchanged: bool = False) -> list[str]:
+    """The changes as plain lines (what the command prints): the counts, then each list (the
+    unchanged pages only with ``unchanged``: on a recrawl they are most of the pages)."""
     c = body["counts"]
     since = body["since"]
     lines = [f"crawl {render.short_id(body['crawl']['crawlId'])} since {render.short_id(since['crawlId'])}"
@@ -46,7 +47,11 @@ def report_lines(body: dict, base: str) -> list[str]:
         lines.append(f"gone     {entry['url']}" + (f"  (now {now['state']}: {now.get('reason') or ''})" if now else ""))
     for entry in body["notCompared"][:SHOWN]:
         lines.append(f"not compared  {entry['url']}  ({entry['why']}: {entry['reason']})")
-    more = [f"{k}: {c[k] - SHOWN} more" for k in ("changed", "new", "gone", "notCompared") if c[k] > SHOWN]
+    kinds = ["changed", "new", "gone", "notCompared"]
+    if unchanged:
+        kinds.append("unchanged")
+        lines += [f"unchanged  {entry['url']}" for entry in body["unchanged"][:SHOWN]]
+    more = [f"{k}: {c[k] - SHOWN} more" for k in kinds if c[k] > SHOWN]
     if more:
         lines.append("not shown: " + ", ".join(more) + " (--json lists up to " + f"{body['listed']:,} of each)")
     return lines
@@ -55,6 +60,7 @@ def report_lines(body: dict, base: str) -> list[str]:
 def changes_command(
     crawl: Annotated[str, typer.Argument(metavar="CRAWL", help="The crawl (its id or a unique prefix, as `waggle crawls` shows).")],
     since: Annotated[Optional[str], typer.Option("--since", help="Compare with this crawl (id or prefix); default: the previous finished crawl of the same workflow, else of the same seeds.")] = None,
+    list_unchanged: Annotated[bool, typer.Option("--unchanged", help="Also list the unchanged pages (counted always).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="The ledger's JSON, one document on stdout (for scripts).")] = False,
 ) -> None:
     """What changed between two crawls: pages new, changed, unchanged and gone."""
@@ -79,7 +85,7 @@ def changes_command(
     if as_json:
         _print_json(body)
         return
-    for line in report_lines(body, base):
+    for line in report_lines(body, base, unchanged=list_unchanged):
         console.print(line, soft_wrap=True, markup=False)
 
 

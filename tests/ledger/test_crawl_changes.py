@@ -174,6 +174,9 @@ async def test_new_changed_unchanged_and_gone_are_counted_and_each_change_replay
         assert "not necessarily gone from the site" in narrow["goneNote"]
         from ledger.client.changes import report_lines
         assert any(line.startswith("  note: ") for line in report_lines(narrow, "http://x/"))
+        listed = [line for line in report_lines(narrow, "http://x/", unchanged=True) if line.startswith("unchanged ")]
+        assert listed == [f"unchanged  {u['same']}", f"unchanged  {u['revisited']}"]
+        assert not any(line.startswith("unchanged ") for line in report_lines(narrow, "http://x/"))
 
 
 async def test_pages_a_stopped_crawl_never_tried_are_neither_gone_nor_new(settings, s3_server, ledger_fga):

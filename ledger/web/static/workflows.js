@@ -111,7 +111,7 @@ export async function workflowForm(view, ctx, id) {
       field("notes", "Notes", notes),
       field("schedule", "Schedule", cron, "Cron: minute hour day-of-month month day-of-week (empty: run by hand only)."
         + " More often than hourly is saved with a warning: a run due while the previous crawl still runs is skipped."),
-      field("timeZone", "Time zone", zone, "IANA name, e.g. Europe/Paris."),
+      field("timeZone", "Time zone", zone, "IANA name, e.g. Europe/Paris; used only with a schedule."),
     ],
     save: async (options, form) => {
       const body = { name: name.value, notes: notes.value, options };
