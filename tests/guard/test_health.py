@@ -115,7 +115,8 @@ def test_s3_down_and_missing_bucket_are_503(migrated_db_url, ledger_fga, s3_serv
 
 
 def test_database_down_is_503_within_the_check_timeout(migrated_db_url, ledger_fga, s3_server, monkeypatch):
-    monkeypatch.setattr(health, "CHECK_TIMEOUT_S", 0.5)
+    # 1.5 s, not 0.5: at load 8-10 the healthy S3 check alone once took longer than 0.5 s
+    monkeypatch.setattr(health, "CHECK_TIMEOUT_S", 1.5)
     base, _, query = migrated_db_url.partition("?")
     nowhere = base.rpartition("/")[0] + "/no_such_database" + (f"?{query}" if query else "")
 
@@ -128,7 +129,7 @@ def test_database_down_is_503_within_the_check_timeout(migrated_db_url, ledger_f
     status, body = _get_health(settings, _store(s3_server), pool_swap=broken_pool)
     assert status == 503 and body["degraded"] == ["database"]
     health.HealthAnswer.model_validate(body)
-    assert body["database"]["ok"] is False and body["database"]["latencyMs"] < 2000
+    assert body["database"]["ok"] is False and body["database"]["latencyMs"] < 2500  # the timeout, not the pool's
     assert body["outbox"] is None and body["runningCrawl"] is None
     assert body["openfga"]["ok"] is True and body["s3"]["ok"] is True
 
