@@ -30,7 +30,7 @@ from typing import Any
 
 from ledger.archive.main_document import MainDocument, main_documents
 from ledger.crawl.collection import UUID_TEXT
-from ledger.crawl.salvage import CLOSED_BEFORE_CAPTURE, STOPPED_BEFORE_CAPTURE
+from ledger.crawl.salvage import CLOSED_REASONS
 from ledger.search.links import replay_link
 
 LISTED = 1000  # entries per list; the counts are always complete
@@ -74,15 +74,12 @@ def limits_note(crawl: dict, since: dict) -> tuple[list[dict], str | None]:
                     " — it is not necessarily gone from the site")
 
 
-ENDED_FIRST = (STOPPED_BEFORE_CAPTURE, CLOSED_BEFORE_CAPTURE)  # skip reasons of a page never tried
-
-
 def _never_tried(row: dict | None, crawl: dict) -> str | None:
     """Why a listed page was never tried because its crawl ended first (stopped or failed), else
     None. A stopped crawl's skipped pages read as "gone" in a trial, then as "new" next run."""
     if row is None:
         return None
-    if row["state"] == "skipped" and row["skip_reason"] in ENDED_FIRST:
+    if row["state"] == "skipped" and row["skip_reason"] in CLOSED_REASONS:
         return row["skip_reason"]
     if row["state"] == "pending" and crawl["state"] not in ("running", "paused"):
         return "the crawl ended before this page was captured"

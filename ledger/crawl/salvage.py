@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 CLOSED_BEFORE_CAPTURE = "the crawl was failed before this page was captured"
 STOPPED_BEFORE_CAPTURE = "the crawl was stopped before this page was captured"  # ledger.crawl.control
-_CLOSED = [CLOSED_BEFORE_CAPTURE, STOPPED_BEFORE_CAPTURE]  # skip reasons a late capture may replace
+CLOSED_REASONS = [CLOSED_BEFORE_CAPTURE, STOPPED_BEFORE_CAPTURE]  # pages a close skipped: a late capture may replace them
 
 
 def takes_late_captures(crawl: dict | None) -> bool:
@@ -67,7 +67,7 @@ async def record_captures(conn: Any, crawl: dict, bucket: str | None, *, page_id
     :data:`CLOSED_BEFORE_CAPTURE`) with a captured progress event ``captured`` and attribute
     their tasks; ``page_id`` limits it to that page. Returns the task ids with a manifest key
     (for ``verify_level``); nothing when no such event exists."""
-    cur = await conn.execute(_CAPTURED, (str(crawl["id"]), crawl["id"], _CLOSED, page_id, page_id))
+    cur = await conn.execute(_CAPTURED, (str(crawl["id"]), crawl["id"], CLOSED_REASONS, page_id, page_id))
     rows = await cur.fetchall()
     if not rows:
         return []
@@ -107,7 +107,7 @@ async def _late_page(conn: Any, crawl_id: uuid.UUID, url: str) -> tuple[dict, di
     crawl = await cur.fetchone()
     if not takes_late_captures(crawl):
         return None
-    cur = await conn.execute(_LATE_PAGE, (crawl_id, url, crawl["current_depth"], _CLOSED))
+    cur = await conn.execute(_LATE_PAGE, (crawl_id, url, crawl["current_depth"], CLOSED_REASONS))
     page = await cur.fetchone()
     if page is None:
         raise Refused(409, "the crawl is closed and url is not one of its pages left uncaptured at the close"
@@ -164,7 +164,7 @@ async def record_sealed(conn: Any, crawl: dict, bucket: str | None, *, page_id: 
     capture had sealed (a ``sealed`` progress event gave its task id and manifest location) get
     that task id and a ``capture_submissions`` row; they stay uncaptured until their archive is
     admitted. Returns the task ids with a manifest key (for :func:`await_sealed`)."""
-    cur = await conn.execute(_SEALED, (str(crawl["id"]), crawl["id"], _CLOSED, page_id, page_id))
+    cur = await conn.execute(_SEALED, (str(crawl["id"]), crawl["id"], CLOSED_REASONS, page_id, page_id))
     rows = await cur.fetchall()
     if not rows:
         return []
@@ -239,7 +239,7 @@ async def promote_admitted(conn: Any, task_ids: list[str]) -> int:
     cur = await conn.execute(
         "UPDATE crawl_pages SET state = 'captured', skip_reason = NULL, failure_class = NULL"
         " WHERE task_id = ANY(%s::text[]) AND state = 'skipped' AND skip_reason = ANY(%s) RETURNING crawl_id",
-        (task_ids, _CLOSED))
+        (task_ids, CLOSED_REASONS))
     rows = await cur.fetchall()
     per_crawl: dict[Any, int] = {}
     for r in rows:
